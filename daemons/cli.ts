@@ -1,0 +1,151 @@
+#!/usr/bin/env node
+// `flashsale`: the one way to start anything.
+import yargs, { type Argv } from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { signJwt } from '../shared/auth.js';
+import { ConfigError, loadConfig, type Config, type ConfigOverrides } from '../shared/config.js';
+import { runUntilSignal, type Stoppable } from '../shared/daemon.js';
+import { HttpError } from '../shared/errors.js';
+import { createLogger } from '../shared/logger.js';
+import { migrate } from '../shared/migrate.js';
+import { reconcile } from '../shared/reconcile.js';
+import { createSale, getSale, parseSaleInput, saleView } from '../shared/sales.js';
+import { connect } from '../shared/services.js';
+import { startApi } from './api.js';
+import { startDev } from './dev.js';
+import { startExpiryListener } from './expiry-listener.js';
+import { startOrderWriter } from './order-writer.js';
+import { replayPassOnce, startReplay } from './replay.js';
+
+type Args = Record<string, unknown>;
+
+const FLAG_TO_CONFIG: Record<string, keyof Config> = {
+  'database-url': 'databaseUrl', 'redis-url': 'redisUrl', 'log-level': 'logLevel', port: 'port', host: 'host',
+  'jwt-secret': 'jwtSecret', 'admin-token': 'adminToken', 'auth-mode': 'authMode', 'batch-size': 'writerBatchSize',
+  'writer-id': 'writerId', interval: 'replayIntervalSeconds', 'data-dir': 'dataDir', development: 'development',
+};
+
+function configFrom(argv: Args): Config {
+  const overrides: ConfigOverrides = {};
+  for (const [flag, key] of Object.entries(FLAG_TO_CONFIG)) if (argv[flag] !== undefined) overrides[key] = argv[flag];
+  return loadConfig(overrides);
+}
+
+/** Starts a long-running service and keeps it until a signal; a failed start exits 1 with the reason. */
+async function serve(argv: Args, start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>): Promise<void> {
+  const config = configFrom(argv);
+  const logger = createLogger(config);
+  try {
+    runUntilSignal(await start(config, logger), logger);
+  } catch (err) {
+    logger.fatal({ err }, `cannot start: ${(err as Error).message}`);
+    await new Promise((r) => setTimeout(r, 50));
+    process.exit(1);
+  }
+}
+
+async function withConnections<T>(argv: Args, fn: (c: Awaited<ReturnType<typeof connect>>, config: Config) => Promise<T>): Promise<T> {
+  const config = configFrom(argv);
+  const conn = await connect(config, createLogger({ ...config, logLevel: 'warn' }));
+  try {
+    await migrate(conn.pool);
+    return await fn(conn, config);
+  } finally {
+    await conn.close();
+  }
+}
+
+const serverFlags = (y: Argv) =>
+  y.option('database-url', { type: 'string', describe: 'Postgres URL (env DATABASE_URL)' })
+    .option('redis-url', { type: 'string', describe: 'Redis URL (env REDIS_URL)' })
+    .option('log-level', { type: 'string', describe: 'pino level (env LOG_LEVEL)' });
+
+const apiFlags = (y: Argv) =>
+  y.option('port', { type: 'number', describe: 'HTTP port (env PORT, default 3000)' })
+    .option('host', { type: 'string', describe: 'HTTP host (env HOST, default 127.0.0.1)' })
+    .option('jwt-secret', { type: 'string', describe: 'HS256 key of buyer tokens (env JWT_SECRET)' })
+    .option('admin-token', { type: 'string', describe: 'bearer token of the admin API (env ADMIN_TOKEN)' })
+    .option('auth-mode', { choices: ['jwt', 'trusted-header'], describe: 'buyer identity (env AUTH_MODE)' });
+
+function printStatus(r: Awaited<ReturnType<typeof reconcile>>): void {
+  const rows: [string, number | string][] = [
+    ['total', r.total], ['available', r.available], ['queued', r.queued], ['pending', r.pending],
+    ['paid', r.paid], ['expired', r.expired], ['restoring', r.restoring],
+    ['conservation', r.holds ? 'holds' : 'VIOLATED'],
+  ];
+  console.log(`sale ${r.saleId}`);
+  for (const [k, v] of rows) console.log(`  ${k.padEnd(13)}${v}`);
+}
+
+await yargs(hideBin(process.argv))
+  .scriptName('flashsale')
+  .command('dev', 'run the whole service locally with a demo sale (embedded Postgres, redis-server child)',
+    (y) => apiFlags(serverFlags(y)).option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
+    (argv) => serve({ ...argv, development: true }, startDev))
+  .command('migrate', 'apply pending sql/ migrations', serverFlags, async (argv) => {
+    const applied = await withConnections(argv, async ({ pool }) => migrate(pool));
+    console.log(applied.length ? `applied ${applied.join(', ')}` : 'schema up to date');
+  })
+  .command('api', 'serve the HTTP API', (y) => apiFlags(serverFlags(y)), (argv) => serve(argv, startApi))
+  .command('order-writer', 'drain winners into Postgres orders (daemon one)',
+    (y) => serverFlags(y).option('batch-size', { type: 'number' }).option('writer-id', { type: 'string' }),
+    (argv) => serve(argv, startOrderWriter))
+  .command('expiry-listener', 'close unpaid orders on expired events (daemon two)', serverFlags, (argv) => serve(argv, startExpiryListener))
+  .command('replay', 'sweep for missed expirations on a cron schedule',
+    (y) => serverFlags(y).option('once', { type: 'boolean', describe: 'one pass, then exit' })
+      .option('interval', { type: 'number', describe: 'seconds between passes (env REPLAY_INTERVAL_SECONDS, default 5)' }),
+    async (argv) => {
+      if (!argv.once) return serve(argv, startReplay);
+      const config = configFrom(argv);
+      const report = await replayPassOnce(config, createLogger(config));
+      process.exitCode = report.reconciliations.every((r) => r.holds) ? 0 : 3;
+    })
+  .command('token <user>', 'print a buyer token signed with JWT_SECRET (for tests and load tests)',
+    (y) => y.positional('user', { type: 'string', demandOption: true }).option('jwt-secret', { type: 'string' })
+      .option('ttl', { type: 'number', default: 3600 }),
+    (argv) => {
+      const config = configFrom(argv);
+      if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret');
+      console.log(signJwt(argv.user, config.jwtSecret, argv.ttl));
+    })
+  .command('sale', 'create and inspect sales', (y) => serverFlags(y)
+    .command('create', 'create a sale and load it into Redis',
+      (c) => c.option('name', { type: 'string', demandOption: true }).option('stock', { type: 'number', demandOption: true })
+        .option('per-user', { type: 'number' }).option('max-per-order', { type: 'number' })
+        .option('starts-at', { type: 'string', describe: 'ISO 8601' }).option('ends-at', { type: 'string', describe: 'ISO 8601' })
+        .option('payment-window', { type: 'number', describe: 'seconds (default 300)' })
+        .option('id', { type: 'string' }).option('json', { type: 'boolean' }),
+      async (argv) => {
+        const sale = parseSaleInput(Object.fromEntries(Object.entries({
+          id: argv.id, name: argv.name, stock: argv.stock, perUserLimit: argv['per-user'], maxPerOrder: argv['max-per-order'],
+          startsAt: argv['starts-at'], endsAt: argv['ends-at'], paymentWindowSeconds: argv['payment-window'],
+        }).filter(([, v]) => v !== undefined)));
+        const view = await withConnections(argv, async ({ pool, redis }) => {
+          await createSale(pool, redis, sale);
+          return saleView(redis, sale);
+        });
+        console.log(argv.json ? JSON.stringify(view) : `created sale ${view.id} (${view.stock} in stock, ${view.state})`);
+      })
+    .command('status <id>', 'stock, orders by state and the conservation check',
+      (c) => c.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
+      async (argv) => {
+        const r = await withConnections(argv, async ({ pool, redis }) => {
+          const sale = await getSale(pool, argv.id);
+          if (!sale) throw new HttpError('sale_not_found', `No sale with id "${argv.id}".`);
+          return reconcile(pool, redis, sale.id, sale.stock);
+        });
+        if (argv.json) console.log(JSON.stringify(r));
+        else printStatus(r);
+        if (!r.holds) process.exitCode = 3;
+      })
+    .demandCommand(1), () => {})
+  .demandCommand(1)
+  .strict()
+  .fail((msg, err, y) => {
+    if (err instanceof ConfigError || err instanceof HttpError) console.error(`flashsale: ${err.message}`);
+    else if (err) console.error(`flashsale: ${err.message}`);
+    else console.error(`${y.help()}\n\n${msg}`);
+    process.exit(2);
+  })
+  .help()
+  .parseAsync();

@@ -1,0 +1,60 @@
+// The local stack: embedded Postgres and a redis-server child (unless DATABASE_URL / REDIS_URL
+// point elsewhere), a demo sale, and every daemon in this one process.
+import type { Config } from '../shared/config.js';
+import { closeAll, type Stoppable } from '../shared/daemon.js';
+import type { Logger } from '../shared/logger.js';
+import { startPostgres, startRedis } from '../shared/local-stack.js';
+import { createSale, getSale, parseSaleInput } from '../shared/sales.js';
+import { connect } from '../shared/services.js';
+import { migrate } from '../shared/migrate.js';
+import { startApi } from './api.js';
+import { startExpiryListener } from './expiry-listener.js';
+import { startOrderWriter } from './order-writer.js';
+import { startReplay } from './replay.js';
+
+export const DEMO_SALE = { id: 'demo', name: 'Demo flash sale', stock: 100, perUserLimit: 1, maxPerOrder: 1, paymentWindowSeconds: 120 };
+
+export async function startDev(base: Config, logger: Logger): Promise<Stoppable> {
+  const stops: [string, () => Promise<unknown>][] = [];
+  const stopAll = () => closeAll(logger, stops.slice().reverse());
+  try {
+    const config: Config = {
+      ...base,
+      jwtSecret: base.jwtSecret ?? 'flashsale-development-secret',
+      adminToken: base.adminToken ?? 'dev-admin',
+      development: true,
+    };
+    if (!config.databaseUrl) {
+      const pg = await startPostgres(`${config.dataDir}/pg`);
+      stops.push(['postgres', pg.stop]);
+      config.databaseUrl = pg.url;
+    }
+    if (!config.redisUrl) {
+      const redis = await startRedis(`${config.dataDir}/redis`);
+      stops.push(['redis', redis.stop]);
+      config.redisUrl = redis.url;
+    }
+    const setup = await connect(config, logger);
+    try {
+      await migrate(setup.pool, logger);
+      if (!(await getSale(setup.pool, DEMO_SALE.id))) await createSale(setup.pool, setup.redis, parseSaleInput(DEMO_SALE));
+    } finally {
+      await setup.close();
+    }
+    for (const [name, start] of [
+      ['order-writer', startOrderWriter], ['expiry-listener', startExpiryListener], ['replay', startReplay],
+    ] as const) {
+      const s = await start(config, logger);
+      stops.push([name, () => s.stop()]);
+    }
+    const api = await startApi(config, logger);
+    stops.push(['api', () => api.stop()]);
+    const url = `http://${config.host}:${api.port}`;
+    logger.info({ url, sale: `${url}/api/sales/${DEMO_SALE.id}`, adminToken: config.adminToken },
+      `flashsale is up at ${url}; get a buyer token with: curl -s -X POST ${url}/api/dev/token -H 'content-type: application/json' -d '{"userId":"alice"}'`);
+    return { stop: stopAll };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}

@@ -1,0 +1,99 @@
+// The one place that reads the environment. CLI flags override it; everything is validated here.
+import { hostname } from 'node:os';
+
+export type AuthMode = 'jwt' | 'trusted-header';
+
+export interface Config {
+  databaseUrl: string | undefined;
+  redisUrl: string | undefined;
+  host: string;
+  port: number;
+  jwtSecret: string | undefined;
+  adminToken: string | undefined;
+  authMode: AuthMode;
+  logLevel: string;
+  development: boolean;
+  /** How long an API process answers sold_out from memory before asking Redis again. */
+  soldOutCacheMs: number;
+  /** Floor for the TTL of a buyer's SETEX'd buy count; it is stretched to outlive the sale. */
+  buyCountTtlSeconds: number;
+  writerId: string;
+  writerBatchSize: number;
+  /** A writer that has not renewed its lease for this long is presumed dead; its batch is re-driven. */
+  writerLeaseMs: number;
+  writerIdleMs: number;
+  replayIntervalSeconds: number;
+  /** How often the listener touches due expiry keys so Redis expires them on time. */
+  expiryNudgeMs: number;
+  dataDir: string;
+}
+
+export class ConfigError extends Error {
+  readonly code = 'config';
+}
+
+export type ConfigOverrides = Partial<Record<keyof Config, unknown>>;
+
+const env = process.env;
+
+function int(name: string, raw: unknown, fallback: number, min: number): number {
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < min) {
+    throw new ConfigError(`${name} must be an integer >= ${min}, got ${JSON.stringify(raw)}`);
+  }
+  return n;
+}
+
+function str(raw: unknown): string | undefined {
+  return raw === undefined || raw === '' ? undefined : String(raw);
+}
+
+export function loadConfig(overrides: ConfigOverrides = {}): Config {
+  const pick = (key: keyof Config, envName: string): unknown => overrides[key] ?? env[envName];
+  const authMode = str(pick('authMode', 'AUTH_MODE')) ?? 'jwt';
+  if (authMode !== 'jwt' && authMode !== 'trusted-header') {
+    throw new ConfigError(`AUTH_MODE must be "jwt" or "trusted-header", got ${JSON.stringify(authMode)}`);
+  }
+  const development = (overrides.development as boolean | undefined) ?? env.NODE_ENV === 'development';
+  return {
+    databaseUrl: str(pick('databaseUrl', 'DATABASE_URL')),
+    redisUrl: str(pick('redisUrl', 'REDIS_URL')),
+    host: str(pick('host', 'HOST')) ?? '127.0.0.1',
+    port: int('PORT', pick('port', 'PORT'), 3000, 0),
+    jwtSecret: str(pick('jwtSecret', 'JWT_SECRET')),
+    adminToken: str(pick('adminToken', 'ADMIN_TOKEN')),
+    authMode,
+    logLevel: str(pick('logLevel', 'LOG_LEVEL')) ?? 'info',
+    development,
+    soldOutCacheMs: int('SOLD_OUT_CACHE_MS', pick('soldOutCacheMs', 'SOLD_OUT_CACHE_MS'), 200, 0),
+    buyCountTtlSeconds: int('BUY_COUNT_TTL_SECONDS', pick('buyCountTtlSeconds', 'BUY_COUNT_TTL_SECONDS'), 86_400, 60),
+    writerId: str(pick('writerId', 'WRITER_ID')) ?? `${hostname()}:${env.pm_id ?? process.pid}`,
+    writerBatchSize: int('WRITER_BATCH_SIZE', pick('writerBatchSize', 'WRITER_BATCH_SIZE'), 1000, 1),
+    writerLeaseMs: int('WRITER_LEASE_MS', pick('writerLeaseMs', 'WRITER_LEASE_MS'), 15_000, 100),
+    writerIdleMs: int('WRITER_IDLE_MS', pick('writerIdleMs', 'WRITER_IDLE_MS'), 20, 1),
+    replayIntervalSeconds: int('REPLAY_INTERVAL_SECONDS', pick('replayIntervalSeconds', 'REPLAY_INTERVAL_SECONDS'), 5, 1),
+    expiryNudgeMs: int('EXPIRY_NUDGE_MS', pick('expiryNudgeMs', 'EXPIRY_NUDGE_MS'), 100, 10),
+    dataDir: str(pick('dataDir', 'FLASHSALE_DATA_DIR')) ?? '.data',
+  };
+}
+
+/** The URLs every command but the local stack needs, with the message that says how to give them. */
+export function requireServers(config: Config): { databaseUrl: string; redisUrl: string } {
+  if (!config.databaseUrl) {
+    throw new ConfigError('DATABASE_URL is not set: set DATABASE_URL=postgres://user:pass@host:5432/db or pass --database-url (or run `flashsale dev` for a local stack)');
+  }
+  if (!config.redisUrl) {
+    throw new ConfigError('REDIS_URL is not set: set REDIS_URL=redis://host:6379 or pass --redis-url (or run `flashsale dev` for a local stack)');
+  }
+  return { databaseUrl: config.databaseUrl, redisUrl: config.redisUrl };
+}
+
+export function requireApiSecrets(config: Config): void {
+  if (config.authMode === 'jwt' && !config.jwtSecret) {
+    throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET (the HS256 key buyers\' tokens are signed with), pass --jwt-secret, or set AUTH_MODE=trusted-header behind an authenticating gateway');
+  }
+  if (config.jwtSecret !== undefined && config.jwtSecret.length < 16) {
+    throw new ConfigError('JWT_SECRET is too short: use at least 16 characters');
+  }
+}

@@ -1,0 +1,62 @@
+// What every long-running process shares: an abortable delay, and a lifecycle that signals
+// readiness to PM2, stops gracefully on the first SIGINT/SIGTERM and forces exit on the second.
+import type { Logger } from './logger.js';
+
+export function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+export interface Stoppable {
+  stop(): Promise<void>;
+}
+
+/** Runs a started service until a signal; exits 0 after a clean stop, 1 if the stop failed or timed out. */
+export function runUntilSignal(service: Stoppable, logger: Logger, graceMs = 4000): void {
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info({ signal }, 'stopping');
+    setTimeout(() => {
+      logger.error({ graceMs }, 'graceful stop timed out: exiting');
+      process.exit(1);
+    }, graceMs).unref();
+    service.stop().then(
+      () => {
+        logger.info('stopped');
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error({ err }, 'stop failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  // PM2 `wait_ready`: we are up only once our connections are.
+  process.send?.('ready');
+}
+
+/** Closes resources in order, each in its own try, so one failure does not leak the rest. */
+export async function closeAll(logger: Logger, steps: [string, () => Promise<unknown> | unknown][]): Promise<void> {
+  for (const [name, step] of steps) {
+    try {
+      await step();
+    } catch (err) {
+      logger.warn({ err, resource: name }, 'close failed');
+    }
+  }
+}

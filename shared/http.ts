@@ -1,0 +1,150 @@
+// The HTTP app, built by a factory apart from listen() so tests can inject requests.
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { Redis } from 'ioredis';
+import { checkUserId, signJwt, verifyJwt } from './auth.js';
+import type { Config } from './config.js';
+import type { Pool } from './db.js';
+import { HttpError } from './errors.js';
+import { SALE_ID_PATTERN } from './keys.js';
+import type { Logger } from './logger.js';
+import { getOrder, payOrder } from './orders.js';
+import type { Purchaser } from './purchase.js';
+import { createSale, getSale, parseSaleInput, saleView, type Sale } from './sales.js';
+
+export interface AppDeps {
+  config: Config;
+  pool: Pool;
+  redis: Redis;
+  purchaser: Purchaser;
+  logger: Logger;
+}
+
+const FASTIFY_ERRORS: Record<string, ConstructorParameters<typeof HttpError>[0]> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'bad_request',
+};
+
+const MAX_QTY = 1000;
+
+function parseQty(body: unknown): number {
+  if (body === undefined || body === null) return 1;
+  if (typeof body !== 'object' || Array.isArray(body)) throw new HttpError('bad_request', 'The body must be a JSON object like {"qty": 1}.');
+  const extra = Object.keys(body).filter((k) => k !== 'qty');
+  if (extra.length > 0) throw new HttpError('bad_request', `Unknown field(s): ${extra.join(', ')}.`);
+  const qty = (body as { qty?: unknown }).qty ?? 1;
+  if (typeof qty !== 'number' || !Number.isInteger(qty) || qty < 1 || qty > MAX_QTY) {
+    throw new HttpError('invalid_qty', `qty must be an integer from 1 to ${MAX_QTY}.`);
+  }
+  return qty;
+}
+
+function saleIdParam(req: FastifyRequest): string {
+  const { saleId } = req.params as { saleId: string };
+  if (!SALE_ID_PATTERN.test(saleId)) throw new HttpError('invalid_id', 'The sale id must be 1-64 characters of A-Z a-z 0-9 _ -.');
+  return saleId;
+}
+
+function bearer(req: FastifyRequest): string {
+  const header = req.headers.authorization;
+  const m = header ? /^Bearer ([^\s]+)$/.exec(header) : null;
+  if (!m) throw new HttpError('unauthorized', 'Send Authorization: Bearer <token>.');
+  return m[1]!;
+}
+
+export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): FastifyInstance {
+  const app = Fastify({ logger: false, bodyLimit: 16 * 1024, maxParamLength: 256, requestTimeout: 10_000, return503OnClosing: true });
+
+  const userOf = (req: FastifyRequest): string => {
+    if (config.authMode === 'trusted-header') return checkUserId(req.headers['x-user-id']);
+    return verifyJwt(bearer(req), config.jwtSecret!);
+  };
+  const requireAdmin = (req: FastifyRequest): void => {
+    if (!config.adminToken) throw new HttpError('forbidden', 'The admin API is off: set ADMIN_TOKEN to turn it on.');
+    if (bearer(req) !== config.adminToken) throw new HttpError('forbidden', 'This token is not the admin token.');
+  };
+
+  // Sale rules change only by creating a sale; a second of staleness is fine for the view.
+  const saleCache = new Map<string, { sale: Sale; until: number }>();
+  const cachedSale = async (id: string): Promise<Sale> => {
+    const hit = saleCache.get(id);
+    if (hit && hit.until > Date.now()) return hit.sale;
+    const sale = await getSale(pool, id);
+    if (!sale) throw new HttpError('sale_not_found');
+    saleCache.set(id, { sale, until: Date.now() + 1000 });
+    return sale;
+  };
+
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    if (body === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(body as string));
+    } catch {
+      done(new HttpError('invalid_json'), undefined);
+    }
+  });
+
+  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
+    let httpErr: HttpError;
+    if (err instanceof HttpError) httpErr = err;
+    else if (err.code && FASTIFY_ERRORS[err.code]) httpErr = new HttpError(FASTIFY_ERRORS[err.code]!);
+    else if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) httpErr = new HttpError('bad_request', err.message);
+    else {
+      logger.error({ err, request: { method: req.method, url: req.url } }, 'request failed');
+      httpErr = new HttpError('unavailable');
+    }
+    void reply.code(httpErr.status).send(httpErr.body());
+  });
+  app.setNotFoundHandler((_req, reply) => {
+    const e = new HttpError('not_found');
+    void reply.code(e.status).send(e.body());
+  });
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async (_req, reply) => {
+    try {
+      await Promise.all([redis.ping(), pool.query('select 1')]);
+      return { status: 'ready' };
+    } catch (err) {
+      return reply.code(503).send({ error: 'unavailable', message: `not ready: ${(err as Error).message}` });
+    }
+  });
+
+  app.post('/api/sales', async (req, reply) => {
+    requireAdmin(req);
+    const sale = parseSaleInput(req.body);
+    await createSale(pool, redis, sale);
+    return reply.code(201).send(await saleView(redis, sale));
+  });
+
+  app.get('/api/sales/:saleId', async (req) => saleView(redis, await cachedSale(saleIdParam(req))));
+
+  app.post('/api/sales/:saleId/purchases', { bodyLimit: 1024 }, async (req, reply) => {
+    const saleId = saleIdParam(req);
+    const userId = userOf(req);
+    const qty = parseQty(req.body);
+    const { orderId } = await purchaser.purchase(saleId, userId, qty);
+    return reply.code(202).send({ orderId, status: 'queued' });
+  });
+
+  app.get('/api/orders/:orderId', async (req) => {
+    const userId = userOf(req);
+    return getOrder(pool, redis, (req.params as { orderId: string }).orderId, userId);
+  });
+
+  app.post('/api/orders/:orderId/pay', { bodyLimit: 1024 }, async (req) => {
+    const userId = userOf(req);
+    return payOrder(pool, redis, (req.params as { orderId: string }).orderId, userId);
+  });
+
+  if (config.development && config.jwtSecret) {
+    // Development only: hands out a buyer token so the local page and curl can buy without an IdP.
+    app.post('/api/dev/token', async (req) => {
+      const userId = checkUserId((req.body as { userId?: unknown } | undefined)?.userId);
+      return { token: signJwt(userId, config.jwtSecret!) };
+    });
+  }
+
+  return app;
+}

@@ -1,0 +1,151 @@
+// Daemon two: closes unpaid orders when their expiry key fires `expired`. Events are a latency
+// hint, not a guarantee (the replay's sweep is); to make them timely, a nudger touches keys whose
+// deadline has come, since Redis only emits `expired` when it actually deletes a key.
+import type { Redis } from 'ioredis';
+import type { Config } from './config.js';
+import { delay } from './daemon.js';
+import type { Pool } from './db.js';
+import { closeDue, closeOverdue, restore, stillPending } from './expiry.js';
+import { EXPIRED_PATTERN, parseExpiryKey, SALES_REGISTRY } from './keys.js';
+import type { Logger } from './logger.js';
+import { touchDue } from './redis.js';
+
+export interface ListenerDeps {
+  pool: Pool;
+  redis: Redis;
+  /** A connection of its own: a subscribed connection can run nothing else. */
+  subscriber: Redis;
+  logger: Logger;
+  config: Pick<Config, 'expiryNudgeMs'>;
+}
+
+/**
+ * Makes sure Redis emits expired events (flags E and x). Sets them where CONFIG is allowed;
+ * otherwise fails with the exact line to add.
+ */
+export async function ensureExpiredEvents(redis: Redis): Promise<string> {
+  let flags: string;
+  try {
+    const res = (await redis.config('GET', 'notify-keyspace-events')) as string[];
+    flags = res[1] ?? '';
+  } catch (err) {
+    throw new Error(`cannot read notify-keyspace-events (${(err as Error).message}): add "notify-keyspace-events Ex" to redis.conf or your provider's Redis parameters`);
+  }
+  const hasEvents = flags.includes('E');
+  const hasExpired = flags.includes('x') || flags.includes('A');
+  if (hasEvents && hasExpired) return flags;
+  const wanted = `${flags}${hasEvents ? '' : 'E'}${hasExpired ? '' : 'x'}`;
+  try {
+    await redis.config('SET', 'notify-keyspace-events', wanted);
+  } catch (err) {
+    throw new Error(`Redis refused CONFIG SET notify-keyspace-events ${wanted} (${(err as Error).message}): add "notify-keyspace-events ${wanted}" to redis.conf or your provider's Redis parameters`);
+  }
+  return wanted;
+}
+
+export class ExpiryListener {
+  private readonly abort = new AbortController();
+  private readonly inFlight = new Set<Promise<void>>();
+  private buffer: string[] = [];
+  private nudging: Promise<void> | undefined;
+  private flushScheduled = false;
+  closed = 0;
+  restored = 0;
+  events = 0;
+
+  constructor(private readonly deps: ListenerDeps) {}
+
+  async start(): Promise<void> {
+    const { redis, subscriber, logger } = this.deps;
+    await ensureExpiredEvents(redis);
+    subscriber.on('pmessage', (_pattern: string, _channel: string, key: string) => this.onExpired(key));
+    // ioredis resubscribes by itself after a reconnect; events in the gap are lost, so catch up
+    // at once (a restarted Redis also forgot a CONFIG SET, so check the flags again).
+    let first = true;
+    subscriber.on('ready', () => {
+      if (first) return;
+      logger.warn('subscription reconnected: catching up on missed expiries');
+      this.track(ensureExpiredEvents(redis).then(() => this.catchUp()));
+    });
+    await subscriber.psubscribe(EXPIRED_PATTERN);
+    first = false;
+    this.nudging = this.nudgeLoop();
+    logger.info({ pattern: EXPIRED_PATTERN }, 'listening for expired order keys');
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.deps.subscriber.punsubscribe(EXPIRED_PATTERN).catch(() => {});
+    await this.nudging;
+    this.flush();
+    await Promise.all([...this.inFlight]);
+  }
+
+  private onExpired(key: string): void {
+    const parsed = parseExpiryKey(key);
+    if (!parsed) return;
+    this.events++;
+    this.buffer.push(parsed.orderId);
+    if (this.buffer.length >= 500) this.flush();
+    else if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.buffer.length === 0) return;
+    const ids = this.buffer;
+    this.buffer = [];
+    this.track(this.close(ids));
+  }
+
+  private track(p: Promise<unknown>): void {
+    const tracked = p.then(
+      () => {},
+      (err: unknown) => this.deps.logger.error({ err }, 'closing expired orders failed; the replay will retry'),
+    );
+    this.inFlight.add(tracked);
+    void tracked.finally(() => this.inFlight.delete(tracked));
+  }
+
+  private async close(ids: string[]): Promise<void> {
+    const { pool, redis, logger } = this.deps;
+    const closed = await closeDue(pool, ids);
+    this.closed += closed.length;
+    this.restored += await restore(pool, redis, closed);
+    if (closed.length < ids.length) {
+      // Redis's clock may run a hair ahead of Postgres's: retry those at their deadline.
+      for (const o of await stillPending(pool, ids)) {
+        const wait = Math.max(1, o.expiresAt - Date.now() + 1);
+        setTimeout(() => this.track(this.close([o.id])), wait).unref();
+      }
+    }
+    if (closed.length > 0) logger.debug({ closed: closed.length }, 'orders expired by event');
+  }
+
+  private async catchUp(): Promise<void> {
+    const { pool, redis } = this.deps;
+    for (;;) {
+      const closed = await closeOverdue(pool, 1000);
+      this.closed += closed.length;
+      this.restored += await restore(pool, redis, closed);
+      if (closed.length < 1000) return;
+    }
+  }
+
+  private async nudgeLoop(): Promise<void> {
+    const { redis, logger, config } = this.deps;
+    while (!this.abort.signal.aborted) {
+      try {
+        const saleIds = await redis.smembers(SALES_REGISTRY);
+        const now = Date.now();
+        await Promise.all(saleIds.map((id) => touchDue(redis, id, now, 1000)));
+      } catch (err) {
+        logger.warn({ err }, 'touching due expiry keys failed');
+      }
+      await delay(config.expiryNudgeMs, this.abort.signal);
+    }
+  }
+}

@@ -1,0 +1,28 @@
+--[[
+  Hand a batch of winners to one writer: move them from the shared list into the writer's own
+  processing list and renew its lease. A writer that still holds an unfinished batch (it restarted
+  under the same id) gets that batch back first.
+
+  KEYS[1] winners
+  KEYS[2] processing list of this writer
+  KEYS[3] writers (zset writerId -> lease deadline ms)
+  ARGV[1] batch size  ARGV[2] writerId  ARGV[3] lease deadline (ms)
+
+  Returns the entries of the batch (empty when there is nothing to write).
+]]
+local rcall = redis.call
+local winnersKey, processingKey, writersKey = KEYS[1], KEYS[2], KEYS[3]
+local count, writerId, leaseUntil = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+
+local held = rcall('LRANGE', processingKey, 0, -1)
+if #held > 0 then
+  rcall('ZADD', writersKey, leaseUntil, writerId)
+  return held
+end
+local batch = rcall('RPOP', winnersKey, count)
+if not batch then return {} end
+for i = 1, #batch, 500 do
+  rcall('LPUSH', processingKey, unpack(batch, i, math.min(i + 499, #batch)))
+end
+rcall('ZADD', writersKey, leaseUntil, writerId)
+return batch

@@ -1,0 +1,64 @@
+// The purchase decision: one Lua script call, plus a short-lived in-process sold-out flag so a
+// crowd hitting a sold-out sale costs no Redis round trip.
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { HttpError } from './errors.js';
+import { purchaseScript } from './redis.js';
+
+/** purchase.lua's refusal codes. */
+export enum Refusal {
+  SaleNotFound = -1,
+  NotStarted = -2,
+  Ended = -3,
+  QtyAboveMax = -4,
+  LimitReached = -5,
+  SoldOut = -6,
+  NotEnoughStock = -7,
+}
+
+function refusalError(code: number, n: number): HttpError {
+  switch (code) {
+    case Refusal.SaleNotFound: return new HttpError('sale_not_found');
+    case Refusal.NotStarted: return new HttpError('not_started');
+    case Refusal.Ended: return new HttpError('ended');
+    case Refusal.QtyAboveMax: return new HttpError('qty_above_max', `qty is above this sale's maximum of ${n} per order.`);
+    case Refusal.LimitReached: return new HttpError('limit_reached', `This buyer already holds ${n}, the most this sale allows.`);
+    case Refusal.SoldOut: return new HttpError('sold_out');
+    case Refusal.NotEnoughStock: return new HttpError('not_enough_stock', `Only ${n} left.`);
+    default: return new HttpError('internal', `Unknown purchase result ${code}.`);
+  }
+}
+
+export interface PurchaseResult {
+  orderId: string;
+  available: number;
+}
+
+export class Purchaser {
+  private readonly soldOutUntil = new Map<string, number>();
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly opts: { soldOutCacheMs: number; buyCountTtlSeconds: number },
+  ) {}
+
+  /** Stock came back (an order expired): stop answering sold_out from memory. */
+  stockRestored(saleId: string): void {
+    this.soldOutUntil.delete(saleId);
+  }
+
+  async purchase(saleId: string, userId: string, qty: number, now = Date.now()): Promise<PurchaseResult> {
+    const until = this.soldOutUntil.get(saleId);
+    if (until !== undefined) {
+      if (now < until) throw new HttpError('sold_out');
+      this.soldOutUntil.delete(saleId);
+    }
+    const orderId = `${saleId}.${randomUUID()}`;
+    const [code, n] = await purchaseScript(this.redis, {
+      saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds,
+    });
+    if (code === 1) return { orderId, available: n };
+    if (code === Refusal.SoldOut && this.opts.soldOutCacheMs > 0) this.soldOutUntil.set(saleId, now + this.opts.soldOutCacheMs);
+    throw refusalError(code, n);
+  }
+}

@@ -1,0 +1,41 @@
+// The conservation check: every unit of a sale's stock is in exactly one place.
+//   Redis available + queued + pending + paid + restoring = total
+// (restoring: expired in Postgres, not yet back in Redis). Redis is read at one instant (a
+// script); Postgres is then counted only up to that instant's purchase number, so purchases,
+// writes, payments and restores running meanwhile cannot skew the sum.
+import type { Redis } from 'ioredis';
+import type { Pool } from './db.js';
+import { parseWinner } from './keys.js';
+import { snapshotSale } from './redis.js';
+
+export interface Reconciliation {
+  saleId: string;
+  total: number;
+  available: number;
+  queued: number;
+  pending: number;
+  paid: number;
+  expired: number;
+  restoring: number;
+  holds: boolean;
+}
+
+export async function reconcile(pool: Pool, redis: Redis, saleId: string, total: number): Promise<Reconciliation> {
+  const snap = await snapshotSale(redis, saleId);
+  const queuedEntries = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w]));
+  const res = await pool.query<{ pending: number; paid: number; expired: number }>(
+    `select coalesce(sum(qty) filter (where status = 'pending'), 0)::int as pending,
+            coalesce(sum(qty) filter (where status = 'paid'), 0)::int as paid,
+            coalesce(sum(qty) filter (where status = 'expired'), 0)::int as expired
+     from orders where sale_id = $1 and seq <= $2`,
+    [saleId, snap.seq],
+  );
+  // A winner may still sit in a list after its row was written (a re-driven batch): count it once.
+  const written = await pool.query<{ id: string }>('select id from orders where id = any($1::text[])', [[...queuedEntries.keys()]]);
+  for (const r of written.rows) queuedEntries.delete(r.id);
+  const queued = [...queuedEntries.values()].reduce((sum, w) => sum + w.qty, 0);
+  const { pending, paid, expired } = res.rows[0]!;
+  const restoring = expired - snap.restoredQty;
+  const holds = snap.available >= 0 && restoring >= 0 && snap.available + queued + pending + paid + restoring === total;
+  return { saleId, total, available: snap.available, queued, pending, paid, expired, restoring, holds };
+}

@@ -1,0 +1,96 @@
+// The guarantee behind the events: a periodic sweep over Postgres that closes every overdue
+// order no event closed, finishes restores a crash interrupted, re-drives batches of dead
+// writers, and checks conservation per sale. One pass at a time across all instances (a
+// Postgres advisory lock, released by Postgres itself if the holder dies).
+import cron, { type ScheduledTask } from 'node-cron';
+import type { Redis } from 'ioredis';
+import type { Pool } from './db.js';
+import { closeOverdue, restore, unrestored } from './expiry.js';
+import { SALES_REGISTRY } from './keys.js';
+import type { Logger } from './logger.js';
+import { reconcile, type Reconciliation } from './reconcile.js';
+import { listSales } from './sales.js';
+import { recoverDeadWriters } from './writer.js';
+
+const REPLAY_LOCK = 7_042_001;
+const BATCH = 1000;
+
+export interface ReplayDeps {
+  pool: Pool;
+  redis: Redis;
+  logger: Logger;
+}
+
+export interface ReplayReport {
+  ran: boolean;
+  redriven: number;
+  closed: number;
+  restored: number;
+  reconciliations: Reconciliation[];
+}
+
+export async function replayOnce({ pool, redis, logger }: ReplayDeps): Promise<ReplayReport> {
+  const report: ReplayReport = { ran: false, redriven: 0, closed: 0, restored: 0, reconciliations: [] };
+  const lock = await pool.connect();
+  try {
+    const got = await lock.query<{ ok: boolean }>('select pg_try_advisory_lock($1) as ok', [REPLAY_LOCK]);
+    if (!got.rows[0]!.ok) return report;
+    report.ran = true;
+    try {
+      report.redriven = await recoverDeadWriters(redis, await redis.smembers(SALES_REGISTRY));
+      for (;;) {
+        const closed = await closeOverdue(pool, BATCH);
+        report.closed += closed.length;
+        report.restored += await restore(pool, redis, closed);
+        if (closed.length < BATCH) break;
+      }
+      for (;;) {
+        const left = await unrestored(pool, BATCH);
+        report.restored += await restore(pool, redis, left);
+        if (left.length < BATCH) break;
+      }
+      for (const sale of await listSales(pool)) {
+        const r = await reconcile(pool, redis, sale.id, sale.stock);
+        report.reconciliations.push(r);
+        if (r.holds) logger.info({ reconciliation: r }, 'reconciliation ok');
+        else logger.error({ reconciliation: r, alert: 'CONSERVATION_VIOLATED' }, 'RECONCILIATION FAILED: available + queued + pending + paid + restoring != total');
+      }
+    } finally {
+      await lock.query('select pg_advisory_unlock($1)', [REPLAY_LOCK]);
+    }
+  } finally {
+    lock.release();
+  }
+  if (report.redriven || report.closed || report.restored) {
+    logger.info({ redriven: report.redriven, closed: report.closed, restored: report.restored }, 'replay caught up');
+  }
+  return report;
+}
+
+export function cronExpression(intervalSeconds: number): string {
+  if (intervalSeconds < 60) return `*/${intervalSeconds} * * * * *`;
+  if (intervalSeconds % 60 === 0 && intervalSeconds <= 3600) return `0 */${intervalSeconds / 60} * * * *`;
+  throw new Error('REPLAY_INTERVAL_SECONDS must be 1-59, or a whole number of minutes up to 60');
+}
+
+export class Replay {
+  private task: ScheduledTask | undefined;
+  private current: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly deps: ReplayDeps, private readonly intervalSeconds: number) {}
+
+  start(): void {
+    this.task = cron.schedule(cronExpression(this.intervalSeconds), () => this.tick(), { name: 'replay', noOverlap: true });
+  }
+
+  private tick(): Promise<unknown> {
+    this.current = replayOnce(this.deps).catch((err: unknown) => this.deps.logger.error({ err }, 'replay pass failed'));
+    return this.current;
+  }
+
+  async stop(): Promise<void> {
+    await this.task?.stop();
+    await this.task?.destroy();
+    await this.current;
+  }
+}

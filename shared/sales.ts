@@ -1,0 +1,133 @@
+// Sales: validated input, creation in Postgres plus loading into Redis, and the public view.
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { Pool } from './db.js';
+import { withTransaction } from './db.js';
+import { HttpError } from './errors.js';
+import { SALE_ID_PATTERN, SALES_REGISTRY, saleKeys } from './keys.js';
+import { loadSale, type SaleRules } from './redis.js';
+
+export interface Sale extends Omit<SaleRules, 'startsAt' | 'endsAt'> {
+  id: string;
+  name: string;
+  startsAt: Date;
+  endsAt: Date | null;
+}
+
+export type SaleState = 'upcoming' | 'open' | 'sold_out' | 'ended';
+
+const LIMITS = { stock: 10_000_000, perUserLimit: 1000, maxPerOrder: 1000, paymentWindowSeconds: 86_400 };
+
+function invalid(message: string): never {
+  throw new HttpError('invalid_sale', message);
+}
+
+function intField(body: Record<string, unknown>, key: keyof typeof LIMITS, fallback: number | undefined, min: number): number {
+  const v = body[key] ?? fallback;
+  if (v === undefined) invalid(`${key} is required`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > LIMITS[key]) {
+    invalid(`${key} must be an integer from ${min} to ${LIMITS[key]}`);
+  }
+  return v;
+}
+
+function timeField(body: Record<string, unknown>, key: 'startsAt' | 'endsAt'): Date | null {
+  const v = body[key];
+  if (v === undefined || v === null) return null;
+  const d = typeof v === 'string' && /^\d{4}-\d\d-\d\dT/.test(v) ? new Date(v) : null;
+  if (!d || Number.isNaN(d.getTime())) invalid(`${key} must be an ISO 8601 date-time, e.g. 2026-12-01T10:00:00Z`);
+  return d;
+}
+
+const FIELDS = new Set(['id', 'name', 'stock', 'perUserLimit', 'maxPerOrder', 'startsAt', 'endsAt', 'paymentWindowSeconds']);
+
+/** Checks a sale definition as POST /api/sales and `sale create` take it. */
+export function parseSaleInput(body: unknown, now = new Date()): Sale {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) invalid('the body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  const unknown = Object.keys(b).filter((k) => !FIELDS.has(k));
+  if (unknown.length > 0) invalid(`unknown field(s): ${unknown.join(', ')}`);
+  const id = b.id ?? `s-${randomBytes(5).toString('hex')}`;
+  if (typeof id !== 'string' || !SALE_ID_PATTERN.test(id)) invalid('id must be 1-64 characters of A-Z a-z 0-9 _ -');
+  if (typeof b.name !== 'string' || b.name.trim() === '' || b.name.length > 200) invalid('name must be a non-empty string of at most 200 characters');
+  const startsAt = timeField(b, 'startsAt') ?? now;
+  const endsAt = timeField(b, 'endsAt');
+  if (endsAt && endsAt <= startsAt) invalid('endsAt must be after startsAt');
+  return {
+    id,
+    name: b.name,
+    stock: intField(b, 'stock', undefined, 1),
+    perUserLimit: intField(b, 'perUserLimit', 1, 1),
+    maxPerOrder: intField(b, 'maxPerOrder', 1, 1),
+    paymentWindowSeconds: intField(b, 'paymentWindowSeconds', 300, 1),
+    startsAt,
+    endsAt,
+  };
+}
+
+export function rulesOf(sale: Sale): SaleRules {
+  return { ...sale, startsAt: sale.startsAt.getTime(), endsAt: sale.endsAt?.getTime() ?? null };
+}
+
+/** Puts a sale into Redis (idempotent: a loaded sale keeps its stock) and into the registry. */
+export async function loadSaleIntoRedis(redis: Redis, sale: Sale): Promise<boolean> {
+  const loaded = await loadSale(redis, sale.id, rulesOf(sale));
+  await redis.sadd(SALES_REGISTRY, sale.id);
+  return loaded;
+}
+
+/** Creates the sale in Postgres and loads it into Redis; Redis failing rolls the row back. */
+export async function createSale(pool: Pool, redis: Redis, sale: Sale): Promise<void> {
+  await withTransaction(pool, async (client) => {
+    const res = await client.query(
+      `insert into sales (id, name, stock, per_user_limit, max_per_order, starts_at, ends_at, payment_window_seconds)
+       values ($1, $2, $3, $4, $5, $6, $7, $8) on conflict (id) do nothing`,
+      [sale.id, sale.name, sale.stock, sale.perUserLimit, sale.maxPerOrder, sale.startsAt, sale.endsAt, sale.paymentWindowSeconds],
+    );
+    if (res.rowCount === 0) throw new HttpError('sale_exists', `A sale with id "${sale.id}" already exists.`);
+    await loadSaleIntoRedis(redis, sale);
+  });
+}
+
+interface SaleRow {
+  id: string; name: string; stock: number; per_user_limit: number; max_per_order: number;
+  starts_at: Date; ends_at: Date | null; payment_window_seconds: number;
+}
+
+function fromRow(r: SaleRow): Sale {
+  return {
+    id: r.id, name: r.name, stock: r.stock, perUserLimit: r.per_user_limit, maxPerOrder: r.max_per_order,
+    startsAt: r.starts_at, endsAt: r.ends_at, paymentWindowSeconds: r.payment_window_seconds,
+  };
+}
+
+export async function getSale(pool: Pool, id: string): Promise<Sale | null> {
+  const res = await pool.query<SaleRow>('select * from sales where id = $1', [id]);
+  return res.rows[0] ? fromRow(res.rows[0]) : null;
+}
+
+export async function listSales(pool: Pool): Promise<Sale[]> {
+  const res = await pool.query<SaleRow>('select * from sales order by starts_at');
+  return res.rows.map(fromRow);
+}
+
+export function saleState(sale: Sale, available: number, now: number): SaleState {
+  if (now < sale.startsAt.getTime()) return 'upcoming';
+  if (sale.endsAt && now >= sale.endsAt.getTime()) return 'ended';
+  return available > 0 ? 'open' : 'sold_out';
+}
+
+export interface SaleView {
+  id: string; name: string; stock: number; available: number; perUserLimit: number; maxPerOrder: number;
+  paymentWindowSeconds: number; startsAt: string; endsAt: string | null; state: SaleState;
+}
+
+export async function saleView(redis: Redis, sale: Sale, now = Date.now()): Promise<SaleView> {
+  const available = Number((await redis.get(saleKeys(sale.id).available)) ?? 0);
+  return {
+    id: sale.id, name: sale.name, stock: sale.stock, available, perUserLimit: sale.perUserLimit,
+    maxPerOrder: sale.maxPerOrder, paymentWindowSeconds: sale.paymentWindowSeconds,
+    startsAt: sale.startsAt.toISOString(), endsAt: sale.endsAt?.toISOString() ?? null,
+    state: saleState(sale, available, now),
+  };
+}
