@@ -1,0 +1,140 @@
+// Real servers for each test file: a fresh database in the run's Postgres and a redis-server of
+// its own. No mocks of either.
+import { request, Agent } from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { Redis } from 'ioredis';
+import { signJwt } from '../shared/auth.js';
+import { loadConfig, type Config, type ConfigOverrides } from '../shared/config.js';
+import { createLogger, type Logger } from '../shared/logger.js';
+import { migrate } from '../shared/migrate.js';
+import { startPostgres, startRedis, type LocalServer } from '../shared/local-stack.js';
+import { connect } from '../shared/services.js';
+import { createSale, parseSaleInput, type Sale } from '../shared/sales.js';
+import type { Pool } from '../shared/db.js';
+
+export const JWT_SECRET = 'test-secret-0123456789abcdef';
+export const ADMIN_TOKEN = 'test-admin-token';
+
+export interface TestEnv {
+  config: Config;
+  pool: Pool;
+  redis: Redis;
+  logger: Logger;
+  redisServer: LocalServer & { port: number; child: import('node:child_process').ChildProcess };
+  dataDir: string;
+  close(): Promise<void>;
+}
+
+let ownPg: Promise<LocalServer> | undefined;
+
+/** The run's Postgres (from test/run.ts), or one of our own when a file is run by itself. */
+function adminUrl(): Promise<string> {
+  if (process.env.FLASHSALE_TEST_PG) return Promise.resolve(process.env.FLASHSALE_TEST_PG);
+  ownPg ??= startPostgres(mkdtempSync(join(tmpdir(), 'flashsale-pg-')), { persistent: false });
+  return ownPg.then((s) => s.url);
+}
+
+export async function testEnv(overrides: ConfigOverrides = {}): Promise<TestEnv> {
+  const admin = await adminUrl();
+  const db = `t_${randomBytes(6).toString('hex')}`;
+  const adminClient = new pg.Client({ connectionString: admin });
+  await adminClient.connect();
+  await adminClient.query(`create database ${db}`);
+  await adminClient.end();
+  const dataDir = mkdtempSync(join(tmpdir(), 'flashsale-test-'));
+  const redisServer = await startRedis(join(dataDir, 'redis'));
+  const databaseUrl = admin.replace(/\/[^/]*$/, `/${db}`);
+  const config = loadConfig({
+    databaseUrl, redisUrl: redisServer.url, jwtSecret: JWT_SECRET, adminToken: ADMIN_TOKEN, logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
+    development: false, port: 0, ...overrides,
+  });
+  const logger = createLogger(config);
+  const { pool, redis, close } = await connect(config, logger, { poolSize: 20 });
+  await migrate(pool);
+  return {
+    config, pool, redis, logger, redisServer, dataDir,
+    async close() {
+      await close();
+      await redisServer.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+      if (ownPg) await (await ownPg).stop();
+    },
+  };
+}
+
+let saleCounter = 0;
+
+export async function newSale(env: TestEnv, fields: Record<string, unknown> = {}): Promise<Sale> {
+  const sale = parseSaleInput({ id: `sale-${process.pid}-${++saleCounter}`, name: 'Test sale', stock: 10, ...fields });
+  await createSale(env.pool, env.redis, sale);
+  return sale;
+}
+
+export function token(userId: string, secret = JWT_SECRET): string {
+  return signJwt(userId, secret);
+}
+
+export const auth = (userId: string) => ({ authorization: `Bearer ${token(userId)}` });
+
+const agent = new Agent({ keepAlive: true, maxSockets: 1000 });
+
+export interface HttpResult {
+  status: number;
+  body: any;
+}
+
+/** A real HTTP request over loopback. */
+export function http(port: number, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<HttpResult> {
+  const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request({
+      host: '127.0.0.1', port, method, path, agent,
+      headers: { ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}), ...headers },
+    }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let parsed: unknown = text;
+        try { parsed = JSON.parse(text); } catch { /* not JSON */ }
+        resolve({ status: res.statusCode ?? 0, body: parsed });
+      });
+    });
+    req.on('error', reject);
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+/** Runs fn(i) for i in [0, n) with at most `concurrency` in flight. */
+export async function runConcurrently<T>(n: number, concurrency: number, fn: (i: number) => Promise<T>): Promise<T[]> {
+  const results = new Array<T>(n);
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(concurrency, n) }, async () => {
+    while (next < n) {
+      const i = next++;
+      results[i] = await fn(i);
+    }
+  }));
+  return results;
+}
+
+export function countBy<T>(items: T[], key: (t: T) => string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const it of items) out[key(it)] = (out[key(it)] ?? 0) + 1;
+  return out;
+}
+
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 20_000, everyMs = 25): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

@@ -1,0 +1,112 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { startApi } from '../daemons/api.js';
+import { saleKeys } from '../shared/keys.js';
+import { auth, countBy, http, newSale, runConcurrently, testEnv, type TestEnv } from './helpers.js';
+
+let env: TestEnv;
+let api: Awaited<ReturnType<typeof startApi>>;
+
+before(async () => {
+  env = await testEnv();
+  api = await startApi(env.config, env.logger);
+});
+after(async () => {
+  await api.stop();
+  await env.close();
+});
+
+const buy = (saleId: string, user: string, body?: unknown) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, body, auth(user));
+
+describe('purchase', () => {
+  test('stock 1000, 10,000 distinct buyers at concurrency 500: exactly 1000 win, 9000 sold out, available 0', async () => {
+    const sale = await newSale(env, { stock: 1000 });
+    const results = await runConcurrently(10_000, 500, (i) => buy(sale.id, `buyer-${i}`));
+    const outcomes = countBy(results, (r) => `${r.status} ${r.body.status ?? r.body.error}`);
+    assert.deepEqual(outcomes, { '202 queued': 1000, '409 sold_out': 9000 });
+    const k = saleKeys(sale.id);
+    assert.equal(await env.redis.get(k.available), '0');
+    assert.equal(await env.redis.llen(k.winners), 1000);
+    const orderIds = new Set(results.filter((r) => r.status === 202).map((r) => r.body.orderId));
+    assert.equal(orderIds.size, 1000);
+    const view = await http(api.port, 'GET', `/api/sales/${sale.id}`);
+    assert.equal(view.body.available, 0);
+    assert.equal(view.body.state, 'sold_out');
+  });
+
+  test('a repeat click never burns stock: 200 concurrent purchases by one user with limit 1 give one 202', async () => {
+    const sale = await newSale(env, { stock: 50 });
+    const results = await runConcurrently(200, 200, () => buy(sale.id, 'eager'));
+    assert.deepEqual(countBy(results, (r) => `${r.status} ${r.body.status ?? r.body.error}`), { '202 queued': 1, '409 limit_reached': 199 });
+    assert.equal(await env.redis.get(saleKeys(sale.id).available), '49');
+    assert.equal(await env.redis.llen(saleKeys(sale.id).winners), 1);
+  });
+
+  test('qty > 1 and per-user limits > 1 are honoured exactly', async () => {
+    const sale = await newSale(env, { stock: 10, perUserLimit: 3, maxPerOrder: 2 });
+    assert.equal((await buy(sale.id, 'u1', { qty: 2 })).status, 202);
+    const over = await buy(sale.id, 'u1', { qty: 2 });
+    assert.equal(over.status, 409);
+    assert.equal(over.body.error, 'limit_reached');
+    assert.equal((await buy(sale.id, 'u1', { qty: 1 })).status, 202);
+    assert.equal((await buy(sale.id, 'u1', { qty: 1 })).body.error, 'limit_reached');
+    const tooMany = await buy(sale.id, 'u2', { qty: 3 });
+    assert.equal(tooMany.status, 400);
+    assert.equal(tooMany.body.error, 'qty_above_max');
+    // 7 left; u2..u4 take 2 each, leaving 1: a qty-2 order must not take it.
+    for (const u of ['u2', 'u3', 'u4']) assert.equal((await buy(sale.id, u, { qty: 2 })).status, 202);
+    const short = await buy(sale.id, 'u5', { qty: 2 });
+    assert.equal(short.status, 409);
+    assert.equal(short.body.error, 'not_enough_stock');
+    assert.equal((await buy(sale.id, 'u5', { qty: 1 })).status, 202);
+    assert.equal((await buy(sale.id, 'u6', { qty: 1 })).body.error, 'sold_out');
+    assert.equal(await env.redis.get(saleKeys(sale.id).available), '0');
+    assert.equal(await env.redis.llen(saleKeys(sale.id).winners), 6);
+  });
+
+  test('concurrent multi-unit buyers never oversell: stock 100, 300 buyers of qty 1-3 at concurrency 100', async () => {
+    const sale = await newSale(env, { stock: 100, perUserLimit: 3, maxPerOrder: 3 });
+    const results = await runConcurrently(300, 100, (i) => buy(sale.id, `m-${i}`, { qty: (i % 3) + 1 }));
+    const won = results.map((r, i) => (r.status === 202 ? (i % 3) + 1 : 0)).reduce((a, b) => a + b, 0);
+    const left = Number(await env.redis.get(saleKeys(sale.id).available));
+    assert.ok(left >= 0);
+    assert.equal(won + left, 100);
+    assert.equal(left, 0, 'with buyers of qty 1 still arriving, the last unit is sold');
+  });
+
+  test('a sale that has not started or has ended refuses', async () => {
+    const later = await newSale(env, { startsAt: new Date(Date.now() + 60_000).toISOString() });
+    const early = await buy(later.id, 'u');
+    assert.equal(early.status, 403);
+    assert.equal(early.body.error, 'not_started');
+    assert.equal((await http(api.port, 'GET', `/api/sales/${later.id}`)).body.state, 'upcoming');
+    const past = await newSale(env, {
+      startsAt: new Date(Date.now() - 60_000).toISOString(), endsAt: new Date(Date.now() - 1000).toISOString(),
+    });
+    const late = await buy(past.id, 'u');
+    assert.equal(late.status, 403);
+    assert.equal(late.body.error, 'ended');
+    assert.equal((await http(api.port, 'GET', `/api/sales/${past.id}`)).body.state, 'ended');
+    for (const s of [later, past]) assert.equal(await env.redis.get(saleKeys(s.id).available), '10');
+  });
+
+  test('sold out is answered from memory, and restored stock is buyable again at once', async () => {
+    const sale = await newSale(env, { stock: 1 });
+    assert.equal((await buy(sale.id, 'a')).status, 202);
+    assert.equal((await buy(sale.id, 'b')).body.error, 'sold_out');
+    // Put a unit back as the restore path does; the API hears it on the stock channel.
+    const { restoreStock } = await import('../shared/redis.js');
+    const [entry] = await env.redis.lrange(saleKeys(sale.id).winners, 0, 0);
+    const orderId = entry!.split('|')[0]!;
+    assert.equal(await restoreStock(env.redis, { saleId: sale.id, orderId, userId: 'a', qty: 1 }), true);
+    assert.equal(await restoreStock(env.redis, { saleId: sale.id, orderId, userId: 'a', qty: 1 }), false, 'a second restore of the same order is refused');
+    assert.equal(await env.redis.get(saleKeys(sale.id).available), '1');
+    let again;
+    for (let i = 0; i < 50; i++) {
+      again = await buy(sale.id, 'b');
+      if (again.status === 202) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.equal(again!.status, 202);
+  });
+});
