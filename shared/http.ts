@@ -53,7 +53,7 @@ function bearer(req: FastifyRequest): string {
 }
 
 export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: 16 * 1024, maxParamLength: 256, requestTimeout: 10_000, return503OnClosing: true });
+  const app = Fastify({ logger: false, bodyLimit: 16 * 1024, routerOptions: { maxParamLength: 256 }, requestTimeout: 10_000, return503OnClosing: true });
 
   const userOf = (req: FastifyRequest): string => {
     if (config.authMode === 'trusted-header') return checkUserId(req.headers['x-user-id']);

@@ -1,5 +1,6 @@
 // Real servers for each test file: a fresh database in the run's Postgres and a redis-server of
 // its own. No mocks of either.
+import { spawn } from 'node:child_process';
 import { request, Agent } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -137,4 +138,33 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined |
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
+}
+
+/** Starts a real `flashsale <command>` process (compiled JS, as PM2 runs it) against the test servers. */
+export function spawnDaemon(env: TestEnv, args: string[], extraEnv: Record<string, string> = {}): import('node:child_process').ChildProcess {
+  return spawn(process.execPath, ['dist/daemons/cli.js', ...args], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: {
+      ...process.env,
+      DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, LOG_LEVEL: 'warn', NODE_ENV: 'production',
+      ...extraEnv,
+    },
+  });
+}
+
+export function exited(child: import('node:child_process').ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+/** A small seeded PRNG (mulberry32) so fault schedules are reproducible from the seed printed. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
 }

@@ -1,0 +1,313 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { startApi } from '../daemons/api.js';
+import { closeDue } from '../shared/expiry.js';
+import { ExpiryListener } from '../shared/listener.js';
+import { saleKeys } from '../shared/keys.js';
+import { purchaseScript } from '../shared/redis.js';
+import { reconcile } from '../shared/reconcile.js';
+import { replayOnce } from '../shared/replay.js';
+import type { Sale } from '../shared/sales.js';
+import { OrderWriter } from '../shared/writer.js';
+import {
+  auth, exited, http, newSale, runConcurrently, seededRandom, spawnDaemon, testEnv, waitFor, type TestEnv,
+} from './helpers.js';
+
+let env: TestEnv;
+let api: Awaited<ReturnType<typeof startApi>>;
+const sales: Sale[] = [];
+const stops: (() => Promise<void>)[] = [];
+
+before(async () => {
+  env = await testEnv({ writerLeaseMs: 1000, writerIdleMs: 5, expiryNudgeMs: 20 });
+  api = await startApi(env.config, env.logger);
+});
+after(async () => {
+  await api.stop();
+  await env.close();
+});
+// After every test: stop what it started, then conservation must hold for every sale so far.
+afterEach(async () => {
+  for (const stop of stops.splice(0)) await stop();
+  for (const sale of sales) {
+    const r = await reconcile(env.pool, env.redis, sale.id, sale.stock);
+    assert.ok(r.holds, `conservation broken for ${sale.id}: ${JSON.stringify(r)}`);
+  }
+});
+
+async function sale(fields: Record<string, unknown>): Promise<Sale> {
+  const s = await newSale(env, fields);
+  sales.push(s);
+  return s;
+}
+
+function writer(id = `w-${randomUUID()}`): OrderWriter {
+  const w = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: id } });
+  w.start();
+  stops.push(() => w.stop());
+  return w;
+}
+
+async function listener(): Promise<ExpiryListener> {
+  const subscriber = env.redis.duplicate();
+  const l = new ExpiryListener({ pool: env.pool, redis: env.redis, subscriber, logger: env.logger, config: env.config });
+  await l.start();
+  stops.push(async () => {
+    await l.stop();
+    await subscriber.quit();
+  });
+  return l;
+}
+
+const buy = (saleId: string, user: string, body?: unknown) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, body, auth(user));
+const order = (orderId: string, user: string) => http(api.port, 'GET', `/api/orders/${orderId}`, undefined, auth(user));
+const pay = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/pay`, undefined, auth(user));
+
+async function orderCount(saleId: string, status?: string): Promise<number> {
+  const res = await env.pool.query<{ n: number }>(
+    `select count(*)::int as n from orders where sale_id = $1 and ($2::text is null or status = $2)`, [saleId, status ?? null],
+  );
+  return res.rows[0]!.n;
+}
+
+/** Queues winners straight through the purchase script (the HTTP path is covered elsewhere). */
+async function queueWinners(saleId: string, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  await runConcurrently(n, 200, async (i) => {
+    const orderId = `${saleId}.${randomUUID()}`;
+    const [code] = await purchaseScript(env.redis, { saleId, userId: `bulk-${i}`, qty: 1, orderId, now: Date.now(), buyCountTtlSeconds: 3600 });
+    assert.equal(code, 1);
+    ids.push(orderId);
+  });
+  return ids;
+}
+
+describe('order writer', () => {
+  test('every accepted purchase becomes exactly one order, shown as pending_payment with its deadline', async () => {
+    const s = await sale({ stock: 300, paymentWindowSeconds: 300 });
+    const wins = await runConcurrently(300, 100, (i) => buy(s.id, `w-${i}`));
+    assert.ok(wins.every((r) => r.status === 202));
+    // No writer yet: the orders exist only in Redis.
+    assert.deepEqual((await order(wins[0]!.body.orderId, 'w-0')).body, { orderId: wins[0]!.body.orderId, saleId: s.id, qty: 1, status: 'queued' });
+    assert.equal((await order(wins[0]!.body.orderId, 'w-1')).status, 404, 'only the owner sees an order');
+    const notReady = await pay(wins[1]!.body.orderId, 'w-1');
+    assert.equal(notReady.status, 409);
+    assert.equal(notReady.body.error, 'order_not_ready');
+    writer();
+    await waitFor('300 orders', async () => (await orderCount(s.id)) === 300);
+    const rows = await env.pool.query('select id, user_id, qty, status, expires_at - created_at as window from orders where sale_id = $1', [s.id]);
+    assert.deepEqual(new Set(rows.rows.map((r) => r.id)), new Set(wins.map((r) => r.body.orderId)));
+    assert.ok(rows.rows.every((r) => r.status === 'pending' && r.window.minutes === 5));
+    const view = await order(wins[0]!.body.orderId, 'w-0');
+    assert.equal(view.body.status, 'pending_payment');
+    assert.ok(Date.parse(view.body.expiresAt) > Date.now() + 290_000);
+    const k = saleKeys(s.id);
+    assert.equal(await env.redis.hlen(k.queued), 0);
+    assert.equal(await env.redis.llen(k.winners), 0);
+    const ttl = await env.redis.pttl(k.expiry(wins[0]!.body.orderId));
+    assert.ok(ttl > 290_000 && ttl <= 300_000, `expiry key ttl ${ttl}`);
+  });
+
+  test('SIGKILL the writer again and again while it drains 20,000 winners: exactly 20,000 orders', async () => {
+    const s = await sale({ stock: 20_000, paymentWindowSeconds: 3600 });
+    const ids = await queueWinners(s.id, 20_000);
+    const seed = Number(process.env.TEST_SEED ?? Date.now() % 100_000);
+    const rand = seededRandom(seed);
+    console.log(`# writer SIGKILL test seed=${seed}`);
+    let kills = 0;
+    // Alternate a fixed id (the restart reclaims its own batch) with fresh ids (the lease recovers them).
+    while ((await env.redis.llen(saleKeys(s.id).winners)) > 0 && kills < 40) {
+      const child = spawnDaemon(env, ['order-writer'], {
+        WRITER_BATCH_SIZE: '500', WRITER_LEASE_MS: '1000', WRITER_ID: kills % 2 === 0 ? 'fixed-writer' : `writer-${kills}`,
+      });
+      await new Promise((r) => setTimeout(r, 300 + rand() * 900));
+      child.kill('SIGKILL');
+      await exited(child);
+      kills++;
+      console.log(`# kill ${kills}: ${await orderCount(s.id)} orders written`);
+    }
+    const final = spawnDaemon(env, ['order-writer'], { WRITER_ID: 'final-writer', WRITER_LEASE_MS: '1000' });
+    await waitFor('20,000 orders', async () => (await orderCount(s.id)) === 20_000 && (await env.redis.hlen(saleKeys(s.id).queued)) === 0, 60_000, 100);
+    final.kill('SIGTERM');
+    assert.equal(await exited(final), 0, 'a writer stops cleanly on SIGTERM');
+    assert.ok(kills >= 3, `only ${kills} kills happened`);
+    const rows = await env.pool.query<{ id: string }>('select id from orders where sale_id = $1', [s.id]);
+    assert.equal(rows.rowCount, 20_000);
+    assert.deepEqual(new Set(rows.rows.map((r) => r.id)), new Set(ids));
+    const k = saleKeys(s.id);
+    assert.equal(await env.redis.llen(k.winners), 0);
+    assert.equal(await env.redis.zcard(k.deadlines), 20_000);
+  });
+
+  test('a writer down longer than the buy-count TTL still loses nothing', async () => {
+    const s = await sale({ stock: 50 });
+    const ids = await queueWinners(s.id, 50);
+    // What the SETEX'd counts expiring would leave: only the winners list.
+    const buys = await env.redis.keys(`${saleKeys(s.id).buys('')}*`);
+    assert.equal(buys.length, 50);
+    await env.redis.del(...buys);
+    writer();
+    await waitFor('50 orders', async () => (await orderCount(s.id)) === 50);
+    const rows = await env.pool.query<{ id: string }>('select id from orders where sale_id = $1', [s.id]);
+    assert.deepEqual(new Set(rows.rows.map((r) => r.id)), new Set(ids));
+  });
+});
+
+describe('payment and expiry', () => {
+  test('paid orders stay paid; unpaid ones close after the window, give stock and quota back once, and can be bought again', async () => {
+    const s = await sale({ stock: 4, paymentWindowSeconds: 1 });
+    writer();
+    const l = await listener();
+    const won = await Promise.all(['p1', 'p2', 'u1', 'u2'].map((u) => buy(s.id, u)));
+    assert.ok(won.every((r) => r.status === 202));
+    assert.equal((await buy(s.id, 'late')).body.error, 'sold_out');
+    await waitFor('orders written', async () => (await orderCount(s.id, 'pending')) === 4);
+    assert.deepEqual((await pay(won[0]!.body.orderId, 'p1')).body, { orderId: won[0]!.body.orderId, status: 'paid' });
+    assert.deepEqual((await pay(won[0]!.body.orderId, 'p1')).body, { orderId: won[0]!.body.orderId, status: 'paid' }, 'paying twice is fine');
+    assert.equal((await pay(won[1]!.body.orderId, 'p2')).status, 200);
+    assert.equal((await pay(won[2]!.body.orderId, 'p1')).status, 404, 'another user\'s order is not found');
+    await waitFor('two orders expired', async () => (await orderCount(s.id, 'expired')) === 2, 10_000);
+    await waitFor('stock back', async () => (await env.redis.get(saleKeys(s.id).available)) === '2');
+    assert.equal(await orderCount(s.id, 'paid'), 2);
+    assert.equal((await order(won[0]!.body.orderId, 'p1')).body.status, 'paid');
+    assert.equal((await order(won[2]!.body.orderId, 'u1')).body.status, 'expired');
+    const late = await pay(won[2]!.body.orderId, 'u1');
+    assert.equal(late.status, 409);
+    assert.equal(late.body.error, 'order_expired');
+    assert.equal(l.restored, 2);
+    // Quota is back too: the same buyer can buy again; a paid buyer still cannot.
+    assert.equal((await buy(s.id, 'u1')).status, 202);
+    assert.equal((await buy(s.id, 'p1')).body.error, 'limit_reached');
+    assert.equal((await buy(s.id, 'other')).status, 202);
+    assert.equal((await buy(s.id, 'third')).body.error, 'sold_out');
+    // A replay pass after the fact finds nothing to do and restores nothing twice.
+    const report = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+    assert.equal(report.restored, 0);
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '0');
+  });
+
+  test('an order past its deadline refuses payment before anything closed it; a queued one is not ready', async () => {
+    const s = await sale({ stock: 2, paymentWindowSeconds: 1 });
+    const a = await buy(s.id, 'a');
+    const early = await pay(a.body.orderId, 'a');
+    assert.equal(early.status, 409);
+    assert.equal(early.body.error, 'order_not_ready');
+    const w = writer();
+    await waitFor('written', async () => w.written === 1);
+    await stops.pop()!();
+    await new Promise((r) => setTimeout(r, 1100));
+    assert.equal(await orderCount(s.id, 'pending'), 1, 'nothing closed it yet');
+    const res = await pay(a.body.orderId, 'a');
+    assert.equal(res.status, 409);
+    assert.equal(res.body.error, 'order_expired');
+    assert.equal(await orderCount(s.id, 'paid'), 0);
+    await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+    assert.equal(await orderCount(s.id, 'expired'), 1);
+  });
+});
+
+describe('expiry listener and replay', () => {
+  test('with the listener stopped, the replay closes every overdue order and restores each once', async () => {
+    const s = await sale({ stock: 200, paymentWindowSeconds: 1 });
+    await queueWinners(s.id, 200);
+    const w = writer();
+    await waitFor('written', async () => w.written === 200);
+    await new Promise((r) => setTimeout(r, 1100));
+    const first = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+    assert.equal(first.closed, 200);
+    assert.equal(first.restored, 200);
+    const second = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+    assert.equal(second.closed + second.restored, 0);
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '200');
+    assert.equal(await orderCount(s.id, 'expired'), 200);
+  });
+
+  test('two listeners and the replay all running: each restore happens once', async () => {
+    const s = await sale({ stock: 500, paymentWindowSeconds: 1 });
+    await queueWinners(s.id, 500);
+    const w = writer();
+    const l1 = await listener();
+    const l2 = await listener();
+    let replays = 0;
+    let running = true;
+    const replayLoop = (async () => {
+      while (running) {
+        const r = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+        replays += r.restored;
+        await new Promise((res) => setTimeout(res, 50));
+      }
+    })();
+    stops.push(async () => {
+      running = false;
+      await replayLoop;
+    });
+    await waitFor('written', async () => w.written === 500);
+    await waitFor('all expired', async () => (await orderCount(s.id, 'expired')) === 500, 15_000);
+    await waitFor('all restored', async () => (await env.redis.get(saleKeys(s.id).available)) === '500');
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(l1.restored + l2.restored + replays, 500, `listener 1: ${l1.restored}, listener 2: ${l2.restored}, replay: ${replays}`);
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '500');
+    assert.equal(await env.redis.scard(saleKeys(s.id).restored), 500);
+    assert.equal(Number(await env.redis.get(saleKeys(s.id).restoredQty)), 500);
+    const unrestored = await env.pool.query(`select 1 from orders where sale_id = $1 and restored_at is null`, [s.id]);
+    assert.equal(unrestored.rowCount, 0);
+  });
+
+  test('a crash between the Postgres close and the Redis restore is finished by the replay, once', async () => {
+    const s = await sale({ stock: 20, paymentWindowSeconds: 1 });
+    const ids = await queueWinners(s.id, 20);
+    const w = writer();
+    await waitFor('written', async () => w.written === 20);
+    await new Promise((r) => setTimeout(r, 1100));
+    // The listener's first half only: Postgres says expired, Redis never heard.
+    const closed = await closeDue(env.pool, ids);
+    assert.equal(closed.length, 20);
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '0');
+    const r = await reconcile(env.pool, env.redis, s.id, s.stock);
+    assert.equal(r.restoring, 20);
+    assert.ok(r.holds);
+    const a = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+    const b = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+    assert.equal(a.restored, 20);
+    assert.equal(b.restored, 0);
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '20');
+  });
+
+  test('payments fired at the deadline: every order ends in exactly one terminal state, none paid after expiry', async () => {
+    const s = await sale({ stock: 300, paymentWindowSeconds: 2 });
+    const users = Array.from({ length: 300 }, (_, i) => `race-${i}`);
+    const won = await runConcurrently(300, 100, (i) => buy(s.id, users[i]!));
+    writer();
+    await listener();
+    await waitFor('written', async () => (await orderCount(s.id, 'pending')) === 300);
+    const deadlines = await env.pool.query<{ id: string; user_id: string; ms: number }>(
+      `select id, user_id, extract(epoch from expires_at) * 1000 as ms from orders where sale_id = $1`, [s.id],
+    );
+    // Fire each payment from 150 ms before to 50 ms after its own deadline.
+    const results = await Promise.all(deadlines.rows.map(async (row, i) => {
+      const at = Number(row.ms) - 150 + (i % 201);
+      await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now())));
+      return { id: row.id, res: await pay(row.id, row.user_id) };
+    }));
+    await waitFor('no pending left', async () => (await orderCount(s.id, 'pending')) === 0, 10_000);
+    const final = new Map((await env.pool.query<{ id: string; status: string; paid_at: Date | null; closed_at: Date | null }>(
+      'select id, status, paid_at, closed_at from orders where sale_id = $1', [s.id])).rows.map((r) => [r.id, r]));
+    let paid = 0;
+    for (const { id, res } of results) {
+      const row = final.get(id)!;
+      assert.ok((row.paid_at === null) !== (row.closed_at === null), `order ${id} has one terminal timestamp`);
+      if (res.status === 200) {
+        paid++;
+        assert.equal(row.status, 'paid');
+      } else {
+        assert.equal(res.status, 409);
+        assert.equal(res.body.error, 'order_expired');
+        assert.equal(row.status, 'expired');
+      }
+    }
+    await waitFor('stock of expired orders back', async () => Number(await env.redis.get(saleKeys(s.id).available)) === 300 - paid);
+    assert.equal(won.length, 300);
+    console.log(`# deadline race: ${paid} paid, ${300 - paid} expired`);
+  });
+});
