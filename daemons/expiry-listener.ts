@@ -4,24 +4,26 @@ import { closeAll, type Stoppable } from '../shared/daemon.js';
 import { ExpiryListener } from '../shared/listener.js';
 import type { Logger } from '../shared/logger.js';
 import { migrate } from '../shared/migrate.js';
+import { startOpsServer } from '../shared/ops-server.js';
 import { connect } from '../shared/services.js';
 
 export async function startExpiryListener(config: Config, logger: Logger): Promise<Stoppable & { listener: ExpiryListener }> {
   const log = logger.child({ daemon: 'expiry-listener' });
   const { pool, redis, close } = await connect(config, log);
   await migrate(pool, log);
+  const ops = await startOpsServer(config.opsPort, config.host, redis, pool);
   const subscriber = redis.duplicate();
   subscriber.on('error', (err) => log.warn({ err: err.message }, 'subscriber connection error'));
   const listener = new ExpiryListener({ pool, redis, subscriber, logger: log, config });
   try {
     await listener.start();
   } catch (err) {
-    await closeAll(log, [['subscriber', () => subscriber.quit()], ['connections', close]]);
+    await closeAll(log, [['ops', () => ops?.close()], ['subscriber', () => subscriber.quit()], ['connections', close]]);
     throw err;
   }
   let stopping: Promise<void> | undefined;
   return {
     listener,
-    stop: () => (stopping ??= closeAll(log, [['listener', () => listener.stop()], ['subscriber', () => subscriber.quit()], ['connections', close]])),
+    stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['listener', () => listener.stop()], ['subscriber', () => subscriber.quit()], ['connections', close]])),
   };
 }

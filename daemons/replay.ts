@@ -3,6 +3,7 @@ import type { Config } from '../shared/config.js';
 import { closeAll, type Stoppable } from '../shared/daemon.js';
 import type { Logger } from '../shared/logger.js';
 import { migrate } from '../shared/migrate.js';
+import { startOpsServer } from '../shared/ops-server.js';
 import { Replay, replayOnce, type ReplayReport } from '../shared/replay.js';
 import { connect } from '../shared/services.js';
 
@@ -10,11 +11,12 @@ export async function startReplay(config: Config, logger: Logger): Promise<Stopp
   const log = logger.child({ daemon: 'replay' });
   const { pool, redis, close } = await connect(config, log);
   await migrate(pool, log);
+  const ops = await startOpsServer(config.opsPort, config.host, redis, pool);
   const replay = new Replay({ pool, redis, logger: log }, config.replayIntervalSeconds);
   replay.start();
   log.info({ intervalSeconds: config.replayIntervalSeconds }, 'replay scheduled');
   let stopping: Promise<void> | undefined;
-  return { stop: () => (stopping ??= closeAll(log, [['replay', () => replay.stop()], ['connections', close]])) };
+  return { stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['replay', () => replay.stop()], ['connections', close]])) };
 }
 
 export async function replayPassOnce(config: Config, logger: Logger): Promise<ReplayReport> {

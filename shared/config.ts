@@ -26,6 +26,13 @@ export interface Config {
   /** How often the listener touches due expiry keys so Redis expires them on time. */
   expiryNudgeMs: number;
   dataDir: string;
+  /** Port of a daemon's /healthz, /readyz and /metrics; 0 turns it off. */
+  opsPort: number;
+  /** How long a starting process waits for Redis and Postgres before giving up. */
+  startupTimeoutMs: number;
+  /** Fixed ports of the local servers (`flashsale servers`, `flashsale dev`). */
+  localPgPort: number;
+  localRedisPort: number;
 }
 
 export class ConfigError extends Error {
@@ -75,6 +82,10 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     replayIntervalSeconds: int('REPLAY_INTERVAL_SECONDS', pick('replayIntervalSeconds', 'REPLAY_INTERVAL_SECONDS'), 5, 1),
     expiryNudgeMs: int('EXPIRY_NUDGE_MS', pick('expiryNudgeMs', 'EXPIRY_NUDGE_MS'), 100, 10),
     dataDir: str(pick('dataDir', 'FLASHSALE_DATA_DIR')) ?? '.data',
+    opsPort: int('OPS_PORT', pick('opsPort', 'OPS_PORT'), 0, 0),
+    startupTimeoutMs: int('STARTUP_TIMEOUT_MS', pick('startupTimeoutMs', 'STARTUP_TIMEOUT_MS'), 30_000, 0),
+    localPgPort: int('LOCAL_PG_PORT', pick('localPgPort', 'LOCAL_PG_PORT'), 54329, 1),
+    localRedisPort: int('LOCAL_REDIS_PORT', pick('localRedisPort', 'LOCAL_REDIS_PORT'), 6389, 1),
   };
 }
 

@@ -19,9 +19,14 @@ export interface Stoppable {
   stop(): Promise<void>;
 }
 
-/** Runs a started service until a signal; exits 0 after a clean stop, 1 if the stop failed or timed out. */
-export function runUntilSignal(service: Stoppable, logger: Logger, graceMs = 4000): void {
+/**
+ * Starts a service and keeps it until a signal; exits 0 after a clean stop, 1 if the start or
+ * the stop failed or the stop outran its grace. Signals are handled from the first instant: one
+ * that arrives during start-up stops the service as soon as it is up.
+ */
+export function runUntilSignal(start: () => Promise<Stoppable>, logger: Logger, graceMs = 4000): void {
   let stopping = false;
+  const started = start();
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) {
       logger.warn({ signal }, 'second signal: exiting now');
@@ -33,7 +38,7 @@ export function runUntilSignal(service: Stoppable, logger: Logger, graceMs = 400
       logger.error({ graceMs }, 'graceful stop timed out: exiting');
       process.exit(1);
     }, graceMs).unref();
-    service.stop().then(
+    started.then((service) => service.stop()).then(
       () => {
         logger.info('stopped');
         process.exit(0);
@@ -46,8 +51,14 @@ export function runUntilSignal(service: Stoppable, logger: Logger, graceMs = 400
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
-  // PM2 `wait_ready`: we are up only once our connections are.
-  process.send?.('ready');
+  started.then(
+    // PM2 `wait_ready`: we are up only once our connections are.
+    () => process.send?.('ready'),
+    (err: unknown) => {
+      logger.fatal({ err }, `cannot start: ${(err as Error).message}`);
+      setTimeout(() => process.exit(1), 50);
+    },
+  );
 }
 
 /** Closes resources in order, each in its own try, so one failure does not leak the rest. */

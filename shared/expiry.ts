@@ -53,12 +53,12 @@ export async function unrestored(pool: Pool, limit: number): Promise<ClosedOrder
   return fromRows(res.rows);
 }
 
-/** Restores each order's stock and quota (once per order, whoever else tries) and records it. Returns how many were restored by this call. */
+/** Restores each order's stock and quota (once per order, whoever else tries) and records it. Returns the units this call gave back. */
 export async function restore(pool: Pool, redis: Redis, orders: ClosedOrder[]): Promise<number> {
   if (orders.length === 0) return 0;
   const results = await Promise.all(orders.map((o) => restoreStock(redis, { saleId: o.saleId, orderId: o.id, userId: o.userId, qty: o.qty })));
   await pool.query('update orders set restored_at = now() where id = any($1::text[]) and restored_at is null', [orders.map((o) => o.id)]);
-  return results.filter(Boolean).length;
+  return orders.reduce((units, o, i) => (results[i] ? units + o.qty : units), 0);
 }
 
 /** Orders of `ids` still pending with a deadline ahead (an event that fired a hair early). */

@@ -69,6 +69,10 @@ export async function startRedis(dir: string, opts: { port?: number } = {}): Pro
     probe.disconnect();
   }
   child.removeAllListeners('exit');
+  // Never leave an orphan server behind when this process goes, however it goes.
+  const killChild = () => child.kill('SIGTERM');
+  process.once('exit', killChild);
+  child.once('exit', () => process.off('exit', killChild));
   return {
     url, port, child,
     stop: () => new Promise<void>((res) => {
@@ -77,4 +81,18 @@ export async function startRedis(dir: string, opts: { port?: number } = {}): Pro
       child.kill('SIGTERM');
     }),
   };
+}
+
+/** The local stack's servers on their fixed ports, data under the data dir. */
+export async function startLocalServers(config: { dataDir: string; localPgPort: number; localRedisPort: number }): Promise<{
+  databaseUrl: string; redisUrl: string; stop(): Promise<void>;
+}> {
+  const pg = await startPostgres(`${config.dataDir}/pg`, { port: config.localPgPort });
+  try {
+    const redis = await startRedis(`${config.dataDir}/redis`, { port: config.localRedisPort });
+    return { databaseUrl: pg.url, redisUrl: redis.url, stop: async () => { await redis.stop(); await pg.stop(); } };
+  } catch (err) {
+    await pg.stop();
+    throw err;
+  }
 }

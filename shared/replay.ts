@@ -9,6 +9,7 @@ import { closeOverdue, restore, unrestored } from './expiry.js';
 import { SALES_REGISTRY } from './keys.js';
 import type { Logger } from './logger.js';
 import { reconcile, type Reconciliation } from './reconcile.js';
+import { metrics, observeClosed } from './metrics.js';
 import { listSales } from './sales.js';
 import { recoverDeadWriters } from './writer.js';
 
@@ -40,20 +41,27 @@ export async function replayOnce({ pool, redis, logger }: ReplayDeps): Promise<R
       report.redriven = await recoverDeadWriters(redis, await redis.smembers(SALES_REGISTRY));
       for (;;) {
         const closed = await closeOverdue(pool, BATCH);
+        const units = await restore(pool, redis, closed);
+        observeClosed('replay', closed, units);
         report.closed += closed.length;
-        report.restored += await restore(pool, redis, closed);
+        report.restored += units;
         if (closed.length < BATCH) break;
       }
       for (;;) {
         const left = await unrestored(pool, BATCH);
-        report.restored += await restore(pool, redis, left);
+        const units = await restore(pool, redis, left);
+        observeClosed('replay', [], units);
+        report.restored += units;
         if (left.length < BATCH) break;
       }
       for (const sale of await listSales(pool)) {
         const r = await reconcile(pool, redis, sale.id, sale.stock);
         report.reconciliations.push(r);
         if (r.holds) logger.info({ reconciliation: r }, 'reconciliation ok');
-        else logger.error({ reconciliation: r, alert: 'CONSERVATION_VIOLATED' }, 'RECONCILIATION FAILED: available + queued + pending + paid + restoring != total');
+        else {
+          metrics.reconciliationFailures.inc({ sale: sale.id });
+          logger.error({ reconciliation: r, alert: 'CONSERVATION_VIOLATED' }, 'RECONCILIATION FAILED: available + queued + pending + paid + restoring != total');
+        }
       }
     } finally {
       await lock.query('select pg_advisory_unlock($1)', [REPLAY_LOCK]);

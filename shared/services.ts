@@ -1,9 +1,10 @@
 // Builds the connections a process needs from the config and closes them in reverse order.
 import type { Redis, RedisOptions } from 'ioredis';
 import { requireServers, type Config } from './config.js';
-import { closeAll } from './daemon.js';
+import { closeAll, delay } from './daemon.js';
 import { createPool, type Pool } from './db.js';
 import type { Logger } from './logger.js';
+import { countBackendError } from './metrics.js';
 import { createRedis } from './redis.js';
 
 export interface Connections {
@@ -12,23 +13,44 @@ export interface Connections {
   close(): Promise<void>;
 }
 
-/** Connects to both servers and checks both answer, failing with a message that says what is wrong. */
+/**
+ * Connects to both servers, waiting up to STARTUP_TIMEOUT_MS for them to answer (processes and
+ * servers often start together), then fails with a message that says which one and why.
+ */
 export async function connect(config: Config, logger: Logger, opts: { poolSize?: number; redis?: RedisOptions } = {}): Promise<Connections> {
   const { databaseUrl, redisUrl } = requireServers(config);
   const pool = createPool(databaseUrl, opts.poolSize ?? 10);
+  pool.on('error', countBackendError);
   const redis = createRedis(redisUrl, opts.redis);
-  redis.on('error', (err) => logger.warn({ err: err.message }, 'redis connection error'));
+  let lastRedisError = '';
+  redis.on('error', (err) => {
+    countBackendError(err);
+    if (err.message !== lastRedisError) logger.warn({ err: err.message }, 'redis connection error');
+    lastRedisError = err.message;
+  });
   const close = () => closeAll(logger, [['redis', () => redis.quit()], ['postgres', () => pool.end()]]);
   try {
-    await pool.query('select 1').catch((err: Error) => {
-      throw new Error(`Postgres at DATABASE_URL is unusable: ${err.message}`);
-    });
-    await withTimeout(redis.ping(), 10_000, 'Redis at REDIS_URL did not answer within 10 s');
+    await waitUntil(config.startupTimeoutMs, () => pool.query('select 1'), (err) => `Postgres at DATABASE_URL is unusable: ${err}`);
+    await waitUntil(config.startupTimeoutMs, () => withTimeout(redis.ping(), 2000, 'no answer within 2 s'), (err) => `Redis at REDIS_URL is unusable: ${err}`);
   } catch (err) {
+    redis.disconnect();
     await close();
     throw err;
   }
   return { pool, redis, close };
+}
+
+async function waitUntil(timeoutMs: number, probe: () => Promise<unknown>, message: (err: string) => string): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await probe();
+      return;
+    } catch (err) {
+      if (Date.now() >= until) throw new Error(message((err as Error).message));
+      await delay(Math.min(100 * 2 ** attempt, 1000));
+    }
+  }
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {

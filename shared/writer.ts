@@ -9,6 +9,7 @@ import { closeDue, restore } from './expiry.js';
 import { parseWinner, SALES_REGISTRY, saleKeys } from './keys.js';
 import type { Logger } from './logger.js';
 import { writeOrders } from './orders.js';
+import { countBackendError, metrics, observeClosed } from './metrics.js';
 import { ackBatch, claimBatch, recoverWriter } from './redis.js';
 
 export interface WriterDeps {
@@ -34,6 +35,7 @@ export class OrderWriter {
   private readonly abort = new AbortController();
   private running: Promise<void> | undefined;
   private lastRecovery = 0;
+  private lastGauge = 0;
   written = 0;
 
   constructor(private readonly deps: WriterDeps) {}
@@ -57,6 +59,7 @@ export class OrderWriter {
         if (n === 0) await delay(config.writerIdleMs, this.abort.signal);
       } catch (err) {
         failures++;
+        countBackendError(err);
         logger.error({ err }, 'order writer pass failed');
         await delay(Math.min(100 * 2 ** failures, 5000) * (0.5 + Math.random()), this.abort.signal);
       }
@@ -73,6 +76,10 @@ export class OrderWriter {
       await recoverDeadWriters(redis, saleIds, now, config.writerId);
     }
     let total = 0;
+    if (now - this.lastGauge > 1000) {
+      this.lastGauge = now;
+      for (const saleId of saleIds) metrics.winnersQueued.set({ sale: saleId }, await redis.llen(saleKeys(saleId).winners));
+    }
     for (const saleId of saleIds) {
       // Stop between batches, never inside one: a batch in hand is finished before exit.
       if (this.abort.signal.aborted) break;
@@ -98,8 +105,13 @@ export class OrderWriter {
     await ackBatch(redis, saleId, config.writerId, now, pending.map((r) => ({ orderId: r.id, expiresAt: r.expiresAt })), orderIds);
     // Deadlines already past (this batch waited out its window): close now, no key was set.
     const overdue = pending.filter((r) => r.expiresAt <= now).map((r) => r.id);
-    if (overdue.length > 0) await restore(pool, redis, await closeDue(pool, overdue));
+    if (overdue.length > 0) {
+      const closed = await closeDue(pool, overdue);
+      observeClosed('writer', closed, await restore(pool, redis, closed));
+    }
     this.written += orderIds.length;
+    metrics.ordersWritten.inc(orderIds.length);
+    metrics.batchSize.observe(orderIds.length);
     logger.debug({ saleId, batch: orderIds.length }, 'batch written');
     return orderIds.length;
   }

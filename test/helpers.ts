@@ -143,12 +143,20 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined |
 /** Starts a real `flashsale <command>` process (compiled JS, as PM2 runs it) against the test servers. */
 export function spawnDaemon(env: TestEnv, args: string[], extraEnv: Record<string, string> = {}): import('node:child_process').ChildProcess {
   return spawn(process.execPath, ['dist/daemons/cli.js', ...args], {
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     env: {
       ...process.env,
       DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, LOG_LEVEL: 'warn', NODE_ENV: 'production',
       ...extraEnv,
     },
+  });
+}
+
+/** Resolves when the process reports ready (as PM2's wait_ready hears it). */
+export function ready(child: import('node:child_process').ChildProcess): Promise<void> {
+  return new Promise((resolve, reject) => {
+    child.on('message', (m) => m === 'ready' && resolve());
+    child.once('exit', (code) => reject(new Error(`exited with ${code} before ready`)));
   });
 }
 

@@ -11,7 +11,7 @@ import { replayOnce } from '../shared/replay.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import {
-  auth, exited, http, newSale, runConcurrently, seededRandom, spawnDaemon, testEnv, waitFor, type TestEnv,
+  auth, exited, http, newSale, ready, runConcurrently, seededRandom, spawnDaemon, testEnv, waitFor, type TestEnv,
 } from './helpers.js';
 
 let env: TestEnv;
@@ -119,15 +119,17 @@ describe('order writer', () => {
     // Alternate a fixed id (the restart reclaims its own batch) with fresh ids (the lease recovers them).
     while ((await env.redis.llen(saleKeys(s.id).winners)) > 0 && kills < 40) {
       const child = spawnDaemon(env, ['order-writer'], {
-        WRITER_BATCH_SIZE: '500', WRITER_LEASE_MS: '1000', WRITER_ID: kills % 2 === 0 ? 'fixed-writer' : `writer-${kills}`,
+        WRITER_BATCH_SIZE: '200', WRITER_LEASE_MS: '1000', WRITER_ID: kills % 2 === 0 ? 'fixed-writer' : `writer-${kills}`,
       });
-      await new Promise((r) => setTimeout(r, 300 + rand() * 900));
+      await ready(child);
+      await new Promise((r) => setTimeout(r, rand() * 400));
       child.kill('SIGKILL');
       await exited(child);
       kills++;
       console.log(`# kill ${kills}: ${await orderCount(s.id)} orders written`);
     }
     const final = spawnDaemon(env, ['order-writer'], { WRITER_ID: 'final-writer', WRITER_LEASE_MS: '1000' });
+    await ready(final);
     await waitFor('20,000 orders', async () => (await orderCount(s.id)) === 20_000 && (await env.redis.hlen(saleKeys(s.id).queued)) === 0, 60_000, 100);
     final.kill('SIGTERM');
     assert.equal(await exited(final), 0, 'a writer stops cleanly on SIGTERM');

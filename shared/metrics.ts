@@ -1,0 +1,44 @@
+// Prometheus series an operator watches during a sale. One registry per process; the API serves
+// it at /metrics, each daemon on its ops port.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ClosedOrder } from './expiry.js';
+
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry, prefix: 'flashsale_process_' });
+
+export type ClosedBy = 'listener' | 'replay' | 'writer';
+
+export const metrics = {
+  purchases: new Counter({ name: 'flashsale_purchases_total', help: 'Purchase attempts by outcome', labelNames: ['outcome'], registers: [registry] }),
+  httpDuration: new Histogram({
+    name: 'flashsale_http_request_duration_seconds', help: 'HTTP request latency', labelNames: ['route', 'method', 'status'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: [registry],
+  }),
+  winnersQueued: new Gauge({ name: 'flashsale_winners_queued', help: 'Winners waiting for the order writer, per sale', labelNames: ['sale'], registers: [registry] }),
+  ordersWritten: new Counter({ name: 'flashsale_orders_written_total', help: 'Orders written to Postgres by the order writer', registers: [registry] }),
+  batchSize: new Histogram({
+    name: 'flashsale_writer_batch_size', help: 'Orders per writer batch', buckets: [1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000], registers: [registry],
+  }),
+  expiryEvents: new Counter({ name: 'flashsale_expiry_events_total', help: 'Order expiry key events received', registers: [registry] }),
+  ordersClosed: new Counter({ name: 'flashsale_orders_closed_total', help: 'Unpaid orders closed, by who closed them', labelNames: ['by'], registers: [registry] }),
+  closeLateness: new Histogram({
+    name: 'flashsale_close_lateness_seconds', help: 'From payment deadline to order closed',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], registers: [registry],
+  }),
+  stockRestored: new Counter({ name: 'flashsale_stock_restored_total', help: 'Units of stock given back by expired orders', registers: [registry] }),
+  reconciliationFailures: new Counter({ name: 'flashsale_reconciliation_failures_total', help: 'Reconciliations where stock was not conserved', labelNames: ['sale'], registers: [registry] }),
+  backendErrors: new Counter({ name: 'flashsale_backend_errors_total', help: 'Redis and Postgres errors', labelNames: ['backend'], registers: [registry] }),
+};
+
+export function observeClosed(by: ClosedBy, closed: ClosedOrder[], restoredUnits: number): void {
+  if (closed.length > 0) metrics.ordersClosed.inc({ by }, closed.length);
+  for (const o of closed) metrics.closeLateness.observe(Math.max(0, o.lateMs) / 1000);
+  if (restoredUnits > 0) metrics.stockRestored.inc(restoredUnits);
+}
+
+/** Counts a failure against the backend it came from (Postgres errors carry a severity). */
+export function countBackendError(err: unknown): void {
+  const e = err as { severity?: string; message?: string } | undefined;
+  const postgres = Boolean(e?.severity) || /postgres|database|ECONNREFUSED 127\.0\.0\.1:5/i.test(e?.message ?? '');
+  metrics.backendErrors.inc({ backend: postgres ? 'postgres' : 'redis' });
+}

@@ -1,0 +1,40 @@
+// A daemon's small HTTP face: /healthz (alive), /readyz (Redis and Postgres answer), /metrics.
+import { createServer, type Server } from 'node:http';
+import type { Redis } from 'ioredis';
+import type { Pool } from './db.js';
+import { registry } from './metrics.js';
+
+export async function readiness(redis: Redis, pool: Pool): Promise<string | null> {
+  try {
+    await Promise.all([redis.ping(), pool.query('select 1')]);
+    return null;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+export async function startOpsServer(port: number, host: string, redis: Redis, pool: Pool): Promise<Server | null> {
+  if (port <= 0) return null;
+  const server = createServer((req, res) => {
+    const send = (status: number, body: string, type = 'application/json') => {
+      res.writeHead(status, { 'content-type': type });
+      res.end(body);
+    };
+    if (req.url === '/healthz') return send(200, '{"status":"ok"}');
+    if (req.url === '/readyz') {
+      void readiness(redis, pool).then((err) =>
+        err ? send(503, JSON.stringify({ error: 'unavailable', message: `not ready: ${err}` })) : send(200, '{"status":"ready"}'));
+      return;
+    }
+    if (req.url === '/metrics') {
+      void registry.metrics().then((text) => send(200, text, registry.contentType));
+      return;
+    }
+    send(404, '{"error":"not_found","message":"No such route."}');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return server;
+}
