@@ -1,0 +1,91 @@
+// The ecosystem as an operator runs it: `pm2 start ecosystem.config.js`, buy, pay, reload, stop.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, test } from 'node:test';
+import { freePort } from '../shared/local-stack.js';
+import { reconcile } from '../shared/reconcile.js';
+import { ADMIN_TOKEN, auth, http, JWT_SECRET, runConcurrently, testEnv, waitFor, type HttpResult, type TestEnv } from './helpers.js';
+
+const run = promisify(execFile);
+let env: TestEnv;
+let pm2Home: string;
+let port: number;
+let opsBase: number;
+let pm2Env: NodeJS.ProcessEnv;
+
+const pm2 = (...args: string[]) => run('node_modules/.bin/pm2', args, { env: pm2Env, timeout: 120_000 });
+
+interface Pm2Process { name: string; pm2_env: { status: string; restart_time: number } }
+const list = async (): Promise<Pm2Process[]> => JSON.parse((await pm2('jlist')).stdout) as Pm2Process[];
+
+before(async () => {
+  env = await testEnv();
+  pm2Home = mkdtempSync(join(tmpdir(), 'flashsale-pm2-'));
+  port = await freePort();
+  opsBase = 20_000 + Math.floor(Math.random() * 30_000);
+  pm2Env = {
+    ...process.env, PM2_HOME: pm2Home, DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, PORT: String(port),
+    OPS_PORT_BASE: String(opsBase), JWT_SECRET, ADMIN_TOKEN, API_INSTANCES: '2', LOG_LEVEL: 'warn', REPLAY_INTERVAL_SECONDS: '1',
+  };
+});
+after(async () => {
+  await pm2('kill').catch(() => {});
+  rmSync(pm2Home, { recursive: true, force: true });
+  await env.close();
+});
+
+test('pm2 starts every process from ecosystem.config.js; a buyer buys and pays; reload loses no accepted purchase', async () => {
+  await pm2('start', 'ecosystem.config.js');
+  const procs = await waitFor('all online', async () => {
+    const l = await list();
+    return l.length === 5 && l.every((p) => p.pm2_env.status === 'online') && l;
+  }, 60_000, 200);
+  assert.deepEqual(procs.map((p) => p.name).sort(), [
+    'flashsale-api', 'flashsale-api', 'flashsale-expiry-listener', 'flashsale-order-writer', 'flashsale-replay',
+  ]);
+  assert.equal((await http(port, 'GET', '/readyz')).status, 200);
+  for (let i = 1; i <= 3; i++) {
+    const r = await http(opsBase + i, 'GET', '/readyz');
+    assert.equal(r.status, 200, `daemon on ops port ${opsBase + i} is ready`);
+  }
+
+  const created = await http(port, 'POST', '/api/sales', { id: 'pm2-sale', name: 'PM2 sale', stock: 3000, paymentWindowSeconds: 60 }, { authorization: `Bearer ${ADMIN_TOKEN}` });
+  assert.equal(created.status, 201);
+  const won = await http(port, 'POST', '/api/sales/pm2-sale/purchases', { qty: 1 }, auth('first-buyer'));
+  assert.equal(won.status, 202);
+  await waitFor('order pending', async () => (await http(port, 'GET', `/api/orders/${won.body.orderId}`, undefined, auth('first-buyer'))).body.status === 'pending_payment');
+  const paid = await http(port, 'POST', `/api/orders/${won.body.orderId}/pay`, undefined, auth('first-buyer'));
+  assert.deepEqual(paid.body, { orderId: won.body.orderId, status: 'paid' });
+
+  // Reload the API and the writer while buyers keep coming; every 202 must become an order.
+  const results: (HttpResult | Error)[] = [];
+  const buying = runConcurrently(2000, 20, async (i) => {
+    const r = await http(port, 'POST', '/api/sales/pm2-sale/purchases', { qty: 1 }, auth(`reload-${i}`)).catch((e: Error) => e);
+    results.push(r);
+  });
+  await new Promise((r) => setTimeout(r, 200));
+  await pm2('reload', 'flashsale-api');
+  await pm2('reload', 'flashsale-order-writer');
+  await buying;
+  const accepted = results.filter((r): r is HttpResult => !(r instanceof Error) && r.status === 202).map((r) => r.body.orderId as string);
+  assert.ok(accepted.length > 1000, `${accepted.length} purchases accepted during the reload`);
+  await waitFor('accepted purchases written', async () => {
+    const res = await env.pool.query('select count(*)::int as n from orders where id = any($1::text[])', [accepted]);
+    return res.rows[0].n === accepted.length;
+  }, 30_000, 100);
+  const r = await reconcile(env.pool, env.redis, 'pm2-sale', 3000);
+  assert.ok(r.holds, JSON.stringify(r));
+  assert.equal(r.pending + r.paid, accepted.length + 1);
+
+  // Metrics on the daemons show real values.
+  const writerMetrics = (await http(opsBase + 1, 'GET', '/metrics')).body as string;
+  assert.match(writerMetrics, /flashsale_orders_written_total \d+/);
+
+  await pm2('stop', 'all');
+  const stopped = await list();
+  assert.ok(stopped.every((p) => p.pm2_env.status === 'stopped'), JSON.stringify(stopped.map((p) => p.pm2_env.status)));
+});
