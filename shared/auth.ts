@@ -20,13 +20,19 @@ export function verifyJwt(token: string, secret: string, nowSeconds = Date.now()
   const [h, p, s] = parts as [string, string, string];
   const header = b64json(h);
   if (!header || header.alg !== 'HS256') throw new HttpError('unauthorized', 'The token must be signed with HS256.');
-  const expected = createHmac('sha256', secret).update(`${h}.${p}`).digest();
-  const given = Buffer.from(s, 'base64url');
+  // Compared as text: decoding would skip stray characters and the last character's spare bits,
+  // so many strings would pass for the one signature.
+  const expected = Buffer.from(createHmac('sha256', secret).update(`${h}.${p}`).digest('base64url'));
+  const given = Buffer.from(s);
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
     throw new HttpError('unauthorized', 'The token signature is invalid.');
   }
   const claims = b64json(p);
   if (!claims) throw new HttpError('unauthorized', 'The token payload is not a JSON object.');
+  // A time claim that is not a number is refused rather than skipped: skipping it would never expire.
+  for (const claim of ['exp', 'nbf'] as const) {
+    if (claims[claim] !== undefined && typeof claims[claim] !== 'number') throw new HttpError('unauthorized', `The token's ${claim} must be a number of seconds.`);
+  }
   if (typeof claims.exp === 'number' && nowSeconds >= claims.exp) throw new HttpError('unauthorized', 'The token has expired.');
   if (typeof claims.nbf === 'number' && nowSeconds < claims.nbf) throw new HttpError('unauthorized', 'The token is not valid yet.');
   return checkUserId(claims.sub);

@@ -1,5 +1,5 @@
 // The HTTP app, built by a factory apart from listen() so tests can inject requests.
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import { checkUserId, signJwt, verifyJwt } from './auth.js';
 import type { Config } from './config.js';
@@ -8,6 +8,7 @@ import { HttpError } from './errors.js';
 import { SALE_ID_PATTERN } from './keys.js';
 import type { Logger } from './logger.js';
 import { getOrder, payOrder } from './orders.js';
+import { registerPage } from './page.js';
 import type { Purchaser } from './purchase.js';
 import { createSale, getSale, parseSaleInput, saleView, type Sale } from './sales.js';
 
@@ -23,13 +24,16 @@ const FASTIFY_ERRORS: Record<string, ConstructorParameters<typeof HttpError>[0]>
   FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'bad_request',
+  // The router raises these for a path parameter, and every parameter we have is an id.
+  FST_ERR_BAD_URL: 'invalid_id',
+  FST_ERR_MAX_PARAM_LENGTH: 'invalid_id',
 };
 
 const MAX_QTY = 1000;
 
 function parseQty(body: unknown): number {
-  if (body === undefined || body === null) return 1;
-  if (typeof body !== 'object' || Array.isArray(body)) throw new HttpError('bad_request', 'The body must be a JSON object like {"qty": 1}.');
+  if (body === undefined) return 1;
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new HttpError('bad_request', 'The body must be a JSON object like {"qty": 1}.');
   const extra = Object.keys(body).filter((k) => k !== 'qty');
   if (extra.length > 0) throw new HttpError('bad_request', `Unknown field(s): ${extra.join(', ')}.`);
   const qty = (body as { qty?: unknown }).qty ?? 1;
@@ -53,7 +57,22 @@ function bearer(req: FastifyRequest): string {
 }
 
 export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: 16 * 1024, routerOptions: { maxParamLength: 256 }, requestTimeout: 10_000, return503OnClosing: true });
+  const onError = (err: Error & { code?: string; statusCode?: number }, req: FastifyRequest, reply: FastifyReply): void => {
+    let httpErr: HttpError;
+    if (err instanceof HttpError) httpErr = err;
+    else if (err.code && FASTIFY_ERRORS[err.code]) httpErr = new HttpError(FASTIFY_ERRORS[err.code]!);
+    else if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) httpErr = new HttpError('bad_request', err.message);
+    else {
+      logger.error({ err, request: { method: req.method, url: req.url } }, 'request failed');
+      httpErr = new HttpError('unavailable');
+    }
+    void reply.code(httpErr.status).send(httpErr.body());
+  };
+  const app = Fastify({
+    logger: false, bodyLimit: 16 * 1024, routerOptions: { maxParamLength: 256 }, requestTimeout: 10_000, return503OnClosing: true,
+    // Bad percent-encoding and overlong parameters are answered by the router itself unless routed here.
+    frameworkErrors: onError,
+  });
 
   const userOf = (req: FastifyRequest): string => {
     if (config.authMode === 'trusted-header') return checkUserId(req.headers['x-user-id']);
@@ -75,7 +94,8 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
     return sale;
   };
 
-  app.removeContentTypeParser('application/json');
+  // JSON only: fastify's built-in text/plain parser would hand a handler a string body.
+  app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     if (body === '') return done(null, undefined);
     try {
@@ -85,20 +105,17 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
     }
   });
 
-  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
-    let httpErr: HttpError;
-    if (err instanceof HttpError) httpErr = err;
-    else if (err.code && FASTIFY_ERRORS[err.code]) httpErr = new HttpError(FASTIFY_ERRORS[err.code]!);
-    else if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) httpErr = new HttpError('bad_request', err.message);
-    else {
-      logger.error({ err, request: { method: req.method, url: req.url } }, 'request failed');
-      httpErr = new HttpError('unavailable');
-    }
-    void reply.code(httpErr.status).send(httpErr.body());
-  });
+  app.setErrorHandler(onError);
   app.setNotFoundHandler((_req, reply) => {
     const e = new HttpError('not_found');
     void reply.code(e.status).send(e.body());
+  });
+
+  const served = new Map<string, Set<string>>();
+  app.addHook('onRoute', (route) => {
+    const methods = served.get(route.url) ?? new Set<string>();
+    for (const m of [route.method].flat()) methods.add(m);
+    served.set(route.url, methods);
   });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
@@ -143,6 +160,21 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
     app.post('/api/dev/token', async (req) => {
       const userId = checkUserId((req.body as { userId?: unknown } | undefined)?.userId);
       return { token: signJwt(userId, config.jwtSecret!) };
+    });
+  }
+
+  registerPage(app, { development: config.development });
+
+  // Last, once every route is in: a known path asked with another method is a 405 naming the
+  // allowed ones, not the router's 404.
+  for (const [url, methods] of [...served]) {
+    const allow = [...methods].join(', ');
+    app.route({
+      method: app.supportedMethods.filter((m) => !methods.has(m)), url,
+      handler: async (_req, reply) => {
+        void reply.header('allow', allow);
+        throw new HttpError('method_not_allowed', `This path takes ${allow}.`);
+      },
     });
   }
 

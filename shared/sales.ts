@@ -34,8 +34,16 @@ function intField(body: Record<string, unknown>, key: keyof typeof LIMITS, fallb
 function timeField(body: Record<string, unknown>, key: 'startsAt' | 'endsAt'): Date | null {
   const v = body[key];
   if (v === undefined || v === null) return null;
-  const d = typeof v === 'string' && /^\d{4}-\d\d-\d\dT/.test(v) ? new Date(v) : null;
-  if (!d || Number.isNaN(d.getTime())) invalid(`${key} must be an ISO 8601 date-time, e.g. 2026-12-01T10:00:00Z`);
+  const message = `${key} must be an ISO 8601 date-time, e.g. 2026-12-01T10:00:00Z`;
+  const m = typeof v === 'string' ? /^(\d{4})-(\d\d)-(\d\d)T/.exec(v) : null;
+  if (!m) invalid(message);
+  const d = new Date(m.input);
+  if (Number.isNaN(d.getTime())) invalid(message);
+  // Date rolls a day the month lacks (2026-02-30) over into the next month; refuse it instead.
+  const [year, month, date] = [Number(m[1]), Number(m[2]) - 1, Number(m[3])];
+  const day = new Date(0);
+  day.setUTCFullYear(year, month, date);
+  if (day.getUTCMonth() !== month || day.getUTCDate() !== date) invalid(message);
   return d;
 }
 
@@ -49,7 +57,10 @@ export function parseSaleInput(body: unknown, now = new Date()): Sale {
   if (unknown.length > 0) invalid(`unknown field(s): ${unknown.join(', ')}`);
   const id = b.id ?? `s-${randomBytes(5).toString('hex')}`;
   if (typeof id !== 'string' || !SALE_ID_PATTERN.test(id)) invalid('id must be 1-64 characters of A-Z a-z 0-9 _ -');
-  if (typeof b.name !== 'string' || b.name.trim() === '' || b.name.length > 200) invalid('name must be a non-empty string of at most 200 characters');
+  // Postgres text cannot hold NUL, and an unpaired surrogate would be stored as U+FFFD.
+  if (typeof b.name !== 'string' || b.name.trim() === '' || b.name.length > 200 || /[\u0000\p{Cs}]/u.test(b.name)) {
+    invalid('name must be a non-empty string of at most 200 characters, without NUL or unpaired surrogates');
+  }
   const startsAt = timeField(b, 'startsAt') ?? now;
   const endsAt = timeField(b, 'endsAt');
   if (endsAt && endsAt <= startsAt) invalid('endsAt must be after startsAt');

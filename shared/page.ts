@@ -1,0 +1,34 @@
+// The buyer's page: three static files, read once at start and served from memory.
+import { readFileSync } from 'node:fs';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+
+const PUBLIC_DIR = new URL('./public/', import.meta.url);
+
+const ASSETS = {
+  'app.js': 'text/javascript; charset=utf-8',
+  'style.css': 'text/css; charset=utf-8',
+} as const;
+
+// The page only talks to this origin; a pasted token must not be readable by anything injected.
+const HEADERS = {
+  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  // Small files, and a stale app.js after a deploy would talk to a changed API: always revalidate.
+  'cache-control': 'no-cache',
+};
+
+function send(reply: FastifyReply, type: string, body: string | Buffer): FastifyReply {
+  return reply.headers(HEADERS).type(type).send(body);
+}
+
+/** Registers GET / and its assets. The page learns the mode from the HTML: dev tokens or a pasted token. */
+export function registerPage(app: FastifyInstance, opts: { development: boolean }): void {
+  const html = readFileSync(new URL('index.html', PUBLIC_DIR), 'utf8')
+    .replace('data-mode="__MODE__"', `data-mode="${opts.development ? 'development' : 'production'}"`);
+  app.get('/', (_req, reply) => send(reply, 'text/html; charset=utf-8', html));
+  for (const [name, type] of Object.entries(ASSETS)) {
+    const body = readFileSync(new URL(name, PUBLIC_DIR));
+    app.get(`/${name}`, (_req, reply) => send(reply, type, body));
+  }
+}

@@ -1,0 +1,273 @@
+// The buyer's page: polls the sale, buys one item, then follows the order to paid or expired.
+// All state is in `state`; render() draws all of it, so every change is an assignment and a render().
+
+const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
+const el = {
+  name: $('sale-name'), badge: $('sale-state'), countdown: $('countdown'), stock: $('stock'),
+  userId: $('user-id'), token: $('token'), buy: $('buy'), buyHint: $('buy-hint'), message: $('message'),
+  order: $('order'), orderStatus: $('order-status'), orderDetail: $('order-detail'), timer: $('payment-countdown'), pay: $('pay'),
+};
+
+const development = document.body.dataset.mode === 'development';
+const saleId = new URLSearchParams(location.search).get('sale') || 'demo';
+
+const MESSAGES = {
+  sold_out: 'Sold out: every item has been claimed.',
+  not_enough_stock: 'Not enough items are left for that quantity.',
+  limit_reached: 'You already have as many as this sale allows per buyer.',
+  not_started: 'The sale has not started yet.',
+  ended: 'The sale has ended.',
+  invalid_id: 'This sale link is broken: check the address.',
+  unauthorized: development
+    ? 'That user id is not accepted: use 1 to 128 letters, digits or symbols, without spaces.'
+    : 'Your token was not accepted: paste a fresh buyer token.',
+  order_expired: 'Too late: the payment window has closed.',
+  order_not_ready: 'Your order is still being confirmed; try again in a moment.',
+  order_not_found: 'This order could not be found.',
+  busy: 'The shop is very busy right now; please try again.',
+  unavailable: 'The shop is having trouble right now; please try again shortly.',
+  network: 'Cannot reach the shop; retrying…',
+};
+const SALE_STATES = { upcoming: 'Upcoming', open: 'Open', sold_out: 'Sold out', ended: 'Ended' };
+const ORDER_RANK = { queued: 0, pending_payment: 1, paid: 2, expired: 2 };
+
+const state = {
+  sale: null, // the last GET /api/sales/:id answer
+  saleMissing: false,
+  offline: false, // the last poll failed to reach the server
+  buying: false, // a purchase request is in flight
+  paying: false,
+  order: null, // { orderId, token, status, expiresAt (ms), closed }
+  message: '',
+};
+
+class ApiError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.code = code;
+  }
+}
+
+async function api(method, path, { token, body } = {}) {
+  const headers = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (token) headers.authorization = `Bearer ${token}`;
+  let res;
+  try {
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  } catch {
+    throw new ApiError('network', '');
+  }
+  const data = await res.json().catch(() => null);
+  if (!res.ok) throw new ApiError(data?.error ?? `http_${res.status}`, data?.message ?? '');
+  return data;
+}
+
+const plain = (err) => MESSAGES[err.code] ?? (err.message || 'Something went wrong; please try again.');
+const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function duration(ms) {
+  const s = Math.max(0, Math.ceil(ms / 1000));
+  const pad = (n) => String(n).padStart(2, '0');
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  return h > 0 ? `${h}:${pad(m)}:${pad(s % 60)}` : `${m}:${pad(s % 60)}`;
+}
+
+const tokens = new Map(); // development: user id -> token from /api/dev/token
+async function buyerToken() {
+  if (!development) return el.token.value.trim();
+  const userId = el.userId.value.trim();
+  if (!tokens.has(userId)) tokens.set(userId, (await api('POST', '/api/dev/token', { body: { userId } })).token);
+  return tokens.get(userId);
+}
+
+const identityGiven = () => (development ? el.userId.value.trim() : el.token.value.trim()) !== '';
+// Queued, waiting for payment, or paid: one order per visit; an expired one frees the button again.
+const orderHeld = () => state.order !== null && state.order.status !== 'expired';
+const canBuy = () => state.sale?.state === 'open' && !state.buying && !orderHeld() && identityGiven();
+
+// Answers to overlapping requests can arrive in any order; only the newest sale view is shown.
+let saleAsked = 0;
+let saleShown = 0;
+async function refreshSale() {
+  const seq = ++saleAsked;
+  try {
+    const sale = await api('GET', `/api/sales/${encodeURIComponent(saleId)}`);
+    if (seq > saleShown) {
+      // A refusal ("sold out", "not started") is stale once the sale opens again.
+      if (sale.state === 'open' && state.sale?.state !== 'open') state.message = '';
+      saleShown = seq;
+      state.sale = sale;
+    }
+    state.offline = false;
+  } catch (err) {
+    if (err.code === 'sale_not_found' || err.code === 'invalid_id') state.saleMissing = true;
+    else state.offline = true;
+  }
+  render();
+}
+
+async function pollSale() {
+  while (!state.saleMissing) {
+    await refreshSale();
+    await delay(1000);
+  }
+}
+
+// A late poll answer must never move an order backwards (paid, then "waiting for payment").
+function applyOrder(view) {
+  const o = state.order;
+  if (!o || o.orderId !== view.orderId || ORDER_RANK[view.status] <= ORDER_RANK[o.status]) return;
+  o.status = view.status;
+  if (view.expiresAt) o.expiresAt = Date.parse(view.expiresAt);
+}
+
+async function followOrder(o) {
+  while (state.order === o && ORDER_RANK[o.status] < 2) {
+    const overdue = o.status === 'pending_payment' && Date.now() >= o.expiresAt;
+    await delay(o.status === 'queued' || overdue ? 300 : 1000);
+    try {
+      applyOrder(await api('GET', `/api/orders/${encodeURIComponent(o.orderId)}`, { token: o.token }));
+      state.offline = false;
+    } catch (err) {
+      if (err.code === 'network' || err.code === 'busy' || err.code === 'unavailable') state.offline = true;
+      else state.message = plain(err);
+    }
+    render();
+  }
+}
+
+async function buy() {
+  if (!canBuy()) return;
+  // Disabled before the first await: a second click cannot send a second purchase.
+  state.buying = true;
+  state.message = '';
+  state.order = null;
+  render();
+  try {
+    const token = await buyerToken();
+    const { orderId } = await api('POST', `/api/sales/${encodeURIComponent(saleId)}/purchases`, { token, body: { qty: 1 } });
+    state.order = { orderId, token, status: 'queued', expiresAt: 0, closed: false };
+    void followOrder(state.order);
+  } catch (err) {
+    state.message = plain(err);
+  } finally {
+    state.buying = false;
+    render();
+  }
+  void refreshSale(); // the stock moved, or a refusal says our view of the sale is stale
+}
+
+async function pay() {
+  const o = state.order;
+  if (!o || o.status !== 'pending_payment' || state.paying) return;
+  state.paying = true;
+  state.message = '';
+  render();
+  try {
+    applyOrder(await api('POST', `/api/orders/${encodeURIComponent(o.orderId)}/pay`, { token: o.token }));
+  } catch (err) {
+    // The poll, not this answer, turns the order into "Expired" once the server has closed it.
+    if (err.code === 'order_expired') o.closed = true;
+    state.message = plain(err);
+  } finally {
+    state.paying = false;
+    render();
+  }
+}
+
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+
+function saleTimeText(s, now) {
+  if (s.state === 'upcoming') return `Starts in ${duration(Date.parse(s.startsAt) - now)}`;
+  if (s.state === 'ended') return 'Ended';
+  return s.endsAt ? `Ends in ${duration(Date.parse(s.endsAt) - now)}` : 'No end time';
+}
+
+function buyHintText(s) {
+  if (orderHeld() || state.buying) return '';
+  if (!s) return '';
+  if (s.state === 'upcoming') return 'The button opens when the countdown ends.';
+  if (s.state === 'sold_out') return 'Items come back if a buyer does not pay in time.';
+  if (s.state === 'ended') return 'This sale is over.';
+  if (!identityGiven()) return development ? 'Enter a user id to buy.' : 'Paste your buyer token to buy.';
+  return '';
+}
+
+const ORDER_TEXT = {
+  queued: ['Queued…', 'You are in line; your order is being confirmed.'],
+  pending_payment: ['Waiting for payment', 'Pay before the timer runs out to keep your item.'],
+  paid: ['Paid', 'Thank you! Your order is paid.'],
+  expired: ['Expired', 'The payment window closed, so the item went back on sale.'],
+};
+
+function renderOrder(now) {
+  const o = state.order;
+  el.order.hidden = !o;
+  if (!o) return;
+  el.order.dataset.status = o.status;
+  const [title, detail] = ORDER_TEXT[o.status];
+  const pending = o.status === 'pending_payment';
+  const overdue = pending && now >= o.expiresAt;
+  setText(el.orderStatus, title);
+  setText(el.orderDetail, overdue ? 'Time is up; checking your order…' : detail);
+  el.timer.hidden = !pending;
+  setText(el.timer, pending ? duration(o.expiresAt - now) : '');
+  el.pay.hidden = !pending || o.closed;
+  el.pay.disabled = state.paying;
+  setText(el.pay, state.paying ? 'Paying…' : 'Pay now');
+}
+
+function render() {
+  const s = state.sale;
+  const now = Date.now();
+  setText(el.name, s ? s.name : state.saleMissing ? 'No such sale' : 'Loading…');
+  document.title = s ? `${s.name} · Flash sale` : 'Flash sale';
+  el.badge.hidden = !s;
+  el.badge.dataset.state = s?.state ?? '';
+  setText(el.badge, s ? SALE_STATES[s.state] : '');
+  setText(el.countdown, s ? saleTimeText(s, now) : '–');
+  setText(el.stock, s ? `${s.available} of ${s.stock} left` : '–');
+  el.buy.disabled = !canBuy();
+  setText(el.buy, state.buying ? 'Buying…' : 'Buy now');
+  setText(el.buyHint, buyHintText(s));
+  const inFlight = state.buying || (orderHeld() && state.order.status !== 'paid');
+  el.userId.disabled = inFlight;
+  el.token.disabled = inFlight;
+  const message = state.saleMissing ? `There is no sale called "${saleId}".` : state.message || (state.offline ? MESSAGES.network : '');
+  el.message.hidden = message === '';
+  setText(el.message, message);
+  renderOrder(now);
+}
+
+// The countdowns tick on the client; when the start passes, ask at once rather than at the next poll.
+let startAsked = false;
+function tick() {
+  const s = state.sale;
+  if (s?.state === 'upcoming' && Date.now() >= Date.parse(s.startsAt) && !startAsked) {
+    startAsked = true;
+    void refreshSale();
+  }
+  render();
+}
+
+function changeIdentity() {
+  // Someone else at the keyboard: a finished order belongs to the previous buyer. (The fields are
+  // disabled while an order is queued or waiting for payment.)
+  if (state.order && ORDER_RANK[state.order.status] === 2) state.order = null;
+  state.message = '';
+  render();
+}
+
+el.buy.addEventListener('click', () => void buy());
+el.pay.addEventListener('click', () => void pay());
+el.userId.addEventListener('input', changeIdentity);
+el.token.addEventListener('input', changeIdentity);
+el.userId.value = localStorage.getItem('flashsale.userId') ?? '';
+el.userId.addEventListener('change', () => localStorage.setItem('flashsale.userId', el.userId.value.trim()));
+setInterval(tick, 250);
+render();
+void pollSale();

@@ -1,0 +1,260 @@
+// The buyer's page in real headless Chromium (Debian's, through playwright-core) against the real
+// API, order writer and expiry listener. Assertions are on what a person sees: visible text.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { after, afterEach, before, describe, test } from 'node:test';
+import type { Redis } from 'ioredis';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { startApi } from '../daemons/api.js';
+import { buildApp } from '../shared/http.js';
+import { saleKeys } from '../shared/keys.js';
+import { ExpiryListener } from '../shared/listener.js';
+import { Purchaser } from '../shared/purchase.js';
+import { reconcile } from '../shared/reconcile.js';
+import type { Sale } from '../shared/sales.js';
+import { OrderWriter } from '../shared/writer.js';
+import { newSale, testEnv, token, type TestEnv } from './helpers.js';
+
+const CHROMIUM_ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
+  '--no-first-run', '--disable-component-update', '--disable-sync',
+];
+const SCREENSHOTS = fileURLToPath(new URL('../test-output/screenshots/', import.meta.url));
+
+let env: TestEnv;
+let api: Awaited<ReturnType<typeof startApi>>;
+let browser: Browser;
+let listener: ExpiryListener;
+let subscriber: Redis;
+const sales: Sale[] = [];
+const stops: (() => Promise<unknown>)[] = [];
+const pageErrors: string[] = [];
+
+before(async () => {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  env = await testEnv({ development: true, writerLeaseMs: 1000, writerIdleMs: 5, expiryNudgeMs: 20 });
+  api = await startApi(env.config, env.logger);
+  subscriber = env.redis.duplicate();
+  listener = new ExpiryListener({ pool: env.pool, redis: env.redis, subscriber, logger: env.logger, config: env.config });
+  await listener.start();
+  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+});
+after(async () => {
+  await browser?.close();
+  await listener?.stop();
+  await subscriber?.quit();
+  await api?.stop();
+  await env?.close();
+});
+afterEach(async () => {
+  for (const stop of stops.splice(0).reverse()) await stop();
+  assert.deepEqual(pageErrors.splice(0), [], 'the page logged no errors');
+  for (const sale of sales) {
+    const r = await reconcile(env.pool, env.redis, sale.id, sale.stock);
+    assert.ok(r.holds, `conservation broken for ${sale.id}: ${JSON.stringify(r)}`);
+  }
+});
+
+async function sale(fields: Record<string, unknown>): Promise<Sale> {
+  const s = await newSale(env, fields);
+  sales.push(s);
+  return s;
+}
+
+function writer(): void {
+  const w = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: `w-${randomUUID()}` } });
+  w.start();
+  stops.push(() => w.stop());
+}
+
+/** A buyer's own browser window (its own context: storage and, if asked, a paused clock). */
+async function open(path: string, opts: { port?: number; pausedClock?: boolean } = {}): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 520, height: 820 } });
+  context.setDefaultTimeout(5000);
+  stops.push(() => context.close());
+  const page = await context.newPage();
+  page.on('pageerror', (err) => pageErrors.push(`${path}: ${err.message}`));
+  page.on('console', (msg) => {
+    // Chromium logs every 4xx fetch; the refusals are expected, anything else is not.
+    if (msg.type() === 'error' && !/^Failed to load resource: the server responded with a status of 4\d\d/.test(msg.text())) {
+      pageErrors.push(`${path}: ${msg.text()}`);
+    }
+  });
+  if (opts.pausedClock) {
+    // No timer fires in this window: its view of the sale stays what it was when it loaded.
+    await page.clock.install({ time: Date.now() });
+    await page.clock.pauseAt(Date.now() + 50);
+  }
+  await page.goto(`http://127.0.0.1:${opts.port ?? api.port}${path}`);
+  return page;
+}
+
+const exactly = (text: string) => new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
+
+/** Waits until the element is visible and its text is exactly `text` (or matches the pattern). */
+async function see(page: Page, testId: string, text: string | RegExp, timeout = 5000): Promise<string> {
+  const el = page.getByTestId(testId);
+  const pattern = typeof text === 'string' ? exactly(text) : text;
+  try {
+    await el.filter({ hasText: pattern }).waitFor({ state: 'visible', timeout });
+  } catch {
+    const shown = (await el.isVisible()) ? JSON.stringify(await el.innerText()) : 'nothing (hidden)';
+    assert.fail(`[data-testid=${testId}]: expected ${pattern} within ${timeout} ms, the page shows ${shown}`);
+  }
+  return el.innerText();
+}
+
+const buyEnabled = (page: Page, timeout = 5000) => page.locator('[data-testid="buy"]:enabled').waitFor({ timeout });
+const shot = (page: Page, name: string) => page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage: true });
+
+async function ordersOf(saleId: string): Promise<{ user_id: string; status: string }[]> {
+  const res = await env.pool.query<{ user_id: string; status: string }>('select user_id, status from orders where sale_id = $1', [saleId]);
+  return res.rows;
+}
+
+describe('buyer page', () => {
+  test('page: countdown to the start, one click buys once, queued, payment countdown, paid', { timeout: 60_000 }, async () => {
+    const s = await sale({
+      name: 'Midnight sneaker drop', stock: 3, paymentWindowSeconds: 5,
+      startsAt: new Date(Date.now() + 4000).toISOString(), endsAt: new Date(Date.now() + 10 * 60_000).toISOString(),
+    });
+    const page = await open(`/?sale=${s.id}`);
+    await see(page, 'sale-name', 'Midnight sneaker drop');
+    await see(page, 'sale-state', 'Upcoming');
+    await see(page, 'countdown', /^Starts in 0:0[1-4]$/);
+    await see(page, 'stock', '3 of 3 left');
+    await see(page, 'buy-hint', 'The button opens when the countdown ends.');
+    await page.getByTestId('user-id').fill('alice');
+    assert.equal(await page.getByTestId('buy').isDisabled(), true, 'no buying before the start');
+    await shot(page, '01-countdown');
+
+    await see(page, 'sale-state', 'Open', 7000);
+    await see(page, 'countdown', /^Ends in (9:[0-5]\d|10:00)$/);
+    await buyEnabled(page);
+    await shot(page, '02-open');
+
+    // No writer yet, so the order stays queued long enough to be seen.
+    const box = (await page.getByTestId('buy').boundingBox())!;
+    await page.mouse.dblclick(box.x + box.width / 2, box.y + box.height / 2);
+    assert.equal(await page.getByTestId('buy').isDisabled(), true, 'disabled right after the click');
+    await see(page, 'order-status', 'Queued…');
+    await see(page, 'order-detail', 'You are in line; your order is being confirmed.');
+    await see(page, 'stock', '2 of 3 left');
+    assert.equal(await env.redis.hlen(saleKeys(s.id).queued), 1, 'a double click queues one order');
+    assert.equal(await page.getByTestId('buy').isDisabled(), true, 'stays disabled while queued');
+    assert.equal(await page.getByTestId('user-id').isDisabled(), true, 'the buyer cannot change mid-order');
+    await shot(page, '03-queued');
+
+    writer();
+    await see(page, 'order-status', 'Waiting for payment');
+    await see(page, 'order-detail', 'Pay before the timer runs out to keep your item.');
+    await see(page, 'payment-countdown', /^0:0[1-5]$/);
+    assert.equal(await page.getByTestId('buy').isDisabled(), true, 'stays disabled while waiting for payment');
+    await shot(page, '04-pending-payment');
+
+    await page.getByTestId('pay').click();
+    await see(page, 'order-status', 'Paid');
+    await see(page, 'order-detail', 'Thank you! Your order is paid.');
+    assert.equal(await page.getByTestId('pay').isHidden(), true);
+    assert.equal(await page.getByTestId('payment-countdown').isHidden(), true);
+    assert.equal(await page.getByTestId('buy').isDisabled(), true, 'stays disabled after winning');
+    assert.equal(await page.getByTestId('message').isHidden(), true, 'no error shown');
+    await shot(page, '05-paid');
+    assert.deepEqual(await ordersOf(s.id), [{ user_id: 'alice', status: 'paid' }]);
+  });
+
+  test('page: an unpaid order shows the payment countdown, then "Expired", and the stock is back on sale', { timeout: 60_000 }, async () => {
+    const s = await sale({ name: 'Limited vinyl', stock: 1, paymentWindowSeconds: 3 });
+    writer();
+    const page = await open(`/?sale=${s.id}`);
+    await see(page, 'countdown', 'No end time');
+    await page.getByTestId('user-id').fill('bob');
+    await buyEnabled(page);
+    await page.getByTestId('buy').click();
+    await see(page, 'order-status', 'Waiting for payment');
+    await see(page, 'payment-countdown', /^0:0[1-3]$/);
+    await see(page, 'sale-state', 'Sold out');
+    await see(page, 'stock', '0 of 1 left');
+
+    await see(page, 'order-status', 'Expired', 10_000);
+    await see(page, 'order-detail', 'The payment window closed, so the item went back on sale.');
+    assert.equal(await page.getByTestId('pay').isHidden(), true, 'no Pay button on an expired order');
+    assert.equal(await page.getByTestId('payment-countdown').isHidden(), true);
+    await see(page, 'stock', '1 of 1 left');
+    await see(page, 'sale-state', 'Open');
+    await buyEnabled(page);
+    await shot(page, '06-expired');
+    assert.deepEqual(await ordersOf(s.id), [{ user_id: 'bob', status: 'expired' }]);
+  });
+
+  test('page: a buyer clicking on a stale page after the last item went sees "sold out"; so does anyone arriving later', { timeout: 60_000 }, async () => {
+    const s = await sale({ name: 'Last one standing', stock: 1, paymentWindowSeconds: 60 });
+    writer();
+    const late = await open(`/?sale=${s.id}`, { pausedClock: true });
+    await late.getByTestId('user-id').fill('carol');
+    await see(late, 'stock', '1 of 1 left');
+    await buyEnabled(late);
+
+    const winner = await open(`/?sale=${s.id}`);
+    await winner.getByTestId('user-id').fill('alice');
+    await buyEnabled(winner);
+    await winner.getByTestId('buy').click();
+    await see(winner, 'order-status', 'Waiting for payment');
+    // A second click from the winner goes nowhere.
+    await winner.getByTestId('buy').click({ force: true });
+    assert.equal(await winner.getByTestId('buy').isDisabled(), true);
+
+    // Carol's page has not polled since: it still offers the item, and she clicks.
+    assert.equal(await late.getByTestId('stock').innerText(), '1 of 1 left');
+    await late.getByTestId('buy').click();
+    await see(late, 'message', 'Sold out: every item has been claimed.');
+    await see(late, 'sale-state', 'Sold out');
+    await see(late, 'stock', '0 of 1 left');
+    await see(late, 'buy-hint', 'Items come back if a buyer does not pay in time.');
+    assert.equal(await late.getByTestId('buy').isDisabled(), true);
+    assert.equal(await late.getByTestId('order').isHidden(), true, 'no order for the refused buyer');
+    await shot(late, '07-sold-out');
+
+    const fresh = await open(`/?sale=${s.id}`);
+    await fresh.getByTestId('user-id').fill('dave');
+    await see(fresh, 'sale-state', 'Sold out');
+    await see(fresh, 'stock', '0 of 1 left');
+    assert.equal(await fresh.getByTestId('buy').isDisabled(), true);
+    assert.deepEqual(await ordersOf(s.id), [{ user_id: 'alice', status: 'pending' }]);
+  });
+
+  test('page: outside development the buyer pastes a token; a bad token is refused in plain words', { timeout: 60_000 }, async () => {
+    const s = await sale({ name: 'Production mode', stock: 2, paymentWindowSeconds: 60 });
+    writer();
+    const config = { ...env.config, development: false };
+    const app = buildApp({ config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, config), logger: env.logger });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    stops.push(() => app.close());
+    const port = (app.server.address() as { port: number }).port;
+    const page = await open(`/?sale=${s.id}`, { port });
+    await see(page, 'sale-name', 'Production mode');
+    assert.equal(await page.getByTestId('user-id').isHidden(), true, 'no user picker without dev tokens');
+    await page.getByText('Paste the buyer token (a JWT) your sign-in gave you.', { exact: false }).waitFor({ state: 'visible', timeout: 5000 });
+    await see(page, 'buy-hint', 'Paste your buyer token to buy.');
+    assert.equal(await page.getByTestId('buy').isDisabled(), true);
+
+    await page.getByTestId('token').fill(token('erin', 'not-the-secret-0123456789'));
+    await page.getByTestId('buy').click();
+    await see(page, 'message', 'Your token was not accepted: paste a fresh buyer token.');
+    await page.getByTestId('token').fill(token('erin'));
+    await buyEnabled(page);
+    await page.getByTestId('buy').click();
+    await see(page, 'order-status', 'Waiting for payment');
+    assert.equal(await page.getByTestId('message').isHidden(), true);
+    assert.deepEqual(await ordersOf(s.id), [{ user_id: 'erin', status: 'pending' }]);
+  });
+
+  test('page: an unknown sale says so', async () => {
+    const page = await open('/?sale=no-such-sale');
+    await see(page, 'sale-name', 'No such sale');
+    await see(page, 'message', 'There is no sale called "no-such-sale".');
+    assert.equal(await page.getByTestId('buy').isDisabled(), true);
+  });
+});
