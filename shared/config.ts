@@ -15,6 +15,8 @@ export interface Config {
   development: boolean;
   /** How long an API process answers sold_out from memory before asking Redis again. */
   soldOutCacheMs: number;
+  /** Requests one API process serves at once; beyond it new requests get 429 busy at once. */
+  maxInflight: number;
   /** Floor for the TTL of a buyer's SETEX'd buy count; it is stretched to outlive the sale. */
   buyCountTtlSeconds: number;
   writerId: string;
@@ -74,6 +76,7 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     logLevel: str(pick('logLevel', 'LOG_LEVEL')) ?? 'info',
     development,
     soldOutCacheMs: int('SOLD_OUT_CACHE_MS', pick('soldOutCacheMs', 'SOLD_OUT_CACHE_MS'), 200, 0),
+    maxInflight: int('MAX_INFLIGHT', pick('maxInflight', 'MAX_INFLIGHT'), 1000, 1),
     buyCountTtlSeconds: int('BUY_COUNT_TTL_SECONDS', pick('buyCountTtlSeconds', 'BUY_COUNT_TTL_SECONDS'), 86_400, 60),
     writerId: str(pick('writerId', 'WRITER_ID')) ?? `${hostname()}:${env.pm_id ?? process.pid}`,
     writerBatchSize: int('WRITER_BATCH_SIZE', pick('writerBatchSize', 'WRITER_BATCH_SIZE'), 1000, 1),

@@ -1,12 +1,15 @@
 // The HTTP app, built by a factory apart from listen() so tests can inject requests.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import { checkUserId, signJwt, verifyJwt } from './auth.js';
 import type { Config } from './config.js';
 import type { Pool } from './db.js';
-import { HttpError } from './errors.js';
+import { HttpError, type ErrorCode } from './errors.js';
 import { SALE_ID_PATTERN } from './keys.js';
 import type { Logger } from './logger.js';
+import { metrics, registry } from './metrics.js';
 import { getOrder, payOrder } from './orders.js';
 import { registerPage } from './page.js';
 import type { Purchaser } from './purchase.js';
@@ -56,6 +59,24 @@ function bearer(req: FastifyRequest): string {
   return m[1]!;
 }
 
+/** Errors Node's HTTP parser raises before fastify sees a request, answered in our shape. */
+function onClientError(err: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const code: ErrorCode = err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large'
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'bad_request';
+  const e = new HttpError(code);
+  const body = JSON.stringify(e.body());
+  socket.end(`HTTP/1.1 ${e.status} ${code}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+}
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
+
+/** Paths served whatever the load: probes and metrics must answer during a storm. */
+const UNSHED = new Set(['/healthz', '/readyz', '/metrics']);
+
 export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): FastifyInstance {
   const onError = (err: Error & { code?: string; statusCode?: number }, req: FastifyRequest, reply: FastifyReply): void => {
     let httpErr: HttpError;
@@ -72,6 +93,28 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
     logger: false, bodyLimit: 16 * 1024, routerOptions: { maxParamLength: 256 }, requestTimeout: 10_000, return503OnClosing: true,
     // Bad percent-encoding and overlong parameters are answered by the router itself unless routed here.
     frameworkErrors: onError,
+    clientErrorHandler: onClientError,
+  });
+
+  // Load shedding: past maxInflight requests in hand, answer 429 at once instead of queueing
+  // without bound; a buyer retrying a moment later does better than one waiting in a queue.
+  let inflight = 0;
+  app.addHook('onRequest', (req, reply, done) => {
+    inflight++;
+    if (inflight > config.maxInflight && !UNSHED.has(req.url)) {
+      if (req.url.endsWith('/purchases')) metrics.purchases.inc({ outcome: 'busy' });
+      const e = new HttpError('busy');
+      void reply.code(e.status).header('retry-after', '1').send(e.body());
+      return;
+    }
+    done();
+  });
+  app.addHook('onResponse', (req, reply, done) => {
+    inflight--;
+    metrics.httpDuration.observe(
+      { route: req.routeOptions.url ?? 'unmatched', method: req.method, status: reply.statusCode }, reply.elapsedTime / 1000,
+    );
+    done();
   });
 
   const userOf = (req: FastifyRequest): string => {
@@ -80,7 +123,8 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   };
   const requireAdmin = (req: FastifyRequest): void => {
     if (!config.adminToken) throw new HttpError('forbidden', 'The admin API is off: set ADMIN_TOKEN to turn it on.');
-    if (bearer(req) !== config.adminToken) throw new HttpError('forbidden', 'This token is not the admin token.');
+    // Compared as digests: constant time whatever the lengths.
+    if (!timingSafeEqual(digest(bearer(req)), digest(config.adminToken))) throw new HttpError('forbidden', 'This token is not the admin token.');
   };
 
   // Sale rules change only by creating a sale; a second of staleness is fine for the view.
@@ -119,6 +163,7 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
   app.get('/readyz', async (_req, reply) => {
     try {
       await Promise.all([redis.ping(), pool.query('select 1')]);
@@ -141,8 +186,14 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
     const saleId = saleIdParam(req);
     const userId = userOf(req);
     const qty = parseQty(req.body);
-    const { orderId } = await purchaser.purchase(saleId, userId, qty);
-    return reply.code(202).send({ orderId, status: 'queued' });
+    try {
+      const { orderId } = await purchaser.purchase(saleId, userId, qty);
+      metrics.purchases.inc({ outcome: 'queued' });
+      return await reply.code(202).send({ orderId, status: 'queued' });
+    } catch (err) {
+      metrics.purchases.inc({ outcome: err instanceof HttpError ? err.code : 'error' });
+      throw err;
+    }
   });
 
   app.get('/api/orders/:orderId', async (req) => {

@@ -387,6 +387,14 @@ describe('the admin route', () => {
   });
 });
 
+describe('errors raised before a request is parsed', () => {
+  test('headers over the server limit are 431 headers_too_large in our shape, and the connection is closed', async () => {
+    const res = await send('POST', purchasePath(), { headers: { authorization: `Bearer ${'x'.repeat(20_000)}` } });
+    assertError(res, 431, 'headers_too_large');
+    assert.equal(res.headers.connection, 'close');
+  });
+});
+
 describe('routes and methods', () => {
   test('unknown routes are 404 not_found', async () => {
     for (const [method, path] of [['GET', '/nope'], ['GET', '/index.html'], ['GET', '/api'], ['GET', '/api/sale/x'], ['POST', `/api/sales/${sale.id}/purchase`],

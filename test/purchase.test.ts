@@ -18,7 +18,26 @@ after(async () => {
 
 const buy = (saleId: string, user: string, body?: unknown) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, body, auth(user));
 
+async function purchaseMetric(outcome: string): Promise<number> {
+  const text = (await http(api.port, 'GET', '/metrics')).body as string;
+  const m = new RegExp(`^flashsale_purchases_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
 describe('purchase', () => {
+  test('/metrics counts purchases by outcome', async () => {
+    const sale = await newSale(env, { stock: 3 });
+    const before = { queued: await purchaseMetric('queued'), sold_out: await purchaseMetric('sold_out'), limit: await purchaseMetric('limit_reached') };
+    await buy(sale.id, 'metric-0');
+    await buy(sale.id, 'metric-0');
+    await runConcurrently(4, 4, (i) => buy(sale.id, `metric-${i + 1}`));
+    assert.equal(await purchaseMetric('queued'), before.queued + 3);
+    assert.equal(await purchaseMetric('sold_out'), before.sold_out + 2);
+    assert.equal(await purchaseMetric('limit_reached'), before.limit + 1);
+    const text = (await http(api.port, 'GET', '/metrics')).body as string;
+    assert.match(text, /flashsale_http_request_duration_seconds_count\{route="\/api\/sales\/:saleId\/purchases",method="POST",status="202"\} \d+/);
+  });
+
   test('stock 1000, 10,000 distinct buyers at concurrency 500: exactly 1000 win, 9000 sold out, available 0', async () => {
     const sale = await newSale(env, { stock: 1000 });
     const results = await runConcurrently(10_000, 500, (i) => buy(sale.id, `buyer-${i}`));
