@@ -8,6 +8,7 @@ import type { Pool } from './db.js';
 import { closeDue, closeOverdue, restore, stillPending } from './expiry.js';
 import { EXPIRED_PATTERN, parseExpiryKey, SALES_REGISTRY } from './keys.js';
 import type { Logger } from './logger.js';
+import { countBackendError, metrics, observeClosed } from './metrics.js';
 import { touchDue } from './redis.js';
 
 export interface ListenerDeps {
@@ -85,6 +86,7 @@ export class ExpiryListener {
     const parsed = parseExpiryKey(key);
     if (!parsed) return;
     this.events++;
+    metrics.expiryEvents.inc();
     this.buffer.push(parsed.orderId);
     if (this.buffer.length >= 500) this.flush();
     else if (!this.flushScheduled) {
@@ -104,7 +106,10 @@ export class ExpiryListener {
   private track(p: Promise<unknown>): void {
     const tracked = p.then(
       () => {},
-      (err: unknown) => this.deps.logger.error({ err }, 'closing expired orders failed; the replay will retry'),
+      (err: unknown) => {
+        countBackendError(err);
+        this.deps.logger.error({ err }, 'closing expired orders failed; the replay will retry');
+      },
     );
     this.inFlight.add(tracked);
     void tracked.finally(() => this.inFlight.delete(tracked));
@@ -113,8 +118,10 @@ export class ExpiryListener {
   private async close(ids: string[]): Promise<void> {
     const { pool, redis, logger } = this.deps;
     const closed = await closeDue(pool, ids);
+    const units = await restore(pool, redis, closed);
+    observeClosed('listener', closed, units);
     this.closed += closed.length;
-    this.restored += await restore(pool, redis, closed);
+    this.restored += units;
     if (closed.length < ids.length) {
       // Redis's clock may run a hair ahead of Postgres's: retry those at their deadline.
       for (const o of await stillPending(pool, ids)) {
@@ -129,8 +136,10 @@ export class ExpiryListener {
     const { pool, redis } = this.deps;
     for (;;) {
       const closed = await closeOverdue(pool, 1000);
+      const units = await restore(pool, redis, closed);
+      observeClosed('listener', closed, units);
       this.closed += closed.length;
-      this.restored += await restore(pool, redis, closed);
+      this.restored += units;
       if (closed.length < 1000) return;
     }
   }
