@@ -1,0 +1,72 @@
+// After a load test with payments and expiry, /metrics shows every series an operator watches,
+// with the values the run produced.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { startApi } from '../daemons/api.js';
+import { ExpiryListener } from '../shared/listener.js';
+import { runLoadtest } from '../shared/loadtest.js';
+import { replayOnce } from '../shared/replay.js';
+import { OrderWriter } from '../shared/writer.js';
+import { ADMIN_TOKEN, http, JWT_SECRET, testEnv, waitFor, type TestEnv } from './helpers.js';
+
+let env: TestEnv;
+let api: Awaited<ReturnType<typeof startApi>>;
+let writer: OrderWriter;
+let listener: ExpiryListener;
+let subscriber: TestEnv['redis'];
+
+before(async () => {
+  env = await testEnv({ expiryNudgeMs: 20 });
+  api = await startApi(env.config, env.logger);
+  writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: env.config });
+  writer.start();
+  subscriber = env.redis.duplicate();
+  listener = new ExpiryListener({ pool: env.pool, redis: env.redis, subscriber, logger: env.logger, config: env.config });
+  await listener.start();
+});
+after(async () => {
+  await listener.stop();
+  await subscriber.quit();
+  await writer.stop();
+  await api.stop();
+  await env.close();
+});
+
+/** The value of one sample line, e.g. `flashsale_orders_closed_total{by="listener"}`. */
+function sample(text: string, series: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  assert.ok(line, `${series} is exposed`);
+  return Number(line.split(' ')[1]);
+}
+
+test('/metrics after a load test with payments and expiry shows real values for every series', async () => {
+  const url = `http://127.0.0.1:${api.port}`;
+  // A fresh sale with a 2 s window: create it through the API, then let the loadtest fire at it.
+  const created = await http(api.port, 'POST', '/api/sales', { name: 'metrics', stock: 200, paymentWindowSeconds: 2 }, { authorization: `Bearer ${ADMIN_TOKEN}` });
+  assert.equal(created.status, 201);
+  const saleId = created.body.id as string;
+  const r = await runLoadtest({ url, saleId, buyers: 1000, concurrency: 100, qty: 1, payRatio: 0.5, jwtSecret: JWT_SECRET, db: env });
+  assert.equal(r.won, 200);
+  assert.equal(r.payments.paid, 100);
+  await waitFor('unpaid orders expired and restored', async () => (await env.redis.get(`{sale:${saleId}}:available`)) === '100', 15_000);
+  await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+
+  const text = (await http(api.port, 'GET', '/metrics')).body as string;
+  assert.equal(sample(text, 'flashsale_purchases_total{outcome="queued"}'), 200);
+  assert.equal(sample(text, 'flashsale_purchases_total{outcome="sold_out"}'), 800);
+  assert.equal(sample(text, 'flashsale_http_request_duration_seconds_count{route="/api/sales/:saleId/purchases",method="POST",status="202"}'), 200);
+  assert.equal(sample(text, `flashsale_winners_queued{sale="${saleId}"}`), 0);
+  assert.equal(sample(text, 'flashsale_orders_written_total'), 200);
+  assert.ok(sample(text, 'flashsale_writer_batch_size_count') >= 1);
+  assert.equal(sample(text, 'flashsale_writer_batch_size_sum'), 200);
+  assert.ok(sample(text, 'flashsale_expiry_events_total') >= 1);
+  const byListener = sample(text, 'flashsale_orders_closed_total{by="listener"}');
+  const byReplay = text.includes('flashsale_orders_closed_total{by="replay"}') ? sample(text, 'flashsale_orders_closed_total{by="replay"}') : 0;
+  assert.equal(byListener + byReplay, 100);
+  assert.ok(byListener > 0, 'the listener closed orders');
+  assert.equal(sample(text, 'flashsale_close_lateness_seconds_count'), 100);
+  assert.equal(sample(text, 'flashsale_stock_restored_total'), 100);
+  assert.match(text, /^# TYPE flashsale_reconciliation_failures_total counter$/m);
+  assert.doesNotMatch(text, /^flashsale_reconciliation_failures_total\{/m, 'no reconciliation failed');
+  assert.match(text, /^# TYPE flashsale_backend_errors_total counter$/m);
+});
