@@ -1,5 +1,6 @@
 // What every long-running process shares: an abortable delay, and a lifecycle that signals
 // readiness to PM2, stops gracefully on the first SIGINT/SIGTERM and forces exit on the second.
+import { ConfigError } from './config.js';
 import type { Logger } from './logger.js';
 
 export function delay(ms: number, signal?: AbortSignal): Promise<void> {
@@ -20,9 +21,9 @@ export interface Stoppable {
 }
 
 /**
- * Starts a service and keeps it until a signal; exits 0 after a clean stop, 1 if the start or
- * the stop failed or the stop outran its grace. Signals are handled from the first instant: one
- * that arrives during start-up stops the service as soon as it is up.
+ * Starts a service and keeps it until a signal; exits 0 after a clean stop, 2 on a bad setting,
+ * 1 if the start or the stop failed or the stop outran its grace. Signals are handled from the
+ * first instant: one that arrives during start-up stops the service as soon as it is up.
  */
 export function runUntilSignal(start: () => Promise<Stoppable>, logger: Logger, graceMs = 4000): void {
   let stopping = false;
@@ -56,7 +57,8 @@ export function runUntilSignal(start: () => Promise<Stoppable>, logger: Logger, 
     () => process.send?.('ready'),
     (err: unknown) => {
       logger.fatal({ err }, `cannot start: ${(err as Error).message}`);
-      setTimeout(() => process.exit(1), 50);
+      // 2: fix the settings; 1: a dependency is unusable (PM2 restarts those after restart_delay).
+      setTimeout(() => process.exit(err instanceof ConfigError ? 2 : 1), 50);
     },
   );
 }
