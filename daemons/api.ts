@@ -11,10 +11,17 @@ import { connect } from '../shared/services.js';
 export async function startApi(config: Config, logger: Logger): Promise<Stoppable & { port: number }> {
   requireApiSecrets(config);
   const log = logger.child({ daemon: 'api' });
-  const { pool, redis, close } = await connect(config, log, { poolSize: 20, redis: { enableAutoPipelining: true } });
+  // A buyer gets an answer, never a hang: with Redis unreachable, commands fail at once (503), and
+  // a purchase in flight when the connection drops is not resent (it may have run; a second run
+  // would be a second order the buyer never heard of).
+  const { pool, redis, close } = await connect(config, log, {
+    poolSize: 20,
+    redis: { enableAutoPipelining: true, enableOfflineQueue: false, autoResendUnfulfilledCommands: false, commandTimeout: 5000 },
+  });
   await migrate(pool, log);
   const purchaser = new Purchaser(redis, config);
-  const subscriber = redis.duplicate();
+  // The subscription may wait for a connection: it carries only a hint.
+  const subscriber = redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined });
   subscriber.on('error', () => {});
   subscriber.on('message', (_channel: string, saleId: string) => purchaser.stockRestored(saleId));
   await subscriber.subscribe(STOCK_CHANNEL);
