@@ -126,7 +126,7 @@ export class ExpiryListener {
       // Redis's clock may run a hair ahead of Postgres's: retry those at their deadline.
       for (const o of await stillPending(pool, ids)) {
         const wait = Math.max(1, o.expiresAt - Date.now() + 1);
-        setTimeout(() => this.track(this.close([o.id])), wait).unref();
+        setTimeout(() => this.abort.signal.aborted || this.track(this.close([o.id])), wait).unref();
       }
     }
     if (closed.length > 0) logger.debug({ closed: closed.length }, 'orders expired by event');
