@@ -1,0 +1,71 @@
+// The flashsale CLI as an operator types it.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { after, before, test } from 'node:test';
+import { saleKeys } from '../shared/keys.js';
+import { purchaseScript } from '../shared/redis.js';
+import { testEnv, type TestEnv } from './helpers.js';
+
+let env: TestEnv;
+before(async () => {
+  env = await testEnv();
+});
+after(async () => {
+  await env.close();
+});
+
+function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['dist/daemons/cli.js', ...args], {
+      env: { ...process.env, NODE_ENV: 'production', DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl },
+      timeout: 30_000,
+    }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code) : 0, stdout, stderr }));
+  });
+}
+
+test('migrate, sale create, sale status and replay --once', async () => {
+  const migrated = await cli('migrate');
+  assert.equal(migrated.code, 0, migrated.stderr);
+  assert.equal(migrated.stdout.trim(), 'schema up to date');
+
+  const created = await cli('sale', 'create', '--id', 'cli-sale', '--name', 'CLI sale', '--stock', '7', '--per-user', '2',
+    '--max-per-order', '2', '--payment-window', '60', '--starts-at', '2020-01-01T00:00:00Z', '--json');
+  assert.equal(created.code, 0, created.stderr);
+  const view = JSON.parse(created.stdout);
+  assert.deepEqual(
+    { id: view.id, stock: view.stock, available: view.available, perUserLimit: view.perUserLimit, maxPerOrder: view.maxPerOrder, state: view.state },
+    { id: 'cli-sale', stock: 7, available: 7, perUserLimit: 2, maxPerOrder: 2, state: 'open' },
+  );
+  assert.equal(await env.redis.get(saleKeys('cli-sale').available), '7');
+
+  const dup = await cli('sale', 'create', '--id', 'cli-sale', '--name', 'again', '--stock', '1');
+  assert.equal(dup.code, 2);
+  assert.match(dup.stderr, /A sale with id "cli-sale" already exists/);
+  const bad = await cli('sale', 'create', '--name', 'bad', '--stock', '0');
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /stock must be an integer from 1/);
+
+  const [code] = await purchaseScript(env.redis, { saleId: 'cli-sale', userId: 'u', qty: 2, orderId: 'cli-sale.00000000-0000-4000-8000-000000000001', now: Date.now(), buyCountTtlSeconds: 3600 });
+  assert.equal(code, 1);
+  const status = await cli('sale', 'status', 'cli-sale', '--json');
+  assert.equal(status.code, 0, status.stderr);
+  const s = JSON.parse(status.stdout);
+  assert.deepEqual({ total: s.total, available: s.available, queued: s.queued, pending: s.pending, paid: s.paid, expired: s.expired, holds: s.holds },
+    { total: 7, available: 5, queued: 2, pending: 0, paid: 0, expired: 0, holds: true });
+  const table = await cli('sale', 'status', 'cli-sale');
+  assert.match(table.stdout, /^ {2}queued {7}2$/m);
+  assert.match(table.stdout, /^ {2}conservation {1}holds$/m);
+
+  const missing = await cli('sale', 'status', 'nope');
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /No sale with id "nope"/);
+
+  // A unit that vanished from Redis is a violation: status says so and exits 3.
+  await env.redis.decrby(saleKeys('cli-sale').available, 1);
+  const broken = await cli('sale', 'status', 'cli-sale');
+  assert.equal(broken.code, 3);
+  assert.match(broken.stdout, /conservation {1}VIOLATED/);
+  const replay = await cli('replay', '--once');
+  assert.equal(replay.code, 3);
+  assert.match(replay.stdout, /CONSERVATION_VIOLATED/);
+});
