@@ -6,6 +6,7 @@ import { signJwt } from '../shared/auth.js';
 import { ConfigError, loadConfig, type Config, type ConfigOverrides } from '../shared/config.js';
 import { runUntilSignal, type Stoppable } from '../shared/daemon.js';
 import { HttpError } from '../shared/errors.js';
+import { checkInvariants, formatInvariants } from '../shared/invariants.js';
 import { createLogger } from '../shared/logger.js';
 import { formatReport, progressReporter, runLoadtest } from '../shared/loadtest.js';
 import { migrate } from '../shared/migrate.js';
@@ -100,6 +101,16 @@ await yargs(hideBin(process.argv))
       const config = configFrom(argv);
       const report = await replayPassOnce(config, createLogger(config));
       process.exitCode = report.reconciliations.every((r) => r.holds) ? 0 : 3;
+    })
+  .command('check', 'check every invariant of one sale or all from Postgres and Redis (exit 3 on a violation)',
+    (y) => serverFlags(y).option('sale', { type: 'string', describe: 'only this sale' }).option('json', { type: 'boolean' })
+      .option('interval', { type: 'number', describe: 'the replay interval in seconds (env REPLAY_INTERVAL_SECONDS, default 5)' }),
+    async (argv) => {
+      const report = await withConnections(argv, ({ pool, redis }, config) => checkInvariants(pool, redis, {
+        saleIds: argv.sale === undefined ? undefined : [argv.sale], replayIntervalMs: config.replayIntervalSeconds * 1000,
+      }));
+      console.log(argv.json ? JSON.stringify(report) : formatInvariants(report));
+      if (report.violations.length > 0) process.exitCode = 3;
     })
   .command('token <user>', 'print a buyer token signed with JWT_SECRET (for tests and load tests)',
     (y) => y.positional('user', { type: 'string', demandOption: true }).option('jwt-secret', { type: 'string' })

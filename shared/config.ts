@@ -17,6 +17,8 @@ export interface Config {
   soldOutCacheMs: number;
   /** Requests one API process serves at once; beyond it new requests get 429 busy at once. */
   maxInflight: number;
+  /** How long a client may take to send a whole request (headers and body) before it gets 408. */
+  requestTimeoutMs: number;
   /** Floor for the TTL of a buyer's SETEX'd buy count; it is stretched to outlive the sale. */
   buyCountTtlSeconds: number;
   writerId: string;
@@ -77,6 +79,7 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     development,
     soldOutCacheMs: int('SOLD_OUT_CACHE_MS', pick('soldOutCacheMs', 'SOLD_OUT_CACHE_MS'), 200, 0),
     maxInflight: int('MAX_INFLIGHT', pick('maxInflight', 'MAX_INFLIGHT'), 1000, 1),
+    requestTimeoutMs: int('REQUEST_TIMEOUT_MS', pick('requestTimeoutMs', 'REQUEST_TIMEOUT_MS'), 10_000, 100),
     buyCountTtlSeconds: int('BUY_COUNT_TTL_SECONDS', pick('buyCountTtlSeconds', 'BUY_COUNT_TTL_SECONDS'), 86_400, 60),
     writerId: str(pick('writerId', 'WRITER_ID')) ?? `${hostname()}:${env.pm_id ?? process.pid}`,
     writerBatchSize: int('WRITER_BATCH_SIZE', pick('writerBatchSize', 'WRITER_BATCH_SIZE'), 1000, 1),

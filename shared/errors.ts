@@ -33,9 +33,16 @@ export const ERRORS = {
 export type ErrorCode = keyof typeof ERRORS;
 
 export class HttpError extends Error {
+  readonly code: ErrorCode;
   readonly status: number;
-  constructor(readonly code: ErrorCode, message?: string) {
+  constructor(code: ErrorCode, message?: string) {
+    // An answer to a client, not a fault: its stack is never logged, and capturing one for every
+    // refused buyer of a sold-out crowd cost a tenth of the API's CPU (bench/, BENCHMARKS.md).
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message ?? ERRORS[code][1]);
+    Error.stackTraceLimit = limit;
+    this.code = code;
     this.status = ERRORS[code][0];
   }
 

@@ -90,7 +90,12 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
     void reply.code(httpErr.status).send(httpErr.body());
   };
   const app = Fastify({
-    logger: false, bodyLimit: 16 * 1024, routerOptions: { maxParamLength: 256 }, requestTimeout: 10_000, return503OnClosing: true,
+    logger: false, bodyLimit: 16 * 1024, routerOptions: { maxParamLength: 256 }, return503OnClosing: true,
+    requestTimeout: config.requestTimeoutMs,
+    // Node enforces these only every connectionsCheckingInterval (30 s by default), and with its
+    // headersTimeout (60 s) above requestTimeout it uses the larger for the body: a client that
+    // stalls mid-body would hold its connection (and an in-flight slot) for up to 90 s.
+    http: { headersTimeout: config.requestTimeoutMs, connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs) },
     // Bad percent-encoding and overlong parameters are answered by the router itself unless routed here.
     frameworkErrors: onError,
     clientErrorHandler: onClientError,
@@ -101,6 +106,9 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   let inflight = 0;
   app.addHook('onRequest', (req, reply, done) => {
     inflight++;
+    // Once per request, whether its response finished or the connection went first (408, client
+    // gone): onResponse misses the latter, and each such request would keep its slot for good.
+    reply.raw.once('close', () => inflight--);
     if (inflight > config.maxInflight && !UNSHED.has(req.url)) {
       if (req.url.endsWith('/purchases')) metrics.purchases.inc({ outcome: 'busy' });
       const e = new HttpError('busy');
@@ -110,7 +118,6 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
     done();
   });
   app.addHook('onResponse', (req, reply, done) => {
-    inflight--;
     metrics.httpDuration.observe(
       { route: req.routeOptions.url ?? 'unmatched', method: req.method, status: reply.statusCode }, reply.elapsedTime / 1000,
     );

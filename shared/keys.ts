@@ -19,6 +19,8 @@ export function saleKeys(saleId: string) {
     seq: `${p}:seq`,
     winners: `${p}:winners`,
     queued: `${p}:queued`,
+    /** Order ids ever reserved: a purchase resent after a reconnect finds its id here and changes nothing. */
+    purchased: `${p}:purchased`,
     writers: `${p}:writers`,
     deadlines: `${p}:deadlines`,
     restored: `${p}:restored`,

@@ -22,37 +22,43 @@ export interface WrittenOrder {
 }
 
 /**
- * Inserts a batch of winners in one round trip, idempotent on the order id, and returns every
- * order of the batch with its state: fresh rows and rows an earlier (crashed) attempt wrote.
+ * Inserts a batch of winners, idempotent on the order id, and returns every order of the batch
+ * with its state: fresh rows and rows an earlier (crashed) attempt wrote. One round trip when the
+ * batch is new; only ids the insert skipped are looked up, in a second statement that sees rows a
+ * concurrent writer committed meanwhile. (Joining the whole batch back against orders in the same
+ * statement made the planner scan the table: a cost that grew with every order ever written.)
  * Deadlines are cut to whole milliseconds so the Redis key (PXAT) and the row agree exactly.
  */
 export async function writeOrders(pool: Pool, saleId: string, winners: Winner[]): Promise<WrittenOrder[]> {
+  const ids = winners.map((w) => w.orderId);
   const res = await pool.query<{ id: string; status: WrittenOrder['status']; expires_at: Date }>(
-    `with input as (
-       select * from unnest($2::text[], $3::text[], $4::int[], $5::bigint[], $6::float8[])
-         as t(id, user_id, qty, seq, purchased_ms)
-     ), ins as (
-       insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at)
-       select i.id, $1, i.user_id, i.qty, 'pending', i.seq, to_timestamp(i.purchased_ms / 1000.0),
-              date_trunc('milliseconds', now()),
-              date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds)
-       from input i cross join (select payment_window_seconds from sales where id = $1) s
-       on conflict (id) do nothing
-       returning id, status, expires_at
-     )
-     select id, status, expires_at from ins
-     union all
-     select o.id, o.status, o.expires_at from orders o join input i on i.id = o.id`,
+    `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at)
+     select i.id, $1, i.user_id, i.qty, 'pending', i.seq, to_timestamp(i.purchased_ms / 1000.0),
+            date_trunc('milliseconds', now()),
+            date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds)
+     from unnest($2::text[], $3::text[], $4::int[], $5::bigint[], $6::float8[]) as i(id, user_id, qty, seq, purchased_ms)
+       cross join (select payment_window_seconds from sales where id = $1) s
+     on conflict (id) do nothing
+     returning id, status, expires_at`,
     [
       saleId,
-      winners.map((w) => w.orderId),
+      ids,
       winners.map((w) => w.userId),
       winners.map((w) => w.qty),
       winners.map((w) => w.seq),
       winners.map((w) => w.purchasedAt),
     ],
   );
-  return res.rows.map((r) => ({ id: r.id, status: r.status, expiresAt: r.expires_at.getTime() }));
+  const rows = res.rows;
+  if (rows.length < ids.length) {
+    const fresh = new Set(rows.map((r) => r.id));
+    const skipped = ids.filter((id) => !fresh.has(id));
+    const existing = await pool.query<{ id: string; status: WrittenOrder['status']; expires_at: Date }>(
+      'select id, status, expires_at from orders where id = any($1::text[])', [skipped],
+    );
+    rows.push(...existing.rows);
+  }
+  return rows.map((r) => ({ id: r.id, status: r.status, expiresAt: r.expires_at.getTime() }));
 }
 
 interface OrderRow {

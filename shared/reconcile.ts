@@ -23,18 +23,21 @@ export interface Reconciliation {
 export async function reconcile(pool: Pool, redis: Redis, saleId: string, total: number): Promise<Reconciliation> {
   const snap = await snapshotSale(redis, saleId);
   const queuedEntries = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w]));
-  const res = await pool.query<{ pending: number; paid: number; expired: number }>(
+  // A winner may still sit in a list after its row was written (a re-driven batch, or a batch
+  // between insert and ack): count it once. Which winners are written is read in the same
+  // statement as the sums: with two statements, a batch the writer commits in between is in
+  // neither count.
+  const res = await pool.query<{ pending: number; paid: number; expired: number; written: string[] }>(
     `select coalesce(sum(qty) filter (where status = 'pending'), 0)::int as pending,
             coalesce(sum(qty) filter (where status = 'paid'), 0)::int as paid,
-            coalesce(sum(qty) filter (where status = 'expired'), 0)::int as expired
+            coalesce(sum(qty) filter (where status = 'expired'), 0)::int as expired,
+            (select coalesce(array_agg(id), '{}') from orders where id = any($3::text[])) as written
      from orders where sale_id = $1 and seq <= $2`,
-    [saleId, snap.seq],
+    [saleId, snap.seq, [...queuedEntries.keys()]],
   );
-  // A winner may still sit in a list after its row was written (a re-driven batch): count it once.
-  const written = await pool.query<{ id: string }>('select id from orders where id = any($1::text[])', [[...queuedEntries.keys()]]);
-  for (const r of written.rows) queuedEntries.delete(r.id);
+  const { pending, paid, expired, written } = res.rows[0]!;
+  for (const id of written) queuedEntries.delete(id);
   const queued = [...queuedEntries.values()].reduce((sum, w) => sum + w.qty, 0);
-  const { pending, paid, expired } = res.rows[0]!;
   const restoring = expired - snap.restoredQty;
   const holds = snap.available >= 0 && restoring >= 0 && snap.available + queued + pending + paid + restoring === total;
   return { saleId, total, available: snap.available, queued, pending, paid, expired, restoring, holds };

@@ -56,7 +56,7 @@ export interface PurchaseArgs {
 /** Raw {code, n} from purchase.lua; shared/purchase.ts gives it meaning. */
 export async function purchaseScript(redis: Redis, a: PurchaseArgs): Promise<[number, number]> {
   const k = saleKeys(a.saleId);
-  const res = (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq], [
+  const res = (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased], [
     a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds,
   ])) as [number, number];
   return res;

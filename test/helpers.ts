@@ -12,7 +12,7 @@ import { signJwt } from '../shared/auth.js';
 import { loadConfig, type Config, type ConfigOverrides } from '../shared/config.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { migrate } from '../shared/migrate.js';
-import { startPostgres, startRedis, type LocalServer } from '../shared/local-stack.js';
+import { freePort, startPostgres, startRedis, type LocalServer } from '../shared/local-stack.js';
 import { connect } from '../shared/services.js';
 import { createSale, parseSaleInput, type Sale } from '../shared/sales.js';
 import type { Pool } from '../shared/db.js';
@@ -20,14 +20,31 @@ import type { Pool } from '../shared/db.js';
 export const JWT_SECRET = 'test-secret-0123456789abcdef';
 export const ADMIN_TOKEN = 'test-admin-token';
 
+type RedisServer = LocalServer & { port: number; child: import('node:child_process').ChildProcess };
+
 export interface TestEnv {
   config: Config;
   pool: Pool;
   redis: Redis;
   logger: Logger;
-  redisServer: LocalServer & { port: number; child: import('node:child_process').ChildProcess };
+  /** The current redis-server (replaced by startRedis after a stop). */
+  redisServer: RedisServer;
   dataDir: string;
+  /** Stops this file's redis-server: SIGKILL is a crash, SIGTERM a clean shutdown. */
+  stopRedis(signal?: NodeJS.Signals): Promise<void>;
+  /** Starts redis-server again on the same port and data dir (its AOF, if on, brings the data back). */
+  startRedis(): Promise<void>;
+  /** Only with `ownPostgres`: a fast shutdown of this file's Postgres, and a start on the same port and dir. */
+  stopPostgres(): Promise<void>;
+  startPostgres(): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface EnvOptions {
+  /** A Postgres of this file's own, which it may stop and start (the run's Postgres is shared by every file). */
+  ownPostgres?: boolean;
+  /** false: redis-server without persistence, so a restart forgets everything. */
+  appendonly?: boolean;
 }
 
 let ownPg: Promise<LocalServer> | undefined;
@@ -39,15 +56,21 @@ function adminUrl(): Promise<string> {
   return ownPg.then((s) => s.url);
 }
 
-export async function testEnv(overrides: ConfigOverrides = {}): Promise<TestEnv> {
-  const admin = await adminUrl();
+export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions = {}): Promise<TestEnv> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'flashsale-test-'));
+  // A directory of its own: Postgres runs as another user, who cannot enter dataDir.
+  const pgDir = opts.ownPostgres ? mkdtempSync(join(tmpdir(), 'flashsale-pg-')) : '';
+  const pgPort = opts.ownPostgres ? await freePort() : 0;
+  let pgServer = opts.ownPostgres ? await startPostgres(pgDir, { port: pgPort, persistent: true }) : undefined;
+  const admin = pgServer?.url ?? (await adminUrl());
   const db = `t_${randomBytes(6).toString('hex')}`;
   const adminClient = new pg.Client({ connectionString: admin });
   await adminClient.connect();
   await adminClient.query(`create database ${db}`);
   await adminClient.end();
-  const dataDir = mkdtempSync(join(tmpdir(), 'flashsale-test-'));
-  const redisServer = await startRedis(join(dataDir, 'redis'));
+  const redisDir = join(dataDir, 'redis');
+  const redisOpts = { appendonly: opts.appendonly ?? true };
+  const redisServer = await startRedis(redisDir, redisOpts);
   const databaseUrl = admin.replace(/\/[^/]*$/, `/${db}`);
   const config = loadConfig({
     databaseUrl, redisUrl: redisServer.url, jwtSecret: JWT_SECRET, adminToken: ADMIN_TOKEN, logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
@@ -56,15 +79,36 @@ export async function testEnv(overrides: ConfigOverrides = {}): Promise<TestEnv>
   const logger = createLogger(config);
   const { pool, redis, close } = await connect(config, logger, { poolSize: 20 });
   await migrate(pool);
-  return {
+  const env: TestEnv = {
     config, pool, redis, logger, redisServer, dataDir,
+    async stopRedis(signal = 'SIGKILL') {
+      const child = env.redisServer.child;
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const gone = exited(child);
+      child.kill(signal);
+      await gone;
+    },
+    async startRedis() {
+      env.redisServer = await startRedis(redisDir, { ...redisOpts, port: env.redisServer.port });
+    },
+    async stopPostgres() {
+      if (!pgServer) throw new Error('stopPostgres needs testEnv(..., { ownPostgres: true })');
+      await pgServer.stop();
+    },
+    async startPostgres() {
+      if (!opts.ownPostgres) throw new Error('startPostgres needs testEnv(..., { ownPostgres: true })');
+      pgServer = await startPostgres(pgDir, { port: pgPort, persistent: true });
+    },
     async close() {
       await close();
-      await redisServer.stop();
+      await env.redisServer.stop();
+      await pgServer?.stop();
       rmSync(dataDir, { recursive: true, force: true });
+      if (pgDir) rmSync(pgDir, { recursive: true, force: true });
       if (ownPg) await (await ownPg).stop();
     },
   };
+  return env;
 }
 
 let saleCounter = 0;

@@ -84,8 +84,10 @@ async function open(path: string, opts: { port?: number; pausedClock?: boolean }
   });
   if (opts.pausedClock) {
     // No timer fires in this window: its view of the sale stays what it was when it loaded.
-    await page.clock.install({ time: Date.now() });
-    await page.clock.pauseAt(Date.now() + 50);
+    // pauseAt cannot go back: leave room for a busy machine between the two calls.
+    const at = Date.now();
+    await page.clock.install({ time: at });
+    await page.clock.pauseAt(at + 1000);
   }
   await page.goto(`http://127.0.0.1:${opts.port ?? api.port}${path}`);
   return page;

@@ -7,6 +7,7 @@
   KEYS[4] winners    list the order writer drains
   KEYS[5] queued     hash orderId -> entry, for status lookups until the order is in Postgres
   KEYS[6] seq        purchase counter
+  KEYS[7] purchased  set of order ids reserved so far
 
   ARGV[1] now (ms, from the caller's clock)
   ARGV[2] qty
@@ -15,7 +16,7 @@
   ARGV[5] buy-count TTL floor (s)
 
   Returns {code, n}:
-    { 1, available after}   reserved
+    { 1, available after}   reserved (or reserved before under this order id: nothing changes)
     {-1, 0}                 sale not found
     {-2, 0}                 not started
     {-3, 0}                 ended
@@ -25,12 +26,18 @@
     {-7, available}         fewer left than asked
 ]]
 local rcall = redis.call
-local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now = tonumber(ARGV[1])
 local qty = tonumber(ARGV[2])
 local orderId, userId = ARGV[3], ARGV[4]
 local ttlFloor = tonumber(ARGV[5])
+
+-- A client resends a script whose reply a dropped connection lost (ioredis does after a Redis
+-- restart); run twice, it would take the stock twice for one order.
+if rcall('SISMEMBER', purchasedKey, orderId) == 1 then
+  return {1, tonumber(rcall('GET', availableKey) or '0')}
+end
 
 local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder')
 if not meta[1] then return {-1, 0} end
@@ -50,6 +57,7 @@ if available <= 0 then return {-6, 0} end
 if available < qty then return {-7, available} end
 
 available = rcall('DECRBY', availableKey, qty)
+rcall('SADD', purchasedKey, orderId)
 local seq = rcall('INCR', seqKey)
 local ttl = ttlFloor
 if endsAt > 0 then ttl = ttl + math.ceil((endsAt - now) / 1000) end

@@ -1,0 +1,144 @@
+// The invariants a sale keeps whatever crashed, restarted or raced, read from Postgres and Redis as
+// they are now. Each read goes Redis first, Postgres second: an order only ever moves from Redis to
+// Postgres (queued -> written) and from open to closed (pending -> expired -> restored), so reading
+// in that order can miss a change made in between but never invent a violation, even mid-sale.
+// Shared by the reliability suite and `flashsale check`.
+import type { Redis } from 'ioredis';
+import type { Pool } from './db.js';
+import { parseWinner, saleIdOfOrder, saleKeys } from './keys.js';
+import { reconcile } from './reconcile.js';
+import { getSale, listSales, type Sale } from './sales.js';
+
+export type InvariantName =
+  | 'sale_exists'
+  | 'conservation'
+  | 'stock_never_negative'
+  | 'no_overdue_pending'
+  | 'no_overdue_restore'
+  | 'per_user_limit'
+  | 'paid_never_expired'
+  | 'accepted_has_one_order';
+
+export interface Violation {
+  sale?: string;
+  invariant: InvariantName;
+  detail: string;
+}
+
+export interface InvariantReport {
+  checks: number;
+  violations: Violation[];
+}
+
+export interface CheckOptions {
+  /** Sales to check; every sale in Postgres when left out. */
+  saleIds?: string[];
+  /** Order ids a buyer was answered 202 for: each must be one order (written, or still queued). */
+  accepted?: string[];
+  /** The replay's interval: how long an overdue order may wait for the sweep. */
+  replayIntervalMs: number;
+  /** Slack on top of the interval for a pass to run (default 1000 ms). */
+  graceMs?: number;
+}
+
+const SAMPLE = 5;
+const sample = (ids: string[]) => `${ids.slice(0, SAMPLE).join(', ')}${ids.length > SAMPLE ? `, ... (${ids.length})` : ''}`;
+
+export async function checkInvariants(pool: Pool, redis: Redis, opts: CheckOptions): Promise<InvariantReport> {
+  const report: InvariantReport = { checks: 0, violations: [] };
+  const check = (ok: boolean, invariant: InvariantName, detail: () => string, sale?: string) => {
+    report.checks++;
+    if (!ok) report.violations.push({ ...(sale === undefined ? {} : { sale }), invariant, detail: detail() });
+  };
+  const lateSeconds = (opts.replayIntervalMs + (opts.graceMs ?? 1000)) / 1000;
+
+  let sales: Sale[];
+  if (opts.saleIds) {
+    sales = [];
+    for (const id of opts.saleIds) {
+      const sale = await getSale(pool, id);
+      check(sale !== null, 'sale_exists', () => 'no such sale in Postgres', id);
+      if (sale) sales.push(sale);
+    }
+  } else {
+    sales = await listSales(pool);
+  }
+
+  for (const sale of sales) {
+    const r = await reconcile(pool, redis, sale.id, sale.stock);
+    check(r.holds, 'conservation', () =>
+      `available ${r.available} + queued ${r.queued} + pending ${r.pending} + paid ${r.paid} + restoring ${r.restoring} != total ${r.total}`, sale.id);
+    check(r.available >= 0, 'stock_never_negative', () => `available is ${r.available}`, sale.id);
+
+    const late = await pool.query<{ pending: string[]; unrestored: string[] }>(
+      `select coalesce(array_agg(id) filter (where status = 'pending'), '{}') as pending,
+              coalesce(array_agg(id) filter (where status = 'expired'), '{}') as unrestored
+       from orders
+       where sale_id = $1 and ((status = 'pending' and expires_at < now() - make_interval(secs => $2))
+          or (status = 'expired' and restored_at is null and closed_at < now() - make_interval(secs => $2)))`,
+      [sale.id, lateSeconds],
+    );
+    const { pending, unrestored } = late.rows[0]!;
+    check(pending.length === 0, 'no_overdue_pending', () => `pending more than ${lateSeconds} s past the deadline: ${sample(pending)}`, sale.id);
+    check(unrestored.length === 0, 'no_overdue_restore', () => `expired more than ${lateSeconds} s ago, stock not back: ${sample(unrestored)}`, sale.id);
+
+    const over = await usersOverLimit(pool, redis, sale);
+    check(over.length === 0, 'per_user_limit', () => `above ${sale.perUserLimit}: ${sample(over)}`, sale.id);
+
+    // The restored set is the guard of restore.lua: a member that is not expired in Postgres got
+    // its stock back while still sold (paid or pending).
+    const restored = await redis.smembers(saleKeys(sale.id).restored);
+    const expired = await pool.query<{ id: string }>(`select id from orders where id = any($1::text[]) and status = 'expired'`, [restored]);
+    const closed = new Set(expired.rows.map((row) => row.id));
+    const notExpired = restored.filter((id) => !closed.has(id));
+    const both = await pool.query<{ id: string }>(
+      'select id from orders where sale_id = $1 and paid_at is not null and closed_at is not null', [sale.id],
+    );
+    const bad = [...notExpired, ...both.rows.map((row) => row.id)];
+    check(bad.length === 0, 'paid_never_expired', () => `restored or closed while not expired: ${sample(bad)}`, sale.id);
+  }
+
+  if (opts.accepted) {
+    const missing = await acceptedWithoutOrder(pool, redis, opts.accepted);
+    const answers = new Map<string, number>();
+    for (const id of opts.accepted) answers.set(id, (answers.get(id) ?? 0) + 1);
+    const repeated = [...answers].filter(([, n]) => n > 1).map(([id]) => id);
+    check(missing.length === 0 && repeated.length === 0, 'accepted_has_one_order', () =>
+      [missing.length ? `answered 202 but no order: ${sample(missing)}` : '', repeated.length ? `answered 202 twice: ${sample(repeated)}` : '']
+        .filter(Boolean).join('; '));
+  }
+  return report;
+}
+
+/** Buyers holding more than the limit: pending and paid orders plus winners not yet written. */
+async function usersOverLimit(pool: Pool, redis: Redis, sale: Sale): Promise<string[]> {
+  const queued = Object.values(await redis.hgetall(saleKeys(sale.id).queued)).map((e) => parseWinner(e));
+  const held = await pool.query<{ user_id: string; qty: number }>(
+    `select user_id, sum(qty)::int as qty from orders where sale_id = $1 and status in ('pending', 'paid') group by user_id`, [sale.id],
+  );
+  const written = await pool.query<{ id: string }>('select id from orders where id = any($1::text[])', [queued.map((w) => w.orderId)]);
+  const inPostgres = new Set(written.rows.map((row) => row.id));
+  const byUser = new Map(held.rows.map((row) => [row.user_id, row.qty]));
+  for (const w of queued) if (!inPostgres.has(w.orderId)) byUser.set(w.userId, (byUser.get(w.userId) ?? 0) + w.qty);
+  return [...byUser].filter(([, qty]) => qty > sale.perUserLimit).map(([user, qty]) => `${user} holds ${qty}`);
+}
+
+/** Accepted order ids that are neither queued in Redis nor rows in Postgres. */
+async function acceptedWithoutOrder(pool: Pool, redis: Redis, accepted: string[]): Promise<string[]> {
+  const ids = [...new Set(accepted)];
+  const lookups = redis.pipeline();
+  for (const id of ids) lookups.hexists(saleKeys(saleIdOfOrder(id) ?? '-').queued, id);
+  const queued = ((await lookups.exec()) ?? []).map(([err, n]) => {
+    if (err) throw err;
+    return n === 1;
+  });
+  const rows = await pool.query<{ id: string }>('select id from orders where id = any($1::text[])', [ids]);
+  const written = new Set(rows.rows.map((row) => row.id));
+  return ids.filter((id, i) => !queued[i] && !written.has(id));
+}
+
+export function formatInvariants(report: InvariantReport): string {
+  const lines = [`${report.checks} checks, ${report.violations.length} violations`];
+  for (const v of report.violations) lines.push(`  VIOLATED ${v.invariant}${v.sale ? ` (sale ${v.sale})` : ''}: ${v.detail}`);
+  return lines.join('\n');
+}

@@ -1,0 +1,95 @@
+// Process crashes: the order writer, the expiry listener and the replay are SIGKILLed at seeded
+// random moments while buyers buy, pay and let orders expire, and each is restarted. Nothing
+// accepted is lost, nothing is paid and expired, no stock is restored twice.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { delay } from '../../shared/daemon.js';
+import { checkInvariants } from '../../shared/invariants.js';
+import { saleKeys } from '../../shared/keys.js';
+import { newSale, seededRandom, testEnv, type TestEnv } from '../helpers.js';
+import { answersHold, cli, Cluster, FaultLog, LiveChecks, orderCount, scenarioSeed, settle, Shoppers, summarize } from './harness.js';
+
+let env: TestEnv;
+let cluster: Cluster | undefined;
+
+before(async () => {
+  env = await testEnv();
+});
+after(async () => {
+  cluster?.killAll();
+  await env.close();
+});
+
+test('crashes: SIGKILL the writer, the listener and the replay at seeded moments mid-sale; every invariant holds', async () => {
+  const seed = scenarioSeed();
+  const log = new FaultLog('crashes', seed);
+  const rand = seededRandom(seed);
+  const sale = await newSale(env, { stock: 300, perUserLimit: 2, maxPerOrder: 2, paymentWindowSeconds: 2 });
+  // Small batches, so a kill often lands while the writer holds one.
+  cluster = new Cluster(env, log, { WRITER_BATCH_SIZE: '50' });
+  const c = cluster;
+  await Promise.all([
+    c.start('api', 'api'),
+    c.start('writer', 'order-writer', { WRITER_ID: 'writer-0' }),
+    c.start('listener', 'expiry-listener'),
+    c.start('replay', 'replay'),
+  ]);
+
+  const shoppers = new Shoppers({
+    port: c.apiPort, saleId: sale.id, rand: seededRandom(seed + 1), users: 500, prefix: 'buyer-', maxQty: 2,
+    payRatio: 0.5, payDelayMs: [0, 2600], concurrency: 16,
+  });
+  // While the replay is down the sweep waits for its restart: allow that on top of its interval.
+  const live = new LiveChecks(env, [sale.id], () => shoppers.accepted.map((w) => w.orderId), { everyMs: 500, graceMs: 3000 });
+  const buying = shoppers.run();
+
+  const kills: Record<string, number> = { writer: 0, listener: 0, replay: 0 };
+  let freshWriters = 0;
+  const until = Date.now() + 12_000;
+  while (Date.now() < until) {
+    // Each round kills all three once, in a seeded order, at seeded moments, down for a seeded while.
+    const round = ['writer', 'listener', 'replay'].map((v) => [v, rand()] as const).sort((a, b) => a[1] - b[1]).map(([v]) => v);
+    for (const victim of round) {
+      await delay(150 + rand() * 650);
+      const downMs = rand() * 500;
+      // Mostly back under its own id (it takes its own batch back); sometimes under a new one, so
+      // the dead id's batch waits for its lease to run out and is re-driven by someone else.
+      const fresh = victim === 'writer' && rand() < 0.3;
+      await c.signal(victim, 'SIGKILL');
+      kills[victim]!++;
+      await delay(downMs);
+      await c.restart(victim, fresh ? { WRITER_ID: `writer-${++freshWriters}` } : {});
+    }
+  }
+  shoppers.stop();
+  await buying;
+  await shoppers.paid();
+  await settle(env, sale.id);
+  await live.stop();
+
+  const accepted = shoppers.accepted.map((w) => w.orderId);
+  const final = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted, replayIntervalMs: 1000 });
+  const orders = await orderCount(env, sale.id);
+  const [paid, expired] = [await orderCount(env, sale.id, 'paid'), await orderCount(env, sale.id, 'expired')];
+  log.note(`purchases ${JSON.stringify(shoppers.purchases)}; orders ${orders}: ${paid} paid, ${expired} expired; live checks skipped ${live.skipped}`);
+  summarize({
+    scenario: 'crashes', seed, buyers: shoppers.buyers.size, orders, faults: log.faults,
+    faultKinds: `SIGKILL writer ${kills.writer} (${freshWriters} back under a new WRITER_ID), listener ${kills.listener}, replay ${kills.replay}`,
+    checks: live.checks + final.checks, violations: live.violations.length + final.violations.length,
+  });
+
+  assert.deepEqual(live.violations, [], 'invariants while processes were being killed');
+  assert.deepEqual(final.violations, [], 'invariants at rest');
+  assert.deepEqual(await answersHold(env, sale.id, shoppers), [], 'what buyers were told is what happened');
+  assert.equal(orders, accepted.length, 'one order per 202, and none without one (the API was never killed)');
+  assert.ok(paid > 0 && expired > 0, `buying, paying and expiring all happened: ${paid} paid, ${expired} expired`);
+  const k = saleKeys(sale.id);
+  assert.equal(await env.redis.llen(k.winners), 0);
+  assert.deepEqual(await env.redis.keys(k.processing('*')), [], 'no batch left in any writer\'s hands, the dead ids\' included');
+  assert.deepEqual(c.unexpectedExits, []);
+  assert.deepEqual(c.errors('replay').filter((l) => l.includes('CONSERVATION_VIOLATED')), []);
+  const check = await cli(env, ['check', '--sale', sale.id, '--interval', '1']);
+  assert.equal(check.code, 0, check.stdout);
+  assert.equal(check.stdout, '7 checks, 0 violations\n');
+  assert.deepEqual(await c.stopAll(), { api: 0, writer: 0, listener: 0, replay: 0 }, 'every process stops cleanly on SIGTERM');
+});

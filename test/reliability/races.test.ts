@@ -1,0 +1,183 @@
+// Races: payments fired in the last milliseconds before, at and after the deadline for hundreds of
+// orders at once, double clicks included, while two expiry listeners and the replay all close
+// orders; then a mass expiry wave with a one-shot replay running alongside the scheduled one.
+// Each order ends in one state, the buyer was told that state, and each close and restore
+// happened once.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { delay } from '../../shared/daemon.js';
+import { checkInvariants } from '../../shared/invariants.js';
+import { saleKeys } from '../../shared/keys.js';
+import type { Sale } from '../../shared/sales.js';
+import { newSale, runConcurrently, seededRandom, testEnv, token, waitFor, type TestEnv } from '../helpers.js';
+import { call, cli, Cluster, FaultLog, LiveChecks, orderCount, outcome, scenarioSeed, settle, summarize } from './harness.js';
+
+let env: TestEnv;
+let c: Cluster;
+const CLOSERS = ['listener-1', 'listener-2', 'replay', 'writer'] as const;
+const BY: Record<(typeof CLOSERS)[number], string> = { 'listener-1': 'listener', 'listener-2': 'listener', replay: 'replay', writer: 'writer' };
+
+before(async () => {
+  env = await testEnv();
+  c = new Cluster(env, new FaultLog('races'));
+  await Promise.all([
+    c.start('api', 'api'), c.start('writer', 'order-writer'), c.start('listener-1', 'expiry-listener'), c.start('listener-2', 'expiry-listener'),
+    c.start('replay', 'replay'),
+  ]);
+});
+after(async () => {
+  c.killAll();
+  await env.close();
+});
+
+async function closed(): Promise<number> {
+  let n = 0;
+  for (const name of CLOSERS) n += await c.metric(name, 'flashsale_orders_closed_total', `by="${BY[name]}"`);
+  return n;
+}
+
+async function restoredUnits(): Promise<number> {
+  let n = 0;
+  for (const name of CLOSERS) n += await c.metric(name, 'flashsale_stock_restored_total');
+  return n;
+}
+
+/** Buys `n` single units for distinct buyers in waves, and waits until all are written. */
+async function buyAll(sale: Sale, n: number, prefix: string, waves: number, gapMs = 0): Promise<Map<string, string>> {
+  const owner = new Map<string, string>();
+  const per = Math.ceil(n / waves);
+  for (let w = 0; w < waves; w++) {
+    const won = await runConcurrently(Math.min(per, n - w * per), 100, (i) => {
+      const user = `${prefix}${w * per + i}`;
+      return call(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user }).then((r) => ({ r, user }));
+    });
+    for (const { r, user } of won) {
+      assert.equal(r.status, 202, outcome(r));
+      owner.set(r.body.orderId, user);
+    }
+    if (w < waves - 1) await delay(gapMs);
+  }
+  await waitFor('all written', async () => (await orderCount(env, sale.id)) === n, 30_000);
+  return owner;
+}
+
+test('races: 600 orders paid in the last milliseconds before, at and after their deadlines, a third of them twice at once, with two listeners and the replay closing', async () => {
+  const seed = scenarioSeed();
+  const log = new FaultLog('races/deadline-payments', seed);
+  c.log = log;
+  const rand = seededRandom(seed);
+  const sale = await newSale(env, { stock: 600, paymentWindowSeconds: 4 });
+  const closedBefore = await closed();
+  const restoredBefore = await restoredUnits();
+  // Six waves 400 ms apart: the deadlines come in clusters of 100, so each cluster's payments can
+  // be fired within a few milliseconds of their deadline rather than queue behind 600 others.
+  const owner = await buyAll(sale, 600, 'dl-', 6, 400);
+  const live = new LiveChecks(env, [sale.id], () => [...owner.keys()], { everyMs: 250, graceMs: 1000 });
+  const rows = (await env.pool.query<{ id: string; ms: number }>(
+    `select id, extract(epoch from expires_at) * 1000 as ms from orders where sale_id = $1`, [sale.id])).rows;
+
+  interface Shot { id: string; offset: number; label: string }
+  const shots: Shot[] = [];
+  await Promise.all(rows.map(async (row) => {
+    const deadline = Number(row.ms);
+    const offset = Math.round(-40 + rand() * 80); // ms from the deadline, seeded
+    const clicks = rand() < 1 / 3 ? 2 : 1;
+    const authorization = `Bearer ${token(owner.get(row.id)!)}`;
+    await delay(Math.max(0, deadline + offset - Date.now()));
+    await Promise.all(Array.from({ length: clicks }, async () => {
+      const sentAt = Date.now();
+      const r = await call(c.apiPort, 'POST', `/api/orders/${row.id}/pay`, { headers: { authorization } });
+      shots.push({ id: row.id, offset: sentAt - deadline, label: outcome(r) });
+    }));
+  }));
+  log.fault(`${shots.length} payments for ${rows.length} orders fired ${Math.min(...shots.map((s) => s.offset))}..+${Math.max(...shots.map((s) => s.offset))} ms around their deadlines`);
+  await settle(env, sale.id);
+  await live.stop();
+
+  const final = new Map((await env.pool.query<{ id: string; status: string; late: boolean; early: boolean }>(
+    `select id, status, paid_at >= expires_at as late, closed_at < expires_at as early from orders where sale_id = $1`, [sale.id],
+  )).rows.map((r) => [r.id, r]));
+  const problems: string[] = [];
+  for (const s of shots) {
+    const row = final.get(s.id)!;
+    if (s.label === '200 paid' && row.status !== 'paid') problems.push(`${s.id}: told paid, is ${row.status}`);
+    else if (s.label === '409 order_expired' && row.status !== 'expired') problems.push(`${s.id}: told expired, is ${row.status}`);
+    else if (s.label !== '200 paid' && s.label !== '409 order_expired') problems.push(`${s.id}: answered ${s.label}`);
+    // Sent at or after the deadline, by the same clock Postgres reads: it cannot have been paid.
+    if (s.offset >= 0 && s.label === '200 paid') problems.push(`${s.id}: sent ${s.offset} ms after the deadline and paid`);
+  }
+  for (const [id, row] of final) {
+    if (row.late) problems.push(`${id}: paid at or after its deadline`);
+    if (row.early) problems.push(`${id}: closed before its deadline`);
+  }
+  const paid = [...final.values()].filter((r) => r.status === 'paid').length;
+  const expired = final.size - paid;
+  const report = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted: [...owner.keys()], replayIntervalMs: 1000 });
+  const before = shots.filter((s) => s.offset < 0);
+  log.note(`${paid} paid, ${expired} expired; sent before the deadline: ${before.filter((s) => s.label === '200 paid').length} paid, ${before.filter((s) => s.label !== '200 paid').length} too late on arrival; sent at or after: ${shots.length - before.length}, all refused`);
+  summarize({
+    scenario: 'races/deadline-payments', seed, buyers: owner.size, orders: final.size, faults: shots.length,
+    faultKinds: `${shots.length} payments within ${Math.min(...shots.map((s) => s.offset))}..+${Math.max(...shots.map((s) => s.offset))} ms of the deadlines (${shots.length - rows.length} double clicks), 2 listeners + replay closing`,
+    checks: live.checks + report.checks, violations: live.violations.length + report.violations.length,
+  });
+
+  assert.deepEqual(problems, []);
+  assert.deepEqual(live.violations, []);
+  assert.deepEqual(report.violations, []);
+  await waitFor('closer counters', async () => (await closed()) - closedBefore >= expired);
+  assert.equal(await closed() - closedBefore, expired, 'two listeners, the replay and the writer closed each unpaid order once between them');
+  assert.equal(await restoredUnits() - restoredBefore, expired, 'and restored its unit once');
+  assert.equal(Number(await env.redis.get(saleKeys(sale.id).available)), expired);
+});
+
+test('races: 2000 orders expiring at once, closed by two listeners, the scheduled replay and one-shot replays run back to back', async () => {
+  const seed = scenarioSeed();
+  const log = new FaultLog('races/expiry-wave', seed);
+  c.log = log;
+  const rand = seededRandom(seed);
+  const sale = await newSale(env, { stock: 2000, paymentWindowSeconds: 2 });
+  const closedBefore = await closed();
+  const restoredBefore = await restoredUnits();
+  const owner = await buyAll(sale, 2000, 'wave-', 1);
+  const live = new LiveChecks(env, [sale.id], () => [...owner.keys()], { everyMs: 250, graceMs: 1000 });
+  // Extra sweepers: one-shot replays, started at seeded moments through the wave; the advisory
+  // lock lets one pass run at a time, and each close is a conditional update anyway.
+  let onceRuns = 0;
+  const byOnce = { closed: 0, restored: 0 };
+  let sweeping = true;
+  const sweeps = (async () => {
+    while (sweeping) {
+      await delay(rand() * 300);
+      const r = await cli(env, ['replay', '--once'], { LOG_LEVEL: 'info' });
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      onceRuns++;
+      for (const line of r.stdout.split('\n').filter((l) => l.includes('"replay caught up"'))) {
+        const pass = JSON.parse(line) as { closed: number; restored: number };
+        byOnce.closed += pass.closed;
+        byOnce.restored += pass.restored;
+      }
+    }
+  })();
+  await settle(env, sale.id);
+  sweeping = false;
+  await sweeps;
+  await live.stop();
+  log.fault(`${onceRuns} one-shot replays alongside the scheduled one`);
+
+  const expired = await orderCount(env, sale.id, 'expired');
+  const report = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted: [...owner.keys()], replayIntervalMs: 1000 });
+  summarize({
+    scenario: 'races/expiry-wave', seed, buyers: owner.size, orders: await orderCount(env, sale.id), faults: onceRuns,
+    faultKinds: `2000 deadlines at once, 2 listeners + scheduled replay + ${onceRuns} replay --once (which closed ${byOnce.closed})`,
+    checks: live.checks + report.checks, violations: live.violations.length + report.violations.length,
+  });
+  assert.equal(expired, 2000);
+  assert.deepEqual(live.violations, []);
+  assert.deepEqual(report.violations, []);
+  await waitFor('closer counters', async () => (await closed()) - closedBefore + byOnce.closed >= 2000);
+  assert.equal((await closed()) - closedBefore + byOnce.closed, 2000, `closed once each (one-shot replays: ${byOnce.closed})`);
+  assert.equal((await restoredUnits()) - restoredBefore + byOnce.restored, 2000, 'restored once each, by whoever closed it');
+  assert.equal(Number(await env.redis.get(saleKeys(sale.id).restoredQty)), 2000, 'restored once each');
+  assert.equal(await env.redis.scard(saleKeys(sale.id).restored), 2000);
+  assert.equal(Number(await env.redis.get(saleKeys(sale.id).available)), 2000);
+});
