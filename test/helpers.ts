@@ -8,7 +8,9 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Redis } from 'ioredis';
+import assert from 'node:assert/strict';
 import { signJwt } from '../shared/auth.js';
+import { reconcile } from '../shared/reconcile.js';
 import { loadConfig, type Config, type ConfigOverrides } from '../shared/config.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { migrate } from '../shared/migrate.js';
@@ -109,6 +111,14 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
     },
   };
   return env;
+}
+
+/** Conservation must hold for every sale given: the check run after each test that moves stock. */
+export async function assertConserved(env: TestEnv, sales: Sale[]): Promise<void> {
+  for (const sale of sales) {
+    const r = await reconcile(env.pool, env.redis, sale.id, sale.stock);
+    assert.ok(r.holds, `conservation broken for ${sale.id}: ${JSON.stringify(r)}`);
+  }
 }
 
 let saleCounter = 0;

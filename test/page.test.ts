@@ -12,10 +12,9 @@ import { buildApp } from '../shared/http.js';
 import { saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
 import { Purchaser } from '../shared/purchase.js';
-import { reconcile } from '../shared/reconcile.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
-import { newSale, testEnv, token, type TestEnv } from './helpers.js';
+import { assertConserved, newSale, testEnv, token, type TestEnv } from './helpers.js';
 
 const CHROMIUM_ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
@@ -51,10 +50,7 @@ after(async () => {
 afterEach(async () => {
   for (const stop of stops.splice(0).reverse()) await stop();
   assert.deepEqual(pageErrors.splice(0), [], 'the page logged no errors');
-  for (const sale of sales) {
-    const r = await reconcile(env.pool, env.redis, sale.id, sale.stock);
-    assert.ok(r.holds, `conservation broken for ${sale.id}: ${JSON.stringify(r)}`);
-  }
+  await assertConserved(env, sales);
 });
 
 async function sale(fields: Record<string, unknown>): Promise<Sale> {

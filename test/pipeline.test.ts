@@ -11,7 +11,7 @@ import { replayOnce } from '../shared/replay.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import {
-  auth, exited, http, newSale, ready, runConcurrently, seededRandom, spawnDaemon, testEnv, waitFor, type TestEnv,
+  assertConserved, auth, exited, http, newSale, ready, runConcurrently, seededRandom, spawnDaemon, testEnv, waitFor, type TestEnv,
 } from './helpers.js';
 
 let env: TestEnv;
@@ -30,10 +30,7 @@ after(async () => {
 // After every test: stop what it started, then conservation must hold for every sale so far.
 afterEach(async () => {
   for (const stop of stops.splice(0)) await stop();
-  for (const sale of sales) {
-    const r = await reconcile(env.pool, env.redis, sale.id, sale.stock);
-    assert.ok(r.holds, `conservation broken for ${sale.id}: ${JSON.stringify(r)}`);
-  }
+  await assertConserved(env, sales);
 });
 
 async function sale(fields: Record<string, unknown>): Promise<Sale> {
