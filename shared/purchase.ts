@@ -47,12 +47,17 @@ export class Purchaser {
     this.soldOutUntil.delete(saleId);
   }
 
-  async purchase(saleId: string, userId: string, qty: number, now = Date.now()): Promise<PurchaseResult> {
+  /** Whether this process saw the sale sold out less than SOLD_OUT_CACHE_MS ago. */
+  soldOut(saleId: string, now = Date.now()): boolean {
     const until = this.soldOutUntil.get(saleId);
-    if (until !== undefined) {
-      if (now < until) throw new HttpError('sold_out');
-      this.soldOutUntil.delete(saleId);
-    }
+    if (until === undefined) return false;
+    if (now < until) return true;
+    this.soldOutUntil.delete(saleId);
+    return false;
+  }
+
+  async purchase(saleId: string, userId: string, qty: number, now = Date.now()): Promise<PurchaseResult> {
+    if (this.soldOut(saleId, now)) throw new HttpError('sold_out');
     const orderId = `${saleId}.${randomUUID()}`;
     const [code, n] = await purchaseScript(this.redis, {
       saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds,

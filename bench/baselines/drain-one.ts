@@ -1,0 +1,47 @@
+// Baseline: a one-at-a-time drain of the winners list. Per winner: move it to a processing list
+// (so a crash loses nothing, as the product's writer guarantees), insert its order, then in one
+// MULTI set its expiry key at the deadline, index the deadline, forget the queued entry and drop
+// it from the processing list. Same keys, same rows, same idempotence as the product's writer;
+// only one order per round trip. Starts draining SALE_ID on the parent's 'go', exits when empty.
+import { createPool } from '../../shared/db.js';
+import { parseWinner, saleKeys } from '../../shared/keys.js';
+import { createRedis } from '../../shared/redis.js';
+import { env } from './common.js';
+
+const saleId = env('SALE_ID');
+const pool = createPool(env('DATABASE_URL'), 2);
+const redis = createRedis(env('REDIS_URL'));
+const k = saleKeys(saleId);
+const processing = k.processing('drain-one');
+
+async function drainOne(): Promise<boolean> {
+  const entry = await redis.lmove(k.winners, processing, 'RIGHT', 'LEFT');
+  if (entry === null) return false;
+  const w = parseWinner(entry);
+  const inserted = await pool.query<{ expires_at: Date }>(
+    `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at)
+     select $2, s.id, $3, $4, 'pending', $5, to_timestamp($6 / 1000.0), date_trunc('milliseconds', now()),
+            date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds)
+     from sales s where s.id = $1
+     on conflict (id) do nothing returning expires_at`,
+    [saleId, w.orderId, w.userId, w.qty, w.seq, w.purchasedAt]);
+  const row = inserted.rows[0] ?? (await pool.query<{ expires_at: Date }>('select expires_at from orders where id = $1', [w.orderId])).rows[0]!;
+  const expiryKey = k.expiry(w.orderId);
+  const deadline = row.expires_at.getTime();
+  await redis.multi().set(expiryKey, '1', 'PXAT', deadline).zadd(k.deadlines, deadline, expiryKey)
+    .hdel(k.queued, w.orderId).lrem(processing, 1, entry).exec();
+  return true;
+}
+
+process.once('message', (m) => {
+  if (m !== 'go') return;
+  void (async () => {
+    let n = 0;
+    while (await drainOne()) n++;
+    process.send?.({ drained: n });
+    await redis.quit();
+    await pool.end();
+    process.disconnect();
+  })();
+});
+process.send?.('ready');

@@ -1,0 +1,117 @@
+// BENCHMARKS.md from the results of `npm run bench` (bench/results/bench.json holds the latest
+// full and quick runs): the machine, the settings, the headline targets, then every figure.
+import type { CaseResult, TimelinessRun } from './expiry.js';
+import type { GrowthRow, MemoryResult } from './cost.js';
+import type { Machine } from './machine.js';
+import type { DesignResult, PurchaseSettings } from './purchase.js';
+import type { Summary } from './stats.js';
+import type { WriterResult } from './writer.js';
+
+export interface BenchResults {
+  mode: 'quick' | 'full';
+  at: string;
+  seconds: number;
+  machine: Machine;
+  purchase?: { settings: PurchaseSettings; crowd: DesignResult[]; allWin: DesignResult[]; allWinSettings: PurchaseSettings };
+  writer?: WriterResult[];
+  expiry?: { timeliness: TimelinessRun | null; spread: CaseResult[]; burst: CaseResult[] };
+  cost?: { memory: MemoryResult; growth: GrowthRow[] };
+}
+
+const n = (v: number) => Math.round(v).toLocaleString('en-US');
+const x = (v: number) => `${v.toFixed(2)}x`;
+const pct = (v: number) => `${Math.round(v * 100)}%`;
+const row = (cells: (string | number)[]) => `| ${cells.join(' | ')} |`;
+const table = (head: string[], rows: (string | number)[][], align?: string[]) =>
+  [row(head), row(align ?? head.map((_, i) => (i === 0 ? '---' : '---:'))), ...rows.map(row)].join('\n');
+
+export interface Target { what: string; target: string; measured: string; met: boolean | null }
+
+function byDesign(rs: DesignResult[], d: string): DesignResult | undefined {
+  return rs.find((r) => r.design === d);
+}
+
+export function targets(r: BenchResults): Target[] {
+  const out: Target[] = [];
+  const p = r.purchase;
+  if (p) {
+    const [fs, hello, lock, queue] = ['flashsale', 'hello', 'rowlock', 'enqueue'].map((d) => byDesign(p.crowd, d));
+    if (fs && hello) out.push({ what: 'purchase throughput / hello-world ceiling', target: '>= 75%', measured: `${pct(fs.load.rps / hello.load.rps)} (${n(fs.load.rps)} / ${n(hello.load.rps)} req/s)`, met: fs.load.rps / hello.load.rps >= 0.75 });
+    if (fs && lock) out.push({ what: 'purchase throughput / Postgres row lock', target: '>= 10x', measured: `${x(fs.load.rps / lock.load.rps)} (${n(lock.load.rps)} req/s)`, met: fs.load.rps / lock.load.rps >= 10 });
+    if (fs && queue) out.push({ what: 'purchase throughput / BullMQ job per request', target: '>= 2x', measured: `${x(fs.load.rps / queue.load.rps)} (${n(queue.load.rps)} req/s)`, met: fs.load.rps / queue.load.rps >= 2 });
+    const fsNo = byDesign(p.crowd, 'flashsale-nomem');
+    const lockNo = byDesign(p.crowd, 'rowlock-nomem');
+    if (fsNo && lockNo) out.push({ what: 'the same, both without the sold-out memory', target: '', measured: `${x(fsNo.load.rps / lockNo.load.rps)} (${n(fsNo.load.rps)} / ${n(lockNo.load.rps)} req/s)`, met: null });
+    const sell = (d?: DesignResult) => (d?.outcome && d.outcome.selloutS > 0 ? d.outcome.orders / d.outcome.selloutS : 0);
+    if (fs && lock && sell(lock) > 0) out.push({ what: 'orders/s while the stock sells: flashsale / row lock', target: '', measured: `${x(sell(fs) / sell(lock))} (sold out in ${fs.outcome!.selloutS} s vs ${lock.outcome!.selloutS} s)`, met: null });
+    if (fs && queue && sell(queue) > 0) out.push({ what: 'orders/s while the stock sells: flashsale / BullMQ', target: '', measured: `${x(sell(fs) / sell(queue))} (sold out in ${fs.outcome!.selloutS} s vs ${queue.outcome!.selloutS} s)`, met: null });
+    if (fs) out.push({ what: `purchase p99 at concurrency ${p.settings.connections}`, target: '<= 50 ms', measured: `${fs.load.latencyMs.p99} ms (p50 ${fs.load.latencyMs.p50} ms)`, met: fs.load.latencyMs.p99 <= 50 });
+    const all = [...p.crowd, ...p.allWin].filter((d) => d.correct !== null);
+    out.push({ what: 'orders = stock, no oversell, <= 1 per buyer (every design, every run)', target: 'all', measured: all.every((d) => d.correct) ? 'all correct' : `wrong: ${all.filter((d) => !d.correct).map((d) => d.design).join(', ')}`, met: all.every((d) => d.correct) });
+  }
+  const w = r.writer;
+  const main = w?.find((v) => v.batchSize === 1000) ?? w?.find((v) => v.batchSize !== null);
+  const one = w?.find((v) => v.batchSize === null);
+  if (main) out.push({ what: `order writer drain (batch ${main.batchSize})`, target: '>= 50,000 orders/s', measured: `${n(main.perSecond)} orders/s`, met: main.perSecond >= 50_000 });
+  if (main && one) out.push({ what: 'order writer / one-at-a-time drain', target: '>= 10x', measured: `${x(main.perSecond / one.perSecond)} (${n(one.perSecond)} orders/s)`, met: main.perSecond / one.perSecond >= 10 });
+  const e = r.expiry;
+  if (e) {
+    const nudged = e.timeliness?.phases[0];
+    if (nudged) out.push({ what: 'expiry lateness p99, spread (timeliness bench)', target: '<= 1 s', measured: `${nudged.lateMs.p99} ms`, met: (nudged.lateMs.p99 ?? Infinity) <= 1000 && !nudged.lowerBound });
+    const fsBurst = e.burst.find((c) => c.closer === 'flashsale');
+    const mqBurst = e.burst.find((c) => c.closer === 'bullmq');
+    if (fsBurst) out.push({ what: `expiry lateness p99, burst (${n(fsBurst.spec.orders)} in one second)`, target: '<= 1 s', measured: `${fsBurst.summary.lateMs.p99} ms`, met: (fsBurst.summary.lateMs.p99 ?? Infinity) <= 1000 && !fsBurst.summary.lowerBound });
+    const all: Summary[] = [...(e.timeliness?.phases.slice(0, 1) ?? []), ...e.spread.map((c) => c.summary), ...e.burst.map((c) => c.summary)];
+    out.push({ what: 'orders closed before their deadline (every case)', target: '0', measured: String(all.reduce((s, v) => s + v.closedEarly, 0)), met: all.every((v) => v.closedEarly === 0) });
+    const mqSpread = e.spread.find((c) => c.closer === 'bullmq');
+    if (nudged && mqSpread) out.push({ what: 'closes/s, spread: flashsale / BullMQ', target: '>= 1x', measured: `${x(nudged.closesPerSecond.mean / Math.max(1, mqSpread.summary.closesPerSecond.mean))} (${nudged.closesPerSecond.mean} / ${mqSpread.summary.closesPerSecond.mean}; arrival-bound)`, met: nudged.closesPerSecond.mean >= mqSpread.summary.closesPerSecond.mean * 0.98 });
+    if (fsBurst && mqBurst) out.push({ what: 'closes/s, burst: flashsale / BullMQ', target: '>= 1x', measured: `${x(fsBurst.summary.closesPerSecond.mean / Math.max(1, mqBurst.summary.closesPerSecond.mean))} (${n(fsBurst.summary.closesPerSecond.mean)} / ${n(mqBurst.summary.closesPerSecond.mean)})`, met: fsBurst.summary.closesPerSecond.mean >= mqBurst.summary.closesPerSecond.mean });
+  }
+  return out;
+}
+
+export function headline(r: BenchResults): string {
+  const mark = (m: boolean | null) => (m === null ? '(context)' : m ? 'met' : '**missed**');
+  return table(['', 'target', `measured (${r.mode} run)`, ''], targets(r).map((t) => [t.what, t.target, t.measured, mark(t.met)]), ['---', '---:', '---', '---']);
+}
+
+const procs = (d: { procs: { name: string; cpuPct: number; rssMaxMb: number }[] }) =>
+  d.procs.map((p) => `${p.name} ${p.cpuPct}% / ${p.rssMaxMb} MB`).join(', ');
+
+export function purchaseTable(rs: DesignResult[], hello?: DesignResult): string {
+  const o = (d: DesignResult) => d.outcome;
+  return table(
+    ['design', 'req/s', 'vs ceiling', 'p50 ms', 'p99 ms', 'max ms', '2xx', 'refused', 'orders', 'sold out in s', 'orders/s selling', 'correct', 'settle s', 'rounds req/s', 'CPU % of a core / peak RSS'],
+    rs.map((d) => [d.label, n(d.load.rps), hello ? pct(d.load.rps / hello.load.rps) : '', d.load.latencyMs.p50, d.load.latencyMs.p99, d.load.latencyMs.max,
+      n(d.accepted), n(d.load.answered - d.accepted), o(d) ? n(o(d)!.orders) : '-', o(d) ? o(d)!.selloutS : '-',
+      o(d) && o(d)!.selloutS > 0 ? n(o(d)!.orders / o(d)!.selloutS) : '-', d.correct === null ? '-' : d.correct ? 'yes' : '**no**',
+      d.settleS, d.rounds.map(n).join(' / '), procs(d.load)]),
+  );
+}
+
+export function writerTable(ws: WriterResult[]): string {
+  return table(['drain', 'orders', 'seconds', 'orders/s', 'expiry keys', 'correct', 'CPU % of a core / peak RSS'],
+    ws.map((w) => [w.label, n(w.orders), w.seconds, n(w.perSecond), n(w.expiryKeys), w.correct ? 'yes' : '**no**', procs(w)]));
+}
+
+export function expiryTable(rows: { label: string; s: Summary; extra: string }[]): string {
+  const f = (v: number | null, lb: boolean) => (v === null ? 'n/a' : `${lb ? '>= ' : ''}${n(v)}`);
+  return table(['case', 'orders', 'closed', 'early', 'p50 ms', 'p99 ms', 'max ms', 'stock back p99 ms', 'closes/s mean / peak', 'cost'],
+    rows.map(({ label, s, extra }) => [label, n(s.orders), n(s.closed), s.closedEarly, f(s.lateMs.p50, s.lowerBound), f(s.lateMs.p99, s.lowerBound), f(s.lateMs.max, s.lowerBound),
+      f(s.stockBackP99Ms, s.restored < s.orders), `${n(s.closesPerSecond.mean)} / ${n(s.closesPerSecond.peak)}`, extra]));
+}
+
+export function growthTable(rows: GrowthRow[]): string {
+  return table(['axis', 'value', 'stock', 'buyers', 'connections', 'req/s', 'p50 ms', 'p99 ms', 'statuses', 'orders', 'correct', 'CPU % / peak RSS'],
+    rows.map((g) => [g.axis, g.value, n(g.stock), n(g.buyers), g.connections, n(g.result.load.rps), g.result.load.latencyMs.p50, g.result.load.latencyMs.p99,
+      Object.entries(g.result.load.statuses).map(([k, v]) => `${k}: ${n(v)}`).join(', '), g.result.outcome ? n(g.result.outcome.orders) : '-',
+      g.result.correct ? 'yes' : '**no**', procs(g.result.load)]));
+}
+
+export function memoryTable(m: MemoryResult): string {
+  return table(['what', 'bytes'], [
+    ['per queued winner (INFO used_memory delta)', n(m.bytesPerQueuedWinner)],
+    ['per pending order, after the writer (INFO used_memory delta)', n(m.bytesPerPendingOrder)],
+    ...Object.entries(m.keys).map(([k, v]) => [`${k} (MEMORY USAGE)`, n(v)]),
+  ]);
+}

@@ -1,0 +1,98 @@
+// `npm run bench [-- --quick] [--only purchase,writer,expiry,cost] [--render]`: starts its own
+// Postgres and Redis servers, runs each comparison, saves bench/results/bench.json and writes
+// BENCHMARKS.md (--render: only rewrites BENCHMARKS.md from the saved results).
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { document } from './document.js';
+import { measureMemory, runGrowth } from './cost.js';
+import { runCase, runTimeliness, TIMELINESS_PRESET, type CaseSpec } from './expiry.js';
+import { Cleanup, progress, startBenchPostgres } from './harness.js';
+import { WRK_INSTALL, wrkVersion } from './load.js';
+import { machine } from './machine.js';
+import { runPurchase } from './purchase.js';
+import type { BenchResults } from './report.js';
+import { runWriter } from './writer.js';
+import { execFileSync } from 'node:child_process';
+
+const { values: flags } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' }, render: { type: 'boolean', default: false } } });
+const quick = flags.quick;
+const resultsFile = new URL('./results/bench.json', import.meta.url);
+const benchmarksFile = new URL('../BENCHMARKS.md', import.meta.url);
+if (flags.render) {
+  // --render: BENCHMARKS.md again from the saved results, without running anything.
+  writeFileSync(benchmarksFile, document(JSON.parse(readFileSync(resultsFile, 'utf8')) as Partial<Record<'quick' | 'full', BenchResults>>));
+  process.exit(0);
+}
+const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost').split(','));
+
+const P = quick
+  ? {
+    purchase: { stock: 2_500, buyers: 50_000, connections: 500, rounds: 1, warmupBuyers: 10_000 },
+    allWin: { stock: 10_000, buyers: 10_000, connections: 500, rounds: 1, warmupBuyers: 5_000 },
+    writer: { winners: 50_000, baselineWinners: 5_000, batchSizes: [1000] },
+    // The timeliness bench's own presets take minutes even with --quick: a shorter custom run.
+    timelinessArgs: ['--orders', '10000', '--window-s', '20', '--noise', '100000', '--baseline-orders', '2000', '--baseline-window-s', '10', '--grace-s', '10', '--lead-s', '5'],
+    spread: { kind: 'spread', orders: 10_000, windowS: 20, noise: 100_000, leadS: 8, graceS: 10 } as CaseSpec,
+    burst: { kind: 'burst', orders: 20_000, windowS: 300, noise: 100_000, leadS: 10, graceS: 20 } as CaseSpec,
+    growth: { buyers: 20_000, stock: 1_000, concurrencies: [100, 500, 2000], ratios: [1, 10, 100], warmupBuyers: 5_000 },
+    memoryWinners: 20_000,
+  }
+  : {
+    purchase: { stock: 10_000, buyers: 200_000, connections: 500, rounds: 3, warmupBuyers: 20_000 },
+    allWin: { stock: 40_000, buyers: 40_000, connections: 500, rounds: 3, warmupBuyers: 10_000 },
+    writer: { winners: 100_000, baselineWinners: 20_000, batchSizes: [1000, 100, 5000] },
+    timelinessArgs: [] as string[],
+    spread: { kind: 'spread', ...TIMELINESS_PRESET.full, leadS: 40, graceS: 60 } as CaseSpec,
+    burst: { kind: 'burst', orders: 50_000, windowS: 300, noise: TIMELINESS_PRESET.full.noise, leadS: 30, graceS: 60 } as CaseSpec,
+    growth: { buyers: 200_000, stock: 10_000, concurrencies: [100, 500, 2000], ratios: [1, 10, 100], warmupBuyers: 20_000 },
+    memoryWinners: 100_000,
+  };
+
+const wrk = wrkVersion();
+if (!wrk && (parts.has('purchase') || parts.has('cost'))) {
+  console.error(`wrk (the load generator) is not installed. Install it with:\n\n  ${WRK_INSTALL}\n\nor run only the parts that need no load generator: npm run bench -- --only writer,expiry`);
+  process.exit(2);
+}
+const redisVersion = execFileSync('redis-server', ['--version'], { encoding: 'utf8' }).match(/v=(\S+)/)?.[1] ?? 'unknown';
+
+const cleanup = new Cleanup();
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void cleanup.run().finally(() => process.exit(130)));
+const started = performance.now();
+try {
+  const pg = await startBenchPostgres(cleanup);
+  const results: BenchResults = {
+    mode: quick ? 'quick' : 'full', at: new Date().toISOString(), seconds: 0,
+    machine: machine({ 'redis-server': redisVersion, postgres: pg.version, wrk: wrk ?? 'not installed' }),
+  };
+  progress(`bench (${results.mode}): ${[...parts].join(', ')}; load average ${results.machine.loadAvgAtStart.join(' ')}`);
+  if (parts.has('purchase')) {
+    // Without the sold-out memory every buyer reaches Redis or Postgres: the full run only (minutes).
+    const crowd = await runPurchase(pg, P.purchase, ['hello', 'flashsale', 'rowlock', 'enqueue', ...(quick ? [] : ['flashsale-nomem', 'rowlock-nomem'] as const)]);
+    const allWin = await runPurchase(pg, P.allWin, ['hello', 'flashsale', 'rowlock', 'enqueue']);
+    results.purchase = { settings: P.purchase, crowd, allWin, allWinSettings: P.allWin };
+  }
+  if (parts.has('writer')) results.writer = await runWriter(pg, P.writer);
+  if (parts.has('expiry')) {
+    const timeliness = await runTimeliness(P.timelinessArgs).catch((err: Error) => { progress(`timeliness bench failed: ${err.message}`); return null; });
+    const spread = [await runCase(pg, 'bullmq', P.spread)];
+    const burst = [await runCase(pg, 'flashsale', P.burst), await runCase(pg, 'bullmq', P.burst)];
+    results.expiry = { timeliness, spread, burst };
+  }
+  if (parts.has('cost')) {
+    const memory = await measureMemory(pg, P.memoryWinners);
+    const growth = await runGrowth(pg, P.growth);
+    results.cost = { memory, growth };
+  }
+  results.seconds = Math.round((performance.now() - started) / 1000);
+
+  mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+  const file = resultsFile;
+  const saved = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Partial<Record<'quick' | 'full', BenchResults>>) : {};
+  // A partial run (--only) keeps the other parts of the last run of the same mode.
+  saved[results.mode] = { ...saved[results.mode], ...results };
+  writeFileSync(file, `${JSON.stringify(saved, null, 2)}\n`);
+  writeFileSync(benchmarksFile, document(saved));
+  progress(`wrote BENCHMARKS.md and bench/results/bench.json in ${results.seconds} s`);
+} finally {
+  await cleanup.run();
+}

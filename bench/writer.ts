@@ -1,0 +1,99 @@
+// Comparison 2: the order writer. N queued winners (made by the real purchase script) drained into
+// Postgres with their expiry keys set: the product's writer daemon against a one-at-a-time drain,
+// each as its own process, on fresh servers each.
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { saleKeys, SALES_REGISTRY } from '../shared/keys.js';
+import { purchaseScript } from '../shared/redis.js';
+import { createSale, parseSaleInput } from '../shared/sales.js';
+import type { Pool } from '../shared/db.js';
+import { Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, tsScript, type BenchPostgres } from './harness.js';
+import { Monitor, type ProcCost } from './procstat.js';
+
+export interface WriterResult {
+  label: string;
+  batchSize: number | null;
+  orders: number;
+  seconds: number;
+  perSecond: number;
+  expiryKeys: number;
+  correct: boolean;
+  procs: ProcCost[];
+}
+
+const SALE = 'drain';
+
+/** Winners as buyers leave them: one purchase.lua call each, pipelined. */
+export async function seedWinners(redis: Redis, saleId: string, n: number, prefix = 'w-'): Promise<void> {
+  const now = Date.now();
+  for (let from = 0; from < n; from += 5000) {
+    const calls = [];
+    for (let i = from; i < Math.min(from + 5000, n); i++) {
+      calls.push(purchaseScript(redis, { saleId, userId: `${prefix}${i}`, qty: 1, orderId: `${saleId}.${randomUUID()}`, now, buyCountTtlSeconds: 86_400 }));
+    }
+    const res = await Promise.all(calls);
+    if (res.some(([code]) => code !== 1)) throw new Error('seeding winners: a purchase was refused');
+  }
+}
+
+async function check(pool: Pool, redis: Redis, n: number): Promise<{ correct: boolean; expiryKeys: number }> {
+  const k = saleKeys(SALE);
+  const rows = (await pool.query<{ n: number }>('select count(*)::int as n from orders where sale_id = $1 and status = $2', [SALE, 'pending'])).rows[0]!.n;
+  const [deadlines, queued, winners] = await Promise.all([redis.zcard(k.deadlines), redis.hlen(k.queued), redis.llen(k.winners)]);
+  // Every deadline entry must have its key (sampled: 1,000 of them).
+  const sample = await redis.zrange(k.deadlines, '0', '999');
+  const live = sample.length ? await redis.exists(...sample) : 0;
+  return { correct: rows === n && deadlines === n && queued === 0 && winners === 0 && live === sample.length, expiryKeys: deadlines };
+}
+
+async function until(done: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await done())) {
+    if (Date.now() > end) throw new Error('timed out waiting for the drain');
+    await sleep(20);
+  }
+}
+
+/** One drain on fresh servers. `batchSize` null: the one-at-a-time baseline. */
+export async function runDrain(pg: BenchPostgres, n: number, batchSize: number | null): Promise<WriterResult> {
+  const cleanup = new Cleanup();
+  try {
+    const db = await freshDatabase(pg.url, 'bench_writer');
+    cleanup.add(() => db.pool.end());
+    const r = await freshRedis(cleanup);
+    await createSale(db.pool, r.redis, parseSaleInput({ id: SALE, name: SALE, stock: n, paymentWindowSeconds: 3600 }));
+    // Out of the registry until the clock starts: the writer finds nothing to do before then.
+    await r.redis.srem(SALES_REGISTRY, SALE);
+    await seedWinners(r.redis, SALE, n);
+    const env = { DATABASE_URL: db.url, REDIS_URL: r.url, SALE_ID: SALE, WRITER_BATCH_SIZE: String(batchSize ?? 1) };
+    const proc = batchSize === null
+      ? await spawnNode('drain-one', tsScript('bench/baselines/drain-one.ts'), env, cleanup)
+      : await spawnNode('order-writer', cli('order-writer'), env, cleanup);
+    const monitor = new Monitor([{ name: 'writer', pid: proc.pid }, { name: 'redis', pid: r.pid }, { name: 'postgres', pid: pg.pid, tree: true }]);
+    monitor.start();
+    const t0 = performance.now();
+    if (batchSize === null) proc.child.send('go');
+    else await r.redis.sadd(SALES_REGISTRY, SALE);
+    const k = saleKeys(SALE);
+    await until(async () => (await r.redis.hlen(k.queued)) === 0 && (await r.redis.llen(k.winners)) === 0, 1_800_000);
+    const seconds = (performance.now() - t0) / 1000;
+    const procs = monitor.stop();
+    const { correct, expiryKeys } = await check(db.pool, r.redis, n);
+    const label = batchSize === null ? 'one-at-a-time drain' : `flashsale order-writer, batch ${batchSize}`;
+    progress(`  ${label}: ${n} orders in ${seconds.toFixed(2)} s = ${Math.round(n / seconds)}/s, correct ${correct}`);
+    return { label, batchSize, orders: n, seconds: Math.round(seconds * 100) / 100, perSecond: Math.round(n / seconds), expiryKeys, correct, procs };
+  } finally {
+    await cleanup.run();
+  }
+}
+
+export async function runWriter(pg: BenchPostgres, opts: { winners: number; baselineWinners: number; batchSizes: number[] }): Promise<WriterResult[]> {
+  const out: WriterResult[] = [];
+  for (const b of opts.batchSizes) {
+    progress(`writer: draining ${opts.winners} winners, batch ${b}`);
+    out.push(await runDrain(pg, opts.winners, b));
+  }
+  progress(`writer: draining ${opts.baselineWinners} winners one at a time`);
+  out.push(await runDrain(pg, opts.baselineWinners, null));
+  return out;
+}
