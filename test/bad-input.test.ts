@@ -9,61 +9,14 @@ import { startApi } from '../daemons/api.js';
 import { SALE_ID_PATTERN, saleKeys } from '../shared/keys.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
-import { ADMIN_TOKEN, JWT_SECRET, auth, http, newSale, token, testEnv, type HttpResult, type TestEnv } from './helpers.js';
+import { ADMIN_TOKEN, JWT_SECRET, auth, http, newSale, stateSnapshot, token, testEnv, type HttpResult, type StateSnapshot, type TestEnv } from './helpers.js';
 
 let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApi>>;
 let sale: Sale;
 /** Real orders in every state a lookup can find: pending and paid in Postgres, queued in Redis only. */
 const orders = { alice: '', bob: '', carol: '', dave: '' };
-let baseline: Snapshot;
-
-interface Snapshot {
-  databases: string[];
-  redis: Record<string, { type: string; expiresAt: number; value: unknown; dump: string }>;
-  sales: string[];
-  orders: string[];
-}
-
-async function redisValue(key: string, type: string): Promise<unknown> {
-  const r = env.redis;
-  switch (type) {
-    case 'string': return r.get(key);
-    case 'hash': return r.hgetall(key);
-    case 'list': return r.lrange(key, 0, -1);
-    case 'set': return (await r.smembers(key)).sort();
-    case 'zset': return r.zrange(key, '0', '-1', 'WITHSCORES');
-    case 'stream': return r.xrange(key, '-', '+');
-    default: return null; // the dump still covers it
-  }
-}
-
-/** Every Redis key (value, absolute expiry and DUMP) and every row of sales and orders, all columns. */
-async function snapshot(): Promise<Snapshot> {
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await env.redis.scan(cursor, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...batch);
-  } while (cursor !== '0');
-  const redis: Snapshot['redis'] = {};
-  for (const key of keys.sort()) {
-    const type = await env.redis.type(key);
-    redis[key] = {
-      type,
-      expiresAt: await env.redis.pexpiretime(key),
-      value: await redisValue(key, type),
-      dump: (await env.redis.dumpBuffer(key)).toString('hex'),
-    };
-  }
-  // SCAN sees one database; a write anywhere else shows up here.
-  const databases = (await env.redis.info('keyspace')).split('\n').filter((l) => /^db\d+:/.test(l)).map((l) => l.split(':')[0]!);
-  // Row text keeps microseconds that a JS Date would drop.
-  const rows = async (table: 'sales' | 'orders') =>
-    (await env.pool.query<{ r: string }>(`select row_to_json(t)::text as r from ${table} t order by id`)).rows.map((x) => x.r);
-  return { databases, redis, sales: await rows('sales'), orders: await rows('orders') };
-}
+let baseline: StateSnapshot;
 
 before(async () => {
   env = await testEnv();
@@ -81,7 +34,7 @@ before(async () => {
   assert.equal(await writer.drainOnce(), 3);
   assert.equal((await http(api.port, 'POST', `/api/orders/${orders.bob}/pay`, undefined, auth('bob'))).body.status, 'paid');
   orders.dave = await buy('dave', 1); // no writer runs again: this one stays queued
-  baseline = await snapshot();
+  baseline = await stateSnapshot(env);
   assert.equal(baseline.sales.length, 1);
   assert.equal(baseline.orders.length, 3);
   const k = saleKeys(sale.id);
@@ -95,7 +48,7 @@ before(async () => {
 // the next test is then judged from where this one left the state, not failed along with it.
 afterEach(async () => {
   const expected = baseline;
-  baseline = await snapshot();
+  baseline = await stateSnapshot(env);
   assert.deepEqual(baseline, expected, 'a refused request changed Redis or Postgres');
 });
 

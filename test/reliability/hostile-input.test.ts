@@ -14,7 +14,7 @@ import { HttpError } from '../../shared/errors.js';
 import { checkInvariants } from '../../shared/invariants.js';
 import { ORDER_ID_PATTERN, saleKeys } from '../../shared/keys.js';
 import { parseSaleInput, type Sale } from '../../shared/sales.js';
-import { ADMIN_TOKEN, JWT_SECRET, newSale, runConcurrently, testEnv, waitFor, type TestEnv } from '../helpers.js';
+import { ADMIN_TOKEN, JWT_SECRET, newSale, runConcurrently, stateSnapshot, testEnv, waitFor, type StateSnapshot, type TestEnv } from '../helpers.js';
 import { call, Cluster, FaultLog, outcome, scenarioSeed, summarize, type Reply } from './harness.js';
 
 const REQUEST_TIMEOUT_MS = 1500;
@@ -27,27 +27,6 @@ const seed = scenarioSeed();
 const owner = new Map<string, string>();
 let hostile = 0;
 let checks = 0;
-
-interface Snapshot { databases: string[]; redis: Record<string, { type: string; expiresAt: number; dump: string }>; sales: string[]; orders: string[] }
-
-/** Every Redis key (type, absolute expiry, DUMP) and every row of sales and orders, all columns. */
-async function snapshot(skip?: (key: string) => boolean): Promise<Snapshot> {
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await env.redis.scan(cursor, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...batch.filter((k) => !skip?.(k)));
-  } while (cursor !== '0');
-  const redis: Snapshot['redis'] = {};
-  for (const key of keys.sort()) {
-    redis[key] = { type: await env.redis.type(key), expiresAt: await env.redis.pexpiretime(key), dump: (await env.redis.dumpBuffer(key)).toString('hex') };
-  }
-  const databases = (await env.redis.info('keyspace')).split('\n').filter((l) => /^db\d+:/.test(l)).map((l) => l.split(':')[0]!);
-  const rows = async (table: 'sales' | 'orders') =>
-    (await env.pool.query<{ r: string }>(`select row_to_json(t)::text as r from ${table} t order by id`)).rows.map((x) => x.r);
-  return { databases, redis, sales: await rows('sales'), orders: await rows('orders') };
-}
 
 before(async () => {
   env = await testEnv();
@@ -139,14 +118,14 @@ function orderIds(): fc.Arbitrary<string> {
 }
 
 describe('fuzzed requests change nothing', () => {
-  let baseline: Snapshot;
+  let baseline: StateSnapshot;
   before(async () => {
-    baseline = await snapshot();
+    baseline = await stateSnapshot(env);
   });
   // After each test: nothing it sent changed a byte of Redis or a row of Postgres.
   afterEach(async () => {
     checks++;
-    assert.deepEqual(await snapshot(), baseline, 'a hostile request changed Redis or Postgres');
+    assert.deepEqual(await stateSnapshot(env), baseline, 'a hostile request changed Redis or Postgres');
   });
 
   test('order ids x tokens on GET /api/orders/:id and POST /api/orders/:id/pay: 401, 400 invalid_id or 404 order_not_found, exactly as predicted', async () => {
@@ -339,7 +318,7 @@ function slowClient(kind: 'stall' | 'trickle' | 'slowloris', user: string): Prom
 describe('slow clients', () => {
   test(`60 clients that stall or trickle their body or headers each get 408 within REQUEST_TIMEOUT_MS (${REQUEST_TIMEOUT_MS} ms) and a little, while 100 other buyers are served first; the slow ones bought nothing`, async () => {
     const other = await newSale(env, { stock: 100, paymentWindowSeconds: 3600 });
-    const before = await snapshot((k) => k.includes(`{sale:${other.id}}`));
+    const before = await stateSnapshot(env, (k) => k.includes(`{sale:${other.id}}`));
     const kinds = ['stall', 'trickle', 'slowloris'] as const;
     const slow = Array.from({ length: 60 }, (_, i) => slowClient(kinds[i % 3]!, `slow-${i}`));
     let slowAnswered = 0;
@@ -360,7 +339,7 @@ describe('slow clients', () => {
       // Node checks timeouts once a second; a hang would show as tens of seconds here.
       assert.ok(r.ms >= REQUEST_TIMEOUT_MS && r.ms < REQUEST_TIMEOUT_MS + 2500, `${r.kind} answered after ${r.ms} ms`);
     }
-    assert.deepEqual(await snapshot((k) => k.includes(`{sale:${other.id}}`)), before, 'no slow client bought anything');
+    assert.deepEqual(await stateSnapshot(env, (k) => k.includes(`{sale:${other.id}}`)), before, 'no slow client bought anything');
     assert.equal(await env.redis.get(saleKeys(other.id).seq), '100', 'exactly the 100 other buyers bought');
     for (const r of prompt) owner.set(r.body.orderId, 'prompt');
   });
