@@ -13,6 +13,7 @@ function machineSection(r: BenchResults): string {
     '  ratio of figures measured in the same run, designs interleaved round by round; each figure in the purchase table is the median of its rounds,',
     '  and the rounds are listed beside it.',
     `- Run ${r.at}, ${Math.round(r.seconds / 60)} min.`,
+    ...(r.reruns ?? []).map((x) => `- Run again with \`--only ${x.parts.join(',')}\` at ${x.at} (load average ${x.loadAvgAtStart.join(' / ')}); those figures replace the first run's.`),
   ].join('\n');
 }
 

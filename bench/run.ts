@@ -29,7 +29,7 @@ const P = quick
   ? {
     purchase: { stock: 2_500, buyers: 50_000, connections: 500, rounds: 1, warmupBuyers: 10_000 },
     allWin: { stock: 10_000, buyers: 10_000, connections: 500, rounds: 1, warmupBuyers: 5_000 },
-    writer: { winners: 50_000, baselineWinners: 5_000, batchSizes: [1000] },
+    writer: { winners: 50_000, baselineWinners: 5_000, batchSizes: [1000], rounds: 1 },
     // The timeliness bench's own presets take minutes even with --quick: a shorter custom run.
     timelinessArgs: ['--orders', '10000', '--window-s', '20', '--noise', '100000', '--baseline-orders', '2000', '--baseline-window-s', '10', '--grace-s', '10', '--lead-s', '5'],
     spread: { kind: 'spread', orders: 10_000, windowS: 20, noise: 100_000, leadS: 8, graceS: 10 } as CaseSpec,
@@ -40,7 +40,7 @@ const P = quick
   : {
     purchase: { stock: 10_000, buyers: 200_000, connections: 500, rounds: 3, warmupBuyers: 20_000 },
     allWin: { stock: 40_000, buyers: 40_000, connections: 500, rounds: 3, warmupBuyers: 10_000 },
-    writer: { winners: 100_000, baselineWinners: 20_000, batchSizes: [1000, 100, 5000] },
+    writer: { winners: 100_000, baselineWinners: 20_000, batchSizes: [1000, 100, 5000], rounds: 3 },
     timelinessArgs: [] as string[],
     spread: { kind: 'spread', ...TIMELINESS_PRESET.full, leadS: 40, graceS: 60 } as CaseSpec,
     burst: { kind: 'burst', orders: 50_000, windowS: 300, noise: TIMELINESS_PRESET.full.noise, leadS: 30, graceS: 60 } as CaseSpec,
@@ -88,8 +88,11 @@ try {
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
   const file = resultsFile;
   const saved = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Partial<Record<'quick' | 'full', BenchResults>>) : {};
-  // A partial run (--only) keeps the other parts of the last run of the same mode.
-  saved[results.mode] = { ...saved[results.mode], ...results };
+  // A partial run (--only) replaces its parts in the last run of the same mode and is noted there.
+  const last = saved[results.mode];
+  saved[results.mode] = flags.only && last
+    ? { ...last, ...results, at: last.at, seconds: last.seconds, machine: last.machine, reruns: [...(last.reruns ?? []), { parts: [...parts], at: results.at, seconds: results.seconds, loadAvgAtStart: results.machine.loadAvgAtStart }] }
+    : results;
   writeFileSync(file, `${JSON.stringify(saved, null, 2)}\n`);
   writeFileSync(benchmarksFile, document(saved));
   progress(`wrote BENCHMARKS.md and bench/results/bench.json in ${results.seconds} s`);

@@ -2,6 +2,7 @@
 // Postgres with their expiry keys set: the product's writer daemon against a one-at-a-time drain,
 // each as its own process, on fresh servers each.
 import { randomUUID } from 'node:crypto';
+import { loadavg } from 'node:os';
 import type { Redis } from 'ioredis';
 import { saleKeys, SALES_REGISTRY } from '../shared/keys.js';
 import { purchaseScript } from '../shared/redis.js';
@@ -19,6 +20,9 @@ export interface WriterResult {
   expiryKeys: number;
   correct: boolean;
   procs: ProcCost[];
+  /** Orders per second of every round (the figures above are the median round's). */
+  rounds: number[];
+  loadAvg: number;
 }
 
 const SALE = 'drain';
@@ -69,6 +73,7 @@ export async function runDrain(pg: BenchPostgres, n: number, batchSize: number |
     const proc = batchSize === null
       ? await spawnNode('drain-one', tsScript('bench/baselines/drain-one.ts'), env, cleanup)
       : await spawnNode('order-writer', cli('order-writer'), env, cleanup);
+    const loadAvg = Math.round(loadavg()[0]! * 100) / 100;
     const monitor = new Monitor([{ name: 'writer', pid: proc.pid }, { name: 'redis', pid: r.pid }, { name: 'postgres', pid: pg.pid, tree: true }]);
     monitor.start();
     const t0 = performance.now();
@@ -81,19 +86,29 @@ export async function runDrain(pg: BenchPostgres, n: number, batchSize: number |
     const { correct, expiryKeys } = await check(db.pool, r.redis, n);
     const label = batchSize === null ? 'one-at-a-time drain' : `flashsale order-writer, batch ${batchSize}`;
     progress(`  ${label}: ${n} orders in ${seconds.toFixed(2)} s = ${Math.round(n / seconds)}/s, correct ${correct}`);
-    return { label, batchSize, orders: n, seconds: Math.round(seconds * 100) / 100, perSecond: Math.round(n / seconds), expiryKeys, correct, procs };
+    return { label, batchSize, orders: n, seconds: Math.round(seconds * 100) / 100, perSecond: Math.round(n / seconds), expiryKeys, correct, procs, rounds: [], loadAvg };
   } finally {
     await cleanup.run();
   }
 }
 
-export async function runWriter(pg: BenchPostgres, opts: { winners: number; baselineWinners: number; batchSizes: number[] }): Promise<WriterResult[]> {
-  const out: WriterResult[] = [];
-  for (const b of opts.batchSizes) {
-    progress(`writer: draining ${opts.winners} winners, batch ${b}`);
-    out.push(await runDrain(pg, opts.winners, b));
+/**
+ * Each drain `rounds` times, the drains interleaved within a round so machine noise falls on all
+ * alike; per drain the round with the median rate, with every round's rate beside it.
+ */
+export async function runWriter(pg: BenchPostgres, opts: { winners: number; baselineWinners: number; batchSizes: number[]; rounds: number }): Promise<WriterResult[]> {
+  const drains: (number | null)[] = [...opts.batchSizes, null];
+  const runs = new Map<number | null, WriterResult[]>(drains.map((b) => [b, []]));
+  for (let round = 1; round <= opts.rounds; round++) {
+    for (const b of drains) {
+      const n = b === null ? opts.baselineWinners : opts.winners;
+      progress(`writer round ${round}/${opts.rounds}: draining ${n} winners ${b === null ? 'one at a time' : `in batches of ${b}`}`);
+      runs.get(b)!.push(await runDrain(pg, n, b));
+    }
   }
-  progress(`writer: draining ${opts.baselineWinners} winners one at a time`);
-  out.push(await runDrain(pg, opts.baselineWinners, null));
-  return out;
+  return drains.map((b) => {
+    const all = runs.get(b)!;
+    const median = [...all].sort((x, y) => x.perSecond - y.perSecond)[Math.floor((all.length - 1) / 2)]!;
+    return { ...median, rounds: all.map((r) => r.perSecond), correct: all.every((r) => r.correct) };
+  });
 }

@@ -8,6 +8,8 @@ import { migrate } from '../shared/migrate.js';
 import { Purchaser } from '../shared/purchase.js';
 import { connect } from '../shared/services.js';
 
+const LISTEN_BACKLOG = 4096;
+
 export async function startApi(config: Config, logger: Logger): Promise<Stoppable & { port: number }> {
   requireApiSecrets(config);
   const log = logger.child({ daemon: 'api' });
@@ -26,7 +28,9 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   subscriber.on('message', (_channel: string, saleId: string) => purchaser.stockRestored(saleId));
   await subscriber.subscribe(STOCK_CHANNEL);
   const app = buildApp({ config, pool, redis, purchaser, logger: log });
-  await app.listen({ port: config.port, host: config.host });
+  // A crowd connects at once; past Node's default accept queue (511) the kernel drops connections
+  // and each buyer's TCP retries 1, 3, 7 s later. Linux caps this at net.core.somaxconn.
+  await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
   const { port } = app.server.address() as { port: number };
   log.info({ port, host: config.host, authMode: config.authMode }, 'api listening');
   let stopping: Promise<void> | undefined;

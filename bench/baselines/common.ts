@@ -51,7 +51,8 @@ export class SoldOutMemory {
 
 /** Listens, tells the parent it is ready, closes `resources` on SIGTERM. */
 export async function serve(app: FastifyInstance, resources: (() => Promise<unknown>)[] = []): Promise<void> {
-  await app.listen({ port: Number(env('PORT')), host: '127.0.0.1' });
+  // The product API's accept queue (daemons/api.ts), so a crowd connecting at once is treated alike.
+  await app.listen({ port: Number(env('PORT')), host: '127.0.0.1', backlog: 4096 });
   process.send?.('ready');
   process.once('SIGTERM', () => {
     void (async () => {
