@@ -9,8 +9,21 @@ export interface Config {
   host: string;
   port: number;
   jwtSecret: string | undefined;
+  /** RS256/ES256 buyer tokens: the identity provider's JWKS (instead of JWT_SECRET). */
+  jwtJwksUrl: string | undefined;
+  jwtIssuer: string | undefined;
+  jwtAudience: string | undefined;
+  /** Seconds of clock skew tolerated on exp/nbf. */
+  jwtClockToleranceSeconds: number;
+  /** Refuse tokens without exp (on by default outside development). */
+  jwtRequireExp: boolean;
   adminToken: string | undefined;
   authMode: AuthMode;
+  /**
+   * The local stack (flashsale dev, or PM2 with its own `servers` app): missing secrets are
+   * generated once and kept under the data directory; nowhere else is a secret ever defaulted.
+   */
+  localStack: boolean;
   logLevel: string;
   development: boolean;
   /** How long an API process answers sold_out from memory before asking Redis again. */
@@ -19,6 +32,10 @@ export interface Config {
   maxInflight: number;
   /** How long a client may take to send a whole request (headers and body) before it gets 408. */
   requestTimeoutMs: number;
+  /** How long a client may take to send a request body once its headers are in (408 after). */
+  bodyTimeoutMs: number;
+  /** Open connections one client address may hold; more are refused at once (0: no cap). */
+  maxConnectionsPerClient: number;
   /** Floor for the TTL of a buyer's SETEX'd buy count; it is stretched to outlive the sale. */
   buyCountTtlSeconds: number;
   writerId: string;
@@ -60,6 +77,13 @@ function str(raw: unknown): string | undefined {
   return raw === undefined || raw === '' ? undefined : String(raw);
 }
 
+function bool(name: string, raw: unknown, fallback: boolean): boolean {
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === true || raw === 'true' || raw === '1') return true;
+  if (raw === false || raw === 'false' || raw === '0') return false;
+  throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(raw)}`);
+}
+
 export function loadConfig(overrides: ConfigOverrides = {}): Config {
   const pick = (key: keyof Config, envName: string): unknown => overrides[key] ?? env[envName];
   const authMode = str(pick('authMode', 'AUTH_MODE')) ?? 'jwt';
@@ -73,13 +97,21 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     host: str(pick('host', 'HOST')) ?? '127.0.0.1',
     port: int('PORT', pick('port', 'PORT'), 3000, 0),
     jwtSecret: str(pick('jwtSecret', 'JWT_SECRET')),
+    jwtJwksUrl: str(pick('jwtJwksUrl', 'JWT_JWKS_URL')),
+    jwtIssuer: str(pick('jwtIssuer', 'JWT_ISSUER')),
+    jwtAudience: str(pick('jwtAudience', 'JWT_AUDIENCE')),
+    jwtClockToleranceSeconds: int('JWT_CLOCK_TOLERANCE_SECONDS', pick('jwtClockToleranceSeconds', 'JWT_CLOCK_TOLERANCE_SECONDS'), 5, 0),
+    jwtRequireExp: bool('JWT_REQUIRE_EXP', pick('jwtRequireExp', 'JWT_REQUIRE_EXP'), !development),
     adminToken: str(pick('adminToken', 'ADMIN_TOKEN')),
     authMode,
+    localStack: bool('FLASHSALE_LOCAL_STACK', pick('localStack', 'FLASHSALE_LOCAL_STACK'), false),
     logLevel: str(pick('logLevel', 'LOG_LEVEL')) ?? 'info',
     development,
     soldOutCacheMs: int('SOLD_OUT_CACHE_MS', pick('soldOutCacheMs', 'SOLD_OUT_CACHE_MS'), 200, 0),
     maxInflight: int('MAX_INFLIGHT', pick('maxInflight', 'MAX_INFLIGHT'), 1000, 1),
     requestTimeoutMs: int('REQUEST_TIMEOUT_MS', pick('requestTimeoutMs', 'REQUEST_TIMEOUT_MS'), 10_000, 100),
+    bodyTimeoutMs: int('BODY_TIMEOUT_MS', pick('bodyTimeoutMs', 'BODY_TIMEOUT_MS'), 2_000, 50),
+    maxConnectionsPerClient: int('MAX_CONNECTIONS_PER_CLIENT', pick('maxConnectionsPerClient', 'MAX_CONNECTIONS_PER_CLIENT'), 256, 0),
     buyCountTtlSeconds: int('BUY_COUNT_TTL_SECONDS', pick('buyCountTtlSeconds', 'BUY_COUNT_TTL_SECONDS'), 86_400, 60),
     writerId: str(pick('writerId', 'WRITER_ID')) ?? `${hostname()}:${env.pm_id ?? process.pid}`,
     writerBatchSize: int('WRITER_BATCH_SIZE', pick('writerBatchSize', 'WRITER_BATCH_SIZE'), 1000, 1),

@@ -24,14 +24,19 @@ export function freePort(): Promise<number> {
   });
 }
 
-export async function startPostgres(dir: string, opts: { port?: number; persistent?: boolean } = {}): Promise<LocalServer> {
+/**
+ * `fsync: false` is for throwaway test servers only: the local stack keeps fsync on. The server's
+ * default stays `synchronous_commit=off` (as many tuned servers have it): every connection of ours
+ * turns it on for itself (shared/db.ts), so an acknowledged commit is durable whatever the server says.
+ */
+export async function startPostgres(dir: string, opts: { port?: number; persistent?: boolean; fsync?: boolean } = {}): Promise<LocalServer> {
   const databaseDir = resolve(dir);
   const port = opts.port ?? (await freePort());
   const password = 'flashsale';
   const pg = new EmbeddedPostgres({
     databaseDir, port, user: 'postgres', password, persistent: opts.persistent ?? true,
     createPostgresUser: true, onLog: () => {}, onError: () => {},
-    postgresFlags: ['-c', 'max_connections=300', '-c', 'fsync=off', '-c', 'synchronous_commit=off'],
+    postgresFlags: ['-c', 'max_connections=300', '-c', `fsync=${opts.fsync === false ? 'off' : 'on'}`, '-c', 'synchronous_commit=off'],
   });
   if (!existsSync(`${databaseDir}/PG_VERSION`)) await pg.initialise();
   await pg.start();

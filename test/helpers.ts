@@ -54,7 +54,7 @@ let ownPg: Promise<LocalServer> | undefined;
 /** The run's Postgres (from test/run.ts), or one of our own when a file is run by itself. */
 function adminUrl(): Promise<string> {
   if (process.env.FLASHSALE_TEST_PG) return Promise.resolve(process.env.FLASHSALE_TEST_PG);
-  ownPg ??= startPostgres(mkdtempSync(join(tmpdir(), 'flashsale-pg-')), { persistent: false });
+  ownPg ??= startPostgres(mkdtempSync(join(tmpdir(), 'flashsale-pg-')), { persistent: false, fsync: false });
   return ownPg.then((s) => s.url);
 }
 
@@ -63,7 +63,7 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
   // A directory of its own: Postgres runs as another user, who cannot enter dataDir.
   const pgDir = opts.ownPostgres ? mkdtempSync(join(tmpdir(), 'flashsale-pg-')) : '';
   const pgPort = opts.ownPostgres ? await freePort() : 0;
-  let pgServer = opts.ownPostgres ? await startPostgres(pgDir, { port: pgPort, persistent: true }) : undefined;
+  let pgServer = opts.ownPostgres ? await startPostgres(pgDir, { port: pgPort, persistent: true, fsync: false }) : undefined;
   const admin = pgServer?.url ?? (await adminUrl());
   const db = `t_${randomBytes(6).toString('hex')}`;
   const adminClient = new pg.Client({ connectionString: admin });
@@ -99,7 +99,7 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
     },
     async startPostgres() {
       if (!opts.ownPostgres) throw new Error('startPostgres needs testEnv(..., { ownPostgres: true })');
-      pgServer = await startPostgres(pgDir, { port: pgPort, persistent: true });
+      pgServer = await startPostgres(pgDir, { port: pgPort, persistent: true, fsync: false });
     },
     async close() {
       await close();

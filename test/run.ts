@@ -14,7 +14,8 @@ const files = (only.length > 0 ? only : ['test', 'test/reliability']).flatMap((a
 const dir = mkdtempSync(join(tmpdir(), 'flashsale-test-pg-'));
 // Each reliability scenario leaves its figures here; the closing note prints them.
 const reportDir = mkdtempSync(join(tmpdir(), 'flashsale-test-report-'));
-const pg = await startPostgres(dir, { persistent: false });
+// fsync off: a throwaway server; no test here crashes the machine, only Postgres processes.
+const pg = await startPostgres(dir, { persistent: false, fsync: false });
 let code = 1;
 try {
   code = await new Promise<number>((resolve) => {
