@@ -1,7 +1,12 @@
 // PM2: `npm install && npm run build && npx pm2 start ecosystem.config.js`.
 // Every app runs the compiled CLI. Without DATABASE_URL / REDIS_URL, a `servers` app runs local
-// Postgres and Redis on fixed ports (the other apps wait for them at start-up).
+// Postgres and Redis on fixed ports (the other apps wait for them at start-up), and the apps use
+// random secrets generated once under the data directory. With real servers nothing is defaulted:
+// every app exits 2, naming the variable, until JWT_SECRET (or JWT_JWKS_URL) and ADMIN_TOKEN are set.
 const local = !process.env.DATABASE_URL || !process.env.REDIS_URL;
+
+/** The operator's settings passed through as they are: unset stays unset. */
+const given = (...names) => Object.fromEntries(names.filter((n) => process.env[n] !== undefined).map((n) => [n, process.env[n]]));
 const pgPort = process.env.LOCAL_PG_PORT ?? '54329';
 const redisPort = process.env.LOCAL_REDIS_PORT ?? '6389';
 
@@ -13,9 +18,8 @@ const env = {
   LOCAL_PG_PORT: pgPort,
   LOCAL_REDIS_PORT: redisPort,
   FLASHSALE_DATA_DIR: process.env.FLASHSALE_DATA_DIR ?? '.data',
-  // Local defaults so a fresh clone runs; set real secrets in production.
-  JWT_SECRET: process.env.JWT_SECRET ?? 'flashsale-local-secret-change-me',
-  ADMIN_TOKEN: process.env.ADMIN_TOKEN ?? 'local-admin-change-me',
+  FLASHSALE_LOCAL_STACK: local ? '1' : '0',
+  ...given('JWT_SECRET', 'JWT_JWKS_URL', 'JWT_ISSUER', 'JWT_AUDIENCE', 'ADMIN_TOKEN'),
   AUTH_MODE: process.env.AUTH_MODE ?? 'jwt',
   HOST: process.env.HOST ?? '127.0.0.1',
   PORT: process.env.PORT ?? '3000',
@@ -34,6 +38,8 @@ const daemon = (name, args, opsOffset, extra = {}) => ({
   listen_timeout: 40_000,
   kill_timeout: 5_000,
   restart_delay: 1_000,
+  // 2 is a bad setting: restarting cannot fix it, and the log already says what to set.
+  stop_exit_codes: [2],
   env: { ...env, OPS_PORT: String(opsPortBase + opsOffset), ...extra },
 });
 

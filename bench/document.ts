@@ -2,6 +2,8 @@
 // each target's result means. Rendered from bench/results/bench.json (latest full and quick runs).
 import { expiryTable, growthTable, headline, memoryTable, purchaseTable, writerTable, type BenchResults } from './report.js';
 import { analysis } from './analysis.js';
+import { existsSync, readFileSync } from 'node:fs';
+import type { Machine } from './machine.js';
 
 function machineSection(r: BenchResults): string {
   const m = r.machine;
@@ -29,8 +31,8 @@ const SETTINGS = `- **Load generator:** \`wrk\` (Debian's 4.1.0, C, one thread) 
   (Postgres: the sum of its processes' PSS).
 - **Auth:** every design takes the buyer from \`X-User-Id\` (the product's \`AUTH_MODE=trusted-header\`), so none
   pays for JWT verification the others skip.
-- **Servers:** one embedded Postgres (\`fsync=on\`, \`synchronous_commit=off\`: like Redis's \`appendfsync everysec\`,
-  the last fraction of a second can be lost on a crash, nothing else; \`shared_buffers=256MB\`), a fresh database
+- **Servers:** one embedded Postgres (\`fsync=on\`, server default \`synchronous_commit=off\`, which every connection
+  made through the product's pool turns on for itself: an acknowledged commit survives a crash; \`shared_buffers=256MB\`), a fresh database
   per run; a fresh \`redis-server\` per run with the product's settings (AOF \`everysec\`, \`notify-keyspace-events Ex\`,
   \`noeviction\`).
 - **Same semantics everywhere:** stock, a per-user limit of 1, and the product's 200 ms sold-out memory
@@ -40,6 +42,41 @@ const SETTINGS = `- **Load generator:** \`wrk\` (Debian's 4.1.0, C, one thread) 
   pool of 20 like the product API. The enqueue design: the handler adds a BullMQ job and answers 202 queued; a
   worker process (concurrency 20) decides each job with the row-lock transaction and raises a sold-out flag the API
   reads every 200 ms. The hello-world ceiling: the same fastify 5 route answering 202 with no work.`;
+
+interface JwtMeasure { perSec: number; usPerOp: number; cpuUsPerOp: number; n: number }
+interface JwtSummary { perSec: number; usPerOp: number; cpuUsPerOp: number; rounds: JwtMeasure[] }
+/** bench/results/jwt.json, written by `npm run bench:jwt` (bench/jwt.ts). */
+export interface JwtResults {
+  at: string;
+  seconds: number;
+  settings: { rounds: number; secondsPerRound: number; inFlight: number };
+  machine: Machine;
+  results: { name: string; what: string; sequential: JwtSummary; inFlight: JwtSummary }[];
+}
+
+export function jwtTable(r: JwtResults): string {
+  const hs = r.results.find((x) => x.name === 'HS256')!;
+  const n = (x: number) => x.toLocaleString('en-US');
+  return [
+    `| token | verifier | verifications/s, one at a time | µs each | CPU µs each | verifications/s, ${r.settings.inFlight} in flight | CPU µs each | CPU vs HS256 (in flight) |`,
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...r.results.map((x) => `| ${x.name} | ${x.what} | ${n(x.sequential.perSec)} | ${x.sequential.usPerOp} | ${x.sequential.cpuUsPerOp} | ${n(x.inFlight.perSec)} | ${x.inFlight.cpuUsPerOp} | ${(x.inFlight.cpuUsPerOp / hs.inFlight.cpuUsPerOp).toFixed(1)}x |`),
+  ].join('\n');
+}
+
+/** The buyer-token section, when bench/results/jwt.json exists. */
+function jwtSection(): string | undefined {
+  const file = new URL('./results/jwt.json', import.meta.url);
+  if (!existsSync(file)) return undefined;
+  const r = JSON.parse(readFileSync(file, 'utf8')) as JwtResults;
+  const m = r.machine;
+  const hs = r.results.find((x) => x.name === 'HS256')!;
+  const joseHs = r.results.find((x) => x.name === 'HS256 (jose)');
+  return ['## 5. Buyer-token verification', '',
+    `What one verification costs the purchase path, measured by \`npm run bench:jwt\` (\`bench/jwt.ts\`; raw figures \`bench/results/jwt.json\`): the API's own verifier, one process, ${r.settings.rounds} interleaved rounds of ${r.settings.secondsPerRound} s per figure, median shown. Run ${r.at} on ${m.cores} × ${m.cpu}, Node ${m.node}, jose ${m.versions.jose ?? '?'}, load average ${m.loadAvgAtStart.join(' / ')}. "In flight": that many verifications awaited at once, as a crowd of requests does; CPU counts every thread of the process (jose verifies through WebCrypto on libuv's thread pool).`,
+    '', jwtTable(r), '',
+    `HS256 keeps a hand-written node:crypto path: jose's HS256 (second row) took ${joseHs ? (joseHs.inFlight.cpuUsPerOp / hs.inFlight.cpuUsPerOp).toFixed(1) : '?'}x its CPU per verification in this run. RS256 and ES256 go through jose. Only ratios within one run mean anything on this shared machine.`, ''].join('\n');
+}
 
 export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>): string {
   const r = saved.full ?? saved.quick!;
@@ -92,6 +129,8 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
     out.push('## 4. Cost and growth', '', `Redis memory, ${r.cost.memory.winners.toLocaleString('en-US')} winners queued by the purchase script, then drained by the writer:`, '', memoryTable(r.cost.memory), '',
       'The product alone at each concurrency, then at each ratio of buyers to stock (CPU and peak RSS of each process under that load):', '', growthTable(r.cost.growth), '');
   }
+  const jwt = jwtSection();
+  if (jwt) out.push(jwt);
   out.push('## Targets: what limits each, and what was changed', '', analysis(r), '');
   return `${out.join('\n')}\n`;
 }

@@ -32,9 +32,9 @@ export class Cleanup {
 export interface BenchPostgres { url: string; pid: number; version: string; stop(): Promise<void> }
 
 /**
- * Postgres with fsync on and synchronous_commit off: a commit can be lost in the last fraction of a
- * second of a crash, the same bargain as Redis's appendfsync everysec. (The test stack runs with
- * fsync off, which would flatter every Postgres-bound design.)
+ * Postgres with fsync on and a server default of synchronous_commit off, as many tuned servers run;
+ * every connection of the product's pool turns it on for itself (shared/db.ts), so its commits are
+ * durable. (The test stack runs with fsync off, which would flatter every Postgres-bound design.)
  */
 export async function startBenchPostgres(cleanup: Cleanup): Promise<BenchPostgres> {
   const dir = mkdtempSync(join(tmpdir(), 'flashsale-bench-pg-'));
@@ -99,12 +99,15 @@ export interface Proc { name: string; child: ChildProcess; pid: number; stop(): 
  * daemons do, as PM2's wait_ready hears it; the baselines do the same). BENCH_CPU_PROF=1 adds
  * --cpu-prof, profiles under bench/results/profiles/<name>-<time>/.
  */
+/** Every service refuses to start without secrets of its own; these are the bench's throwaway ones. */
+const BENCH_SECRETS = { JWT_SECRET: 'bench-secret-0123456789', ADMIN_TOKEN: 'bench-admin-token-0123456789' };
+
 export async function spawnNode(name: string, args: string[], env: Record<string, string>, cleanup: Cleanup): Promise<Proc> {
   // One directory per process: tsx's loader thread writes a profile of its own beside the main one.
   const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', `bench/results/profiles/${name}-${Date.now()}`] : [];
   const child = spawn(process.execPath, [...prof, ...args], {
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-    env: { ...process.env, LOG_LEVEL: 'warn', NODE_ENV: 'production', ...env },
+    env: { ...process.env, LOG_LEVEL: 'warn', NODE_ENV: 'production', ...BENCH_SECRETS, ...env },
   });
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => { stderr = (stderr + c.toString()).slice(-4000); });

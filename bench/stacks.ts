@@ -47,7 +47,8 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-const PRODUCT_ENV = { AUTH_MODE: 'trusted-header', JWT_SECRET: 'bench-secret-0123456789' };
+// wrk opens up to 2,000 connections from one address: no per-client cap.
+const PRODUCT_ENV = { AUTH_MODE: 'trusted-header', MAX_CONNECTIONS_PER_CLIENT: '0' };
 
 async function outcome(pool: Pool, saleId: string, left: number): Promise<Outcome> {
   const res = await pool.query<{ orders: number; units: number; max_per_user: number; sellout_s: number }>(

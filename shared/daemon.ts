@@ -27,6 +27,9 @@ export interface Stoppable {
  */
 export function runUntilSignal(start: () => Promise<Stoppable>, logger: Logger, graceMs = 4000): void {
   let stopping = false;
+  // Whatever path ends this process without an explicit exit (a promise that never settles and an
+  // empty event loop) must not look like success to a supervisor that restarts on failure.
+  process.exitCode = 1;
   const started = start();
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) {
@@ -56,7 +59,7 @@ export function runUntilSignal(start: () => Promise<Stoppable>, logger: Logger, 
     // PM2 `wait_ready`: we are up only once our connections are.
     () => process.send?.('ready'),
     (err: unknown) => {
-      logger.fatal({ err }, `cannot start: ${(err as Error).message}`);
+      logger.fatal({ err }, `cannot start: ${(err as Error | undefined)?.message ?? String(err)}`);
       // 2: fix the settings; 1: a dependency is unusable (PM2 restarts those after restart_delay).
       setTimeout(() => process.exit(err instanceof ConfigError ? 2 : 1), 50);
     },

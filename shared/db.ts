@@ -6,11 +6,37 @@ export type PoolClient = pg.PoolClient;
 // Bigints (counts, seq) come back as JS numbers: every value we keep fits in 2^53.
 pg.types.setTypeParser(20, (v) => Number(v));
 
+/**
+ * Every commit of ours is flushed to the WAL before Postgres acknowledges it, whatever the
+ * server's default: with `synchronous_commit=off` a crash loses commits already acknowledged, and
+ * the writer drops a batch from Redis as soon as its insert is acknowledged. One flush per batch.
+ */
+const DURABLE_COMMITS = '-c synchronous_commit=on';
+
+/** pg takes `options` from the URL over the pool's own: add ours to what the URL carries. */
+function connectionConfig(url: string): { connectionString: string; options?: string } {
+  if (/[?&]options=/.test(url)) {
+    return { connectionString: url.replace(/([?&]options=)([^&#]*)/, (_, key: string, value: string) => `${key}${value}${encodeURIComponent(` ${DURABLE_COMMITS}`)}`) };
+  }
+  return { connectionString: url, options: DURABLE_COMMITS };
+}
+
 export function createPool(url: string, max = 10): Pool {
-  const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 10_000 });
+  const pool = new pg.Pool({ ...connectionConfig(url), max, connectionTimeoutMillis: 10_000 });
   // An idle client losing its connection (Postgres restart) must not crash the process.
   pool.on('error', () => {});
   return pool;
+}
+
+/**
+ * Postgres did not answer at all (down, restarting, out of connections), as opposed to answering
+ * and refusing one statement: the first is every sale's problem, the second one sale's.
+ */
+export function postgresUnavailable(err: unknown): boolean {
+  if (err instanceof pg.DatabaseError) return /^(08|53|57P)/.test(err.code ?? '');
+  const e = err as { syscall?: unknown; message?: unknown } | null;
+  if (typeof e?.syscall === 'string') return true; // a socket error: ECONNREFUSED, ECONNRESET, ...
+  return /connection terminated|timeout exceeded when trying to connect|connection error|not queryable/i.test(String(e?.message ?? ''));
 }
 
 /** Runs fn in one transaction on one checked-out client. */

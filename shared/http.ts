@@ -3,10 +3,12 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
-import { checkUserId, signJwt, verifyJwt } from './auth.js';
+import { checkUserId, createVerifier, signJwt } from './auth.js';
+import { bodyDeadline, capConnectionsPerClient, rawAnswer } from './client-limits.js';
 import type { Config } from './config.js';
 import type { Pool } from './db.js';
 import { HttpError, type ErrorCode } from './errors.js';
+import { duplicateKey } from './json.js';
 import { SALE_ID_PATTERN } from './keys.js';
 import type { Logger } from './logger.js';
 import { metrics, registry } from './metrics.js';
@@ -68,15 +70,19 @@ function onClientError(err: Error & { code?: string }, socket: Socket): void {
   }
   const code: ErrorCode = err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large'
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'bad_request';
-  const e = new HttpError(code);
-  const body = JSON.stringify(e.body());
-  socket.end(`HTTP/1.1 ${e.status} ${code}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  socket.end(rawAnswer(new HttpError(code)));
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
 /** Paths served whatever the load: probes and metrics must answer during a storm. */
 const UNSHED = new Set(['/healthz', '/readyz', '/metrics']);
+/** Methods whose body fastify never reads. */
+const BODYLESS = new Set(['GET', 'HEAD', 'TRACE']);
+const pathOf = (url: string): string => {
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
+};
 
 export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): FastifyInstance {
   const onError = (err: Error & { code?: string; statusCode?: number }, req: FastifyRequest, reply: FastifyReply): void => {
@@ -95,23 +101,38 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
     requestTimeout: config.requestTimeoutMs,
     // Node enforces these only every connectionsCheckingInterval (30 s by default), and with its
     // headersTimeout (60 s) above requestTimeout it uses the larger for the body: a client that
-    // stalls mid-body would hold its connection (and an in-flight slot) for up to 90 s.
+    // stalls mid-body would hold its connection for up to 90 s (the body deadline below is shorter).
     http: { headersTimeout: config.requestTimeoutMs, connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs) },
     // Bad percent-encoding and overlong parameters are answered by the router itself unless routed here.
     frameworkErrors: onError,
     clientErrorHandler: onClientError,
   });
 
+  // Wired on the server, not as a hook: inject() has no connections, and a refused connection
+  // must never reach the router.
+  capConnectionsPerClient(app.server, config.maxConnectionsPerClient);
+  // A body gets bodyTimeoutMs once its headers are in; requests without one go straight on.
+  app.addHook('preParsing', (req, reply, payload, done) => {
+    const { headers } = req;
+    const hasBody = headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+    if (hasBody && !BODYLESS.has(req.method)) bodyDeadline(req.raw, reply.raw, config.bodyTimeoutMs);
+    done(null, payload);
+  });
+
   // Load shedding: past maxInflight requests in hand, answer 429 at once instead of queueing
   // without bound; a buyer retrying a moment later does better than one waiting in a queue.
+  // A slot is taken only once the body is in: a client trickling its body holds a connection
+  // (capped per address, cut off at the body deadline) but never a slot real buyers need.
   let inflight = 0;
-  app.addHook('onRequest', (req, reply, done) => {
+  app.addHook('preValidation', (req, reply, done) => {
+    // Gone already (its close event has fired): it would never give the slot back.
+    if (reply.raw.destroyed) return done();
     inflight++;
-    // Once per request, whether its response finished or the connection went first (408, client
+    // Once per request, whether its response finished or the connection went first (client
     // gone): onResponse misses the latter, and each such request would keep its slot for good.
     reply.raw.once('close', () => inflight--);
-    if (inflight > config.maxInflight && !UNSHED.has(req.url)) {
-      if (req.url.endsWith('/purchases')) metrics.purchases.inc({ outcome: 'busy' });
+    if (inflight > config.maxInflight && !UNSHED.has(pathOf(req.url))) {
+      if (req.routeOptions.url === '/api/sales/:saleId/purchases') metrics.purchases.inc({ outcome: 'busy' });
       const e = new HttpError('busy');
       void reply.code(e.status).header('retry-after', '1').send(e.body());
       return;
@@ -125,9 +146,11 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
     done();
   });
 
-  const userOf = (req: FastifyRequest): string => {
-    if (config.authMode === 'trusted-header') return checkUserId(req.headers['x-user-id']);
-    return verifyJwt(bearer(req), config.jwtSecret!);
+  // Built once: a bad JWT setting stops the process here (ConfigError), and a JWKS is fetched once.
+  const verify = config.authMode === 'jwt' ? createVerifier(config, { logger }) : undefined;
+  const userOf = async (req: FastifyRequest): Promise<string> => {
+    if (!verify) return checkUserId(req.headers['x-user-id']);
+    return verify(bearer(req));
   };
   const requireAdmin = (req: FastifyRequest): void => {
     if (!config.adminToken) throw new HttpError('forbidden', 'The admin API is off: set ADMIN_TOKEN to turn it on.');
@@ -150,11 +173,18 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     if (body === '') return done(null, undefined);
+    let parsed: unknown;
     try {
-      done(null, JSON.parse(body as string));
+      parsed = JSON.parse(body as string);
     } catch {
-      done(new HttpError('invalid_json'), undefined);
+      return done(new HttpError('invalid_json'), undefined);
     }
+    const dup = typeof parsed === 'object' && parsed !== null ? duplicateKey(body as string) : undefined;
+    if (dup !== undefined) {
+      const name = dup.length > 64 ? `${JSON.stringify(dup.slice(0, 64))}...` : JSON.stringify(dup);
+      return done(new HttpError('invalid_json', `The key ${name} appears more than once in one object.`), undefined);
+    }
+    done(null, parsed);
   });
 
   app.setErrorHandler(onError);
@@ -192,7 +222,7 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
 
   app.post('/api/sales/:saleId/purchases', { bodyLimit: 1024 }, async (req, reply) => {
     const saleId = saleIdParam(req);
-    const userId = userOf(req);
+    const userId = await userOf(req);
     const qty = parseQty(req.body);
     // Most of a crowd arrives after the sale sold out: answered from memory without building and
     // throwing an error, which profiling showed to cost more than the rest of such a request.
@@ -211,12 +241,12 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   });
 
   app.get('/api/orders/:orderId', async (req) => {
-    const userId = userOf(req);
+    const userId = await userOf(req);
     return getOrder(pool, redis, (req.params as { orderId: string }).orderId, userId);
   });
 
   app.post('/api/orders/:orderId/pay', { bodyLimit: 1024 }, async (req) => {
-    const userId = userOf(req);
+    const userId = await userOf(req);
     return payOrder(pool, redis, (req.params as { orderId: string }).orderId, userId);
   });
 

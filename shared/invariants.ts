@@ -5,8 +5,8 @@
 // Shared by the reliability suite and `flashsale check`.
 import type { Redis } from 'ioredis';
 import type { Pool } from './db.js';
-import { parseWinner, saleIdOfOrder, saleKeys } from './keys.js';
-import { reconcile } from './reconcile.js';
+import { parseWinner, saleIdOfOrder, SALES_REGISTRY, saleKeys } from './keys.js';
+import { missingInPostgres, reconcile } from './reconcile.js';
 import { getSale, listSales, type Sale } from './sales.js';
 
 export type InvariantName =
@@ -31,7 +31,7 @@ export interface InvariantReport {
 }
 
 export interface CheckOptions {
-  /** Sales to check; every sale in Postgres when left out. */
+  /** Sales to check; every sale in Postgres and in Redis's registry when left out. */
   saleIds?: string[];
   /** Order ids a buyer was answered 202 for: each must be one order (written, or still queued). */
   accepted?: string[];
@@ -61,7 +61,11 @@ export async function checkInvariants(pool: Pool, redis: Redis, opts: CheckOptio
       if (sale) sales.push(sale);
     }
   } else {
+    // Redis first, as everywhere here: a sale created meanwhile is then in Postgres too.
+    const registry = await redis.smembers(SALES_REGISTRY);
     sales = await listSales(pool);
+    const missing = new Set(await missingInPostgres(pool, registry));
+    for (const id of registry) check(!missing.has(id), 'sale_exists', () => 'in the Redis registry, no such sale in Postgres', id);
   }
 
   for (const sale of sales) {

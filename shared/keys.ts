@@ -10,6 +10,8 @@ export const SALES_REGISTRY = 'flashsale:sales';
 /** Restores are announced here so API processes can drop a cached sold-out flag at once. */
 export const STOCK_CHANNEL = 'flashsale:stock';
 export const EXPIRED_PATTERN = '__keyevent@*__:expired';
+/** A throwaway key the listener makes expire to see that events arrive where CONFIG is refused. */
+export const probeKey = (id: string) => `flashsale:probe:${id}`;
 
 export function saleKeys(saleId: string) {
   const p = `{sale:${saleId}}`;

@@ -1,12 +1,13 @@
 // Daemon two: closes unpaid orders when their expiry key fires `expired`. Events are a latency
 // hint, not a guarantee (the replay's sweep is); to make them timely, a nudger touches keys whose
 // deadline has come, since Redis only emits `expired` when it actually deletes a key.
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
 import { delay } from './daemon.js';
 import type { Pool } from './db.js';
 import { closeDue, closeOverdue, restore, stillPending } from './expiry.js';
-import { EXPIRED_PATTERN, parseExpiryKey, SALES_REGISTRY } from './keys.js';
+import { EXPIRED_PATTERN, parseExpiryKey, probeKey, SALES_REGISTRY } from './keys.js';
 import type { Logger } from './logger.js';
 import { countBackendError, metrics, observeClosed } from './metrics.js';
 import { touchDue } from './redis.js';
@@ -25,17 +26,22 @@ export interface ListenerDeps {
   config: Pick<Config, 'expiryNudgeMs'>;
 }
 
+/** How long a probe key may take to raise its expired event where CONFIG is refused. */
+const PROBE_MS = 3000;
+
 /**
- * Makes sure Redis emits expired events (flags E and x). Sets them where CONFIG is allowed;
- * otherwise fails with the exact line to add.
+ * Makes sure Redis emits expired events (flags E and x). Sets them where CONFIG is allowed; where
+ * it is refused (managed Redis, a renamed command, an ACL), `probe` tells whether events arrive
+ * all the same; otherwise fails with the exact line to add.
  */
-export async function ensureExpiredEvents(redis: Redis): Promise<string> {
+export async function ensureExpiredEvents(redis: Redis, probe: () => Promise<boolean>): Promise<string> {
   let flags: string;
   try {
     const res = (await redis.config('GET', 'notify-keyspace-events')) as string[];
     flags = res[1] ?? '';
   } catch (err) {
-    throw new Error(`cannot read notify-keyspace-events (${(err as Error).message}): add "notify-keyspace-events Ex" to redis.conf or your provider's Redis parameters`);
+    if (await probe()) return '(CONFIG refused; a probe key raised its expired event)';
+    throw new Error(`cannot read notify-keyspace-events (${(err as Error).message}) and a probe key expired without an event: add "notify-keyspace-events Ex" to redis.conf or your provider's Redis parameters`);
   }
   const hasEvents = flags.includes('E');
   const hasExpired = flags.includes('x') || flags.includes('A');
@@ -55,6 +61,8 @@ export class ExpiryListener {
   private buffer: string[] = [];
   private nudging: Promise<void> | undefined;
   private flushScheduled = false;
+  /** Probe keys awaiting their expired event, with what to call when it comes. */
+  private readonly probes = new Map<string, () => void>();
   closed = 0;
   restored = 0;
   events = 0;
@@ -63,18 +71,22 @@ export class ExpiryListener {
 
   async start(): Promise<void> {
     const { redis, subscriber, logger } = this.deps;
-    await ensureExpiredEvents(redis);
-    subscriber.on('pmessage', (_pattern: string, _channel: string, key: string) => this.onExpired(key));
+    subscriber.on('pmessage', (_pattern: string, _channel: string, key: string) => {
+      const probe = this.probes.get(key);
+      if (probe) probe();
+      else this.onExpired(key);
+    });
     // ioredis resubscribes by itself after a reconnect; events in the gap are lost, so catch up
     // at once (a restarted Redis also forgot a CONFIG SET, so check the flags again).
     let first = true;
     subscriber.on('ready', () => {
       if (first) return;
       logger.warn('subscription reconnected: catching up on missed expiries');
-      this.track(ensureExpiredEvents(redis).then(() => this.catchUp()));
+      this.track(ensureExpiredEvents(redis, () => this.probeEvents()).then(() => this.catchUp()));
     });
     await subscriber.psubscribe(EXPIRED_PATTERN);
     first = false;
+    await ensureExpiredEvents(redis, () => this.probeEvents());
     this.nudging = this.nudgeLoop();
     logger.info({ pattern: EXPIRED_PATTERN }, 'listening for expired order keys');
   }
@@ -85,6 +97,25 @@ export class ExpiryListener {
     await this.nudging;
     this.flush();
     await Promise.all([...this.inFlight]);
+  }
+
+  /** Makes a key expire and waits for its event: proof that events arrive when CONFIG cannot show it. */
+  private async probeEvents(): Promise<boolean> {
+    const { redis } = this.deps;
+    const key = probeKey(randomUUID());
+    let seen = false;
+    this.probes.set(key, () => (seen = true));
+    try {
+      await redis.set(key, '1', 'PX', 1);
+      // Redis deletes an expired key (and emits the event) when it is touched or sampled.
+      for (const until = Date.now() + PROBE_MS; !seen && Date.now() < until;) {
+        await delay(20);
+        await redis.exists(key);
+      }
+      return seen;
+    } finally {
+      this.probes.delete(key);
+    }
   }
 
   private onExpired(key: string): void {

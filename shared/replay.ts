@@ -1,16 +1,17 @@
 // The guarantee behind the events: a periodic sweep over Postgres that closes every overdue
 // order no event closed, finishes restores a crash interrupted, re-drives batches of dead
-// writers, and checks conservation per sale. One pass at a time across all instances (a
-// Postgres advisory lock, released by Postgres itself if the holder dies).
+// writers, checks conservation per unsettled sale (and reports a sale Redis sells that Postgres
+// lacks), and settles sales that are over, so past sales cost no per-tick work. One pass at a time
+// across all instances (a Postgres advisory lock, released by Postgres itself if the holder dies).
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Redis } from 'ioredis';
 import type { Pool } from './db.js';
 import { closeOverdue, restore, unrestored } from './expiry.js';
 import { SALES_REGISTRY } from './keys.js';
 import type { Logger } from './logger.js';
-import { reconcile, type Reconciliation } from './reconcile.js';
+import { missingInPostgres, reconcile, reconcileMissing, type Reconciliation } from './reconcile.js';
 import { metrics, observeClosed } from './metrics.js';
-import { listSales } from './sales.js';
+import { settleSales, unsettledSales } from './settle.js';
 import { recoverDeadWriters } from './writer.js';
 
 const REPLAY_LOCK = 7_042_001;
@@ -27,18 +28,23 @@ export interface ReplayReport {
   redriven: number;
   closed: number;
   restored: number;
+  /** Sales settled by this pass, and settled sales it found still in the registry and dropped. */
+  settled: number;
+  unregistered: number;
+  /** One per unsettled sale, and one per registry sale missing in Postgres (never holds). */
   reconciliations: Reconciliation[];
 }
 
 export async function replayOnce({ pool, redis, logger }: ReplayDeps): Promise<ReplayReport> {
-  const report: ReplayReport = { ran: false, redriven: 0, closed: 0, restored: 0, reconciliations: [] };
+  const report: ReplayReport = { ran: false, redriven: 0, closed: 0, restored: 0, settled: 0, unregistered: 0, reconciliations: [] };
   const lock = await pool.connect();
   try {
     const got = await lock.query<{ ok: boolean }>('select pg_try_advisory_lock($1) as ok', [REPLAY_LOCK]);
     if (!got.rows[0]!.ok) return report;
     report.ran = true;
     try {
-      report.redriven = await recoverDeadWriters(redis, await redis.smembers(SALES_REGISTRY));
+      const registry = await redis.smembers(SALES_REGISTRY);
+      report.redriven = await recoverDeadWriters(redis, registry);
       for (;;) {
         const closed = await closeOverdue(pool, BATCH);
         const units = await restore(pool, redis, closed);
@@ -54,23 +60,36 @@ export async function replayOnce({ pool, redis, logger }: ReplayDeps): Promise<R
         report.restored += units;
         if (left.length < BATCH) break;
       }
-      for (const sale of await listSales(pool)) {
+      const held = new Set<string>();
+      for (const sale of await unsettledSales(pool)) {
         const r = await reconcile(pool, redis, sale.id, sale.stock);
         report.reconciliations.push(r);
-        if (r.holds) logger.info({ reconciliation: r }, 'reconciliation ok');
-        else {
+        if (r.holds) {
+          held.add(sale.id);
+          logger.debug({ reconciliation: r }, 'reconciliation ok');
+        } else {
           metrics.reconciliationFailures.inc({ sale: sale.id });
           logger.error({ reconciliation: r, alert: 'CONSERVATION_VIOLATED' }, 'RECONCILIATION FAILED: available + queued + pending + paid + restoring != total');
         }
       }
+      for (const saleId of await missingInPostgres(pool, registry)) {
+        const r = await reconcileMissing(redis, saleId);
+        report.reconciliations.push(r);
+        metrics.reconciliationFailures.inc({ sale: saleId });
+        logger.error({ reconciliation: r, alert: 'SALE_MISSING_IN_POSTGRES' }, 'RECONCILIATION FAILED: the sale is in the Redis registry but has no row in Postgres');
+      }
+      const settled = await settleSales(pool, redis, registry, held);
+      report.settled = settled.settled.length;
+      report.unregistered = settled.unregistered.length;
     } finally {
       await lock.query('select pg_advisory_unlock($1)', [REPLAY_LOCK]);
     }
   } finally {
     lock.release();
   }
-  if (report.redriven || report.closed || report.restored) {
-    logger.info({ redriven: report.redriven, closed: report.closed, restored: report.restored }, 'replay caught up');
+  const { redriven, closed, restored, settled, unregistered } = report;
+  if (redriven || closed || restored || settled || unregistered) {
+    logger.info({ redriven, closed, restored, settled, unregistered }, 'replay caught up');
   }
   return report;
 }

@@ -31,12 +31,21 @@ function intField(body: Record<string, unknown>, key: keyof typeof LIMITS, fallb
   return v;
 }
 
+// Years a sale may start or end in. Redis keeps "no end" as endsAt 0, so a real end must lie well
+// after 1970, and a typo such as 0026 must be refused rather than read as the year 26.
+const YEARS = { min: 2000, max: 9999 };
+
 function timeField(body: Record<string, unknown>, key: 'startsAt' | 'endsAt'): Date | null {
   const v = body[key];
   if (v === undefined || v === null) return null;
   const message = `${key} must be an ISO 8601 date-time, e.g. 2026-12-01T10:00:00Z`;
   const m = typeof v === 'string' ? /^(\d{4})-(\d\d)-(\d\d)T/.exec(v) : null;
   if (!m) invalid(message);
+  // Without a zone, Date reads the time in the server's own zone: the same input would mean
+  // different instants on different hosts.
+  if (!/(?:Z|[+-]\d\d:\d\d)$/i.test(m.input)) {
+    invalid(`${key} must end with Z or an offset such as +02:00, e.g. 2026-12-01T10:00:00Z`);
+  }
   const d = new Date(m.input);
   if (Number.isNaN(d.getTime())) invalid(message);
   // Date rolls a day the month lacks (2026-02-30) over into the next month; refuse it instead.
@@ -44,6 +53,10 @@ function timeField(body: Record<string, unknown>, key: 'startsAt' | 'endsAt'): D
   const day = new Date(0);
   day.setUTCFullYear(year, month, date);
   if (day.getUTCMonth() !== month || day.getUTCDate() !== date) invalid(message);
+  const utcYear = d.getUTCFullYear();
+  if (utcYear < YEARS.min || utcYear > YEARS.max) {
+    invalid(`${key} must fall in the years ${YEARS.min} to ${YEARS.max} (UTC), e.g. 2026-12-01T10:00:00Z`);
+  }
   return d;
 }
 
@@ -64,12 +77,19 @@ export function parseSaleInput(body: unknown, now = new Date()): Sale {
   const startsAt = timeField(b, 'startsAt') ?? now;
   const endsAt = timeField(b, 'endsAt');
   if (endsAt && endsAt <= startsAt) invalid('endsAt must be after startsAt');
+  const stock = intField(b, 'stock', undefined, 1);
+  const perUserLimit = intField(b, 'perUserLimit', 1, 1);
+  const maxPerOrder = intField(b, 'maxPerOrder', 1, 1);
+  // An order above the per-user limit could never be bought: every buyer would be refused it.
+  if (maxPerOrder > perUserLimit) {
+    invalid(`maxPerOrder (${maxPerOrder}) must not be above perUserLimit (${perUserLimit}): raise perUserLimit or lower maxPerOrder`);
+  }
   return {
     id,
     name: b.name,
-    stock: intField(b, 'stock', undefined, 1),
-    perUserLimit: intField(b, 'perUserLimit', 1, 1),
-    maxPerOrder: intField(b, 'maxPerOrder', 1, 1),
+    stock,
+    perUserLimit,
+    maxPerOrder,
     paymentWindowSeconds: intField(b, 'paymentWindowSeconds', 300, 1),
     startsAt,
     endsAt,

@@ -6,6 +6,7 @@ import { createPool, type Pool } from './db.js';
 import type { Logger } from './logger.js';
 import { countBackendError } from './metrics.js';
 import { createRedis } from './redis.js';
+import { checkRedisSettings } from './redis-settings.js';
 
 export interface Connections {
   pool: Pool;
@@ -31,10 +32,15 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
   const close = () => closeAll(logger, [['redis', () => redis.quit()], ['postgres', () => pool.end()]]);
   try {
     await waitUntil(config.startupTimeoutMs, () => pool.query('select 1'), (err) => `Postgres at DATABASE_URL is unusable: ${err}`);
-    await waitUntil(config.startupTimeoutMs, () => withTimeout(redis.ping(), 2000, 'no answer within 2 s'), (err) => `Redis at REDIS_URL is unusable: ${err}`);
+    // The connection's own error (NOAUTH, WRONGPASS, ECONNREFUSED) says more than a command's
+    // ("Stream isn't writeable" where commands are not queued).
+    await waitUntil(config.startupTimeoutMs, () => withTimeout(redis.ping(), 2000, 'no answer within 2 s'), (err) => `Redis at REDIS_URL is unusable: ${lastRedisError || err}`);
+    await checkRedisSettings(redis, logger);
   } catch (err) {
+    // Not quit(): on a connection that never came up it waits forever, and with nothing else
+    // pending the process would end with exit code 0.
     redis.disconnect();
-    await close();
+    await pool.end().catch(() => {});
     throw err;
   }
   return { pool, redis, close };

@@ -1,10 +1,12 @@
 // Daemon one: drains every sale's winners into Postgres orders, a batch at a time, and sets each
 // order's expiry key. The batch sits in this writer's own processing list until it is written and
 // acknowledged; a writer that dies holding one is re-driven by whoever sees its lease run out.
+// A sale whose batch fails on its own (its row missing in Postgres, a row Postgres refuses) is set
+// aside with a backoff of its own, its batch held in Redis, while every other sale keeps draining.
 import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
 import { delay } from './daemon.js';
-import type { Pool } from './db.js';
+import { postgresUnavailable, type Pool } from './db.js';
 import { closeDue, restore } from './expiry.js';
 import { parseWinner, SALES_REGISTRY, saleKeys } from './keys.js';
 import type { Logger } from './logger.js';
@@ -31,8 +33,28 @@ export async function recoverDeadWriters(redis: Redis, saleIds: string[], now = 
   return moved;
 }
 
+/**
+ * The longest a failing sale waits between attempts (jittered up to 1.5x: under the default lease).
+ * With a shorter WRITER_LEASE_MS the replay or another writer may re-drive the held batch meanwhile:
+ * harmless, it goes back to the winners list whole.
+ */
+const SALE_BACKOFF_CAP_MS = 5000;
+
+/** Errors that are every sale's problem: a server away, not one sale's batch refused. */
+function unavailable(err: unknown): boolean {
+  if (postgresUnavailable(err)) return true;
+  return /^(OOM|LOADING|BUSY|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN)\b|connection is closed/i.test(String((err as Error | null)?.message ?? ''));
+}
+
+interface HeldSale {
+  failures: number;
+  retryAt: number;
+}
+
 export class OrderWriter {
   private readonly abort = new AbortController();
+  /** Sales whose last batch failed on its own, and when to try each again. */
+  private readonly held = new Map<string, HeldSale>();
   private running: Promise<void> | undefined;
   private lastRecovery = 0;
   private lastGauge = 0;
@@ -66,11 +88,10 @@ export class OrderWriter {
     }
   }
 
-  /** One pass over every sale; returns how many orders it wrote. */
-  async drainOnce(): Promise<number> {
+  /** One pass over every sale; returns how many orders it wrote. `now` decides which set-aside sales are due again. */
+  async drainOnce(now = Date.now()): Promise<number> {
     const { redis, config } = this.deps;
     const saleIds = await redis.smembers(SALES_REGISTRY);
-    const now = Date.now();
     if (now - this.lastRecovery > config.writerLeaseMs / 2) {
       this.lastRecovery = now;
       await recoverDeadWriters(redis, saleIds, now, config.writerId);
@@ -80,12 +101,40 @@ export class OrderWriter {
       this.lastGauge = now;
       for (const saleId of saleIds) metrics.winnersQueued.set({ sale: saleId }, await redis.llen(saleKeys(saleId).winners));
     }
+    const registered = new Set(saleIds);
+    for (const saleId of this.held.keys()) if (!registered.has(saleId)) this.held.delete(saleId);
     for (const saleId of saleIds) {
       // Stop between batches, never inside one: a batch in hand is finished before exit.
       if (this.abort.signal.aborted) break;
-      total += await this.writeBatch(saleId);
+      const held = this.held.get(saleId);
+      if (held && held.retryAt > now) continue;
+      try {
+        total += await this.writeBatch(saleId);
+      } catch (err) {
+        // A server away fails every sale alike: the whole loop backs off rather than try each.
+        if (unavailable(err)) throw err;
+        this.setAside(saleId, err, held, now);
+        continue;
+      }
+      if (held) {
+        this.held.delete(saleId);
+        this.deps.logger.info({ saleId, failures: held.failures }, 'sale writes again');
+      }
     }
     return total;
+  }
+
+  /** One sale's batch failed: it stays in this writer's processing list, tried again after a backoff. */
+  private setAside(saleId: string, err: unknown, held: HeldSale | undefined, now: number): void {
+    const failures = (held?.failures ?? 0) + 1;
+    const backoffMs = Math.round(Math.min(100 * 2 ** failures, SALE_BACKOFF_CAP_MS) * (0.5 + Math.random()));
+    this.held.set(saleId, { failures, retryAt: now + backoffMs });
+    metrics.writerSaleFailures.inc({ sale: saleId });
+    // Once per attempt, and attempts are spaced by the backoff: no log line per pass.
+    this.deps.logger.error(
+      { err, saleId, failures, retryInMs: backoffMs, alert: 'SALE_WRITE_FAILED' },
+      'SALE WRITE FAILED: its winners stay queued in Redis and are retried; the other sales keep draining',
+    );
   }
 
   private async writeBatch(saleId: string): Promise<number> {

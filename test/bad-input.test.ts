@@ -6,6 +6,7 @@ import { request, type IncomingHttpHeaders } from 'node:http';
 import { after, afterEach, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { startApi } from '../daemons/api.js';
+import { duplicateKey } from '../shared/json.js';
 import { SALE_ID_PATTERN, saleKeys } from '../shared/keys.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
@@ -19,7 +20,8 @@ const orders = { alice: '', bob: '', carol: '', dave: '' };
 let baseline: StateSnapshot;
 
 before(async () => {
-  env = await testEnv();
+  // No clock tolerance: "expired this second" must be refused (tolerance has its own tests in auth.test.ts).
+  env = await testEnv({ jwtClockToleranceSeconds: 0 });
   api = await startApi(env.config, env.logger);
   sale = await newSale(env, { stock: 20, perUserLimit: 3, maxPerOrder: 2, paymentWindowSeconds: 3600 });
   const buy = async (user: string, qty: number) => {
@@ -113,6 +115,29 @@ describe('bad bodies on the purchase route', () => {
     for (const body of ['{"qty":', '{qty:1}', "{'qty':1}", '{"qty":1,}', '{"qty":NaN}', '{"qty":Infinity}', '{"qty":01}', '{"qty":1} x', 'undefined', '   ', '\x00']) {
       assertError(await buyRaw(body), 400, 'invalid_json', body);
     }
+  });
+
+  test('a key twice in one object is 400 invalid_json naming the key, on every route with a body, before anything else is checked', async () => {
+    const cases: [string, string][] = [
+      ['{"qty":2,"qty":1}', 'qty'], ['{"qty":1,"qty":1}', 'qty'], ['{"qty":1,"\\u0071ty":1}', 'qty'], ['{ "qty" : 1 , "qty" : 1 }', 'qty'],
+      ['{"a":{"b":1,"b":2}}', 'b'], ['[{"x":1},{"x":1,"x":2}]', 'x'], ['{"__proto__":1,"__proto__":2}', '__proto__'], ['{"":1,"":2}', ''],
+      ['{"s":"{\\"k\\":1,\\"k\\":2}","s":3}', 's'],
+    ];
+    const routes: [string, (body: string) => Promise<HttpResult>][] = [
+      ['purchase', (body) => buyRaw(body)],
+      // Carol's own pending order, and a valid sale definition: either would change state if let through.
+      ['pay', (body) => http(api.port, 'POST', `/api/orders/${orders.carol}/pay`, body, auth('carol'))],
+      ['admin', (body) => admin(body.replace(/^\{/, '{"name":"Twice","stock":10,'))],
+    ];
+    for (const [route, send] of routes) {
+      for (const [body, key] of cases) {
+        const res = await send(body);
+        assertError(res, 400, 'invalid_json', `${route} ${body}`);
+        assert.ok(res.body.message.includes(JSON.stringify(key)), `${route} ${body}: the message names ${JSON.stringify(key)}: ${res.body.message}`);
+      }
+    }
+    // The same key in two objects, or a key's text as a value, is no duplicate.
+    for (const body of ['{"a":{"qty":1},"qty":1}', '[{"qty":1},{"qty":1}]', '{"qty":"qty"}']) assert.notEqual((await buyRaw(body)).body.error, 'invalid_json', body);
   });
 
   test('JSON that is not an object (array, string, number, boolean, null) is 400 bad_request', async () => {
@@ -330,6 +355,39 @@ describe('the admin route', () => {
     }
   });
 
+  test('dates outside the years 2000-9999 are 400 invalid_sale: an end at or before 1970 would mean "no end" in Redis', async () => {
+    const cases: Record<string, unknown>[] = [
+      { startsAt: '0025-01-01T00:00:00Z', endsAt: '0026-01-01T00:00:00Z' }, { startsAt: '1960-01-01T00:00:00Z', endsAt: '1970-01-01T00:00:00Z' },
+      { startsAt: '1969-01-01T00:00:00Z', endsAt: '1969-12-31T23:59:59Z' }, { startsAt: '1999-12-31T23:59:59Z' },
+      { startsAt: '2030-01-01T00:00:00+01:00', endsAt: '9999-12-31T23:30:00-01:00' }, { startsAt: '0000-01-01T00:00:00Z' },
+    ];
+    for (const c of cases) {
+      const res = await admin({ ...definition, ...c });
+      assertError(res, 400, 'invalid_sale', JSON.stringify(c));
+      assert.match(res.body.message, /^(startsAt|endsAt) must fall in the years 2000 to 9999/, JSON.stringify(c));
+    }
+  });
+
+  test('maxPerOrder above perUserLimit is 400 invalid_sale: no buyer could ever order that many', async () => {
+    for (const c of [{ maxPerOrder: 2 }, { perUserLimit: 3, maxPerOrder: 4 }, { perUserLimit: 1, maxPerOrder: 1000 }]) {
+      const res = await admin({ ...definition, ...c });
+      assertError(res, 400, 'invalid_sale', JSON.stringify(c));
+      assert.match(res.body.message, /maxPerOrder \(\d+\) must not be above perUserLimit \(\d+\)/, JSON.stringify(c));
+    }
+  });
+
+  test('a date-time without Z or an offset is 400 invalid_sale: it would be read in the server\'s zone', async () => {
+    const cases: Record<string, unknown>[] = [
+      { startsAt: '2030-12-01T10:00:00' }, { startsAt: '2030-12-01T10:00:00.000' }, { startsAt: '2030-12-01T10:00' },
+      { endsAt: '2030-12-01T10:00:00' }, { startsAt: '2030-12-01T10:00:00+0200' }, { startsAt: '2030-12-01T10:00:00+02' },
+    ];
+    for (const c of cases) {
+      const res = await admin({ ...definition, ...c });
+      assertError(res, 400, 'invalid_sale', JSON.stringify(c));
+      assert.match(res.body.message, /^(startsAt|endsAt) must end with Z or an offset such as \+02:00/, JSON.stringify(c));
+    }
+  });
+
   test('a duplicate id is 409 sale_exists and leaves the existing sale alone', async () => {
     assertError(await admin({ id: sale.id, name: 'Impostor', stock: 1_000_000, perUserLimit: 1000, maxPerOrder: 1000 }), 409, 'sale_exists', 'duplicate');
   });
@@ -387,6 +445,7 @@ describe('property: arbitrary input to the purchase route is a 4xx with {error, 
     } catch {
       return [400, 'invalid_json'];
     }
+    if (duplicateKey(text) !== undefined) return [400, 'invalid_json'];
     if (body === null || typeof body !== 'object' || Array.isArray(body)) return [400, 'bad_request'];
     if (Object.keys(body).some((k) => k !== 'qty')) return [400, 'bad_request'];
     const qty = (body as { qty?: unknown }).qty ?? 1;
@@ -445,5 +504,45 @@ describe('property: arbitrary input to the purchase route is a 4xx with {error, 
       assertError(await http(api.port, 'GET', path), expected[0], expected[1], `GET ${JSON.stringify(id)}`);
       assertError(await http(api.port, 'POST', `${path}/purchases`, { qty: 1 }, auth('fuzzer')), expected[0], expected[1], `buy ${JSON.stringify(id)}`);
     }), { numRuns: 300 });
+  });
+});
+
+describe('property: duplicateKey finds exactly the keys JSON.parse would silently merge', () => {
+  type Node = { obj: [string, boolean, Node][] } | { arr: Node[] } | { leaf: unknown };
+  // Few distinct keys, so duplicates are common; values that look like JSON, so strings must be skipped whole.
+  const key = fc.oneof(fc.constantFrom('qty', 'a', '', '"', '\\', 'é', '\u2028', '{"x":1,"x":2}', '__proto__'), fc.string({ maxLength: 3 }));
+  const leaf = fc.oneof(fc.jsonValue({ maxDepth: 0 }), fc.constantFrom('{"qty":1,"qty":2}', '"', '\\', ',"qty":', '}', ']', '\\u0022'));
+  const { node } = fc.letrec<{ node: Node; obj: Node; arr: Node }>((tie) => ({
+    node: fc.oneof({ depthSize: 'small' }, leaf.map((v) => ({ leaf: v })), tie('obj'), tie('arr')),
+    obj: fc.array(fc.tuple(key, fc.boolean(), tie('node')), { maxLength: 5 }).map((obj) => ({ obj })),
+    arr: fc.array(tie('node'), { maxLength: 4 }).map((arr) => ({ arr })),
+  }));
+  /** Every UTF-16 unit as \uXXXX: the same key to JSON.parse, other text to a naive scanner. */
+  const escaped = (k: string) => `"${[...Array(k.length).keys()].map((i) => `\\u${k.charCodeAt(i).toString(16).padStart(4, '0')}`).join('')}"`;
+  /** The text, the first key that repeats in its object (text order), and how many keys were written. */
+  function write(n: Node, ws: string, out: { dup?: string; keys: number }): string {
+    if ('leaf' in n) return JSON.stringify(n.leaf);
+    if ('arr' in n) return `[${ws}${n.arr.map((item) => write(item, ws, out)).join(`${ws},${ws}`)}${ws}]`;
+    const seen = new Set<string>();
+    return `{${ws}${n.obj.map(([k, esc, v]) => {
+      if (seen.has(k)) out.dup ??= k;
+      seen.add(k);
+      out.keys++;
+      return `${esc ? escaped(k) : JSON.stringify(k)}${ws}:${ws}${write(v, ws, out)}`;
+    }).join(`${ws},${ws}`)}${ws}}`;
+  }
+  const keysIn = (v: unknown): number => (Array.isArray(v) ? v.reduce((n: number, x) => n + keysIn(x), 0)
+    : v !== null && typeof v === 'object' ? Object.entries(v).reduce((n, [, x]) => n + 1 + keysIn(x), 0) : 0);
+
+  test('on generated JSON with and without duplicate keys, escaped keys and JSON-like strings', () => {
+    fc.assert(fc.property(node, fc.constantFrom('', ' ', '\n\t '), (n, ws) => {
+      const out: { dup?: string; keys: number } = { keys: 0 };
+      const text = write(n, ws, out);
+      const found = duplicateKey(text);
+      assert.equal(found, out.dup, text);
+      // JSON.parse keeps one key of each repeated pair: it lost keys exactly when one was found.
+      assert.equal(found === undefined, keysIn(JSON.parse(text)) === out.keys, text);
+    }), { numRuns: 2000 });
+    fc.assert(fc.property(fc.json({ maxDepth: 4 }), (text) => duplicateKey(text) === undefined), { numRuns: 500 });
   });
 });

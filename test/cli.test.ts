@@ -44,6 +44,16 @@ test('migrate, sale create, sale status and replay --once', async () => {
   const bad = await cli('sale', 'create', '--name', 'bad', '--stock', '0');
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /stock must be an integer from 1/);
+  // A typo year ends before 1970, which Redis would read as "no end": refused, nothing created.
+  const typo = await cli('sale', 'create', '--id', 'cli-typo', '--name', 'typo', '--stock', '5',
+    '--starts-at', '0025-12-01T00:00:00Z', '--ends-at', '0026-01-01T00:00:00Z');
+  assert.equal(typo.code, 2, typo.stdout);
+  assert.match(typo.stderr, /^flashsale: startsAt must fall in the years 2000 to 9999 \(UTC\)/m);
+  const typoEnd = await cli('sale', 'create', '--id', 'cli-typo', '--name', 'typo', '--stock', '5', '--ends-at', '0026-01-01T00:00:00Z');
+  assert.equal(typoEnd.code, 2, typoEnd.stdout);
+  assert.match(typoEnd.stderr, /^flashsale: endsAt must fall in the years 2000 to 9999 \(UTC\)/m);
+  assert.equal((await env.pool.query("select 1 from sales where id = 'cli-typo'")).rowCount, 0);
+  assert.equal(await env.redis.exists(saleKeys('cli-typo').meta), 0);
 
   const [code] = await purchaseScript(env.redis, { saleId: 'cli-sale', userId: 'u', qty: 2, orderId: 'cli-sale.00000000-0000-4000-8000-000000000001', now: Date.now(), buyCountTtlSeconds: 3600 });
   assert.equal(code, 1);

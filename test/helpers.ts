@@ -2,7 +2,7 @@
 // its own. No mocks of either.
 import { spawn } from 'node:child_process';
 import { request, Agent } from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -39,6 +39,8 @@ export interface TestEnv {
   /** Only with `ownPostgres`: a fast shutdown of this file's Postgres, and a start on the same port and dir. */
   stopPostgres(): Promise<void>;
   startPostgres(): Promise<void>;
+  /** Only with `ownPostgres`: an immediate stop (SIGQUIT to the postmaster), a crash: nothing is flushed or checkpointed. */
+  crashPostgres(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -95,6 +97,14 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
     },
     async stopPostgres() {
       if (!pgServer) throw new Error('stopPostgres needs testEnv(..., { ownPostgres: true })');
+      await pgServer.stop();
+    },
+    async crashPostgres() {
+      if (!pgServer) throw new Error('crashPostgres needs testEnv(..., { ownPostgres: true })');
+      const pid = Number(readFileSync(join(pgDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      process.kill(pid, 'SIGQUIT');
+      // In the same tick, so the wrapper hears the exit (and forgets the process). Its own SIGINT
+      // changes nothing: Postgres acts on the most immediate shutdown request it has.
       await pgServer.stop();
     },
     async startPostgres() {
@@ -250,7 +260,7 @@ export function spawnDaemon(env: TestEnv, args: string[], extraEnv: Record<strin
     env: {
       ...process.env,
       DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, LOG_LEVEL: 'warn', NODE_ENV: 'production',
-      ...extraEnv,
+      JWT_SECRET, ADMIN_TOKEN, ...extraEnv,
     },
   });
 }

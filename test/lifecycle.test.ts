@@ -2,10 +2,13 @@
 // forbids CONFIG each end the process with a message that says what to do.
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { freePort } from '../shared/local-stack.js';
-import { exited, testEnv, waitFor, type TestEnv } from './helpers.js';
+import { ADMIN_TOKEN, exited, http, JWT_SECRET, ready, testEnv, waitFor, type TestEnv } from './helpers.js';
 
 let env: TestEnv;
 before(async () => {
@@ -17,7 +20,9 @@ after(async () => {
 
 function cli(args: string[], extraEnv: Record<string, string | undefined>): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
-    const environment: NodeJS.ProcessEnv = { ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'info', DATABASE_URL: undefined, REDIS_URL: undefined };
+    const environment: NodeJS.ProcessEnv = {
+      ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'info', DATABASE_URL: undefined, REDIS_URL: undefined, JWT_SECRET, ADMIN_TOKEN,
+    };
     for (const [k, v] of Object.entries(extraEnv)) environment[k] = v;
     execFile(process.execPath, ['dist/daemons/cli.js', ...args], { env: environment, timeout: 30_000 }, (err, stdout, stderr) => {
       resolve({ code: err ? Number((err as { code?: number }).code) : 0, out: stdout + stderr });
@@ -46,33 +51,172 @@ test('an unusable Postgres ends a daemon with exit 1 and a log line naming it', 
   assert.match(r.out, /"level":60.*cannot start: Postgres at DATABASE_URL is unusable: connect ECONNREFUSED/);
 });
 
-test('a Redis that forbids CONFIG stops the listener with the exact setting to add', async () => {
+/** A redis-server of the test's own with the given settings, until `fn` is done. */
+async function withRedis(args: string[], fn: (url: string) => Promise<void>, password?: string): Promise<void> {
   const port = await freePort();
-  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-    '--notify-keyspace-events', '', '--rename-command', 'CONFIG', '""'], { stdio: 'ignore' });
+  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...args], { stdio: 'ignore' });
   try {
-    const probe = new Redis(`redis://127.0.0.1:${port}`, { retryStrategy: () => 50 });
+    const probe = new Redis(`redis://127.0.0.1:${port}`, { retryStrategy: () => 50, password });
     probe.on('error', () => {});
     await waitFor('redis up', () => probe.ping().then(() => true, () => null), 10_000, 50);
     probe.disconnect();
-    const r = await cli(['expiry-listener'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: `redis://127.0.0.1:${port}` });
-    assert.equal(r.code, 1);
-    assert.match(r.out, /add \\"notify-keyspace-events Ex\\" to redis.conf/);
+    await fn(`redis://127.0.0.1:${port}`);
   } finally {
     redis.kill();
     await exited(redis);
   }
+}
+
+const NO_CONFIG = ['--rename-command', 'CONFIG', '""'];
+
+test('a Redis that forbids CONFIG and sends no events stops the listener with the exact setting to add', async () => {
+  await withRedis(['--appendonly', 'no', '--notify-keyspace-events', '', ...NO_CONFIG], async (url) => {
+    const r = await cli(['expiry-listener'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
+    assert.equal(r.code, 1);
+    assert.match(r.out, /add \\"notify-keyspace-events Ex\\" to redis.conf/);
+  });
+});
+
+test('a Redis that forbids CONFIG but has events on: the listener sees a probe key expire and runs, warning what it cannot check', async () => {
+  await withRedis(['--appendonly', 'yes', '--dir', env.dataDir, '--notify-keyspace-events', 'Ex', ...NO_CONFIG], async (url) => {
+    const child = spawn(process.execPath, ['dist/daemons/cli.js', 'expiry-listener'], {
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+      env: { ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATABASE_URL: env.config.databaseUrl, REDIS_URL: url, JWT_SECRET, ADMIN_TOKEN },
+    });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    await ready(child);
+    child.kill('SIGINT');
+    assert.equal(await exited(child), 0);
+    assert.match(out, /cannot read maxmemory-policy \(CONFIG is refused\): make sure it is noeviction/);
+    assert.match(out, /cannot read appendonly \(CONFIG is refused\)/);
+  });
+});
+
+test('an evicting Redis is refused by every long-running process, exit 1 naming maxmemory-policy', async () => {
+  await withRedis(['--appendonly', 'yes', '--dir', env.dataDir, '--maxmemory-policy', 'allkeys-lru'], async (url) => {
+    for (const service of ['api', 'order-writer', 'expiry-listener', 'replay']) {
+      const r = await cli([service], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
+      assert.equal(r.code, 1, `${service}: ${r.out}`);
+      assert.match(r.out, /Redis maxmemory-policy is allkeys-lru: set maxmemory-policy noeviction/);
+    }
+  });
+});
+
+test('a Redis with neither AOF nor a replica is used, with a warning saying what a restart loses', async () => {
+  await withRedis(['--appendonly', 'no'], async (url) => {
+    const r = await cli(['sale', 'status', 'nothing'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
+    assert.equal(r.code, 2, r.out);
+    assert.match(r.out, /neither AOF \(appendonly yes\) nor a replica: a restart loses stock counters/);
+  });
+});
+
+test('a wrong or missing Redis password is named as such (NOAUTH / WRONGPASS), exit 1', async () => {
+  await withRedis(['--requirepass', 'right-password'], async (url) => {
+    for (const [redisUrl, message] of [[url, /NOAUTH/], [url.replace('redis://', 'redis://:wrong@'), /WRONGPASS/]] as const) {
+      for (const service of ['api', 'order-writer']) {
+        const r = await cli([service], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: redisUrl, STARTUP_TIMEOUT_MS: '500' });
+        assert.equal(r.code, 1, `${service}: ${r.out}`);
+        assert.match(r.out, /Redis at REDIS_URL is unusable/);
+        assert.match(r.out, message);
+        assert.doesNotMatch(r.out, /Stream isn't writeable/);
+      }
+    }
+  }, 'right-password');
+});
+
+test('an unreachable Redis ends every daemon with exit 1 (a supervisor restarts it), never 0', async () => {
+  const url = `redis://127.0.0.1:${await freePort()}`;
+  for (const service of ['api', 'order-writer', 'expiry-listener', 'replay']) {
+    const r = await cli([service], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url, STARTUP_TIMEOUT_MS: '300' });
+    assert.equal(r.code, 1, `${service}: ${r.out}`);
+    assert.match(r.out, /cannot start: Redis at REDIS_URL is unusable: .*ECONNREFUSED/);
+  }
+});
+
+test('bad values exit 2 with a message naming the variable, not a stack trace', async () => {
+  const cases: [Record<string, string>, RegExp][] = [
+    [{ AUTH_MODE: 'none' }, /AUTH_MODE must be "jwt" or "trusted-header", got "none"/],
+    [{ PORT: 'abc' }, /PORT must be an integer >= 0, got "abc"/],
+    [{ MAX_INFLIGHT: '0' }, /MAX_INFLIGHT must be an integer >= 1, got "0"/],
+    [{ STARTUP_TIMEOUT_MS: '-1' }, /STARTUP_TIMEOUT_MS must be an integer >= 0, got "-1"/],
+    [{ REPLAY_INTERVAL_SECONDS: '90' }, /REPLAY_INTERVAL_SECONDS must be 1-59, or a whole number of minutes/],
+    [{ JWT_REQUIRE_EXP: 'maybe' }, /JWT_REQUIRE_EXP must be true or false/],
+  ];
+  for (const [setting, message] of cases) {
+    for (const command of [['api'], ['replay'], ['replay', '--once'], ['check']]) {
+      const r = await cli(command, { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, ...setting });
+      assert.equal(r.code, 2, `${command.join(' ')} with ${JSON.stringify(setting)}: ${r.out}`);
+      assert.match(r.out, message);
+      assert.doesNotMatch(r.out, /\n\s+at /, 'no stack trace');
+    }
+  }
+});
+
+test('one-shot commands: bad input exits 2, an unusable dependency 1', async () => {
+  const servers = { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl };
+  const invalid = await cli(['sale', 'create', '--name', 'x', '--stock', '0'], servers);
+  assert.equal(invalid.code, 2, invalid.out);
+  assert.match(invalid.out, /stock must be an integer/);
+  const missing = await cli(['sale', 'status', 'no-such-sale'], servers);
+  assert.equal(missing.code, 2, missing.out);
+  assert.match(missing.out, /No sale with id "no-such-sale"/);
+  const down = await cli(['sale', 'status', 'x'], { ...servers, DATABASE_URL: `postgres://postgres:x@127.0.0.1:${await freePort()}/none`, STARTUP_TIMEOUT_MS: '200' });
+  assert.equal(down.code, 1, down.out);
+  assert.match(down.out, /Postgres at DATABASE_URL is unusable/);
 });
 
 test('where CONFIG is allowed, the listener turns expired events on itself', async () => {
   await env.redis.config('SET', 'notify-keyspace-events', '');
   const child = spawn(process.execPath, ['dist/daemons/cli.js', 'expiry-listener'], {
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-    env: { ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl },
+    env: { ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, JWT_SECRET, ADMIN_TOKEN },
   });
   await new Promise<void>((resolve) => child.on('message', (m) => m === 'ready' && resolve()));
   const [, flags] = (await env.redis.config('GET', 'notify-keyspace-events')) as [string, string];
   assert.ok(flags.includes('E') && flags.includes('x'), `flags: ${flags}`);
   child.kill('SIGINT');
   assert.equal(await exited(child), 0);
+});
+
+test('dev killed outright leaves its servers behind; the next dev stops them cleanly and comes up on the same data', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'flashsale-dev-'));
+  chmodSync(dataDir, 0o755); // Postgres runs as another user
+  const [port, pgPort, redisPort] = [await freePort(), await freePort(), await freePort()];
+  const start = () => spawn(process.execPath, ['dist/daemons/cli.js', 'dev'], {
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    env: {
+      ...process.env, NODE_ENV: undefined, LOG_LEVEL: 'warn', DATABASE_URL: undefined, REDIS_URL: undefined, FLASHSALE_DATA_DIR: dataDir,
+      PORT: String(port), LOCAL_PG_PORT: String(pgPort), LOCAL_REDIS_PORT: String(redisPort),
+    },
+  });
+  const alive = (pid: number) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+  const pgPid = () => Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const first = start();
+  let second: ReturnType<typeof start> | undefined;
+  try {
+    await ready(first);
+    const orphanPg = pgPid();
+    const redis = new Redis(redisPort, '127.0.0.1');
+    const orphanRedis = Number(/process_id:(\d+)/.exec(await redis.info('server'))![1]);
+    await redis.set('survives', '1');
+    redis.disconnect();
+    first.kill('SIGKILL');
+    await exited(first);
+    assert.ok(alive(orphanPg) && alive(orphanRedis), 'kill -9 leaves both servers running');
+
+    second = start();
+    await ready(second);
+    assert.ok(!alive(orphanPg) && !alive(orphanRedis), 'the orphans were stopped');
+    assert.notEqual(pgPid(), orphanPg);
+    assert.equal((await http(port, 'GET', '/api/sales/demo')).status, 200);
+    const after = new Redis(redisPort, '127.0.0.1');
+    assert.equal(await after.get('survives'), '1', 'Redis data kept (clean shutdown, AOF)');
+    after.disconnect();
+    second.kill('SIGINT');
+    assert.equal(await exited(second), 0);
+  } finally {
+    first.kill('SIGKILL');
+    second?.kill('SIGKILL');
+  }
 });

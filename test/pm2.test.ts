@@ -1,7 +1,7 @@
 // The ecosystem as an operator runs it: `pm2 start ecosystem.config.js`, buy, pay, reload, stop.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -19,7 +19,7 @@ let pm2Env: NodeJS.ProcessEnv;
 
 const pm2 = (...args: string[]) => run('node_modules/.bin/pm2', args, { env: pm2Env, timeout: 120_000 });
 
-interface Pm2Process { name: string; pm2_env: { status: string; restart_time: number } }
+interface Pm2Process { name: string; pid: number; pm2_env: { status: string; restart_time: number; exit_code?: number; pm_out_log_path: string } }
 const list = async (): Promise<Pm2Process[]> => JSON.parse((await pm2('jlist')).stdout) as Pm2Process[];
 
 before(async () => {
@@ -36,6 +36,26 @@ after(async () => {
   await pm2('kill').catch(() => {});
   rmSync(pm2Home, { recursive: true, force: true });
   await env.close();
+});
+
+test('pm2 with real servers but no secrets: every app exits 2 naming the variable, and PM2 does not restart it', async () => {
+  const noSecrets = { ...pm2Env, JWT_SECRET: undefined, ADMIN_TOKEN: undefined };
+  await run('node_modules/.bin/pm2', ['start', 'ecosystem.config.js'], { env: noSecrets, timeout: 120_000 });
+  await waitFor('every app exited 2', async () => {
+    const l = await list();
+    return l.length === 5 && l.every((p) => p.pm2_env.exit_code === 2);
+  }, 60_000, 200);
+  // Past the ecosystem's restart_delay (1 s): a restart would have happened by now. (PM2 shows such
+  // an app as "waiting restart" whenever restart_delay is set, though it schedules none.)
+  await new Promise((r) => setTimeout(r, 3000));
+  const procs = await list();
+  for (const p of procs) {
+    assert.equal(p.pm2_env.exit_code, 2, p.name);
+    assert.equal(p.pid, 0, `${p.name} is not running`);
+    assert.equal(p.pm2_env.restart_time, 0, `${p.name} was not restarted`);
+    assert.match(readFileSync(p.pm2_env.pm_out_log_path, 'utf8'), /JWT_SECRET is not set/, p.name);
+  }
+  await pm2('delete', 'all');
 });
 
 test('pm2 starts every process from ecosystem.config.js; a buyer buys and pays; reload loses no accepted purchase', async () => {

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
+import { DEMO_SALE } from '../daemons/dev.js';
 import { saleKeys } from '../shared/keys.js';
+import { parseSaleInput } from '../shared/sales.js';
 import { auth, countBy, http, newSale, runConcurrently, testEnv, type TestEnv } from './helpers.js';
 
 let env: TestEnv;
@@ -107,6 +109,19 @@ describe('purchase', () => {
     assert.equal(late.body.error, 'ended');
     assert.equal((await http(api.port, 'GET', `/api/sales/${past.id}`)).body.state, 'ended');
     for (const s of [later, past]) assert.equal(await env.redis.get(saleKeys(s.id).available), '10');
+  });
+
+  test('sale input: an offset is honoured, the years 2000 and 9999 and maxPerOrder = perUserLimit are accepted', () => {
+    const sale = parseSaleInput({
+      name: 'edges', stock: 1, perUserLimit: 2, maxPerOrder: 2,
+      startsAt: '2000-01-01T01:30:00+01:30', endsAt: '9999-12-31T23:59:59.999Z',
+    });
+    assert.equal(sale.startsAt.toISOString(), '2000-01-01T00:00:00.000Z');
+    assert.equal(sale.endsAt!.toISOString(), '9999-12-31T23:59:59.999Z');
+    assert.equal(sale.maxPerOrder, 2);
+    // The demo sale (defaults: start now, no end) still passes.
+    const demo = parseSaleInput(DEMO_SALE);
+    assert.deepEqual([demo.perUserLimit, demo.maxPerOrder, demo.endsAt], [1, 1, null]);
   });
 
   test('sold out is answered from memory, and restored stock is buyable again at once', async () => {

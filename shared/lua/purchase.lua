@@ -1,9 +1,10 @@
 --[[
   Reserve stock for one buyer: every check and every write in one atomic step.
 
-  KEYS[1] meta       sale rules (hash: startsAt, endsAt, perUser, maxPerOrder)
+  KEYS[1] meta       sale rules (hash: startsAt, endsAt (0 = no end), perUser, maxPerOrder, paymentWindow)
   KEYS[2] available  stock left
-  KEYS[3] buys       this buyer's count (SETEX'd)
+  KEYS[3] buys       this buyer's count; expires ARGV[5] s after end + payment window, never for a
+                     sale without end
   KEYS[4] winners    list the order writer drains
   KEYS[5] queued     hash orderId -> entry, for status lookups until the order is in Postgres
   KEYS[6] seq        purchase counter
@@ -13,7 +14,8 @@
   ARGV[2] qty
   ARGV[3] orderId
   ARGV[4] userId
-  ARGV[5] buy-count TTL floor (s)
+  ARGV[5] buy-count margin (s): added past end + payment window (BUY_COUNT_TTL_SECONDS), covering a
+          writer or restore that runs late
 
   Returns {code, n}:
     { 1, available after}   reserved (or reserved before under this order id: nothing changes)
@@ -31,7 +33,7 @@ local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKe
 local now = tonumber(ARGV[1])
 local qty = tonumber(ARGV[2])
 local orderId, userId = ARGV[3], ARGV[4]
-local ttlFloor = tonumber(ARGV[5])
+local ttlMargin = tonumber(ARGV[5])
 
 -- A client resends a script whose reply a dropped connection lost (ioredis does after a Redis
 -- restart); run twice, it would take the stock twice for one order.
@@ -39,13 +41,19 @@ if rcall('SISMEMBER', purchasedKey, orderId) == 1 then
   return {1, tonumber(rcall('GET', availableKey) or '0')}
 end
 
-local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder')
+local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder', 'paymentWindow')
 if not meta[1] then return {-1, 0} end
 local startsAt, endsAt = tonumber(meta[1]), tonumber(meta[2])
 local perUser, maxPerOrder = tonumber(meta[3]), tonumber(meta[4])
+local paymentWindow = tonumber(meta[5])
+
+-- Only exactly 0 means "no end" (load_sale stores it so). Any other value, even one at or before
+-- 1970, is a real end: a bad date must close a sale, never open it for ever. Input validation
+-- keeps real ends in the years 2000-9999, far from 0.
+local hasEnd = endsAt ~= 0
 
 if now < startsAt then return {-2, 0} end
-if endsAt > 0 and now >= endsAt then return {-3, 0} end
+if hasEnd and now >= endsAt then return {-3, 0} end
 if qty > maxPerOrder then return {-4, maxPerOrder} end
 
 -- The buyer's limit is checked before stock is touched: a repeat click never burns stock.
@@ -59,9 +67,16 @@ if available < qty then return {-7, available} end
 available = rcall('DECRBY', availableKey, qty)
 rcall('SADD', purchasedKey, orderId)
 local seq = rcall('INCR', seqKey)
-local ttl = ttlFloor
-if endsAt > 0 then ttl = ttl + math.ceil((endsAt - now) / 1000) end
-rcall('SETEX', buysKey, ttl, bought + qty)
+-- The count is the per-user limit: it must live while the sale sells and while any of its orders
+-- can still give quota back. Orders are taken before the end and restored at the latest a payment
+-- window after they are written, so the count outlives end + payment window, plus the margin for
+-- a late writer or restore. A sale without end never stops selling: its count never expires (SET
+-- without EX also drops any TTL the key had).
+if hasEnd then
+  rcall('SET', buysKey, bought + qty, 'EX', math.ceil((endsAt - now) / 1000) + paymentWindow + ttlMargin)
+else
+  rcall('SET', buysKey, bought + qty)
+end
 local entry = orderId .. '|' .. seq .. '|' .. qty .. '|' .. now .. '|' .. userId
 rcall('LPUSH', winnersKey, entry)
 rcall('HSET', queuedKey, orderId, entry)

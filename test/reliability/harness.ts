@@ -5,6 +5,7 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
+import { connect as netConnect } from 'node:net';
 import { join } from 'node:path';
 import { delay } from '../../shared/daemon.js';
 import { checkInvariants, type Violation } from '../../shared/invariants.js';
@@ -222,6 +223,48 @@ export function call(port: number, method: string, path: string, opts: { body?: 
     req.on('error', (err: NodeJS.ErrnoException) => resolve({ status: 0, body: null, headers: {}, ms: performance.now() - started, error: err.code ?? err.message }));
     if (payload !== undefined) req.write(payload);
     req.end();
+  });
+}
+
+export interface RawReply {
+  /** 0: the connection closed without a status line. */
+  status: number;
+  headers: Record<string, string>;
+  body: any;
+  /** A socket error seen before the close (ECONNRESET, EPIPE). */
+  error?: string;
+}
+
+/**
+ * Writes `text` as it is on a fresh connection and resolves with what came back once the
+ * connection closes; it never hangs up by itself, as a slow client would not.
+ * `from` is the client address (any of 127.0.0.0/8), so tests can play several clients.
+ */
+export function rawRequest(port: number, text: string, opts: { from?: string; onWritten?: () => void } = {}): Promise<RawReply> {
+  return new Promise((resolve) => {
+    const socket = netConnect({ port, host: '127.0.0.1', localAddress: opts.from ?? '127.0.0.1' }, () => {
+      socket.write(text, () => opts.onWritten?.());
+    });
+    const chunks: Buffer[] = [];
+    let error: string | undefined;
+    socket.on('data', (d: Buffer) => chunks.push(d));
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      error = err.code ?? err.message;
+    });
+    socket.on('close', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      const split = raw.indexOf('\r\n\r\n');
+      const head = (split === -1 ? raw : raw.slice(0, split)).split('\r\n');
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head[0] ?? '')?.[1] ?? 0);
+      const headers: Record<string, string> = {};
+      for (const line of head.slice(1)) {
+        const colon = line.indexOf(':');
+        if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+      }
+      let body: unknown = split === -1 ? '' : raw.slice(split + 4);
+      try { body = JSON.parse(body as string); } catch { /* not JSON */ }
+      resolve({ status, headers, body, ...(error ? { error } : {}) });
+    });
   });
 }
 

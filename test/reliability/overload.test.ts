@@ -1,7 +1,7 @@
 // Overload: far more buyers at once than one API process takes (MAX_INFLIGHT=50). It sheds the
 // excess at once with 429 {"error":"busy"} instead of queueing without bound: every other buyer
 // gets a real answer, /healthz keeps answering, memory stays bounded, stock is conserved. Clients
-// that stall or hang up mid-request give their in-flight slot back.
+// that stall mid-body never hold an in-flight slot; clients that hang up give theirs back.
 import assert from 'node:assert/strict';
 import { Agent } from 'node:http';
 import { connect as netConnect } from 'node:net';
@@ -9,7 +9,8 @@ import { after, before, test } from 'node:test';
 import { delay } from '../../shared/daemon.js';
 import { checkInvariants } from '../../shared/invariants.js';
 import { saleKeys } from '../../shared/keys.js';
-import { newSale, runConcurrently, seededRandom, testEnv, token, waitFor, type TestEnv } from '../helpers.js';
+import type { Sale } from '../../shared/sales.js';
+import { countBy, newSale, runConcurrently, seededRandom, testEnv, token, waitFor, type TestEnv } from '../helpers.js';
 import { call, Cluster, FaultLog, orderCount, outcome, rssMiB, scenarioSeed, summarize, type Reply } from './harness.js';
 
 const MAX_INFLIGHT = 50;
@@ -53,7 +54,8 @@ test(`overload: 10,000 buyers at once against MAX_INFLIGHT=${MAX_INFLIGHT}; the 
   const watch = (async () => {
     while (storming) {
       rssPeak = Math.max(rssPeak, rssMiB(api));
-      healthz.push(await call(c.apiPort, 'GET', '/healthz', { agent: probeAgent, timeoutMs: 10_000 }));
+      // Every other probe carries a query string, as some probers add: it is never shed either.
+      healthz.push(await call(c.apiPort, 'GET', healthz.length % 2 ? '/healthz?probe=1' : '/healthz', { agent: probeAgent, timeoutMs: 10_000 }));
       await delay(100);
     }
   })();
@@ -101,10 +103,10 @@ test(`overload: 10,000 buyers at once against MAX_INFLIGHT=${MAX_INFLIGHT}; the 
 });
 
 /** A request whose headers arrive but whose body never does. Resolves with the status line once the server answers. */
-function stalled(path: string, user: string): Promise<string> {
+function stalled(path: string, user: string, onWritten?: () => void): Promise<string> {
   return new Promise((resolve) => {
     const socket = netConnect(c.apiPort, '127.0.0.1', () => {
-      socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token(user)}\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{"q`);
+      socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token(user)}\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{"q`, onWritten);
     });
     let buf = '';
     socket.on('data', (d) => {
@@ -127,38 +129,78 @@ function hangUp(path: string, user: string): Promise<void> {
   });
 }
 
-test(`overload: clients that stall mid-body or hang up before the answer give their in-flight slot back`, async () => {
+let round = 0;
+
+/** A fresh pending order, for holdEverySlot. */
+async function holderOrder(sale: Sale): Promise<{ orderId: string; user: string }> {
+  round++;
+  const user = `holder-${round}`;
+  // Slots still held by requests finishing may shed this one: it is retried until it is in.
+  const bought = await waitFor('the holder\'s purchase', async () => {
+    const r = await call(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user, agent: false });
+    assert.ok(r.status === 202 || r.status === 429, JSON.stringify(r.body));
+    return r.status === 202 ? r : undefined;
+  });
+  const orderId = bought.body.orderId as string;
+  await waitFor('the holder\'s order written', async () => (await env.pool.query('select 1 from orders where id = $1', [orderId])).rowCount === 1);
+  return { orderId, user };
+}
+
+/**
+ * MAX_INFLIGHT payments of one order held in their handler at once (the test holds the order's
+ * row lock), so each takes a slot until the lock goes: every one is let in only if every slot is
+ * free. While they are held, the unshed paths are probed with a query string.
+ */
+async function holdEverySlot({ orderId, user }: { orderId: string; user: string }): Promise<{ pays: Reply[]; probes: Record<string, number> }> {
+  const lock = await env.pool.connect();
+  let pays: Promise<Reply>[] = [];
+  const probes: Record<string, number> = {};
+  try {
+    await lock.query('begin');
+    await lock.query('select 1 from orders where id = $1 for update', [orderId]);
+    pays = Array.from({ length: MAX_INFLIGHT }, () => call(c.apiPort, 'POST', `/api/orders/${orderId}/pay`, { user, agent: false, timeoutMs: 30_000 }));
+    await waitFor('every slot taken', async () => (await call(c.apiPort, 'GET', '/nope', { agent: false })).status === 429, 10_000, 20);
+    for (const path of ['/healthz?probe=1', '/metrics?name=x']) probes[path] = (await call(c.apiPort, 'GET', path, { agent: false })).status;
+  } finally {
+    await lock.query('commit');
+    lock.release();
+  }
+  return { pays: await Promise.all(pays), probes };
+}
+
+test(`overload: clients that stall mid-body hold no in-flight slot, clients that hang up before the answer give theirs back, probes with a query string are never shed`, async () => {
   const seed = scenarioSeed();
   const log = new FaultLog('overload/slots', seed);
   c.log = log;
   const sale = await newSale(env, { stock: 1000, paymentWindowSeconds: 600 });
   const path = `/api/sales/${sale.id}/purchases`;
-  let round = 0;
-  // MAX_INFLIGHT requests held open at once: every one is let in (and later cut off with 408)
-  // only if every slot is free. A slot taken by a request still finishing frees up by itself; a
-  // leaked one never does, and waitFor gives up.
-  const allSlotsFree = async () => {
-    round++;
-    const answers = await Promise.all(Array.from({ length: MAX_INFLIGHT }, (_, i) => stalled(path, `probe-${round}-${i}`)));
-    return answers.every((a) => a === 'HTTP/1.1 408 request_timeout');
-  };
+  // A slot taken by a request still finishing frees up by itself; a leaked one never does, and
+  // waitFor gives up.
+  const allSlotsFree = async () => (await holdEverySlot(await holderOrder(sale))).pays.every((r) => outcome(r) === '200 paid');
 
-  const stalls = Array.from({ length: MAX_INFLIGHT }, (_, i) => stalled(path, `stall-${i}`));
+  const order = await holderOrder(sale);
+  let inPlace = 0;
+  const stalls = Array.from({ length: MAX_INFLIGHT }, (_, i) => stalled(path, `stall-${i}`, () => inPlace++));
+  await waitFor('every stalled request sent', async () => inPlace === MAX_INFLIGHT, 10_000, 5);
   log.fault(`${MAX_INFLIGHT} requests stalled mid-body`);
-  await waitFor('every slot taken', async () => (await call(c.apiPort, 'GET', `/api/sales/${sale.id}`, { agent: false })).status === 429, 5000, 20);
+  // As many stalled bodies as there are slots, and still every slot is free: a request takes one
+  // only once its body is in. (Before, they took every slot until REQUEST_TIMEOUT_MS.)
+  const held = await holdEverySlot(order);
+  assert.deepEqual(countBy(held.pays, outcome), { '200 paid': MAX_INFLIGHT }, 'no slot held by a stalled body');
+  assert.deepEqual(held.probes, { '/healthz?probe=1': 200, '/metrics?name=x': 200 }, 'probes with a query string answered with every slot taken');
   assert.deepEqual([...new Set(await Promise.all(stalls))], ['HTTP/1.1 408 request_timeout'], 'each stalled request cut off with 408');
-  await waitFor('the stalled requests\' slots free again', allSlotsFree, 20_000, 0);
+  await waitFor('every slot free after the stalled requests', allSlotsFree, 20_000, 0);
 
   // Hang-ups: the purchase runs (or not), the answer goes nowhere, the slot must come back.
   await runConcurrently(300, 100, (i) => hangUp(path, `gone-${i}`));
   log.fault('300 purchases whose client hung up before the answer');
   await waitFor('the hung-up requests\' slots free again', allSlotsFree, 20_000, 0);
   await waitFor('purchases written', async () => (await env.redis.hlen(saleKeys(sale.id).queued)) === 0);
-  log.note(`${round} rounds of ${MAX_INFLIGHT} held requests to see every slot free`);
+  log.note(`${round} rounds of ${MAX_INFLIGHT} held payments to see every slot free`);
   const report = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 1000 });
   assert.deepEqual(report.violations, []);
   summarize({
-    scenario: 'overload/slots', seed, buyers: MAX_INFLIGHT + 300, orders: await orderCount(env, sale.id), faults: log.faults,
+    scenario: 'overload/slots', seed, buyers: MAX_INFLIGHT + 300 + round, orders: await orderCount(env, sale.id), faults: log.faults,
     faultKinds: `${MAX_INFLIGHT} stalled bodies, 300 hang-ups`, checks: report.checks, violations: report.violations.length,
   });
 });

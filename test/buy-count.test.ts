@@ -1,0 +1,117 @@
+// The buyer's count is the per-user limit: it must never lapse while the sale can still sell or
+// give quota back. Time is not waited for: the key's expiry is read, and the purchase script is
+// driven with the clock it is given.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { startApi } from '../daemons/api.js';
+import { HttpError } from '../shared/errors.js';
+import { saleKeys } from '../shared/keys.js';
+import { Purchaser, Refusal } from '../shared/purchase.js';
+import { loadSale, purchaseScript, restoreStock } from '../shared/redis.js';
+import { auth, http, newSale, testEnv, type TestEnv } from './helpers.js';
+
+// The smallest margin the config takes: the probe that found the lapse ran with it.
+const MARGIN_S = 60;
+
+let env: TestEnv;
+let api: Awaited<ReturnType<typeof startApi>>;
+
+before(async () => {
+  env = await testEnv({ buyCountTtlSeconds: MARGIN_S });
+  api = await startApi(env.config, env.logger);
+});
+after(async () => {
+  await api.stop();
+  await env.close();
+});
+
+const buy = (saleId: string, user: string, qty = 1) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, { qty }, auth(user));
+const script = (saleId: string, userId: string, qty: number, now: number) =>
+  purchaseScript(env.redis, { saleId, userId, qty, orderId: `${saleId}.${randomUUID()}`, now, buyCountTtlSeconds: MARGIN_S });
+
+describe('buy count', () => {
+  test('a sale without end: the count never expires, and the buyer stays refused long after the margin', async () => {
+    const sale = await newSale(env, { stock: 10 });
+    assert.equal((await buy(sale.id, 'once')).status, 202);
+    const key = saleKeys(sale.id).buys('once');
+    assert.equal(await env.redis.get(key), '1');
+    assert.equal(await env.redis.pttl(key), -1, 'the count of a sale without end has no TTL');
+
+    const refused = await buy(sale.id, 'once');
+    assert.equal(refused.status, 409);
+    assert.equal(refused.body.error, 'limit_reached');
+    // A day and the margin later by the clock the script is given: still refused, nothing taken.
+    const later = Date.now() + (86_400 + MARGIN_S + 1) * 1000;
+    const purchaser = new Purchaser(env.redis, { soldOutCacheMs: 0, buyCountTtlSeconds: MARGIN_S });
+    await assert.rejects(purchaser.purchase(sale.id, 'once', 1, later), (err: unknown) =>
+      err instanceof HttpError && err.status === 409 && err.code === 'limit_reached');
+    assert.equal(await env.redis.get(saleKeys(sale.id).available), '9');
+    assert.equal(await env.redis.llen(saleKeys(sale.id).winners), 1);
+    assert.equal(await env.redis.pttl(key), -1);
+  });
+
+  test('a sale with an end: the count lives past end + payment window + margin', async () => {
+    const paymentWindowSeconds = 900;
+    const endsAt = Date.now() + 3_600_000;
+    const sale = await newSale(env, { stock: 10, perUserLimit: 2, paymentWindowSeconds, endsAt: new Date(endsAt).toISOString() });
+    const key = saleKeys(sale.id).buys('timed');
+    const lastRestore = endsAt + (paymentWindowSeconds + MARGIN_S) * 1000;
+    assert.equal((await script(sale.id, 'timed', 1, Date.now()))[0], 1);
+    const first = await env.redis.pexpiretime(key);
+    assert.ok(first >= lastRestore, `count expires at ${first}, before end + payment window + margin ${lastRestore}`);
+    // Bounded too: the count of an ended sale does not linger for ever.
+    assert.ok(first <= lastRestore + 60_000, `count expires at ${first}, long after ${lastRestore}`);
+    assert.equal((await buy(sale.id, 'timed')).status, 202);
+    assert.equal(await env.redis.get(key), '2');
+    assert.ok(await env.redis.pexpiretime(key) >= lastRestore, 'a second purchase keeps the count past the last restore');
+    assert.equal((await buy(sale.id, 'timed')).body.error, 'limit_reached');
+  });
+
+  test('a restore gives quota back and leaves the count\'s lifetime as it was', async () => {
+    const timed = await newSale(env, { stock: 10, perUserLimit: 3, maxPerOrder: 2, endsAt: new Date(Date.now() + 3_600_000).toISOString() });
+    const endless = await newSale(env, { stock: 10, perUserLimit: 3, maxPerOrder: 2 });
+    for (const sale of [timed, endless]) {
+      const k = saleKeys(sale.id);
+      const key = k.buys('r');
+      const a = await buy(sale.id, 'r', 2);
+      const b = await buy(sale.id, 'r', 1);
+      assert.deepEqual([a.status, b.status], [202, 202]);
+      assert.equal(await env.redis.get(key), '3');
+      const expiry = await env.redis.pexpiretime(key);
+      assert.equal(expiry > 0, sale === timed, `${sale.id}: TTL only for a sale with an end`);
+
+      assert.equal(await restoreStock(env.redis, { saleId: sale.id, orderId: a.body.orderId, userId: 'r', qty: 2 }), true);
+      assert.equal(await env.redis.get(key), '1');
+      assert.equal(await env.redis.pexpiretime(key), expiry, `${sale.id}: a restore keeps the count's expiry`);
+      assert.equal(await env.redis.get(k.available), '9');
+      // The quota came back, exactly: 2 more fit, a third does not.
+      assert.equal((await buy(sale.id, 'r', 2)).status, 202);
+      assert.equal((await buy(sale.id, 'r', 1)).body.error, 'limit_reached');
+      assert.equal(await env.redis.get(key), '3');
+      if (sale === endless) assert.equal(await env.redis.pttl(key), -1, 'a purchase after a restore sets no TTL on an endless sale');
+
+      assert.equal(await restoreStock(env.redis, { saleId: sale.id, orderId: b.body.orderId, userId: 'r', qty: 1 }), true);
+      assert.equal(await env.redis.get(key), '2');
+      const all = (await env.redis.lrange(k.winners, 0, -1)).map((e) => e.split('|')[0]!);
+      const c = all.find((id) => id !== a.body.orderId && id !== b.body.orderId)!;
+      assert.equal(await restoreStock(env.redis, { saleId: sale.id, orderId: c, userId: 'r', qty: 2 }), true);
+      assert.equal(await env.redis.exists(key), 0, `${sale.id}: a count back at zero is deleted`);
+      assert.equal(await env.redis.get(k.available), '10');
+    }
+  });
+
+  test('only endsAt 0 means "no end": an end at or before 1970 closes the sale', async () => {
+    // Input validation refuses such dates; this loads them past it, as an old or hand-made meta would.
+    const rules = { stock: 5, startsAt: Date.parse('2020-01-01T00:00:00Z'), perUserLimit: 1, maxPerOrder: 1, paymentWindowSeconds: 60 };
+    for (const [id, endsAt] of [['end-0026', Date.parse('0026-01-01T00:00:00Z')], ['end-1969', -1]] as const) {
+      assert.equal(await loadSale(env.redis, id, { ...rules, endsAt }), true);
+      const [code] = await script(id, 'u', 1, Date.now());
+      assert.equal(code, Refusal.Ended, `${id}: an end of ${endsAt} must mean ended`);
+      assert.equal(await env.redis.get(saleKeys(id).available), '5');
+      assert.equal(await env.redis.exists(saleKeys(id).buys('u')), 0);
+    }
+    assert.equal(await loadSale(env.redis, 'end-none', { ...rules, endsAt: null }), true);
+    assert.equal((await script('end-none', 'u', 1, Date.now()))[0], 1);
+  });
+});

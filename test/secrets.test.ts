@@ -1,0 +1,102 @@
+// No deployment runs on a known secret: outside `flashsale dev`, every service process refuses to
+// start without a buyer-token key and an admin token of its own, and the PM2 local mode generates
+// random ones once instead of shipping defaults.
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { freePort } from '../shared/local-stack.js';
+import { ADMIN_TOKEN, exited, http, JWT_SECRET, ready, testEnv, type TestEnv } from './helpers.js';
+
+let env: TestEnv;
+before(async () => {
+  env = await testEnv();
+});
+after(async () => {
+  await env.close();
+});
+
+const SERVICES = ['api', 'order-writer', 'expiry-listener', 'replay'];
+
+function cli(args: string[], extraEnv: Record<string, string | undefined>): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    const environment: NodeJS.ProcessEnv = {
+      ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'info', DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl,
+      JWT_SECRET, ADMIN_TOKEN, FLASHSALE_LOCAL_STACK: undefined,
+    };
+    for (const [k, v] of Object.entries(extraEnv)) environment[k] = v;
+    execFile(process.execPath, ['dist/daemons/cli.js', ...args], { env: environment, timeout: 30_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? Number((err as { code?: number }).code) : 0, out: stdout + stderr });
+    });
+  });
+}
+
+test('secrets: every service refuses to start without JWT_SECRET (or JWT_JWKS_URL) or ADMIN_TOKEN, exit 2 naming the variable', async () => {
+  for (const service of SERVICES) {
+    const noJwt = await cli([service], { JWT_SECRET: undefined });
+    assert.equal(noJwt.code, 2, `${service} without JWT_SECRET: ${noJwt.out}`);
+    assert.match(noJwt.out, /JWT_SECRET is not set: set JWT_SECRET .* or JWT_JWKS_URL/);
+    const noAdmin = await cli([service], { ADMIN_TOKEN: undefined });
+    assert.equal(noAdmin.code, 2, `${service} without ADMIN_TOKEN: ${noAdmin.out}`);
+    assert.match(noAdmin.out, /ADMIN_TOKEN is not set/);
+  }
+});
+
+test('secrets: a published development default or a short secret is refused by every service, exit 2', async () => {
+  const cases: [Record<string, string>, RegExp][] = [
+    [{ JWT_SECRET: 'flashsale-development-secret' }, /JWT_SECRET is a published development default/],
+    [{ JWT_SECRET: 'flashsale-local-secret-change-me' }, /JWT_SECRET is a published development default/],
+    [{ ADMIN_TOKEN: 'local-admin-change-me' }, /ADMIN_TOKEN is a published development default/],
+    [{ ADMIN_TOKEN: 'dev-admin' }, /ADMIN_TOKEN is too short/],
+    [{ JWT_SECRET: 'short' }, /JWT_SECRET is too short/],
+  ];
+  for (const service of SERVICES) {
+    for (const [setting, message] of cases) {
+      const r = await cli([service], setting);
+      assert.equal(r.code, 2, `${service} with ${JSON.stringify(setting)}: ${r.out}`);
+      assert.match(r.out, message);
+    }
+  }
+});
+
+test('secrets: the local-stack mode refuses servers that are not on this machine', async () => {
+  const r = await cli(['api'], { FLASHSALE_LOCAL_STACK: '1', JWT_SECRET: undefined, ADMIN_TOKEN: undefined, DATABASE_URL: 'postgres://u:p@db.example:5432/x' });
+  assert.equal(r.code, 2, r.out);
+  assert.match(r.out, /FLASHSALE_LOCAL_STACK=1 is for the local stack on this machine only/);
+});
+
+test('secrets: the PM2 local mode generates random secrets once, shared by every process, never a published one', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'flashsale-secrets-'));
+  const port = await freePort();
+  const start = () => spawn(process.execPath, ['dist/daemons/cli.js', 'api'], {
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    env: {
+      ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl,
+      FLASHSALE_LOCAL_STACK: '1', FLASHSALE_DATA_DIR: dataDir, PORT: String(port),
+    },
+  });
+  const api = start();
+  try {
+    await ready(api);
+    const file = join(dataDir, 'secrets.json');
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    const secrets = JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret: string; adminToken: string };
+    assert.ok(secrets.jwtSecret.length >= 32 && secrets.adminToken.length >= 24, JSON.stringify(secrets));
+    const body = { id: 'local-secrets', name: 'Local', stock: 1 };
+    assert.equal((await http(port, 'POST', '/api/sales', body, { authorization: 'Bearer local-admin-change-me' })).status, 403);
+    assert.equal((await http(port, 'POST', '/api/sales', body, { authorization: `Bearer ${secrets.adminToken}` })).status, 201);
+    // A second process of the same stack reads the same file.
+    api.kill('SIGINT');
+    assert.equal(await exited(api), 0);
+    const again = start();
+    await ready(again);
+    assert.deepEqual(JSON.parse(readFileSync(file, 'utf8')), secrets);
+    assert.equal((await http(port, 'GET', '/api/sales/local-secrets')).status, 200);
+    again.kill('SIGINT');
+    assert.equal(await exited(again), 0);
+  } finally {
+    api.kill('SIGKILL');
+  }
+});

@@ -1,0 +1,293 @@
+// Past sales cost nothing: a sale that has ended with every order final is settled by the replay
+// (settled_at in Postgres, then out of the Redis registry), after which no per-tick loop walks it
+// and the replay no longer reconciles it. A sale Redis sells that Postgres lacks is reported.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, test } from 'node:test';
+import { pino } from 'pino';
+import { closeDue, restore, type ClosedOrder } from '../shared/expiry.js';
+import { checkInvariants } from '../shared/invariants.js';
+import { SALES_REGISTRY, saleKeys } from '../shared/keys.js';
+import { ExpiryListener } from '../shared/listener.js';
+import type { Logger } from '../shared/logger.js';
+import { metrics } from '../shared/metrics.js';
+import { claimBatch, createRedis, purchaseScript } from '../shared/redis.js';
+import { replayOnce } from '../shared/replay.js';
+import { loadSaleIntoRedis, parseSaleInput, type Sale } from '../shared/sales.js';
+import { settleSales } from '../shared/settle.js';
+import { OrderWriter } from '../shared/writer.js';
+import { newSale, testEnv, waitFor, type TestEnv } from './helpers.js';
+import { cli } from './reliability/harness.js';
+
+let env: TestEnv;
+
+before(async () => {
+  env = await testEnv();
+});
+after(async () => {
+  await env.close();
+});
+
+const HOUR = 3_600_000;
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** A sale that ran from two hours ago until `endedMsAgo` ago (an hour by default). */
+function endedSale(e: TestEnv, fields: Record<string, unknown> = {}, endedMsAgo = HOUR): Promise<Sale> {
+  const now = Date.now();
+  return newSale(e, { stock: 10, paymentWindowSeconds: 3600, startsAt: iso(now - 2 * HOUR), endsAt: iso(now - endedMsAgo), ...fields });
+}
+
+/** A purchase made while the sale was open (the clock is passed in). */
+async function buy(sale: Sale, userId: string): Promise<string> {
+  const orderId = `${sale.id}.${randomUUID()}`;
+  const [code] = await purchaseScript(env.redis, { saleId: sale.id, userId, qty: 1, orderId, now: sale.startsAt.getTime() + 1000, buyCountTtlSeconds: 3600 });
+  assert.equal(code, 1);
+  return orderId;
+}
+
+/** Writes every queued winner; a 1 ms lease, so no lease is left running afterwards. */
+async function drain(e: TestEnv = env): Promise<void> {
+  const writer = new OrderWriter({ pool: e.pool, redis: e.redis, logger: e.logger, config: { ...e.config, writerId: 'w-test', writerLeaseMs: 1 } });
+  while ((await writer.drainOnce()) > 0);
+}
+
+const pay = (id: string) => env.pool.query(`update orders set status = 'paid', paid_at = now() where id = $1 and status = 'pending'`, [id]);
+
+/** Closes an order now; its stock comes back only if `andRestore`. */
+async function expire(id: string, andRestore = true): Promise<ClosedOrder[]> {
+  await env.pool.query('update orders set expires_at = now() where id = $1', [id]);
+  const closed = await closeDue(env.pool, [id]);
+  assert.equal(closed.length, 1);
+  if (andRestore) assert.equal(await restore(env.pool, env.redis, closed), 1);
+  return closed;
+}
+
+const inRegistry = async (id: string) => (await env.redis.sismember(SALES_REGISTRY, id)) === 1;
+const settledAt = async (id: string) =>
+  (await env.pool.query<{ settled_at: Date | null }>('select settled_at from sales where id = $1', [id])).rows[0]!.settled_at;
+
+interface Line { level: number; msg: string; alert?: string; reconciliation?: { saleId: string } }
+
+/** A logger that keeps every line, down to debug. */
+function capture(): { logger: Logger; lines: Line[] } {
+  const lines: Line[] = [];
+  return { lines, logger: pino({ level: 'debug' }, { write: (s: string) => void lines.push(JSON.parse(s) as Line) }) };
+}
+
+const failures = async (sale: string) =>
+  (await metrics.reconciliationFailures.get()).values.find((v) => v.labels.sale === sale)?.value ?? 0;
+
+test('reconciliation: a sale in the Redis registry with no row in Postgres is reported by the replay and by check (exit 3)', async () => {
+  const ghost = parseSaleInput({ id: `ghost-${process.pid}`, name: 'Redis only', stock: 5 });
+  await loadSaleIntoRedis(env.redis, ghost);
+  // A sale being created is in the registry a moment before its row commits: never reported.
+  const creating = await env.pool.connect();
+  const born = parseSaleInput({ id: `born-${process.pid}`, name: 'Being created', stock: 5 });
+  try {
+    await creating.query('begin');
+    await creating.query('insert into sales (id, name, stock) values ($1, $2, $3)', [born.id, born.name, born.stock]);
+    await loadSaleIntoRedis(env.redis, born);
+
+    const { logger, lines } = capture();
+    const before = await failures(ghost.id);
+    const pass = replayOnce({ pool: env.pool, redis: env.redis, logger });
+    // The replay's probe waits on the uncommitted row; commit only once it does.
+    await waitFor('the probe to wait for the creating transaction', async () =>
+      (await env.pool.query(`select 1 from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`)).rowCount! > 0);
+    await creating.query('commit');
+    const report = await pass;
+
+    const r = report.reconciliations.find((x) => x.saleId === ghost.id);
+    assert.equal(r?.holds, false);
+    assert.equal(r?.missingInPostgres, true);
+    assert.equal(r?.available, 5);
+    assert.ok(!report.reconciliations.some((x) => x.saleId === born.id), 'the sale created meanwhile is not reported missing');
+    const alerts = lines.filter((l) => l.alert === 'SALE_MISSING_IN_POSTGRES');
+    assert.deepEqual(alerts.map((l) => [l.level, l.reconciliation?.saleId]), [[50, ghost.id]]);
+    assert.equal(await failures(ghost.id), before + 1);
+
+    const once = await cli(env, ['replay', '--once']);
+    assert.equal(once.code, 3, once.stderr);
+    const check = await cli(env, ['check', '--json']);
+    assert.equal(check.code, 3, check.stderr);
+    assert.deepEqual(JSON.parse(check.stdout).violations, [{ sale: ghost.id, invariant: 'sale_exists', detail: 'in the Redis registry, no such sale in Postgres' }]);
+  } finally {
+    await creating.query('rollback').catch(() => {});
+    creating.release();
+    // Later tests see only their own sales.
+    await env.redis.srem(SALES_REGISTRY, ghost.id, born.id);
+    await env.pool.query('delete from sales where id = $1', [born.id]);
+  }
+  assert.equal((await checkInvariants(env.pool, env.redis, { replayIntervalMs: 5000 })).violations.length, 0);
+});
+
+test('settle: ended sales whose orders are all final are settled in one pass and leave the registry; their stock stays readable', async () => {
+  const a = await endedSale(env);
+  const ids = [await buy(a, 'u1'), await buy(a, 'u2'), await buy(a, 'u3')];
+  await drain();
+  await pay(ids[0]!);
+  await pay(ids[1]!);
+  await expire(ids[2]!);
+  const b = await endedSale(env);
+
+  const report = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+  assert.equal(report.settled, 2);
+  for (const sale of [a, b]) {
+    assert.ok(report.reconciliations.find((r) => r.saleId === sale.id)?.holds, 'reconciled (and held) before settling');
+    assert.ok(await settledAt(sale.id), `${sale.id} has settled_at`);
+    assert.equal(await inRegistry(sale.id), false, `${sale.id} left the registry`);
+  }
+  assert.equal(await env.redis.get(saleKeys(a.id).available), '8', 'the buyer page still reads available');
+  assert.equal(await env.redis.get(saleKeys(b.id).available), '10');
+});
+
+test('settle: ended sales with work left stay until it is done, then settle; open and no-end sales stay', async () => {
+  const pending = await endedSale(env);
+  const queued = await endedSale(env);
+  const held = await endedSale(env);
+  const leased = await endedSale(env);
+  const violated = await endedSale(env);
+  const recent = await endedSale(env, {}, 10_000);
+  const open = await newSale(env, { startsAt: iso(Date.now() - HOUR), endsAt: iso(Date.now() + HOUR) });
+  const noEnd = await newSale(env, { startsAt: iso(Date.now() - HOUR) });
+
+  const pendingId = await buy(pending, 'u1');
+  const leasedId = await buy(leased, 'u1');
+  await buy(violated, 'u1');
+  await drain();
+  await pay(leasedId);
+  await env.pool.query(`update orders set status = 'paid', paid_at = now() where sale_id = $1`, [violated.id]);
+  await env.redis.zadd(saleKeys(leased.id).writers, Date.now() + HOUR, 'w-alive');
+  await env.redis.incr(saleKeys(violated.id).available);
+  await buy(queued, 'u1');
+  await buy(held, 'u1');
+  assert.equal((await claimBatch(env.redis, held.id, 'w-busy', 100, Date.now() + HOUR)).length, 1);
+  const all = [pending, queued, held, leased, violated, recent, open, noEnd];
+
+  const first = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+  assert.equal(first.settled, 0);
+  for (const sale of all) {
+    assert.equal(await inRegistry(sale.id), true, `${sale.id} stays in the registry`);
+    assert.equal(await settledAt(sale.id), null, `${sale.id} is not settled`);
+  }
+
+  // The work done: paid, written and paid, the busy writer's lease run out (the next writer
+  // re-drives its batch), the live lease gone, the stock counted right, the end over a minute ago.
+  await pay(pendingId);
+  await env.redis.zadd(saleKeys(held.id).writers, Date.now() - 1, 'w-busy');
+  await drain();
+  for (const sale of [queued, held]) await env.pool.query(`update orders set status = 'paid', paid_at = now() where sale_id = $1`, [sale.id]);
+  await env.redis.zadd(saleKeys(leased.id).writers, Date.now() - 1, 'w-alive');
+  await env.redis.decr(saleKeys(violated.id).available);
+  await env.pool.query(`update sales set ends_at = now() - interval '61 seconds' where id = $1`, [recent.id]);
+
+  const second = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+  assert.equal(second.settled, 6);
+  for (const sale of [pending, queued, held, leased, violated, recent]) {
+    assert.equal(await inRegistry(sale.id), false, `${sale.id} left the registry`);
+    assert.ok(await settledAt(sale.id), `${sale.id} is settled`);
+  }
+  for (const sale of [open, noEnd]) {
+    assert.equal(await inRegistry(sale.id), true, `${sale.id} stays`);
+    assert.equal(await settledAt(sale.id), null);
+  }
+  // A sale without an end can never be marked settled, whoever tries.
+  await assert.rejects(env.pool.query('update sales set settled_at = now() where id = $1', [noEnd.id]), /sales_settled_after_end/);
+});
+
+test('settle: an expired order whose stock is not yet back keeps its sale; restored, the sale settles', async () => {
+  const sale = await endedSale(env);
+  const id = await buy(sale, 'u1');
+  await drain();
+  const closed = await expire(id, false);
+  const held = new Set([sale.id]);
+  assert.deepEqual(await settleSales(env.pool, env.redis, [sale.id], held), { settled: [], unregistered: [] });
+  assert.equal(await inRegistry(sale.id), true);
+  assert.equal(await restore(env.pool, env.redis, closed), 1);
+  assert.deepEqual(await settleSales(env.pool, env.redis, [sale.id], held), { settled: [sale.id], unregistered: [] });
+  assert.equal(await inRegistry(sale.id), false);
+});
+
+test('settle: a settled sale is not reconciled again, a quiet pass logs nothing at info, and a settled sale back in the registry is dropped', async () => {
+  const sale = await endedSale(env);
+  const live = await newSale(env, { startsAt: iso(Date.now() - HOUR), endsAt: iso(Date.now() + HOUR) });
+  assert.equal((await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger })).settled, 1);
+
+  const { logger, lines } = capture();
+  const quiet = await replayOnce({ pool: env.pool, redis: env.redis, logger });
+  const reconciled = quiet.reconciliations.map((r) => r.saleId);
+  assert.ok(!reconciled.includes(sale.id), 'the settled sale is not reconciled');
+  assert.ok(reconciled.includes(live.id), 'an open sale still is');
+  const unsettled = await env.pool.query<{ id: string }>('select id from sales where settled_at is null order by id');
+  assert.deepEqual([...reconciled].sort(), unsettled.rows.map((r) => r.id), 'exactly the unsettled sales');
+  assert.deepEqual(lines.filter((l) => l.level >= 30), [], 'nothing at info or above when nothing was done');
+  assert.deepEqual(lines.filter((l) => l.msg === 'reconciliation ok').map((l) => [l.level, l.reconciliation?.saleId]).sort(),
+    reconciled.map((id) => [20, id]).sort(), 'one debug line per reconciled sale');
+
+  // A crash between settled_at and the SREM (or a reload) leaves it in the registry: the next pass drops it.
+  await env.redis.sadd(SALES_REGISTRY, sale.id);
+  const next = await replayOnce({ pool: env.pool, redis: env.redis, logger });
+  assert.equal(next.unregistered, 1);
+  assert.equal(await inRegistry(sale.id), false);
+  assert.ok(lines.some((l) => l.level === 30 && l.msg === 'replay caught up'), 'a pass that did something says so once');
+});
+
+/**
+ * Calls since the last CONFIG RESETSTAT of the commands the per-sale loops send, and of SMEMBERS
+ * (one per tick). A script's first call may be an EVAL (after NOSCRIPT): both count as scripts.
+ */
+async function calls(e: TestEnv): Promise<{ scripts: number; llen: number; zrangebyscore: number; smembers: number }> {
+  const info = await e.redis.info('commandstats');
+  const n = (name: string) => Number(new RegExp(`^cmdstat_${name}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
+  return { scripts: n('evalsha') + n('eval'), llen: n('llen'), zrangebyscore: n('zrangebyscore'), smembers: n('smembers') };
+}
+
+test('settle: settled sales cost the writer and the listener no Redis calls per tick', async () => {
+  // A Redis and a database of its own: only this test's sales are in the registry.
+  const own = await testEnv();
+  try {
+    await newSale(own, { startsAt: iso(Date.now() - HOUR), endsAt: iso(Date.now() + HOUR) });
+
+    /** Redis calls of K writer passes (a fresh writer each time: its first pass also recovers and gauges). */
+    const writerCalls = async () => {
+      await own.redis.config('RESETSTAT');
+      const writer = new OrderWriter({ pool: own.pool, redis: own.redis, logger: own.logger, config: { ...own.config, writerId: 'w-idle' } });
+      for (let i = 0; i < 20; i++) await writer.drainOnce();
+      return calls(own);
+    };
+    /** The listener's nudger running until it has ticked 20 times; returns per-sale calls per tick, rounded up. */
+    const listenerCallsPerTick = async () => {
+      const subscriber = createRedis(own.config.redisUrl!);
+      const listener = new ExpiryListener({ pool: own.pool, redis: own.redis, subscriber, logger: own.logger, config: { expiryNudgeMs: 5 } });
+      await listener.start();
+      await own.redis.config('RESETSTAT');
+      const seen = await waitFor('20 nudger ticks', async () => {
+        const c = await calls(own);
+        return c.smembers >= 20 && c;
+      });
+      await listener.stop();
+      subscriber.disconnect();
+      return Math.ceil((seen.scripts + seen.llen + seen.zrangebyscore) / seen.smembers);
+    };
+
+    const baseWriter = await writerCalls();
+    const baseListener = await listenerCallsPerTick();
+    assert.ok(baseListener >= 1, 'the nudger touches the one open sale each tick');
+
+    // 100 past sales, each with an order closed and restored, as every stack had them before.
+    const past: Sale[] = [];
+    for (let i = 0; i < 100; i++) past.push(await endedSale(own));
+    for (const sale of past.slice(0, 10)) {
+      const orderId = `${sale.id}.${randomUUID()}`;
+      await purchaseScript(own.redis, { saleId: sale.id, userId: 'u1', qty: 1, orderId, now: sale.startsAt.getTime() + 1000, buyCountTtlSeconds: 3600 });
+    }
+    await drain(own);
+    await own.pool.query(`update orders set status = 'paid', paid_at = now() where status = 'pending'`);
+    assert.equal((await replayOnce({ pool: own.pool, redis: own.redis, logger: own.logger })).settled, 100);
+
+    assert.deepEqual(await writerCalls(), baseWriter, 'the writer makes exactly the calls it made without them');
+    assert.ok(await listenerCallsPerTick() <= baseListener, 'the nudger makes no more calls per tick than without them');
+  } finally {
+    await own.close();
+  }
+});
