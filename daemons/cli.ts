@@ -26,7 +26,7 @@ const FLAG_TO_CONFIG: Record<string, keyof Config> = {
   'database-url': 'databaseUrl', 'redis-url': 'redisUrl', 'log-level': 'logLevel', port: 'port', host: 'host',
   'jwt-secret': 'jwtSecret', 'admin-token': 'adminToken', 'auth-mode': 'authMode', 'batch-size': 'writerBatchSize',
   'writer-id': 'writerId', interval: 'replayIntervalSeconds', 'data-dir': 'dataDir', development: 'development',
-  'ops-port': 'opsPort',
+  'ops-port': 'opsPort', 'local-stack': 'localStack',
 };
 
 function configFrom(argv: Args): Config {
@@ -95,7 +95,7 @@ try {
     .scriptName('flashsale')
     .command('dev', 'run the whole service locally with a demo sale (embedded Postgres, redis-server child)',
       (y) => apiFlags(serverFlags(y)).option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
-      (argv) => serve({ ...argv, development: true }, startDev))
+      (argv) => serve({ ...argv, development: true, 'local-stack': true }, startDev))
     .command('servers', 'run local Postgres (embedded) and redis-server on fixed ports for the PM2 ecosystem',
       (y) => y.option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
       (argv) => serve(argv, startServers, { secrets: false }))
@@ -150,7 +150,7 @@ try {
         .option('json', { type: 'boolean', describe: 'print the report as JSON' }),
       async (argv) => {
         const config = configFrom(argv);
-        if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret (`flashsale dev` uses flashsale-development-secret)');
+        if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret (the local stack keeps its own in <data dir>/secrets.json)');
         // Postgres and Redis are optional here: without them the report leaves out orders and conservation.
         const conn = config.databaseUrl && config.redisUrl ? await connect(config, createLogger({ ...config, logLevel: 'warn' }, 'flashsale', 2)) : undefined;
         try {

@@ -20,7 +20,7 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
   const stops: [string, () => Promise<unknown>][] = [];
   const stopAll = () => closeAll(logger, stops.slice().reverse());
   try {
-    // Secrets come from shared/config.ts (DEV_SECRETS), which gives them to `dev` alone.
+    // Secrets: random ones generated once under the data dir (shared/config.ts withLocalSecrets).
     const config: Config = { ...base, development: true };
     // Imported here only: the embedded Postgres package is needed by the local stack alone.
     if (!config.databaseUrl || !config.redisUrl) {
@@ -47,7 +47,7 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
     const api = await startApi(config, logger);
     stops.push(['api', () => api.stop()]);
     const url = `http://${config.host}:${api.port}`;
-    // The development secrets are published: this line may say them; no other process ever does.
+    // `dev` is the only process that ever logs a secret: the local admin token, for the person at the keyboard.
     logger.info({ url, sale: `${url}/api/sales/${DEMO_SALE.id}`, adminToken: config.adminToken, durability: LOCAL_DURABILITY },
       `flashsale is up at ${url}; get a buyer token with: curl -s -X POST ${url}/api/dev/token -H 'content-type: application/json' -d '{"userId":"alice"}'`);
     return { stop: stopAll };

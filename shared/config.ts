@@ -148,24 +148,20 @@ function replayInterval(raw: unknown): number {
   throw new ConfigError(`REPLAY_INTERVAL_SECONDS must be 1-59, or a whole number of minutes up to 3600, got ${n}`);
 }
 
-/** The secrets of `flashsale dev` (which hands out buyer tokens to anyone who asks). */
-export const DEV_SECRETS = { jwtSecret: 'flashsale-development-secret', adminToken: 'dev-admin' } as const;
-/** Values that have ever been published as defaults: anyone who read the repository knows them. */
-const KNOWN_SECRETS = new Set<string>([DEV_SECRETS.jwtSecret, DEV_SECRETS.adminToken, 'flashsale-local-secret-change-me', 'local-admin-change-me']);
+/** Values that have been published as defaults: anyone who read the repository knows them. */
+const KNOWN_SECRETS = new Set<string>(['flashsale-development-secret', 'dev-admin', 'flashsale-local-secret-change-me', 'local-admin-change-me']);
 const MIN_SECRET = 16;
 
 /**
- * Fills in missing secrets for the local stack only: `flashsale dev` uses DEV_SECRETS; the PM2
- * local mode (FLASHSALE_LOCAL_STACK=1, set by ecosystem.config.js when it starts `servers`) uses
- * random ones generated once and kept in <data dir>/secrets.json. Anything else is left as given.
+ * Fills in missing secrets for the local stack only (`flashsale dev`, and the PM2 local mode, where
+ * ecosystem.config.js sets FLASHSALE_LOCAL_STACK=1 because it starts `servers`): random ones,
+ * generated once and kept in <data dir>/secrets.json. No secret is ever a constant.
  */
 export function withLocalSecrets(config: Config): Config {
-  if (config.development) {
-    return { ...config, jwtSecret: config.jwtSecret ?? (config.jwtJwksUrl ? undefined : DEV_SECRETS.jwtSecret), adminToken: config.adminToken ?? DEV_SECRETS.adminToken };
-  }
   if (!config.localStack || (config.jwtSecret !== undefined && config.adminToken !== undefined)) return config;
   const loopback = (url: string | undefined) => url === undefined || /^[a-z]+:\/\/([^@/]*@)?(127\.[\d.]+|localhost|\[::1\])[:/]/.test(url);
-  if (!loopback(config.databaseUrl) || !loopback(config.redisUrl)) {
+  // `dev` may be pointed at servers elsewhere on purpose; the PM2 local mode never is.
+  if (!config.development && (!loopback(config.databaseUrl) || !loopback(config.redisUrl))) {
     throw new ConfigError('FLASHSALE_LOCAL_STACK=1 is for the local stack on this machine only: with DATABASE_URL or REDIS_URL elsewhere, set JWT_SECRET (or JWT_JWKS_URL) and ADMIN_TOKEN');
   }
   const generated = localSecrets(config.dataDir);
@@ -203,11 +199,10 @@ function checkSecret(name: string, value: string): void {
 }
 
 /**
- * Every service process outside `flashsale dev` refuses to run without real secrets: a buyer-token
- * key (or a JWKS) and an admin token, none of them a published default.
+ * Every service process refuses to run without real secrets: a buyer-token key (or a JWKS) and an
+ * admin token, none of them a published default (the local stack generates its own).
  */
 export function requireSecrets(config: Config): void {
-  if (config.development) return;
   if (config.authMode === 'jwt') {
     if (!config.jwtSecret && !config.jwtJwksUrl) {
       throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET (the HS256 key buyers\' tokens are signed with, at least 16 characters) or JWT_JWKS_URL (your identity provider\'s JWKS), or set AUTH_MODE=trusted-header behind an authenticating gateway');

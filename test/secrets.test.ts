@@ -44,6 +44,12 @@ test('secrets: every service refuses to start without JWT_SECRET (or JWT_JWKS_UR
   }
 });
 
+test('secrets: NODE_ENV=development is no way around them: only the local stack generates its own', async () => {
+  const r = await cli(['api'], { NODE_ENV: 'development', JWT_SECRET: undefined, ADMIN_TOKEN: undefined });
+  assert.equal(r.code, 2, r.out);
+  assert.match(r.out, /JWT_SECRET is not set/);
+});
+
 test('secrets: a published development default or a short secret is refused by every service, exit 2', async () => {
   const cases: [Record<string, string>, RegExp][] = [
     [{ JWT_SECRET: 'flashsale-development-secret' }, /JWT_SECRET is a published development default/],
