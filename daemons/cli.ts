@@ -5,7 +5,7 @@ import { hideBin } from 'yargs/helpers';
 import { signJwt } from '../shared/auth.js';
 import { ConfigError, loadConfig, requireSecrets, requireServers, withLocalSecrets, type Config, type ConfigOverrides } from '../shared/config.js';
 import { runUntilSignal, type Stoppable } from '../shared/daemon.js';
-import { HttpError } from '../shared/errors.js';
+import { classify, HttpError } from '../shared/errors.js';
 import { checkInvariants, formatInvariants } from '../shared/invariants.js';
 import { createLogger } from '../shared/logger.js';
 import { formatReport, progressReporter, runLoadtest } from '../shared/loadtest.js';
@@ -51,9 +51,9 @@ function serve(argv: Args, start: (config: Config, logger: ReturnType<typeof cre
   }, logger);
 }
 
-/** 2: the settings or the input are wrong (fix them); 1: a dependency is unusable or something failed. */
+/** 2: the settings or the input are wrong (fix them); 1: a dependency is unusable, or a bug. */
 function exitCodeFor(err: unknown): number {
-  return err instanceof ConfigError || err instanceof HttpError ? 2 : 1;
+  return classify(err) === 'client' ? 2 : 1;
 }
 
 async function withConnections<T>(argv: Args, fn: (c: Awaited<ReturnType<typeof connect>>, config: Config) => Promise<T>): Promise<T> {

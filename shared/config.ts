@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { ClientError } from './errors.js';
 
 export type AuthMode = 'jwt' | 'trusted-header';
 
@@ -59,8 +60,9 @@ export interface Config {
   localRedisPort: number;
 }
 
-export class ConfigError extends Error {
-  readonly code = 'config';
+/** A bad or missing setting: the message names the variable and what to set (exit 2). */
+export class ConfigError extends ClientError {
+  override readonly code = 'config';
 }
 
 export type ConfigOverrides = Partial<Record<keyof Config, unknown>>;

@@ -1,6 +1,6 @@
 // What every long-running process shares: an abortable delay, and a lifecycle that signals
 // readiness to PM2, stops gracefully on the first SIGINT/SIGTERM and forces exit on the second.
-import { ConfigError } from './config.js';
+import { classify } from './errors.js';
 import type { Logger } from './logger.js';
 
 export function delay(ms: number, signal?: AbortSignal): Promise<void> {
@@ -61,7 +61,7 @@ export function runUntilSignal(start: () => Promise<Stoppable>, logger: Logger, 
     (err: unknown) => {
       logger.fatal({ err }, `cannot start: ${(err as Error | undefined)?.message ?? String(err)}`);
       // 2: fix the settings; 1: a dependency is unusable (PM2 restarts those after restart_delay).
-      setTimeout(() => process.exit(err instanceof ConfigError ? 2 : 1), 50);
+      setTimeout(() => process.exit(classify(err) === 'client' ? 2 : 1), 50);
     },
   );
 }

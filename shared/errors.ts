@@ -1,4 +1,8 @@
-// Every error an HTTP client can see: code, status and message, in one catalogue.
+// Every error an HTTP client can see: code, status and message, in one catalogue; and the one
+// classification of every other failure, from which the HTTP status, the daemons' retries, the
+// metrics' backend label and the CLI's exit code all derive.
+import { ReplyError } from 'ioredis';
+import pg from 'pg';
 
 export const ERRORS = {
   bad_request: [400, 'The request is malformed.'],
@@ -49,4 +53,45 @@ export class HttpError extends Error {
   body(): { error: ErrorCode; message: string } {
     return { error: this.code, message: this.message };
   }
+}
+
+/**
+ * What a failure means:
+ * - `client`: the caller's mistake (an HttpError, a bad setting): answered or reported, never retried.
+ * - `unavailable`: a dependency is away or refused for now (a lost connection, Postgres shutting
+ *   down, a serialization failure or deadlock, Redis loading or read-only): 503, retried with backoff.
+ * - `bug`: anything else: 500 internal, logged once with its stack, never retried without a limit.
+ */
+export type Failure = 'client' | 'unavailable' | 'bug';
+export type Backend = 'postgres' | 'redis' | 'unknown';
+
+/** Errors that mean "fix what you asked or set", whatever module raised them. */
+export class ClientError extends Error {
+  readonly code: string = 'client';
+}
+
+// SQLSTATE classes 08 (connection), 53 (resources), 57P (shutdown), and the retryable 40001
+// (serialization), 40P01 (deadlock), 55P03 (lock not available).
+const PG_UNAVAILABLE = /^(08|53|57P|40001$|40P01$|55P03$)/;
+const REDIS_UNAVAILABLE = /^(LOADING|BUSY|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|OOM|NOAUTH|WRONGPASS)\b/;
+// What ioredis and pg say when a connection is gone or never came.
+const REDIS_LOST = /^(Connection is closed|Stream isn't writeable|Command timed out|Reached the max retries per request)/;
+const PG_LOST = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable)/;
+
+const message = (err: unknown) => String((err as { message?: unknown } | null)?.message ?? '');
+
+export function classify(err: unknown): Failure {
+  if (err instanceof HttpError || err instanceof ClientError) return 'client';
+  if (err instanceof pg.DatabaseError) return PG_UNAVAILABLE.test(err.code ?? '') ? 'unavailable' : 'bug';
+  if (err instanceof ReplyError) return REDIS_UNAVAILABLE.test(message(err)) ? 'unavailable' : 'bug';
+  // A socket error (ECONNREFUSED, ECONNRESET, ETIMEDOUT...) from either client.
+  if (typeof (err as { syscall?: unknown } | null)?.syscall === 'string') return 'unavailable';
+  if (REDIS_LOST.test(message(err)) || PG_LOST.test(message(err))) return 'unavailable';
+  return 'bug';
+}
+
+export function backendOf(err: unknown): Backend {
+  if (err instanceof pg.DatabaseError || PG_LOST.test(message(err))) return 'postgres';
+  if (err instanceof ReplyError || REDIS_LOST.test(message(err))) return 'redis';
+  return 'unknown';
 }
