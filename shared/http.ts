@@ -9,7 +9,7 @@ import type { Config } from './config.js';
 import type { Pool } from './db.js';
 import { HttpError, type ErrorCode } from './errors.js';
 import { duplicateKey } from './json.js';
-import { SALE_ID_PATTERN } from './keys.js';
+import { SALE_ID_PATTERN } from './ids.js';
 import type { Logger } from './logger.js';
 import { metrics, registry } from './metrics.js';
 import { getOrder, payOrder } from './orders.js';

@@ -5,7 +5,8 @@
 // Shared by the reliability suite and `flashsale check`.
 import type { Redis } from 'ioredis';
 import type { Pool } from './db.js';
-import { parseWinner, saleIdOfOrder, SALES_REGISTRY, saleKeys } from './keys.js';
+import { SALES_REGISTRY, saleKeys } from './keys.js';
+import { parseWinner, saleIdOfOrder } from './ids.js';
 import { missingInPostgres, reconcile } from './reconcile.js';
 import { getSale, listSales, type Sale } from './sales.js';
 

@@ -3,7 +3,8 @@
 import type { Redis } from 'ioredis';
 import type { Pool } from './db.js';
 import { HttpError } from './errors.js';
-import { parseWinner, saleIdOfOrder, saleKeys, type Winner } from './keys.js';
+import { saleKeys } from './keys.js';
+import { parseWinner, saleIdOfOrder, type Winner } from './ids.js';
 
 export type OrderStatus = 'queued' | 'pending_payment' | 'paid' | 'expired';
 

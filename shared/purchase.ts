@@ -1,9 +1,9 @@
 // The purchase decision: one Lua script call, plus a short-lived in-process sold-out flag so a
 // crowd hitting a sold-out sale costs no Redis round trip.
-import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { HttpError } from './errors.js';
 import { purchaseScript } from './redis.js';
+import { newOrderId } from './ids.js';
 
 /** purchase.lua's refusal codes. */
 export enum Refusal {
@@ -58,7 +58,7 @@ export class Purchaser {
 
   async purchase(saleId: string, userId: string, qty: number, now = Date.now()): Promise<PurchaseResult> {
     if (this.soldOut(saleId, now)) throw new HttpError('sold_out');
-    const orderId = `${saleId}.${randomUUID()}`;
+    const orderId = newOrderId(saleId);
     const [code, n] = await purchaseScript(this.redis, {
       saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds,
     });

@@ -5,7 +5,7 @@
 // writes, payments and restores running meanwhile cannot skew the sum.
 import type { Redis } from 'ioredis';
 import type { Pool } from './db.js';
-import { parseWinner } from './keys.js';
+import { parseWinner } from './ids.js';
 import { snapshotSale } from './redis.js';
 
 export interface Reconciliation {

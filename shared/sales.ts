@@ -4,7 +4,8 @@ import type { Redis } from 'ioredis';
 import type { Pool } from './db.js';
 import { withTransaction } from './db.js';
 import { HttpError } from './errors.js';
-import { SALE_ID_PATTERN, SALES_REGISTRY, saleKeys } from './keys.js';
+import { SALES_REGISTRY, saleKeys } from './keys.js';
+import { SALE_ID_PATTERN, SALE_ID_RULE } from './ids.js';
 import { loadSale, type SaleRules } from './redis.js';
 
 export interface Sale extends Omit<SaleRules, 'startsAt' | 'endsAt'> {
@@ -69,7 +70,7 @@ export function parseSaleInput(body: unknown, now = new Date()): Sale {
   const unknown = Object.keys(b).filter((k) => !FIELDS.has(k));
   if (unknown.length > 0) invalid(`unknown field(s): ${unknown.join(', ')}`);
   const id = b.id ?? `s-${randomBytes(5).toString('hex')}`;
-  if (typeof id !== 'string' || !SALE_ID_PATTERN.test(id)) invalid('id must be 1-64 characters of A-Z a-z 0-9 _ -');
+  if (typeof id !== 'string' || !SALE_ID_PATTERN.test(id)) invalid(`id must be ${SALE_ID_RULE}`);
   // Postgres text cannot hold NUL, and an unpaired surrogate would be stored as U+FFFD.
   if (typeof b.name !== 'string' || b.name.trim() === '' || b.name.length > 200 || /[\u0000\p{Cs}]/u.test(b.name)) {
     invalid('name must be a non-empty string of at most 200 characters, without NUL or unpaired surrogates');

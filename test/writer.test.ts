@@ -14,6 +14,7 @@ import { purchaseScript } from '../shared/redis.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { assertConserved, newSale, runConcurrently, testEnv, waitFor, type TestEnv } from './helpers.js';
+import { newOrderId } from '../shared/ids.js';
 
 let env: TestEnv;
 const sales: Sale[] = [];
@@ -47,7 +48,7 @@ async function sale(): Promise<Sale> {
 async function queueWinners(saleId: string, n: number): Promise<string[]> {
   await runConcurrently(n, 100, async () => {
     const [code] = await purchaseScript(env.redis, {
-      saleId, userId: `u-${randomUUID()}`, qty: 1, orderId: `${saleId}.${randomUUID()}`, now: Date.now(), buyCountTtlSeconds: 3600,
+      saleId, userId: `u-${randomUUID()}`, qty: 1, orderId: newOrderId(saleId), now: Date.now(), buyCountTtlSeconds: 3600,
     });
     assert.equal(code, 1);
   });

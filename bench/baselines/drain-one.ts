@@ -4,7 +4,8 @@
 // it from the processing list. Same keys, same rows, same idempotence as the product's writer;
 // only one order per round trip. Starts draining SALE_ID on the parent's 'go', exits when empty.
 import { createPool } from '../../shared/db.js';
-import { parseWinner, saleKeys } from '../../shared/keys.js';
+import { saleKeys } from '../../shared/keys.js';
+import { parseWinner } from '../../shared/ids.js';
 import { createRedis } from '../../shared/redis.js';
 import { env } from './common.js';
 

@@ -12,7 +12,8 @@ import fc from 'fast-check';
 import { signJwt } from '../../shared/auth.js';
 import { HttpError } from '../../shared/errors.js';
 import { checkInvariants } from '../../shared/invariants.js';
-import { ORDER_ID_PATTERN, saleKeys } from '../../shared/keys.js';
+import { saleKeys } from '../../shared/keys.js';
+import { ORDER_ID_PATTERN, newOrderId } from '../../shared/ids.js';
 import { parseSaleInput, type Sale } from '../../shared/sales.js';
 import { ADMIN_TOKEN, JWT_SECRET, newSale, runConcurrently, stateSnapshot, testEnv, waitFor, type StateSnapshot, type TestEnv } from '../helpers.js';
 import { call, Cluster, FaultLog, outcome, scenarioSeed, summarize, type Reply } from './harness.js';
@@ -112,7 +113,7 @@ function orderIds(): fc.Arbitrary<string> {
   return fc.oneof(
     fc.constantFrom(...real),
     fc.tuple(fc.constantFrom(...real), fc.nat(), fc.nat(4)).map(([id, i, how]) => bend(id, i, how)),
-    fc.constantFrom(sale.id, 'no-such-sale').map((s) => `${s}.${randomUUID()}`),
+    fc.constantFrom(sale.id, 'no-such-sale').map((s) => newOrderId(s)),
     fc.string({ unit: 'grapheme', minLength: 1, maxLength: 60 }),
     fc.stringMatching(/^[A-Za-z0-9_.-]{1,120}$/),
   );

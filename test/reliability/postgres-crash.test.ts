@@ -4,7 +4,6 @@
 // writer had already dropped that batch from Redis. Every purchase accepted must be an order.
 // The Postgres here is this file's own: crashing the run's shared one would break the others.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, test } from 'node:test';
 import pg from 'pg';
 import { delay } from '../../shared/daemon.js';
@@ -13,6 +12,7 @@ import { saleKeys } from '../../shared/keys.js';
 import { purchaseScript } from '../../shared/redis.js';
 import { newSale, seededRandom, testEnv, waitFor, type TestEnv } from '../helpers.js';
 import { Cluster, FaultLog, LiveChecks, orderCount, scenarioSeed, summarize } from './harness.js';
+import { newOrderId } from '../../shared/ids.js';
 
 const PURCHASES = 12_000;
 const BUYERS_IN_FLIGHT = 20;
@@ -50,7 +50,7 @@ test('postgres crash: an immediate stop of Postgres, twice while the writer drai
     const pace = seededRandom(seed + 1 + b);
     while (next < PURCHASES) {
       const i = next++;
-      const orderId = `${sale.id}.${randomUUID()}`;
+      const orderId = newOrderId(sale.id);
       const [code] = await purchaseScript(e.redis, { saleId: sale.id, userId: `buyer-${i}`, qty: 1, orderId, now: Date.now(), buyCountTtlSeconds: 3600 });
       if (code === 1) accepted.push(orderId);
       else refused.push(code);

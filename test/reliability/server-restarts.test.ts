@@ -3,7 +3,6 @@
 // persistence loses on a restart, and that the replay's reconciliation and `flashsale check` say so.
 // Both servers here are this file's own: restarting the run's shared Postgres would break the others.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, test } from 'node:test';
 import { delay } from '../../shared/daemon.js';
 import { checkInvariants } from '../../shared/invariants.js';
@@ -12,6 +11,7 @@ import { reconcile } from '../../shared/reconcile.js';
 import { purchaseScript } from '../../shared/redis.js';
 import { newSale, seededRandom, testEnv, waitFor, type TestEnv } from '../helpers.js';
 import { answersHold, call, cli, Cluster, FaultLog, LiveChecks, orderCount, scenarioSeed, settle, Shoppers, summarize } from './harness.js';
+import { newOrderId } from '../../shared/ids.js';
 
 const envs: TestEnv[] = [];
 const clusters: Cluster[] = [];
@@ -167,7 +167,7 @@ test('server restarts: a purchase whose reply a Redis restart cut off is resent 
   const won = new Set<string>();
   const workers = Array.from({ length: 50 }, async (_, w) => {
     for (let n = 0; buying; n++) {
-      const orderId = `${sale.id}.${randomUUID()}`;
+      const orderId = newOrderId(sale.id);
       const [code] = await purchaseScript(env.redis, { saleId: sale.id, userId: `u${w}-${n % 100}`, qty: 1, orderId, now: Date.now(), buyCountTtlSeconds: 3600 });
       if (code === 1) won.add(orderId);
     }

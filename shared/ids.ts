@@ -1,0 +1,39 @@
+// Ids and the winner entry: their formats, made and parsed here and nowhere else.
+import { randomUUID } from 'node:crypto';
+
+/** Sale ids: what the admin may choose, and what a key's hash tag may hold. */
+export const SALE_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+export const SALE_ID_RULE = '1-64 characters of A-Z a-z 0-9 _ -';
+
+/** Order ids are `<saleId>.<uuid>`: the sale is readable from the id, so lookups need no index. */
+export const ORDER_ID_PATTERN = /^([A-Za-z0-9_-]{1,64})\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export function newOrderId(saleId: string): string {
+  return `${saleId}.${randomUUID()}`;
+}
+
+export function saleIdOfOrder(orderId: string): string | null {
+  const m = ORDER_ID_PATTERN.exec(orderId);
+  return m ? m[1]! : null;
+}
+
+/** A winner as the purchase script writes it: `orderId|seq|qty|purchasedAtMs|userId` (user last: it may hold '|'). */
+export interface Winner {
+  orderId: string;
+  seq: number;
+  qty: number;
+  purchasedAt: number;
+  userId: string;
+}
+
+export function parseWinner(entry: string): Winner {
+  const parts = entry.split('|');
+  if (parts.length < 5) throw new Error(`malformed winner entry: ${entry}`);
+  return {
+    orderId: parts[0]!,
+    seq: Number(parts[1]),
+    qty: Number(parts[2]),
+    purchasedAt: Number(parts[3]),
+    userId: parts.slice(4).join('|'),
+  };
+}
