@@ -12,7 +12,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import { CompactSign, exportJWK, generateKeyPair, jwtVerify } from 'jose';
-import { createVerifier, signJwt, type Verifier } from '../shared/auth.js';
+import { createVerifier, signJwt, type Verifier } from '../shared/jwt.js';
 import { loadConfig } from '../shared/config.js';
 import { jwtTable, type JwtResults } from './document.js';
 import { machine } from './machine.js';

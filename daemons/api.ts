@@ -1,7 +1,7 @@
 // The HTTP purchase endpoint as a process.
 import { requireSecrets, type Config } from '../shared/config.js';
 import { closeAll, type Stoppable } from '../shared/daemon.js';
-import { buildApp } from '../shared/http.js';
+import { buildApp } from '../shared/http/app.js';
 import { STOCK_CHANNEL } from '../shared/keys.js';
 import type { Logger } from '../shared/logger.js';
 import { migrate } from '../shared/migrate.js';

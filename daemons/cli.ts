@@ -2,7 +2,7 @@
 // `flashsale`: the one way to start anything.
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { signJwt } from '../shared/auth.js';
+import { signJwt } from '../shared/jwt.js';
 import { ConfigError, loadConfig, requireSecrets, requireServers, withLocalSecrets, type Config, type ConfigOverrides } from '../shared/config.js';
 import { runUntilSignal, type Stoppable } from '../shared/daemon.js';
 import { classify, HttpError } from '../shared/errors.js';

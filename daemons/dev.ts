@@ -38,11 +38,13 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
     } finally {
       await setup.close();
     }
+    const failures: Promise<never>[] = [];
     for (const [name, start] of [
       ['order-writer', startOrderWriter], ['expiry-listener', startExpiryListener], ['replay', startReplay],
     ] as const) {
       const s = await start(config, logger);
       stops.push([name, () => s.stop()]);
+      if (s.failed) failures.push(s.failed);
     }
     const api = await startApi(config, logger);
     stops.push(['api', () => api.stop()]);
@@ -50,7 +52,8 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
     // `dev` is the only process that ever logs a secret: the local admin token, for the person at the keyboard.
     logger.info({ url, sale: `${url}/api/sales/${DEMO_SALE.id}`, adminToken: config.adminToken, durability: LOCAL_DURABILITY },
       `flashsale is up at ${url}; get a buyer token with: curl -s -X POST ${url}/api/dev/token -H 'content-type: application/json' -d '{"userId":"alice"}'`);
-    return { stop: stopAll };
+    // A daemon that gives up ends the whole local stack, as it would end its own process.
+    return { stop: stopAll, failed: Promise.race(failures) };
   } catch (err) {
     await stopAll();
     throw err;

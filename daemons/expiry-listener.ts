@@ -24,6 +24,7 @@ export async function startExpiryListener(config: Config, logger: Logger): Promi
   let stopping: Promise<void> | undefined;
   return {
     listener,
+    failed: listener.failed,
     stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['listener', () => listener.stop()], ['subscriber', () => subscriber.quit()], ['connections', close]])),
   };
 }

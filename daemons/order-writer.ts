@@ -16,5 +16,5 @@ export async function startOrderWriter(config: Config, logger: Logger): Promise<
   writer.start();
   log.info({ batchSize: config.writerBatchSize }, 'order writer started');
   let stopping: Promise<void> | undefined;
-  return { writer, stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['writer', () => writer.stop()], ['connections', close]])) };
+  return { writer, failed: writer.failed, stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['writer', () => writer.stop()], ['connections', close]])) };
 }

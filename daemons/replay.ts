@@ -16,7 +16,10 @@ export async function startReplay(config: Config, logger: Logger): Promise<Stopp
   replay.start();
   log.info({ intervalSeconds: config.replayIntervalSeconds }, 'replay scheduled');
   let stopping: Promise<void> | undefined;
-  return { stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['replay', () => replay.stop()], ['connections', close]])) };
+  return {
+    failed: replay.failed,
+    stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['replay', () => replay.stop()], ['connections', close]])),
+  };
 }
 
 export async function replayPassOnce(config: Config, logger: Logger): Promise<ReplayReport> {

@@ -28,17 +28,6 @@ export function createPool(url: string, max = 10): Pool {
   return pool;
 }
 
-/**
- * Postgres did not answer at all (down, restarting, out of connections), as opposed to answering
- * and refusing one statement: the first is every sale's problem, the second one sale's.
- */
-export function postgresUnavailable(err: unknown): boolean {
-  if (err instanceof pg.DatabaseError) return /^(08|53|57P)/.test(err.code ?? '');
-  const e = err as { syscall?: unknown; message?: unknown } | null;
-  if (typeof e?.syscall === 'string') return true; // a socket error: ECONNREFUSED, ECONNRESET, ...
-  return /connection terminated|timeout exceeded when trying to connect|connection error|not queryable/i.test(String(e?.message ?? ''));
-}
-
 /** Runs fn in one transaction on one checked-out client. */
 export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();

@@ -70,22 +70,32 @@ export class ClientError extends Error {
   readonly code: string = 'client';
 }
 
+/** A dependency other than Redis and Postgres is away for now (the identity provider's key set). */
+export class UnavailableError extends Error {
+  readonly code: string = 'unavailable';
+}
+
 // SQLSTATE classes 08 (connection), 53 (resources), 57P (shutdown), and the retryable 40001
 // (serialization), 40P01 (deadlock), 55P03 (lock not available).
 const PG_UNAVAILABLE = /^(08|53|57P|40001$|40P01$|55P03$)/;
 const REDIS_UNAVAILABLE = /^(LOADING|BUSY|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|OOM|NOAUTH|WRONGPASS)\b/;
 // What ioredis and pg say when a connection is gone or never came.
 const REDIS_LOST = /^(Connection is closed|Stream isn't writeable|Command timed out|Reached the max retries per request)/;
-const PG_LOST = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable)/;
+const PG_LOST = /connection terminated|timeout exceeded when trying to connect|client has encountered a connection error|client was closed and is not queryable/i;
+// Socket errors carry a code; a host that resolves to both ::1 and 127.0.0.1 fails with an
+// AggregateError of them (Node 20), which has the code but no syscall.
+const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 
 const message = (err: unknown) => String((err as { message?: unknown } | null)?.message ?? '');
 
 export function classify(err: unknown): Failure {
   if (err instanceof HttpError || err instanceof ClientError) return 'client';
+  if (err instanceof UnavailableError) return 'unavailable';
   if (err instanceof pg.DatabaseError) return PG_UNAVAILABLE.test(err.code ?? '') ? 'unavailable' : 'bug';
   if (err instanceof ReplyError) return REDIS_UNAVAILABLE.test(message(err)) ? 'unavailable' : 'bug';
   // A socket error (ECONNREFUSED, ECONNRESET, ETIMEDOUT...) from either client.
-  if (typeof (err as { syscall?: unknown } | null)?.syscall === 'string') return 'unavailable';
+  const e = err as { syscall?: unknown; code?: unknown } | null;
+  if (typeof e?.syscall === 'string' || SOCKET_CODES.has(String(e?.code))) return 'unavailable';
   if (REDIS_LOST.test(message(err)) || PG_LOST.test(message(err))) return 'unavailable';
   return 'bug';
 }

@@ -1,70 +1,59 @@
-// Closing unpaid orders and giving their stock back. Postgres decides (a conditional update that
-// only moves a pending order past its deadline); Redis is restored afterwards through an
-// idempotent script, and `restored_at` records it so a crash in between is finished by the replay.
+// Closing unpaid orders and giving their stock back: the one home of that sequence. Postgres
+// decides (a conditional update that only moves a pending order past its deadline); Redis is
+// restored afterwards through an idempotent script, and `restored_at` records it so a crash in
+// between is finished by the next sweep. The writer, the listener and the replay only decide when.
 import type { Redis } from 'ioredis';
 import type { Pool } from './db.js';
+import { observeClosed, type ClosedBy } from './metrics.js';
+import { closeDue, closeOverdue, markRestored, unrestored, type ClosedOrder } from './order-queries.js';
 import { restoreStock } from './redis.js';
 
-export interface ClosedOrder {
-  id: string;
-  saleId: string;
-  userId: string;
-  qty: number;
-  lateMs: number;
-}
+/** Most orders one close statement takes; a burst of deadlines closes in fewer, larger statements. */
+export const CLOSE_BATCH = 2000;
 
-interface ClosedRow { id: string; sale_id: string; user_id: string; qty: number; late_ms: number }
-
-const RETURNING = `returning id, sale_id, user_id, qty, extract(epoch from (closed_at - expires_at)) * 1000 as late_ms`;
-
-function fromRows(rows: ClosedRow[]): ClosedOrder[] {
-  return rows.map((r) => ({ id: r.id, saleId: r.sale_id, userId: r.user_id, qty: r.qty, lateMs: Number(r.late_ms) }));
-}
-
-/** Closes those of `ids` that are pending and past their deadline (never one before it). */
-export async function closeDue(pool: Pool, ids: string[]): Promise<ClosedOrder[]> {
-  const res = await pool.query<ClosedRow>(
-    `update orders set status = 'expired', closed_at = now()
-     where id = any($1::text[]) and status = 'pending' and expires_at <= now() ${RETURNING}`,
-    [ids],
-  );
-  return fromRows(res.rows);
-}
-
-/** Closes up to `limit` overdue orders, oldest deadline first; concurrent sweepers skip each other's rows. */
-export async function closeOverdue(pool: Pool, limit: number): Promise<ClosedOrder[]> {
-  const res = await pool.query<ClosedRow>(
-    `update orders set status = 'expired', closed_at = now()
-     where id in (select id from orders where status = 'pending' and expires_at <= now()
-                  order by expires_at limit $1 for update skip locked)
-       and status = 'pending' ${RETURNING}`,
-    [limit],
-  );
-  return fromRows(res.rows);
-}
-
-/** Orders already expired in Postgres whose stock is not yet known to be back in Redis. */
-export async function unrestored(pool: Pool, limit: number): Promise<ClosedOrder[]> {
-  const res = await pool.query<ClosedRow>(
-    `select id, sale_id, user_id, qty, 0 as late_ms from orders
-     where status = 'expired' and restored_at is null order by closed_at limit $1`,
-    [limit],
-  );
-  return fromRows(res.rows);
+export interface Closed {
+  /** Orders this call closed. */
+  closed: ClosedOrder[];
+  /** Units of stock this call gave back. */
+  restored: number;
 }
 
 /** Restores each order's stock and quota (once per order, whoever else tries) and records it. Returns the units this call gave back. */
 export async function restore(pool: Pool, redis: Redis, orders: ClosedOrder[]): Promise<number> {
   if (orders.length === 0) return 0;
   const results = await Promise.all(orders.map((o) => restoreStock(redis, { saleId: o.saleId, orderId: o.id, userId: o.userId, qty: o.qty })));
-  await pool.query('update orders set restored_at = now() where id = any($1::text[]) and restored_at is null', [orders.map((o) => o.id)]);
+  await markRestored(pool, orders.map((o) => o.id));
   return orders.reduce((units, o, i) => (results[i] ? units + o.qty : units), 0);
 }
 
-/** Orders of `ids` still pending with a deadline ahead (an event that fired a hair early). */
-export async function stillPending(pool: Pool, ids: string[]): Promise<{ id: string; expiresAt: number }[]> {
-  const res = await pool.query<{ id: string; expires_at: Date }>(
-    `select id, expires_at from orders where id = any($1::text[]) and status = 'pending' and expires_at > now()`, [ids],
-  );
-  return res.rows.map((r) => ({ id: r.id, expiresAt: r.expires_at.getTime() }));
+/** These ids are due: closes those that are pending and past their deadline, gives their stock back, records and counts it. */
+export async function closeOrders(pool: Pool, redis: Redis, ids: string[], by: ClosedBy): Promise<Closed> {
+  const closed = await closeDue(pool, ids);
+  const restored = await restore(pool, redis, closed);
+  observeClosed(by, closed, restored);
+  return { closed, restored };
+}
+
+/**
+ * Sweeps what is overdue: every pending order past its deadline, then every expired order whose
+ * stock a crash left unrestored, a batch at a time until none is left.
+ */
+export async function sweepOverdue(pool: Pool, redis: Redis, by: ClosedBy): Promise<{ closed: number; restored: number }> {
+  const total = { closed: 0, restored: 0 };
+  for (let n = CLOSE_BATCH; n === CLOSE_BATCH;) {
+    const closed = await closeOverdue(pool, CLOSE_BATCH);
+    const restored = await restore(pool, redis, closed);
+    observeClosed(by, closed, restored);
+    total.closed += closed.length;
+    total.restored += restored;
+    n = closed.length;
+  }
+  for (let n = CLOSE_BATCH; n === CLOSE_BATCH;) {
+    const left = await unrestored(pool, CLOSE_BATCH);
+    const restored = await restore(pool, redis, left);
+    observeClosed(by, [], restored);
+    total.restored += restored;
+    n = left.length;
+  }
+  return total;
 }

@@ -1,21 +1,22 @@
 // Daemon two: closes unpaid orders when their expiry key fires `expired`. Events are a latency
 // hint, not a guarantee (the replay's sweep is); to make them timely, a nudger touches keys whose
-// deadline has come, since Redis only emits `expired` when it actually deletes a key.
+// deadline has come, since Redis only emits `expired` when it actually deletes a key. A failed
+// close or nudge is retried by what failed (daemon.ts Retries); a bug that keeps failing makes the
+// listener give up (`failed`), and its process exits 1.
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
-import { delay } from './daemon.js';
+import { delay, failureSignal, Retries } from './daemon.js';
 import type { Pool } from './db.js';
-import { closeDue, closeOverdue, restore, stillPending } from './expiry.js';
+import { CLOSE_BATCH, closeOrders, sweepOverdue } from './expiry.js';
 import { EXPIRED_PATTERN, parseExpiryKey, probeKey, SALES_REGISTRY } from './keys.js';
 import type { Logger } from './logger.js';
-import { countBackendError, metrics, observeClosed } from './metrics.js';
+import { metrics } from './metrics.js';
+import { stillPending } from './order-queries.js';
 import { touchDue } from './redis.js';
 
 /** Expiry keys one touch_due call looks at. */
 const NUDGE_BATCH = 1000;
-/** Most orders one close statement takes; a burst of deadlines closes in fewer, larger statements. */
-const CLOSE_BATCH = 2000;
 
 export interface ListenerDeps {
   pool: Pool;
@@ -63,11 +64,24 @@ export class ExpiryListener {
   private flushScheduled = false;
   /** Probe keys awaiting their expired event, with what to call when it comes. */
   private readonly probes = new Map<string, () => void>();
+  private readonly fatal = failureSignal();
+  /** Closes and nudges fail and recover apart: a nudge that works says nothing of a close that does not. */
+  private readonly closeRetries: Retries;
+  private readonly nudgeRetries: Retries;
+  /** Rejects when the listener gives up: a bug that failed every retry (see Retries). */
+  readonly failed = this.fatal.failed;
   closed = 0;
   restored = 0;
   events = 0;
 
-  constructor(private readonly deps: ListenerDeps) {}
+  constructor(private readonly deps: ListenerDeps) {
+    const giveUp = (err: unknown) => {
+      this.abort.abort();
+      this.fatal.fail(err);
+    };
+    this.closeRetries = new Retries(deps.logger, giveUp);
+    this.nudgeRetries = new Retries(deps.logger, giveUp);
+  }
 
   async start(): Promise<void> {
     const { redis, subscriber, logger } = this.deps;
@@ -82,7 +96,10 @@ export class ExpiryListener {
     subscriber.on('ready', () => {
       if (first) return;
       logger.warn('subscription reconnected: catching up on missed expiries');
-      this.track(ensureExpiredEvents(redis, () => this.probeEvents()).then(() => this.catchUp()));
+      this.track(async () => {
+        await ensureExpiredEvents(redis, () => this.probeEvents());
+        await this.catchUp();
+      });
     });
     await subscriber.psubscribe(EXPIRED_PATTERN);
     first = false;
@@ -136,53 +153,50 @@ export class ExpiryListener {
     if (this.buffer.length === 0) return;
     const ids = this.buffer;
     this.buffer = [];
-    this.track(this.close(ids));
+    this.track(() => this.close(ids));
   }
 
-  private track(p: Promise<unknown>): void {
-    const tracked = p.then(
-      () => {},
+  /** Runs a close in the background; a failure runs it again after the backoff its class gets. */
+  private track(task: () => Promise<void>): void {
+    const tracked = task().then(
+      () => this.closeRetries.succeeded(),
       (err: unknown) => {
-        countBackendError(err);
-        this.deps.logger.error({ err }, 'closing expired orders failed; the replay will retry');
+        const retryInMs = this.closeRetries.failed(err, 'closing expired orders failed');
+        if (retryInMs !== null) this.later(retryInMs, () => this.track(task));
       },
     );
     this.inFlight.add(tracked);
     void tracked.finally(() => this.inFlight.delete(tracked));
   }
 
+  private later(ms: number, fn: () => void): void {
+    setTimeout(() => this.abort.signal.aborted || fn(), ms).unref();
+  }
+
   private async close(ids: string[]): Promise<void> {
     const { pool, redis, logger } = this.deps;
-    const closed = await closeDue(pool, ids);
-    const units = await restore(pool, redis, closed);
-    observeClosed('listener', closed, units);
+    const { closed, restored } = await closeOrders(pool, redis, ids, 'listener');
     this.closed += closed.length;
-    this.restored += units;
+    this.restored += restored;
     if (closed.length < ids.length) {
       // Redis's clock may run a hair ahead of Postgres's: retry those at their deadline.
       for (const o of await stillPending(pool, ids)) {
-        const wait = Math.max(1, o.expiresAt - Date.now() + 1);
-        setTimeout(() => this.abort.signal.aborted || this.track(this.close([o.id])), wait).unref();
+        this.later(Math.max(1, o.expiresAt - Date.now() + 1), () => this.track(() => this.close([o.id])));
       }
     }
     if (closed.length > 0) logger.debug({ closed: closed.length }, 'orders expired by event');
   }
 
   private async catchUp(): Promise<void> {
-    const { pool, redis } = this.deps;
-    for (;;) {
-      const closed = await closeOverdue(pool, 1000);
-      const units = await restore(pool, redis, closed);
-      observeClosed('listener', closed, units);
-      this.closed += closed.length;
-      this.restored += units;
-      if (closed.length < 1000) return;
-    }
+    const { closed, restored } = await sweepOverdue(this.deps.pool, this.deps.redis, 'listener');
+    this.closed += closed;
+    this.restored += restored;
   }
 
   private async nudgeLoop(): Promise<void> {
-    const { redis, logger, config } = this.deps;
+    const { redis, config } = this.deps;
     while (!this.abort.signal.aborted) {
+      let wait: number | null = config.expiryNudgeMs;
       try {
         const saleIds = await redis.smembers(SALES_REGISTRY);
         const now = Date.now();
@@ -192,10 +206,12 @@ export class ExpiryListener {
           let gone = NUDGE_BATCH;
           while (gone === NUDGE_BATCH && !this.abort.signal.aborted) gone = await touchDue(redis, id, now, NUDGE_BATCH);
         }));
+        this.nudgeRetries.succeeded();
       } catch (err) {
-        logger.warn({ err }, 'touching due expiry keys failed');
+        wait = this.nudgeRetries.failed(err, 'touching due expiry keys failed');
+        if (wait === null) return;
       }
-      await delay(config.expiryNudgeMs, this.abort.signal);
+      await delay(wait, this.abort.signal);
     }
   }
 }

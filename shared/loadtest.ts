@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { Agent, request } from 'node:http';
 import type { Redis } from 'ioredis';
-import { signJwt } from './auth.js';
+import { signJwt } from './jwt.js';
 import { ConfigError } from './config.js';
 import { delay } from './daemon.js';
 import type { Pool } from './db.js';

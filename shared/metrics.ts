@@ -1,7 +1,8 @@
 // Prometheus series an operator watches during a sale. One registry per process; the API serves
 // it at /metrics, each daemon on its ops port.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { ClosedOrder } from './expiry.js';
+import { backendOf, type Backend } from './errors.js';
+import type { ClosedOrder } from './order-queries.js';
 
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry, prefix: 'flashsale_process_' });
@@ -39,9 +40,8 @@ export function observeClosed(by: ClosedBy, closed: ClosedOrder[], restoredUnits
   if (restoredUnits > 0) metrics.stockRestored.inc(restoredUnits);
 }
 
-/** Counts a failure against the backend it came from (Postgres errors carry a severity). */
-export function countBackendError(err: unknown): void {
-  const e = err as { severity?: string; message?: string } | undefined;
-  const postgres = Boolean(e?.severity) || /postgres|database|ECONNREFUSED 127\.0\.0\.1:5/i.test(e?.message ?? '');
-  metrics.backendErrors.inc({ backend: postgres ? 'postgres' : 'redis' });
+/** Counts a failure against the backend it came from, as errors.ts tells it. */
+/** Counts a failure against its backend; a connection's own error handler knows which it is. */
+export function countBackendError(err: unknown, backend: Backend = backendOf(err)): void {
+  metrics.backendErrors.inc({ backend });
 }

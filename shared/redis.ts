@@ -91,6 +91,13 @@ export async function restoreStock(redis: Redis, o: { saleId: string; orderId: s
   return res === 1;
 }
 
+/** Forgets a paid order's expiry key and its deadline entry, so the nudger no longer looks at it. */
+export async function dropExpiry(redis: Redis, saleId: string, orderId: string): Promise<void> {
+  const k = saleKeys(saleId);
+  const expiryKey = k.expiry(orderId);
+  await redis.multi().del(expiryKey).zrem(k.deadlines, expiryKey).exec();
+}
+
 export async function touchDue(redis: Redis, saleId: string, now: number, limit: number): Promise<number> {
   return (await run(redis, 'touch_due', [saleKeys(saleId).deadlines], [now, limit])) as number;
 }

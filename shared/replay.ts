@@ -3,19 +3,21 @@
 // writers, checks conservation per unsettled sale (and reports a sale Redis sells that Postgres
 // lacks), and settles sales that are over, so past sales cost no per-tick work. One pass at a time
 // across all instances (a Postgres advisory lock, released by Postgres itself if the holder dies).
+// A failed pass is retried by what failed (daemon.ts Retries) before the next tick; a bug that
+// keeps failing makes the replay give up (`failed`), and its process exits 1.
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Redis } from 'ioredis';
+import { delay, failureSignal, Retries } from './daemon.js';
 import type { Pool } from './db.js';
-import { closeOverdue, restore, unrestored } from './expiry.js';
+import { sweepOverdue } from './expiry.js';
 import { SALES_REGISTRY } from './keys.js';
 import type { Logger } from './logger.js';
 import { missingInPostgres, reconcile, reconcileMissing, type Reconciliation } from './reconcile.js';
-import { metrics, observeClosed } from './metrics.js';
+import { metrics } from './metrics.js';
 import { settleSales, unsettledSales } from './settle.js';
-import { recoverDeadWriters } from './writer.js';
+import { recoverDeadWriters } from './writer-lease.js';
 
 const REPLAY_LOCK = 7_042_001;
-const BATCH = 1000;
 
 export interface ReplayDeps {
   pool: Pool;
@@ -45,21 +47,9 @@ export async function replayOnce({ pool, redis, logger }: ReplayDeps): Promise<R
     try {
       const registry = await redis.smembers(SALES_REGISTRY);
       report.redriven = await recoverDeadWriters(redis, registry);
-      for (;;) {
-        const closed = await closeOverdue(pool, BATCH);
-        const units = await restore(pool, redis, closed);
-        observeClosed('replay', closed, units);
-        report.closed += closed.length;
-        report.restored += units;
-        if (closed.length < BATCH) break;
-      }
-      for (;;) {
-        const left = await unrestored(pool, BATCH);
-        const units = await restore(pool, redis, left);
-        observeClosed('replay', [], units);
-        report.restored += units;
-        if (left.length < BATCH) break;
-      }
+      const swept = await sweepOverdue(pool, redis, 'replay');
+      report.closed = swept.closed;
+      report.restored = swept.restored;
       const held = new Set<string>();
       for (const sale of await unsettledSales(pool)) {
         const r = await reconcile(pool, redis, sale.id, sale.stock);
@@ -103,19 +93,45 @@ export function cronExpression(intervalSeconds: number): string {
 export class Replay {
   private task: ScheduledTask | undefined;
   private current: Promise<unknown> = Promise.resolve();
+  private readonly abort = new AbortController();
+  private readonly fatal = failureSignal();
+  private readonly retries: Retries;
+  /** Rejects when the replay gives up: a bug that failed every retry (see Retries). */
+  readonly failed = this.fatal.failed;
 
-  constructor(private readonly deps: ReplayDeps, private readonly intervalSeconds: number) {}
+  constructor(private readonly deps: ReplayDeps, private readonly intervalSeconds: number) {
+    this.retries = new Retries(deps.logger, (err) => {
+      void this.task?.stop();
+      this.fatal.fail(err);
+    });
+  }
 
   start(): void {
     this.task = cron.schedule(cronExpression(this.intervalSeconds), () => this.tick(), { name: 'replay', noOverlap: true });
   }
 
   private tick(): Promise<unknown> {
-    this.current = replayOnce(this.deps).catch((err: unknown) => this.deps.logger.error({ err }, 'replay pass failed'));
+    this.current = this.pass();
     return this.current;
   }
 
+  /** One pass, tried again after a failure; ticks that come meanwhile are skipped (noOverlap). */
+  private async pass(): Promise<void> {
+    while (!this.abort.signal.aborted) {
+      try {
+        await replayOnce(this.deps);
+        this.retries.succeeded();
+        return;
+      } catch (err) {
+        const retryInMs = this.retries.failed(err, 'replay pass failed');
+        if (retryInMs === null) return;
+        await delay(retryInMs, this.abort.signal);
+      }
+    }
+  }
+
   async stop(): Promise<void> {
+    this.abort.abort();
     await this.task?.stop();
     await this.task?.destroy();
     await this.current;

@@ -17,7 +17,13 @@ export interface Sale extends Omit<SaleRules, 'startsAt' | 'endsAt'> {
 
 export type SaleState = 'upcoming' | 'open' | 'sold_out' | 'ended';
 
-const LIMITS = { stock: 10_000_000, perUserLimit: 1000, maxPerOrder: 1000, paymentWindowSeconds: 86_400 };
+/**
+ * The most one order may take: the bound of every sale's maxPerOrder and of qty at the API, so
+ * purchase.lua, which refuses qty above the sale's maxPerOrder, never needs a bound of its own.
+ */
+export const MAX_PER_ORDER = 1000;
+
+const LIMITS = { stock: 10_000_000, perUserLimit: 1000, maxPerOrder: MAX_PER_ORDER, paymentWindowSeconds: 86_400 };
 
 function invalid(message: string): never {
   throw new HttpError('invalid_sale', message);

@@ -21,11 +21,11 @@ export interface Connections {
 export async function connect(config: Config, logger: Logger, opts: { poolSize?: number; redis?: RedisOptions } = {}): Promise<Connections> {
   const { databaseUrl, redisUrl } = requireServers(config);
   const pool = createPool(databaseUrl, opts.poolSize ?? 10);
-  pool.on('error', countBackendError);
+  pool.on('error', (err) => countBackendError(err, 'postgres'));
   const redis = createRedis(redisUrl, opts.redis);
   let lastRedisError = '';
   redis.on('error', (err) => {
-    countBackendError(err);
+    countBackendError(err, 'redis');
     if (err.message !== lastRedisError) logger.warn({ err: err.message }, 'redis connection error');
     lastRedisError = err.message;
   });

@@ -3,35 +3,29 @@
 // acknowledged; a writer that dies holding one is re-driven by whoever sees its lease run out.
 // A sale whose batch fails on its own (its row missing in Postgres, a row Postgres refuses) is set
 // aside with a backoff of its own, its batch held in Redis, while every other sale keeps draining.
+// A failed pass is retried by what failed (daemon.ts Retries): a server away without limit, a bug
+// in our own code a few times in a row, then the writer gives up and its process exits 1.
 import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
-import { delay } from './daemon.js';
-import { postgresUnavailable, type Pool } from './db.js';
-import { closeDue, restore } from './expiry.js';
+import { backoffMs, delay, failureSignal, Retries, RETRY_DEFAULTS, type RetryOptions } from './daemon.js';
+import type { Pool } from './db.js';
+import { backendOf, classify } from './errors.js';
+import { closeOrders } from './expiry.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
 import { parseWinner } from './ids.js';
 import type { Logger } from './logger.js';
-import { writeOrders } from './orders.js';
-import { countBackendError, metrics, observeClosed } from './metrics.js';
-import { ackBatch, claimBatch, recoverWriter } from './redis.js';
+import { writeOrders } from './order-queries.js';
+import { metrics } from './metrics.js';
+import { ackBatch, claimBatch } from './redis.js';
+import { recoverDeadWriters } from './writer-lease.js';
 
 export interface WriterDeps {
   pool: Pool;
   redis: Redis;
   logger: Logger;
   config: Pick<Config, 'writerId' | 'writerBatchSize' | 'writerLeaseMs' | 'writerIdleMs'>;
-}
-
-/** Moves the batches of writers whose lease ran out back to the winners lists. */
-export async function recoverDeadWriters(redis: Redis, saleIds: string[], now = Date.now(), except?: string): Promise<number> {
-  let moved = 0;
-  for (const saleId of saleIds) {
-    const dead = await redis.zrangebyscore(saleKeys(saleId).writers, '-inf', now);
-    for (const writerId of dead) {
-      if (writerId !== except) moved += await recoverWriter(redis, saleId, writerId, now);
-    }
-  }
-  return moved;
+  /** How failed passes are retried (tests shorten the backoff). */
+  retry?: RetryOptions;
 }
 
 /**
@@ -41,10 +35,16 @@ export async function recoverDeadWriters(redis: Redis, saleIds: string[], now = 
  */
 const SALE_BACKOFF_CAP_MS = 5000;
 
-/** Errors that are every sale's problem: a server away, not one sale's batch refused. */
-function unavailable(err: unknown): boolean {
-  if (postgresUnavailable(err)) return true;
-  return /^(OOM|LOADING|BUSY|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN)\b|connection is closed/i.test(String((err as Error | null)?.message ?? ''));
+/** A batch the sale's own state refused: its row is missing in Postgres. */
+class SaleNotWritten extends Error {}
+
+/**
+ * One sale's problem: its row is missing, or a server answered and refused its batch. Anything
+ * else is every sale's: a server away, or a bug in our own code (retried, then the writer gives up).
+ */
+function salesOwn(err: unknown): boolean {
+  if (classify(err) === 'unavailable') return false;
+  return err instanceof SaleNotWritten || backendOf(err) !== 'unknown';
 }
 
 interface HeldSale {
@@ -57,11 +57,17 @@ export class OrderWriter {
   /** Sales whose last batch failed on its own, and when to try each again. */
   private readonly held = new Map<string, HeldSale>();
   private running: Promise<void> | undefined;
+  private readonly fatal = failureSignal();
+  private readonly retries: Retries;
   private lastRecovery = 0;
   private lastGauge = 0;
+  /** Rejects when the writer gives up: a bug that failed every retry (see Retries). */
+  readonly failed = this.fatal.failed;
   written = 0;
 
-  constructor(private readonly deps: WriterDeps) {}
+  constructor(private readonly deps: WriterDeps) {
+    this.retries = new Retries(deps.logger, this.fatal.fail, deps.retry ?? RETRY_DEFAULTS);
+  }
 
   start(): void {
     this.running ??= this.loop();
@@ -73,18 +79,16 @@ export class OrderWriter {
   }
 
   private async loop(): Promise<void> {
-    const { logger, config } = this.deps;
-    let failures = 0;
+    const { config } = this.deps;
     while (!this.abort.signal.aborted) {
       try {
         const n = await this.drainOnce();
-        failures = 0;
+        this.retries.succeeded();
         if (n === 0) await delay(config.writerIdleMs, this.abort.signal);
       } catch (err) {
-        failures++;
-        countBackendError(err);
-        logger.error({ err }, 'order writer pass failed');
-        await delay(Math.min(100 * 2 ** failures, 5000) * (0.5 + Math.random()), this.abort.signal);
+        const retryInMs = this.retries.failed(err, 'order writer pass failed');
+        if (retryInMs === null) return;
+        await delay(retryInMs, this.abort.signal);
       }
     }
   }
@@ -113,7 +117,7 @@ export class OrderWriter {
         total += await this.writeBatch(saleId);
       } catch (err) {
         // A server away fails every sale alike: the whole loop backs off rather than try each.
-        if (unavailable(err)) throw err;
+        if (!salesOwn(err)) throw err;
         this.setAside(saleId, err, held, now);
         continue;
       }
@@ -128,12 +132,12 @@ export class OrderWriter {
   /** One sale's batch failed: it stays in this writer's processing list, tried again after a backoff. */
   private setAside(saleId: string, err: unknown, held: HeldSale | undefined, now: number): void {
     const failures = (held?.failures ?? 0) + 1;
-    const backoffMs = Math.round(Math.min(100 * 2 ** failures, SALE_BACKOFF_CAP_MS) * (0.5 + Math.random()));
-    this.held.set(saleId, { failures, retryAt: now + backoffMs });
+    const retryInMs = backoffMs(failures, RETRY_DEFAULTS.baseMs, SALE_BACKOFF_CAP_MS);
+    this.held.set(saleId, { failures, retryAt: now + retryInMs });
     metrics.writerSaleFailures.inc({ sale: saleId });
     // Once per attempt, and attempts are spaced by the backoff: no log line per pass.
     this.deps.logger.error(
-      { err, saleId, failures, retryInMs: backoffMs, alert: 'SALE_WRITE_FAILED' },
+      { err, saleId, failures, retryInMs, alert: 'SALE_WRITE_FAILED' },
       'SALE WRITE FAILED: its winners stay queued in Redis and are retried; the other sales keep draining',
     );
   }
@@ -148,17 +152,14 @@ export class OrderWriter {
     const rows = await writeOrders(pool, saleId, winners);
     if (rows.length !== orderIds.length) {
       // The sale row is missing in Postgres: keep the batch in hand rather than drop winners.
-      throw new Error(`sale ${saleId}: wrote ${rows.length} of ${orderIds.length} orders; is the sale in Postgres?`);
+      throw new SaleNotWritten(`sale ${saleId}: wrote ${rows.length} of ${orderIds.length} orders; is the sale in Postgres?`);
     }
     const now = Date.now();
     const pending = rows.filter((r) => r.status === 'pending');
     await ackBatch(redis, saleId, config.writerId, now, pending.map((r) => ({ orderId: r.id, expiresAt: r.expiresAt })), orderIds);
     // Deadlines already past (this batch waited out its window): close now, no key was set.
     const overdue = pending.filter((r) => r.expiresAt <= now).map((r) => r.id);
-    if (overdue.length > 0) {
-      const closed = await closeDue(pool, overdue);
-      observeClosed('writer', closed, await restore(pool, redis, closed));
-    }
+    if (overdue.length > 0) await closeOrders(pool, redis, overdue, 'writer');
     this.written += orderIds.length;
     metrics.ordersWritten.inc(orderIds.length);
     metrics.batchSize.observe(orderIds.length);

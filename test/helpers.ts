@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Redis } from 'ioredis';
 import assert from 'node:assert/strict';
-import { signJwt } from '../shared/auth.js';
+import { signJwt } from '../shared/jwt.js';
 import { reconcile } from '../shared/reconcile.js';
 import { loadConfig, type Config, type ConfigOverrides } from '../shared/config.js';
 import { createLogger, type Logger } from '../shared/logger.js';

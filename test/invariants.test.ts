@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { closeDue, restore } from '../shared/expiry.js';
+import { restore } from '../shared/expiry.js';
+import { closeDue } from '../shared/order-queries.js';
 import { checkInvariants } from '../shared/invariants.js';
 import { saleKeys } from '../shared/keys.js';
 import { purchaseScript } from '../shared/redis.js';

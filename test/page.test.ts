@@ -8,7 +8,7 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import type { Redis } from 'ioredis';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startApi } from '../daemons/api.js';
-import { buildApp } from '../shared/http.js';
+import { buildApp } from '../shared/http/app.js';
 import { saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
 import { Purchaser } from '../shared/purchase.js';

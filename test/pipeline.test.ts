@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
-import { closeDue } from '../shared/expiry.js';
+import { closeDue } from '../shared/order-queries.js';
 import { ExpiryListener } from '../shared/listener.js';
 import { saleKeys } from '../shared/keys.js';
 import { purchaseScript } from '../shared/redis.js';

@@ -1,12 +1,16 @@
 // The order writer when part of the world is wrong: its commits are durable whatever the server's
 // default, one sale it cannot write never holds up the others, and a Postgres that does not answer
-// is every sale's problem (the whole loop backs off; no sale is set aside for it).
+// is every sale's problem (the whole loop backs off; no sale is set aside for it). A Postgres that
+// is down is waited out without limit; a bug in our own code is retried a few times, then the
+// writer gives up so that its process exits 1.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { pino, type Logger } from 'pino';
-import { createPool, postgresUnavailable } from '../shared/db.js';
+import { delay, type RetryOptions } from '../shared/daemon.js';
+import { createPool, type Pool } from '../shared/db.js';
+import { classify } from '../shared/errors.js';
 import { SALES_REGISTRY, saleKeys } from '../shared/keys.js';
 import { freePort } from '../shared/local-stack.js';
 import { metrics } from '../shared/metrics.js';
@@ -34,8 +38,8 @@ function capturingLogger(): { logger: Logger; lines: Record<string, unknown>[] }
   return { lines, logger: pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) }) };
 }
 
-function writer(logger: Logger, writerId: string, batchSize: number, pool = env.pool): OrderWriter {
-  return new OrderWriter({ pool, redis: env.redis, logger, config: { ...env.config, writerId, writerBatchSize: batchSize } });
+function writer(logger: Logger, writerId: string, batchSize: number, pool = env.pool, retry?: RetryOptions): OrderWriter {
+  return new OrderWriter({ pool, redis: env.redis, logger, config: { ...env.config, writerId, writerBatchSize: batchSize }, ...(retry ? { retry } : {}) });
 }
 
 async function sale(): Promise<Sale> {
@@ -155,7 +159,7 @@ test('one bad sale is tried once per backoff step, not on every pass; a Postgres
   await queueWinners(good.id, 20);
   const down = createPool(`postgres://postgres:flashsale@127.0.0.1:${await freePort()}/nowhere`, 1);
   try {
-    await assert.rejects(writer(logger, 'cut-off-writer', 20, down).drainOnce(), (err) => postgresUnavailable(err));
+    await assert.rejects(writer(logger, 'cut-off-writer', 20, down).drainOnce(), (err) => classify(err) === 'unavailable');
   } finally {
     await down.end();
   }
@@ -185,4 +189,57 @@ test('one bad sale is tried once per backoff step, not on every pass; a Postgres
   await w.drainOnce(t0 + 20_000);
   await w.drainOnce(t0 + 20_000);
   assert.deepEqual({ bad: await orderCount(bad.id), good: await orderCount(good.id) }, { bad: 30, good: 70 });
+});
+
+/** Retries as in production, with the backoff shortened so the test does not wait seconds. */
+const FAST: RetryOptions = { maxBugs: 5, baseMs: 5, capMs: 20 };
+const passFailures = (lines: Record<string, unknown>[]) => lines.filter((l) => String(l.msg).startsWith('order writer pass failed'));
+
+test('a bug is retried a few times in a row, each logged with its stack, then the writer gives up (failed rejects) and holds its batch', async () => {
+  const s = await sale();
+  await queueWinners(s.id, 10);
+  // Real Redis and Postgres, but every query fails the way a bug in our own code fails.
+  const buggy = Object.assign(Object.create(env.pool) as Pool, {
+    query: () => Promise.reject(new TypeError("Cannot read properties of undefined (reading 'rows')")),
+  });
+  const { logger, lines } = capturingLogger();
+  const w = writer(logger, 'buggy-writer', 10, buggy, FAST);
+  w.start();
+  try {
+    const outcome = await Promise.race([w.failed?.then(() => 'resolved', (err: unknown) => err), delay(10_000).then(() => 'still running')]);
+    assert.ok(outcome instanceof TypeError, `the writer gave up with the bug: ${String(outcome)}`);
+  } finally {
+    await w.stop();
+  }
+  const failures = passFailures(lines);
+  assert.equal(failures.length, FAST.maxBugs, 'retried until the bound, then stopped');
+  assert.deepEqual(failures.map((l) => l.level), [50, 50, 50, 50, 60], 'the last one is fatal');
+  for (const l of failures) assert.match(String((l.err as { stack?: string }).stack), /^TypeError: Cannot read properties/);
+  assert.equal(await saleFailures(s.id), 0, 'no sale is set aside for a bug of the writer');
+  assert.equal(await env.redis.llen(saleKeys(s.id).processing('buggy-writer')), 10, 'its batch stays in Redis');
+  await writer(logger, 'buggy-writer', 10).drainOnce();
+  assert.equal(await orderCount(s.id), 10);
+});
+
+test('a Postgres that is down is retried without limit: far past the bound for bugs, the writer keeps trying and has not given up', async () => {
+  const s = await sale();
+  await queueWinners(s.id, 10);
+  const down = createPool(`postgres://postgres:flashsale@127.0.0.1:${await freePort()}/nowhere`, 1);
+  const { logger, lines } = capturingLogger();
+  const w = writer(logger, 'waiting-writer', 10, down, FAST);
+  let gaveUp = false;
+  w.failed?.catch(() => (gaveUp = true));
+  w.start();
+  try {
+    await waitFor('many failed passes', async () => passFailures(lines).length >= 4 * FAST.maxBugs, 20_000, 10);
+    assert.equal(gaveUp, false);
+    assert.ok(passFailures(lines).every((l) => l.level === 50 && l.failure === 'unavailable'));
+  } finally {
+    await w.stop();
+    await down.end();
+  }
+  assert.equal(gaveUp, false);
+  assert.equal(typeof w.failed?.then, 'function', 'the writer has a failure to report');
+  await writer(logger, 'waiting-writer', 10).drainOnce();
+  assert.equal(await orderCount(s.id), 10);
 });

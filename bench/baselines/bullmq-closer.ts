@@ -6,7 +6,8 @@
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { createPool } from '../../shared/db.js';
-import { closeDue, restore, stillPending } from '../../shared/expiry.js';
+import { restore } from '../../shared/expiry.js';
+import { closeDue, stillPending } from '../../shared/order-queries.js';
 import { createRedis } from '../../shared/redis.js';
 import { CLOSE_QUEUE, env } from './common.js';
 

@@ -9,7 +9,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { connect as netConnect } from 'node:net';
 import { after, afterEach, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { signJwt } from '../../shared/auth.js';
+import { signJwt } from '../../shared/jwt.js';
 import { HttpError } from '../../shared/errors.js';
 import { checkInvariants } from '../../shared/invariants.js';
 import { saleKeys } from '../../shared/keys.js';

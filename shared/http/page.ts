@@ -1,6 +1,6 @@
 // The buyer's page: three static files, read once at start and served from memory.
 import { readFileSync } from 'node:fs';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyPluginCallback, FastifyReply } from 'fastify';
 
 const PUBLIC_DIR = new URL('./public/', import.meta.url);
 
@@ -22,8 +22,8 @@ function send(reply: FastifyReply, type: string, body: string | Buffer): Fastify
   return reply.headers(HEADERS).type(type).send(body);
 }
 
-/** Registers GET / and its assets. The page learns the mode from the HTML: dev tokens or a pasted token. */
-export function registerPage(app: FastifyInstance, opts: { development: boolean }): void {
+/** GET / and its assets. The page learns the mode from the HTML: dev tokens or a pasted token. */
+export const page: FastifyPluginCallback<{ development: boolean }> = (app, opts, done) => {
   const html = readFileSync(new URL('index.html', PUBLIC_DIR), 'utf8')
     .replace('data-mode="__MODE__"', `data-mode="${opts.development ? 'development' : 'production'}"`);
   app.get('/', (_req, reply) => send(reply, 'text/html; charset=utf-8', html));
@@ -31,4 +31,5 @@ export function registerPage(app: FastifyInstance, opts: { development: boolean 
     const body = readFileSync(new URL(name, PUBLIC_DIR));
     app.get(`/${name}`, (_req, reply) => send(reply, type, body));
   }
-}
+  done();
+};

@@ -3,7 +3,21 @@
 // REQUEST_TIMEOUT_MS at a time while costing itself nothing.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { HttpError } from './errors.js';
+import type { FastifyHttpOptions } from 'fastify';
+import type { Config } from '../config.js';
+import { HttpError } from '../errors.js';
+
+/** The server's own limits on a request: its size, its ids, and how long it may take to arrive. */
+export function serverLimits(config: Pick<Config, 'requestTimeoutMs'>): FastifyHttpOptions<Server> {
+  return {
+    bodyLimit: 16 * 1024, routerOptions: { maxParamLength: 256 }, return503OnClosing: true,
+    requestTimeout: config.requestTimeoutMs,
+    // Node enforces these only every connectionsCheckingInterval (30 s by default), and with its
+    // headersTimeout (60 s) above requestTimeout it uses the larger for the body: a client that
+    // stalls mid-body would hold its connection for up to 90 s (the body deadline is shorter).
+    http: { headersTimeout: config.requestTimeoutMs, connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs) },
+  };
+}
 
 /** An error answered on the raw socket, in our shape, closing the connection: for clients the HTTP server never hands to a route. */
 export function rawAnswer(e: HttpError, extra = ''): string {
@@ -53,7 +67,7 @@ function refuse(socket: Socket): void {
 /**
  * Fails the body's parse with 408 request_timeout if the body is not complete within `ms`; the
  * answer then closes the connection. Until the body is in, a request holds no in-flight slot (see
- * http.ts), so this bounds only how long a trickling client keeps its connection.
+ * load-shedding.ts), so this bounds only how long a trickling client keeps its connection.
  */
 export function bodyDeadline(req: IncomingMessage, res: ServerResponse, ms: number): void {
   // A timer and an error event on the request itself: wrapping every body in a PassThrough that
@@ -62,7 +76,7 @@ export function bodyDeadline(req: IncomingMessage, res: ServerResponse, ms: numb
     // Only while the body parser listens (a request answered early, 413 or 415, is done with it).
     if (req.complete || req.listenerCount('error') === 0) return;
     res.shouldKeepAlive = false;
-    // The status line of a request REQUEST_TIMEOUT_MS cuts off (http.ts onClientError): a client
+    // The status line of a request REQUEST_TIMEOUT_MS cuts off (errors.ts onClientError): a client
     // sees one kind of 408, whichever deadline came first.
     res.statusMessage = 'request_timeout';
     req.emit('error', new HttpError('request_timeout', `The request body did not arrive within ${ms} ms.`));

@@ -1,5 +1,8 @@
-// Duplicate keys in JSON bodies. JSON.parse keeps the last of `{"qty":2,"qty":1}` silently, so a
-// body can mean one thing to us and another to any proxy, log or WAF that keeps the first.
+// Request bodies are JSON and nothing else, and a key twice in one object is refused: JSON.parse
+// keeps the last of `{"qty":2,"qty":1}` silently, so a body could mean one thing to us and another
+// to any proxy, log or WAF that keeps the first.
+import { HttpError } from '../errors.js';
+import { wholeApp } from './plugin.js';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -50,3 +53,25 @@ export function duplicateKey(text: string): string | undefined {
   }
   return undefined;
 }
+
+/** The one body parser: application/json, duplicate keys refused; an empty body is no body. */
+export const jsonBody = wholeApp((app, _opts, done) => {
+  // JSON only: fastify's built-in text/plain parser would hand a handler a string body.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, parsed) => {
+    if (body === '') return parsed(null, undefined);
+    let value: unknown;
+    try {
+      value = JSON.parse(body as string);
+    } catch {
+      return parsed(new HttpError('invalid_json'), undefined);
+    }
+    const dup = typeof value === 'object' && value !== null ? duplicateKey(body as string) : undefined;
+    if (dup !== undefined) {
+      const name = dup.length > 64 ? `${JSON.stringify(dup.slice(0, 64))}...` : JSON.stringify(dup);
+      return parsed(new HttpError('invalid_json', `The key ${name} appears more than once in one object.`), undefined);
+    }
+    parsed(null, value);
+  });
+  done();
+});

@@ -1,0 +1,53 @@
+// The HTTP app, built by a factory apart from listen() so tests can inject requests: the
+// cross-cutting plugins first, then one routes plugin per resource, then the 405 pass.
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import { createAuth } from '../auth.js';
+import type { Config } from '../config.js';
+import type { Pool } from '../db.js';
+import type { Logger } from '../logger.js';
+import type { Purchaser } from '../purchase.js';
+import { serverLimits } from './client-limits.js';
+import { errorHandler, errorMapping, onClientError, SCHEMA_OPTIONS } from './errors.js';
+import { jsonBody } from './json-body.js';
+import { loadShedding } from './load-shedding.js';
+import { methodNotAllowed } from './method-not-allowed.js';
+import { orders } from './orders.js';
+import { ops } from './ops.js';
+import { page } from './page.js';
+import { requestMetrics } from './request-metrics.js';
+import { sales } from './sales.js';
+
+export interface AppDeps {
+  config: Config;
+  pool: Pool;
+  redis: Redis;
+  purchaser: Purchaser;
+  logger: Logger;
+}
+
+export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): FastifyInstance {
+  const onError = errorHandler(logger);
+  const app = Fastify({
+    ...serverLimits(config), logger: false, ajv: SCHEMA_OPTIONS,
+    // Bad percent-encoding and overlong parameters are answered by the router itself unless routed here.
+    frameworkErrors: onError,
+    clientErrorHandler: onClientError,
+  });
+  // Here, not in a plugin: a bad JWT setting must stop buildApp itself (ConfigError).
+  const auth = createAuth(config, logger);
+  app.decorateRequest('buyer', '');
+  const otherMethods = methodNotAllowed(app);
+
+  void app.register(errorMapping, { onError });
+  void app.register(loadShedding, { limits: config });
+  void app.register(requestMetrics);
+  void app.register(jsonBody);
+
+  void app.register(ops, { config, pool, redis });
+  void app.register(sales, { pool, redis, purchaser, auth });
+  void app.register(orders, { pool, redis, auth });
+  void app.register(page, { development: config.development });
+  void app.register(otherMethods);
+  return app;
+}

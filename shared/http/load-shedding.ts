@@ -1,0 +1,53 @@
+// Load shedding: past maxInflight requests in hand, answer 429 at once instead of queueing without
+// bound; a buyer retrying a moment later does better than one waiting in a queue. With it, what
+// one client may hold: its open connections, and the time to send a body (client-limits.ts).
+import type { Config } from '../config.js';
+import { HttpError } from '../errors.js';
+import { metrics } from '../metrics.js';
+import { bodyDeadline, capConnectionsPerClient } from './client-limits.js';
+import { wholeApp } from './plugin.js';
+import { PURCHASE_URL } from './sales.js';
+
+type Limits = Pick<Config, 'maxInflight' | 'maxConnectionsPerClient' | 'bodyTimeoutMs'>;
+
+/** Paths served whatever the load: probes and metrics must answer during a storm. */
+const UNSHED = new Set(['/healthz', '/readyz', '/metrics']);
+/** Methods whose body fastify never reads. */
+const BODYLESS = new Set(['GET', 'HEAD', 'TRACE']);
+const pathOf = (url: string): string => {
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
+};
+
+export const loadShedding = wholeApp<{ limits: Limits }>((app, { limits }, done) => {
+  // Wired on the server, not as a hook: inject() has no connections, and a refused connection
+  // must never reach the router.
+  capConnectionsPerClient(app.server, limits.maxConnectionsPerClient);
+  // A body gets bodyTimeoutMs once its headers are in; requests without one go straight on.
+  app.addHook('preParsing', (req, reply, payload, next) => {
+    const { headers } = req;
+    const hasBody = headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+    if (hasBody && !BODYLESS.has(req.method)) bodyDeadline(req.raw, reply.raw, limits.bodyTimeoutMs);
+    next(null, payload);
+  });
+
+  // A slot is taken only once the body is in: a client trickling its body holds a connection
+  // (capped per address, cut off at the body deadline) but never a slot real buyers need.
+  let inflight = 0;
+  app.addHook('preValidation', (req, reply, next) => {
+    // Gone already (its close event has fired): it would never give the slot back.
+    if (reply.raw.destroyed) return next();
+    inflight++;
+    // Once per request, whether its response finished or the connection went first (client
+    // gone): onResponse misses the latter, and each such request would keep its slot for good.
+    reply.raw.once('close', () => inflight--);
+    if (inflight > limits.maxInflight && !UNSHED.has(pathOf(req.url))) {
+      if (req.routeOptions.url === PURCHASE_URL) metrics.purchases.inc({ outcome: 'busy' });
+      const e = new HttpError('busy');
+      void reply.code(e.status).header('retry-after', '1').send(e.body());
+      return;
+    }
+    next();
+  });
+  done();
+});

@@ -1,0 +1,29 @@
+// What operators and developers ask: liveness, readiness, metrics, and in development a buyer token.
+import type { FastifyPluginCallback } from 'fastify';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import type { Pool } from '../db.js';
+import { checkUserId, signJwt } from '../jwt.js';
+import { registry } from '../metrics.js';
+
+export const ops: FastifyPluginCallback<{ config: Config; pool: Pool; redis: Redis }> = (app, { config, pool, redis }, done) => {
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
+  app.get('/readyz', async (_req, reply) => {
+    try {
+      await Promise.all([redis.ping(), pool.query('select 1')]);
+      return { status: 'ready' };
+    } catch (err) {
+      return reply.code(503).send({ error: 'unavailable', message: `not ready: ${(err as Error).message}` });
+    }
+  });
+
+  if (config.development && config.jwtSecret) {
+    // Development only: hands out a buyer token so the local page and curl can buy without an IdP.
+    app.post('/api/dev/token', async (req) => {
+      const userId = checkUserId((req.body as { userId?: unknown } | undefined)?.userId);
+      return { token: signJwt(userId, config.jwtSecret!) };
+    });
+  }
+  done();
+};

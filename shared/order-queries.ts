@@ -1,0 +1,136 @@
+// Every runtime statement on `orders`, each a small typed function running one parameterised
+// statement. State changes are conditional updates that say what they expect; the row count, or
+// the rows returned, is the decision. (The reconciliation's sums and the invariant checker's reads
+// stay with their callers: see reconcile.ts and invariants.ts.)
+import type { Pool } from './db.js';
+import type { Winner } from './ids.js';
+
+export type OrderState = 'pending' | 'paid' | 'expired';
+
+export interface WrittenOrder {
+  id: string;
+  status: OrderState;
+  expiresAt: number;
+}
+
+export interface OrderRow {
+  id: string; sale_id: string; user_id: string; qty: number; status: OrderState;
+  expires_at: Date; due: boolean;
+}
+
+export interface ClosedOrder {
+  id: string;
+  saleId: string;
+  userId: string;
+  qty: number;
+  lateMs: number;
+}
+
+interface WrittenRow { id: string; status: OrderState; expires_at: Date }
+interface ClosedRow { id: string; sale_id: string; user_id: string; qty: number; late_ms: number }
+
+/**
+ * Inserts a batch of winners, idempotent on the order id, and returns every order of the batch
+ * with its state: fresh rows and rows an earlier (crashed) attempt wrote. One round trip when the
+ * batch is new; only ids the insert skipped are looked up, in a second statement that sees rows a
+ * concurrent writer committed meanwhile. (Joining the whole batch back against orders in the same
+ * statement made the planner scan the table: a cost that grew with every order ever written.)
+ * Deadlines are cut to whole milliseconds so the Redis key (PXAT) and the row agree exactly.
+ */
+export async function writeOrders(pool: Pool, saleId: string, winners: Winner[]): Promise<WrittenOrder[]> {
+  const ids = winners.map((w) => w.orderId);
+  const res = await pool.query<WrittenRow>(
+    `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at)
+     select i.id, $1, i.user_id, i.qty, 'pending', i.seq, to_timestamp(i.purchased_ms / 1000.0),
+            date_trunc('milliseconds', now()),
+            date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds)
+     from unnest($2::text[], $3::text[], $4::int[], $5::bigint[], $6::float8[]) as i(id, user_id, qty, seq, purchased_ms)
+       cross join (select payment_window_seconds from sales where id = $1) s
+     on conflict (id) do nothing
+     returning id, status, expires_at`,
+    [
+      saleId,
+      ids,
+      winners.map((w) => w.userId),
+      winners.map((w) => w.qty),
+      winners.map((w) => w.seq),
+      winners.map((w) => w.purchasedAt),
+    ],
+  );
+  const rows = res.rows;
+  if (rows.length < ids.length) {
+    const fresh = new Set(rows.map((r) => r.id));
+    const skipped = ids.filter((id) => !fresh.has(id));
+    const existing = await pool.query<WrittenRow>('select id, status, expires_at from orders where id = any($1::text[])', [skipped]);
+    rows.push(...existing.rows);
+  }
+  return rows.map((r) => ({ id: r.id, status: r.status, expiresAt: r.expires_at.getTime() }));
+}
+
+export async function findOrder(pool: Pool, orderId: string): Promise<OrderRow | undefined> {
+  const res = await pool.query<OrderRow>(
+    'select id, sale_id, user_id, qty, status, expires_at, expires_at <= now() as due from orders where id = $1', [orderId],
+  );
+  return res.rows[0];
+}
+
+/** Pays the buyer's order if it is still pending and before its deadline; true when this call paid it. */
+export async function markPaid(pool: Pool, orderId: string, userId: string): Promise<boolean> {
+  const paid = await pool.query(
+    `update orders set status = 'paid', paid_at = now()
+     where id = $1 and user_id = $2 and status = 'pending' and expires_at > now()`,
+    [orderId, userId],
+  );
+  return paid.rowCount === 1;
+}
+
+const CLOSED = `returning id, sale_id, user_id, qty, extract(epoch from (closed_at - expires_at)) * 1000 as late_ms`;
+
+function closedOrders(rows: ClosedRow[]): ClosedOrder[] {
+  return rows.map((r) => ({ id: r.id, saleId: r.sale_id, userId: r.user_id, qty: r.qty, lateMs: Number(r.late_ms) }));
+}
+
+/** Closes those of `ids` that are pending and past their deadline (never one before it). */
+export async function closeDue(pool: Pool, ids: string[]): Promise<ClosedOrder[]> {
+  const res = await pool.query<ClosedRow>(
+    `update orders set status = 'expired', closed_at = now()
+     where id = any($1::text[]) and status = 'pending' and expires_at <= now() ${CLOSED}`,
+    [ids],
+  );
+  return closedOrders(res.rows);
+}
+
+/** Closes up to `limit` overdue orders, oldest deadline first; concurrent sweepers skip each other's rows. */
+export async function closeOverdue(pool: Pool, limit: number): Promise<ClosedOrder[]> {
+  const res = await pool.query<ClosedRow>(
+    `update orders set status = 'expired', closed_at = now()
+     where id in (select id from orders where status = 'pending' and expires_at <= now()
+                  order by expires_at limit $1 for update skip locked)
+       and status = 'pending' ${CLOSED}`,
+    [limit],
+  );
+  return closedOrders(res.rows);
+}
+
+/** Orders already expired in Postgres whose stock is not yet known to be back in Redis. */
+export async function unrestored(pool: Pool, limit: number): Promise<ClosedOrder[]> {
+  const res = await pool.query<ClosedRow>(
+    `select id, sale_id, user_id, qty, 0 as late_ms from orders
+     where status = 'expired' and restored_at is null order by closed_at limit $1`,
+    [limit],
+  );
+  return closedOrders(res.rows);
+}
+
+/** Records that these orders' stock is back in Redis (the first record stands). */
+export async function markRestored(pool: Pool, ids: string[]): Promise<void> {
+  await pool.query('update orders set restored_at = now() where id = any($1::text[]) and restored_at is null', [ids]);
+}
+
+/** Orders of `ids` still pending with a deadline ahead (an event that fired a hair early). */
+export async function stillPending(pool: Pool, ids: string[]): Promise<{ id: string; expiresAt: number }[]> {
+  const res = await pool.query<{ id: string; expires_at: Date }>(
+    `select id, expires_at from orders where id = any($1::text[]) and status = 'pending' and expires_at > now()`, [ids],
+  );
+  return res.rows.map((r) => ({ id: r.id, expiresAt: r.expires_at.getTime() }));
+}

@@ -1,0 +1,19 @@
+// Writers' leases: a writer holds its batch in its own processing list under a lease it renews with
+// every claim. Once the lease has run out the writer is taken for dead and its batch goes back to
+// the winners list whole (recover_writer.lua); inserts are idempotent, so a batch written twice is
+// still one order each. The writer and the replay both re-drive.
+import type { Redis } from 'ioredis';
+import { saleKeys } from './keys.js';
+import { recoverWriter } from './redis.js';
+
+/** Moves the batches of writers whose lease ran out (all but `except`) back to the winners lists. */
+export async function recoverDeadWriters(redis: Redis, saleIds: string[], now = Date.now(), except?: string): Promise<number> {
+  let moved = 0;
+  for (const saleId of saleIds) {
+    const dead = await redis.zrangebyscore(saleKeys(saleId).writers, '-inf', now);
+    for (const writerId of dead) {
+      if (writerId !== except) moved += await recoverWriter(redis, saleId, writerId, now);
+    }
+  }
+  return moved;
+}
