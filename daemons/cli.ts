@@ -8,7 +8,7 @@ import { runUntilSignal, type Stoppable } from '../shared/daemon.js';
 import { classify, HttpError } from '../shared/errors.js';
 import { checkInvariants, formatInvariants } from '../shared/invariants.js';
 import { createLogger } from '../shared/logger.js';
-import { formatReport, progressReporter, runLoadtest } from '../shared/loadtest.js';
+import { formatReport, progressReporter, runLoadtest } from '../tools/loadtest.js';
 import { migrate } from '../shared/migrate.js';
 import { reconcile } from '../shared/reconcile.js';
 import { createSale, getSale, parseSaleInput, saleView } from '../shared/sales.js';

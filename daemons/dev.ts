@@ -11,7 +11,7 @@ import { startExpiryListener } from './expiry-listener.js';
 import { startOrderWriter } from './order-writer.js';
 import { startReplay } from './replay.js';
 
-/** What the local stack's servers keep across a crash (see shared/local-stack.ts). */
+/** What the local stack's servers keep across a crash (see tools/local-stack.ts). */
 const LOCAL_DURABILITY = 'Postgres fsync on and every commit of ours flushed (synchronous_commit on); Redis AOF, fsync every second';
 
 export const DEMO_SALE = { id: 'demo', name: 'Demo flash sale', stock: 100, perUserLimit: 1, maxPerOrder: 1, paymentWindowSeconds: 120 };
@@ -24,7 +24,7 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
     const config: Config = { ...base, development: true };
     // Imported here only: the embedded Postgres package is needed by the local stack alone.
     if (!config.databaseUrl || !config.redisUrl) {
-      const { startLocalServers } = await import('../shared/local-stack.js');
+      const { startLocalServers } = await import('../tools/local-stack.js');
       const servers = await startLocalServers(config);
       stops.push(['local servers', servers.stop]);
       if (servers.orphansStopped.length > 0) logger.warn({ stopped: servers.orphansStopped }, 'stopped servers an earlier local stack left running');

@@ -5,7 +5,7 @@ import type { Logger } from '../shared/logger.js';
 
 export async function startServers(config: Config, logger: Logger): Promise<Stoppable> {
   // Imported here only: the embedded Postgres package is needed by the local stack alone.
-  const { startLocalServers } = await import('../shared/local-stack.js');
+  const { startLocalServers } = await import('../tools/local-stack.js');
   const servers = await startLocalServers(config);
   if (servers.orphansStopped.length > 0) logger.warn({ stopped: servers.orphansStopped }, 'stopped servers an earlier local stack left running');
   // The other apps of the PM2 local mode read the same file; the values are never logged.

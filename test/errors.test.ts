@@ -10,7 +10,7 @@ import { buildApp } from '../shared/http/app.js';
 import { metrics } from '../shared/metrics.js';
 import { Purchaser, type PurchaseResult } from '../shared/purchase.js';
 import { createRedis } from '../shared/redis.js';
-import { freePort } from '../shared/local-stack.js';
+import { freePort } from '../tools/local-stack.js';
 import { auth, newSale, testEnv, waitFor, type TestEnv } from './helpers.js';
 
 let env: TestEnv;

@@ -14,7 +14,7 @@ import { reconcile } from '../shared/reconcile.js';
 import { loadConfig, type Config, type ConfigOverrides } from '../shared/config.js';
 import { createLogger, type Logger } from '../shared/logger.js';
 import { migrate } from '../shared/migrate.js';
-import { freePort, startPostgres, startRedis, type LocalServer } from '../shared/local-stack.js';
+import { freePort, startPostgres, startRedis, type LocalServer } from '../tools/local-stack.js';
 import { connect } from '../shared/services.js';
 import { createSale, parseSaleInput, type Sale } from '../shared/sales.js';
 import type { Pool } from '../shared/db.js';

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
-import { freePort } from '../shared/local-stack.js';
+import { freePort } from '../tools/local-stack.js';
 import { ADMIN_TOKEN, exited, http, JWT_SECRET, ready, testEnv, waitFor, type TestEnv } from './helpers.js';
 
 let env: TestEnv;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
-import { formatReport, runLoadtest } from '../shared/loadtest.js';
+import { formatReport, runLoadtest } from '../tools/loadtest.js';
 import { OrderWriter } from '../shared/writer.js';
 import { ADMIN_TOKEN, JWT_SECRET, testEnv, type TestEnv } from './helpers.js';
 

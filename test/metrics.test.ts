@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
 import { ExpiryListener } from '../shared/listener.js';
-import { runLoadtest } from '../shared/loadtest.js';
+import { runLoadtest } from '../tools/loadtest.js';
 import { replayOnce } from '../shared/replay.js';
 import { OrderWriter } from '../shared/writer.js';
 import { ADMIN_TOKEN, http, JWT_SECRET, testEnv, waitFor, type TestEnv } from './helpers.js';

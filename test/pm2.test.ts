@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
-import { freePort } from '../shared/local-stack.js';
+import { freePort } from '../tools/local-stack.js';
 import { reconcile } from '../shared/reconcile.js';
 import { ADMIN_TOKEN, auth, http, JWT_SECRET, runConcurrently, testEnv, waitFor, type HttpResult, type TestEnv } from './helpers.js';
 

@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startPostgres } from '../shared/local-stack.js';
+import { startPostgres } from '../tools/local-stack.js';
 import type { Summary } from './reliability/harness.js';
 
 const only = process.argv.slice(2);

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { freePort } from '../shared/local-stack.js';
+import { freePort } from '../tools/local-stack.js';
 import { ADMIN_TOKEN, exited, http, JWT_SECRET, ready, testEnv, type TestEnv } from './helpers.js';
 
 let env: TestEnv;

@@ -12,7 +12,7 @@ import { delay, type RetryOptions } from '../shared/daemon.js';
 import { createPool, type Pool } from '../shared/db.js';
 import { classify } from '../shared/errors.js';
 import { SALES_REGISTRY, saleKeys } from '../shared/keys.js';
-import { freePort } from '../shared/local-stack.js';
+import { freePort } from '../tools/local-stack.js';
 import { metrics } from '../shared/metrics.js';
 import { purchaseScript } from '../shared/redis.js';
 import type { Sale } from '../shared/sales.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { delay } from '../../shared/daemon.js';
 import { checkInvariants, type Violation } from '../../shared/invariants.js';
 import { saleKeys } from '../../shared/keys.js';
-import { freePort } from '../../shared/local-stack.js';
+import { freePort } from '../../tools/local-stack.js';
 import { ADMIN_TOKEN, JWT_SECRET, token, waitFor, type TestEnv } from '../helpers.js';
 
 const CLI = new URL('../../dist/daemons/cli.js', import.meta.url).pathname;

@@ -3,11 +3,11 @@
 import { randomBytes } from 'node:crypto';
 import { Agent, request } from 'node:http';
 import type { Redis } from 'ioredis';
-import { signJwt } from './jwt.js';
-import { ConfigError } from './config.js';
-import { delay } from './daemon.js';
-import type { Pool } from './db.js';
-import { reconcile, type Reconciliation } from './reconcile.js';
+import { signJwt } from '../shared/jwt.js';
+import { ConfigError } from '../shared/config.js';
+import { delay } from '../shared/daemon.js';
+import type { Pool } from '../shared/db.js';
+import { reconcile, type Reconciliation } from '../shared/reconcile.js';
 
 export type Phase = 'buy' | 'pay';
 

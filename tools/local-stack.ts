@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { Redis } from 'ioredis';
-import { delay } from './daemon.js';
+import { delay } from '../shared/daemon.js';
 
 export interface LocalServer {
   url: string;
