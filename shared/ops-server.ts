@@ -1,4 +1,5 @@
-// A daemon's small HTTP face: /healthz (alive), /readyz (Redis and Postgres answer), /metrics.
+// A daemon's small HTTP face: /healthz (alive), /readyz (Redis and Postgres answer), /metrics;
+// and the readiness probe the API's /readyz shares.
 import { createServer, type Server } from 'node:http';
 import type { Redis } from 'ioredis';
 import type { Pool } from './db.js';
@@ -20,13 +21,14 @@ export async function startOpsServer(port: number, host: string, redis: Redis, p
       res.writeHead(status, { 'content-type': type });
       res.end(body);
     };
-    if (req.url === '/healthz') return send(200, '{"status":"ok"}');
-    if (req.url === '/readyz') {
+    const path = req.url?.split('?')[0];
+    if (path === '/healthz') return send(200, '{"status":"ok"}');
+    if (path === '/readyz') {
       void readiness(redis, pool).then((err) =>
         err ? send(503, JSON.stringify({ error: 'unavailable', message: `not ready: ${err}` })) : send(200, '{"status":"ready"}'));
       return;
     }
-    if (req.url === '/metrics') {
+    if (path === '/metrics') {
       void registry.metrics().then((text) => send(200, text, registry.contentType));
       return;
     }

@@ -67,7 +67,9 @@ function timeField(body: Record<string, unknown>, key: 'startsAt' | 'endsAt'): D
   return d;
 }
 
-const FIELDS = new Set(['id', 'name', 'stock', 'perUserLimit', 'maxPerOrder', 'startsAt', 'endsAt', 'paymentWindowSeconds']);
+/** The fields a sale definition may have (the HTTP route's schema lists the same). */
+export const SALE_FIELDS = ['id', 'name', 'stock', 'perUserLimit', 'maxPerOrder', 'startsAt', 'endsAt', 'paymentWindowSeconds'] as const;
+const FIELDS = new Set<string>(SALE_FIELDS);
 
 /** Checks a sale definition as POST /api/sales and `sale create` take it. */
 export function parseSaleInput(body: unknown, now = new Date()): Sale {

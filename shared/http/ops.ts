@@ -5,17 +5,14 @@ import type { Config } from '../config.js';
 import type { Pool } from '../db.js';
 import { checkUserId, signJwt } from '../jwt.js';
 import { registry } from '../metrics.js';
+import { readiness } from '../ops-server.js';
 
 export const ops: FastifyPluginCallback<{ config: Config; pool: Pool; redis: Redis }> = (app, { config, pool, redis }, done) => {
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
   app.get('/readyz', async (_req, reply) => {
-    try {
-      await Promise.all([redis.ping(), pool.query('select 1')]);
-      return { status: 'ready' };
-    } catch (err) {
-      return reply.code(503).send({ error: 'unavailable', message: `not ready: ${(err as Error).message}` });
-    }
+    const problem = await readiness(redis, pool);
+    return problem ? reply.code(503).send({ error: 'unavailable', message: `not ready: ${problem}` }) : { status: 'ready' };
   });
 
   if (config.development && config.jwtSecret) {

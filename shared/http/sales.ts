@@ -7,7 +7,7 @@ import { HttpError } from '../errors.js';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from '../ids.js';
 import { metrics } from '../metrics.js';
 import type { Purchaser } from '../purchase.js';
-import { createSale, getSale, MAX_PER_ORDER, parseSaleInput, saleView, type Sale } from '../sales.js';
+import { createSale, getSale, MAX_PER_ORDER, parseSaleInput, SALE_FIELDS, saleView, type Sale } from '../sales.js';
 import { answerFor, refusal } from './errors.js';
 
 export const PURCHASE_URL = '/api/sales/:saleId/purchases';
@@ -25,7 +25,6 @@ const purchaseBody = {
 };
 
 // The shape only: parseSaleInput checks each field, for this route and for `flashsale sale create`.
-const SALE_FIELDS = ['id', 'name', 'stock', 'perUserLimit', 'maxPerOrder', 'startsAt', 'endsAt', 'paymentWindowSeconds'];
 const saleBody = {
   type: 'object', additionalProperties: false,
   properties: Object.fromEntries(SALE_FIELDS.map((field) => [field, {}])),
