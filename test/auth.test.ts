@@ -12,7 +12,10 @@ import { buildApp } from '../shared/http/app.js';
 import { saleKeys } from '../shared/keys.js';
 import { Purchaser } from '../shared/purchase.js';
 import type { Sale } from '../shared/sales.js';
-import { ADMIN_TOKEN, JWT_SECRET, exited, newSale, runConcurrently, spawnDaemon, testEnv, waitFor, type TestEnv } from './helpers.js';
+import { exited, spawnCli } from './support/cli.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { newSale, runConcurrently, waitFor } from './support/fixtures.js';
+import { ADMIN_TOKEN, JWT_SECRET } from './support/tokens.js';
 
 let env: TestEnv;
 let sale: Sale;
@@ -271,7 +274,7 @@ describe('settings', () => {
   });
 
   test('flashsale api with both set exits 2', async () => {
-    const child = spawnDaemon(env, ['api', '--port', '0'], { JWT_SECRET, JWT_JWKS_URL: idp.url, ADMIN_TOKEN });
+    const child = spawnCli(env, ['api', '--port', '0'], { JWT_SECRET, JWT_JWKS_URL: idp.url, ADMIN_TOKEN });
     assert.equal(await exited(child), 2);
   });
 

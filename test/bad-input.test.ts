@@ -1,8 +1,7 @@
 // The bad-input battery: every hostile or malformed request gets its exact 4xx with a
 // {error, message} body, and leaves Redis and Postgres byte-for-byte as they were.
 import assert from 'node:assert/strict';
-import { createHmac, randomUUID } from 'node:crypto';
-import { request, type IncomingHttpHeaders } from 'node:http';
+import { randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { startApi } from '../daemons/api.js';
@@ -11,7 +10,11 @@ import { saleKeys } from '../shared/keys.js';
 import { SALE_ID_PATTERN } from '../shared/ids.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
-import { ADMIN_TOKEN, JWT_SECRET, auth, http, newSale, stateSnapshot, token, testEnv, type HttpResult, type StateSnapshot, type TestEnv } from './helpers.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { newSale } from './support/fixtures.js';
+import { http, type HttpOptions, type Reply } from './support/http.js';
+import { stateSnapshot, type StateSnapshot } from './support/snapshot.js';
+import { ADMIN_TOKEN, auth, b64, forgeJwt, JWT_SECRET, token } from './support/tokens.js';
 
 let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApi>>;
@@ -26,7 +29,7 @@ before(async () => {
   api = await startApi(env.config, env.logger);
   sale = await newSale(env, { stock: 20, perUserLimit: 3, maxPerOrder: 2, paymentWindowSeconds: 3600 });
   const buy = async (user: string, qty: number) => {
-    const res = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { qty }, auth(user));
+    const res = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty }, user });
     assert.equal(res.status, 202);
     return res.body.orderId as string;
   };
@@ -35,7 +38,7 @@ before(async () => {
   orders.carol = await buy('carol', 1);
   const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: 'bad-input' } });
   assert.equal(await writer.drainOnce(), 3);
-  assert.equal((await http(api.port, 'POST', `/api/orders/${orders.bob}/pay`, undefined, auth('bob'))).body.status, 'paid');
+  assert.equal((await http(api.port, 'POST', `/api/orders/${orders.bob}/pay`, { user: 'bob' })).body.status, 'paid');
   orders.dave = await buy('dave', 1); // no writer runs again: this one stays queued
   baseline = await stateSnapshot(env);
   assert.equal(baseline.sales.length, 1);
@@ -60,7 +63,7 @@ after(async () => {
   await env.close();
 });
 
-function assertError(res: HttpResult, status: number, code: string, what = ''): void {
+function assertError(res: Reply, status: number, code: string, what = ''): void {
   const seen = `${what} -> ${res.status} ${JSON.stringify(res.body)}`;
   assert.equal(res.status, status, seen);
   assert.ok(res.body !== null && typeof res.body === 'object', seen);
@@ -71,43 +74,16 @@ function assertError(res: HttpResult, status: number, code: string, what = ''): 
 }
 
 const purchasePath = (saleId = sale.id) => `/api/sales/${saleId}/purchases`;
-const buyRaw = (body: string, headers: Record<string, string> = auth('mallory')) => http(api.port, 'POST', purchasePath(), body, headers);
-const buyJson = (body: unknown, user = 'mallory') => http(api.port, 'POST', purchasePath(), JSON.stringify(body), auth(user));
+const buyRaw = (body: string, headers: Record<string, string> = auth('mallory')) => http(api.port, 'POST', purchasePath(), { body, headers });
+const buyJson = (body: unknown, user = 'mallory') => http(api.port, 'POST', purchasePath(), { body: JSON.stringify(body), user });
 /** POST /api/sales: a string is sent as it is, anything else as JSON. */
 const admin = (body: unknown, headers: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}` }) =>
-  http(api.port, 'POST', '/api/sales', typeof body === 'string' ? body : JSON.stringify(body), headers);
+  http(api.port, 'POST', '/api/sales', { body: typeof body === 'string' ? body : JSON.stringify(body), headers });
 
-interface RawResult extends HttpResult { headers: IncomingHttpHeaders }
-
-/** What http() cannot send: no content-type, chunked bodies, a lying content-length. A fresh connection each. */
-function send(method: string, path: string, opts: { headers?: Record<string, string | number>; chunks?: string[]; end?: boolean } = {}): Promise<RawResult> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: api.port, method, path, headers: opts.headers ?? {}, agent: false }, (res) => {
-      const parts: Buffer[] = [];
-      res.on('data', (c: Buffer) => parts.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(parts).toString('utf8');
-        let body: unknown = text;
-        try { body = JSON.parse(text); } catch { /* not JSON: the assertions say so */ }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body });
-        req.destroy();
-      });
-    });
-    req.on('error', reject);
-    for (const c of opts.chunks ?? []) req.write(c);
-    if (opts.end ?? true) req.end();
-    else req.flushHeaders();
-  });
-}
+/** What a plain request cannot send: no content-type, chunked bodies, a lying content-length. A fresh connection each. */
+const send = (method: string, path: string, opts: HttpOptions = {}) => http(api.port, method, path, { ...opts, agent: false });
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
-const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
-
-/** A JWT from parts: key null leaves it unsigned, as `alg: none` tokens are. */
-function jwt(header: unknown, payload: unknown, key: string | null = JWT_SECRET, hash = 'sha256'): string {
-  const body = `${b64(header)}.${b64(payload)}`;
-  return key === null ? `${body}.` : `${body}.${createHmac(hash, key).update(body).digest('base64url')}`;
-}
 const HS256 = { alg: 'HS256', typ: 'JWT' };
 const claims = (extra: Record<string, unknown> = {}) => ({ sub: 'mallory', iat: nowSeconds(), exp: nowSeconds() + 600, ...extra });
 
@@ -124,10 +100,10 @@ describe('bad bodies on the purchase route', () => {
       ['{"a":{"b":1,"b":2}}', 'b'], ['[{"x":1},{"x":1,"x":2}]', 'x'], ['{"__proto__":1,"__proto__":2}', '__proto__'], ['{"":1,"":2}', ''],
       ['{"s":"{\\"k\\":1,\\"k\\":2}","s":3}', 's'],
     ];
-    const routes: [string, (body: string) => Promise<HttpResult>][] = [
+    const routes: [string, (body: string) => Promise<Reply>][] = [
       ['purchase', (body) => buyRaw(body)],
       // Carol's own pending order, and a valid sale definition: either would change state if let through.
-      ['pay', (body) => http(api.port, 'POST', `/api/orders/${orders.carol}/pay`, body, auth('carol'))],
+      ['pay', (body) => http(api.port, 'POST', `/api/orders/${orders.carol}/pay`, { body, user: 'carol' })],
       ['admin', (body) => admin(body.replace(/^\{/, '{"name":"Twice","stock":10,'))],
     ];
     for (const [route, send] of routes) {
@@ -172,8 +148,8 @@ describe('bad bodies on the purchase route', () => {
 
   test('an unknown sale is 404 sale_not_found, to view or to buy', async () => {
     assertError(await http(api.port, 'GET', '/api/sales/no-such-sale'), 404, 'sale_not_found');
-    assertError(await http(api.port, 'POST', purchasePath('no-such-sale'), { qty: 1 }, auth('mallory')), 404, 'sale_not_found');
-    assertError(await http(api.port, 'POST', purchasePath(`${sale.id}x`), undefined, auth('mallory')), 404, 'sale_not_found');
+    assertError(await http(api.port, 'POST', purchasePath('no-such-sale'), { body: { qty: 1 }, user: 'mallory' }), 404, 'sale_not_found');
+    assertError(await http(api.port, 'POST', purchasePath(`${sale.id}x`), { user: 'mallory' }), 404, 'sale_not_found');
   });
 });
 
@@ -202,7 +178,7 @@ describe('oversized bodies', () => {
     const chunks = ['{"name":"', ...Array.from({ length: 40 }, () => 'x'.repeat(500)), '","stock":1}'];
     const headers = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
     assertError(await send('POST', '/api/sales', { headers, chunks }), 413, 'payload_too_large', 'admin chunked');
-    assertError(await http(api.port, 'POST', `/api/orders/${orders.alice}/pay`, padded(2000), auth('alice')), 413, 'payload_too_large', 'pay');
+    assertError(await http(api.port, 'POST', `/api/orders/${orders.alice}/pay`, { body: padded(2000), user: 'alice' }), 413, 'payload_too_large', 'pay');
   });
 });
 
@@ -216,9 +192,9 @@ describe('malformed and foreign ids', () => {
   test('sale ids overlong or with odd characters are 400 invalid_id', async () => {
     for (const id of badSaleIds) {
       assertError(await http(api.port, 'GET', `/api/sales/${id}`), 400, 'invalid_id', `GET ${id.slice(0, 80)}`);
-      assertError(await http(api.port, 'POST', purchasePath(id), { qty: 1 }, auth('mallory')), 400, 'invalid_id', `buy ${id.slice(0, 80)}`);
+      assertError(await http(api.port, 'POST', purchasePath(id), { body: { qty: 1 }, user: 'mallory' }), 400, 'invalid_id', `buy ${id.slice(0, 80)}`);
     }
-    assertError(await http(api.port, 'POST', '/api/sales//purchases', { qty: 1 }, auth('mallory')), 400, 'invalid_id', 'empty');
+    assertError(await http(api.port, 'POST', '/api/sales//purchases', { body: { qty: 1 }, user: 'mallory' }), 400, 'invalid_id', 'empty');
   });
 
   test('order ids malformed or overlong are 400 invalid_id, to view or to pay', async () => {
@@ -228,27 +204,27 @@ describe('malformed and foreign ids', () => {
       'a'.repeat(300), '%ZZ', `caf%C3%A9.${uuid}`,
     ];
     for (const id of ids) {
-      assertError(await http(api.port, 'GET', `/api/orders/${id}`, undefined, auth('alice')), 400, 'invalid_id', `GET ${id}`);
-      assertError(await http(api.port, 'POST', `/api/orders/${id}/pay`, undefined, auth('alice')), 400, 'invalid_id', `pay ${id}`);
+      assertError(await http(api.port, 'GET', `/api/orders/${id}`, { user: 'alice' }), 400, 'invalid_id', `GET ${id}`);
+      assertError(await http(api.port, 'POST', `/api/orders/${id}/pay`, { user: 'alice' }), 400, 'invalid_id', `pay ${id}`);
     }
   });
 
   test('a well-formed order id that does not exist is 404 order_not_found', async () => {
     for (const id of [`${sale.id}.${uuid}`, `no-such-sale.${uuid}`]) {
-      assertError(await http(api.port, 'GET', `/api/orders/${id}`, undefined, auth('alice')), 404, 'order_not_found', id);
-      assertError(await http(api.port, 'POST', `/api/orders/${id}/pay`, undefined, auth('alice')), 404, 'order_not_found', id);
+      assertError(await http(api.port, 'GET', `/api/orders/${id}`, { user: 'alice' }), 404, 'order_not_found', id);
+      assertError(await http(api.port, 'POST', `/api/orders/${id}/pay`, { user: 'alice' }), 404, 'order_not_found', id);
     }
   });
 
   test('another user\'s order is 404 order_not_found in every state, and paying it pays nothing', async () => {
     for (const [owner, id] of Object.entries(orders)) {
       for (const user of ['mallory', ...Object.keys(orders).filter((u) => u !== owner)]) {
-        assertError(await http(api.port, 'GET', `/api/orders/${id}`, undefined, auth(user)), 404, 'order_not_found', `${user} views ${owner}'s`);
-        assertError(await http(api.port, 'POST', `/api/orders/${id}/pay`, undefined, auth(user)), 404, 'order_not_found', `${user} pays ${owner}'s`);
+        assertError(await http(api.port, 'GET', `/api/orders/${id}`, { user }), 404, 'order_not_found', `${user} views ${owner}'s`);
+        assertError(await http(api.port, 'POST', `/api/orders/${id}/pay`, { user }), 404, 'order_not_found', `${user} pays ${owner}'s`);
       }
     }
     // The owners still see them as they were, so the 404s above are not a broken lookup.
-    const view = (user: keyof typeof orders) => http(api.port, 'GET', `/api/orders/${orders[user]}`, undefined, auth(user));
+    const view = (user: keyof typeof orders) => http(api.port, 'GET', `/api/orders/${orders[user]}`, { user });
     assert.equal((await view('alice')).body.status, 'pending_payment');
     assert.equal((await view('bob')).body.status, 'paid');
     assert.equal((await view('dave')).body.status, 'queued');
@@ -275,49 +251,49 @@ describe('missing and forged buyer tokens', () => {
     ['two parts', { authorization: `Bearer ${h}.${p}` }],
     ['over 4096 characters', { authorization: `Bearer ${h}.${p}${'A'.repeat(4100)}.${sig}` }],
     ['header not JSON', { authorization: `Bearer ${b64('not json')}.${p}.${sig}` }],
-    ['payload an array', { authorization: `Bearer ${jwt(HS256, ['mallory'])}` }],
-    ['payload not JSON', { authorization: `Bearer ${jwt(HS256, 'mallory')}` }],
+    ['payload an array', { authorization: `Bearer ${forgeJwt(HS256, ['mallory'])}` }],
+    ['payload not JSON', { authorization: `Bearer ${forgeJwt(HS256, 'mallory')}` }],
     ['signed with the wrong key', { authorization: `Bearer ${token('mallory', 'wrong-secret-0123456789')}` }],
     ['signature tampered', { authorization: `Bearer ${h}.${p}.${sig.slice(0, 10)}${sig[10] === 'A' ? 'B' : 'A'}${sig.slice(11)}` }],
     ['signature empty', { authorization: `Bearer ${h}.${p}.` }],
     ['signature with a spare bit flipped', { authorization: `Bearer ${h}.${p}.${alias}` }],
     ['signature with a stray character', { authorization: `Bearer ${h}.${p}.${sig}=` }],
     ['payload swapped under the signature', { authorization: `Bearer ${h}.${b64(claims({ sub: 'alice' }))}.${sig}` }],
-    ['alg none, unsigned', { authorization: `Bearer ${jwt({ alg: 'none', typ: 'JWT' }, claims(), null)}` }],
-    ['alg None, unsigned', { authorization: `Bearer ${jwt({ alg: 'None' }, claims(), null)}` }],
-    ['alg none with an HS256 signature', { authorization: `Bearer ${jwt({ alg: 'none' }, claims())}` }],
-    ['no alg', { authorization: `Bearer ${jwt({ typ: 'JWT' }, claims())}` }],
-    ['alg HS512', { authorization: `Bearer ${jwt({ alg: 'HS512', typ: 'JWT' }, claims(), JWT_SECRET, 'sha512')}` }],
-    ['alg HS512 with an HS256 signature', { authorization: `Bearer ${jwt({ alg: 'HS512', typ: 'JWT' }, claims())}` }],
-    ['alg RS256 HMAC-signed with the secret', { authorization: `Bearer ${jwt({ alg: 'RS256', typ: 'JWT' }, claims())}` }],
-    ['expired', { authorization: `Bearer ${jwt(HS256, claims({ exp: nowSeconds() - 60 }))}` }],
-    ['expired this second', { authorization: `Bearer ${jwt(HS256, claims({ exp: nowSeconds() }))}` }],
-    ['exp as a string', { authorization: `Bearer ${jwt(HS256, claims({ exp: String(nowSeconds() - 60) }))}` }],
-    ['exp null', { authorization: `Bearer ${jwt(HS256, claims({ exp: null }))}` }],
-    ['nbf in the future', { authorization: `Bearer ${jwt(HS256, claims({ nbf: nowSeconds() + 600 }))}` }],
-    ['nbf as a string', { authorization: `Bearer ${jwt(HS256, claims({ nbf: '0' }))}` }],
-    ['sub missing', { authorization: `Bearer ${jwt(HS256, { iat: nowSeconds(), exp: nowSeconds() + 600 })}` }],
-    ['sub a number', { authorization: `Bearer ${jwt(HS256, claims({ sub: 42 }))}` }],
-    ['sub empty', { authorization: `Bearer ${jwt(HS256, claims({ sub: '' }))}` }],
-    ['sub 200 characters', { authorization: `Bearer ${jwt(HS256, claims({ sub: 'm'.repeat(200) }))}` }],
-    ['sub with a space', { authorization: `Bearer ${jwt(HS256, claims({ sub: 'mal lory' }))}` }],
-    ['sub not ASCII', { authorization: `Bearer ${jwt(HS256, claims({ sub: 'mallöry' }))}` }],
-    ['sub an object', { authorization: `Bearer ${jwt(HS256, claims({ sub: { id: 'alice' } }))}` }],
+    ['alg none, unsigned', { authorization: `Bearer ${forgeJwt({ alg: 'none', typ: 'JWT' }, claims(), null)}` }],
+    ['alg None, unsigned', { authorization: `Bearer ${forgeJwt({ alg: 'None' }, claims(), null)}` }],
+    ['alg none with an HS256 signature', { authorization: `Bearer ${forgeJwt({ alg: 'none' }, claims())}` }],
+    ['no alg', { authorization: `Bearer ${forgeJwt({ typ: 'JWT' }, claims())}` }],
+    ['alg HS512', { authorization: `Bearer ${forgeJwt({ alg: 'HS512', typ: 'JWT' }, claims(), JWT_SECRET, 'sha512')}` }],
+    ['alg HS512 with an HS256 signature', { authorization: `Bearer ${forgeJwt({ alg: 'HS512', typ: 'JWT' }, claims())}` }],
+    ['alg RS256 HMAC-signed with the secret', { authorization: `Bearer ${forgeJwt({ alg: 'RS256', typ: 'JWT' }, claims())}` }],
+    ['expired', { authorization: `Bearer ${forgeJwt(HS256, claims({ exp: nowSeconds() - 60 }))}` }],
+    ['expired this second', { authorization: `Bearer ${forgeJwt(HS256, claims({ exp: nowSeconds() }))}` }],
+    ['exp as a string', { authorization: `Bearer ${forgeJwt(HS256, claims({ exp: String(nowSeconds() - 60) }))}` }],
+    ['exp null', { authorization: `Bearer ${forgeJwt(HS256, claims({ exp: null }))}` }],
+    ['nbf in the future', { authorization: `Bearer ${forgeJwt(HS256, claims({ nbf: nowSeconds() + 600 }))}` }],
+    ['nbf as a string', { authorization: `Bearer ${forgeJwt(HS256, claims({ nbf: '0' }))}` }],
+    ['sub missing', { authorization: `Bearer ${forgeJwt(HS256, { iat: nowSeconds(), exp: nowSeconds() + 600 })}` }],
+    ['sub a number', { authorization: `Bearer ${forgeJwt(HS256, claims({ sub: 42 }))}` }],
+    ['sub empty', { authorization: `Bearer ${forgeJwt(HS256, claims({ sub: '' }))}` }],
+    ['sub 200 characters', { authorization: `Bearer ${forgeJwt(HS256, claims({ sub: 'm'.repeat(200) }))}` }],
+    ['sub with a space', { authorization: `Bearer ${forgeJwt(HS256, claims({ sub: 'mal lory' }))}` }],
+    ['sub not ASCII', { authorization: `Bearer ${forgeJwt(HS256, claims({ sub: 'mallöry' }))}` }],
+    ['sub an object', { authorization: `Bearer ${forgeJwt(HS256, claims({ sub: { id: 'alice' } }))}` }],
   ];
 
   test('the purchase route refuses each with 401 unauthorized', async () => {
     assert.ok(Buffer.from(alias, 'base64url').equals(Buffer.from(sig, 'base64url')), 'the alias decodes to the same bytes');
-    assert.equal((await http(api.port, 'GET', `/api/orders/${orders.alice}`, undefined, { authorization: `Bearer ${token('alice')}` })).status, 200);
-    for (const [what, headers] of cases) assertError(await http(api.port, 'POST', purchasePath(), { qty: 1 }, headers), 401, 'unauthorized', what);
+    assert.equal((await http(api.port, 'GET', `/api/orders/${orders.alice}`, { headers: { authorization: `Bearer ${token('alice')}` } })).status, 200);
+    for (const [what, headers] of cases) assertError(await http(api.port, 'POST', purchasePath(), { body: { qty: 1 }, headers }), 401, 'unauthorized', what);
   });
 
   test('the order routes refuse each with 401 unauthorized, even for the owner\'s order', async () => {
     for (const [what, headers] of cases) {
-      assertError(await http(api.port, 'GET', `/api/orders/${orders.alice}`, undefined, headers), 401, 'unauthorized', `view: ${what}`);
-      assertError(await http(api.port, 'POST', `/api/orders/${orders.carol}/pay`, undefined, headers), 401, 'unauthorized', `pay: ${what}`);
+      assertError(await http(api.port, 'GET', `/api/orders/${orders.alice}`, { headers }), 401, 'unauthorized', `view: ${what}`);
+      assertError(await http(api.port, 'POST', `/api/orders/${orders.carol}/pay`, { headers }), 401, 'unauthorized', `pay: ${what}`);
     }
-    const forgedAlice = jwt(HS256, claims({ sub: 'alice' }), 'wrong-secret-0123456789');
-    assertError(await http(api.port, 'POST', `/api/orders/${orders.alice}/pay`, undefined, { authorization: `Bearer ${forgedAlice}` }), 401, 'unauthorized', 'forged alice');
+    const forgedAlice = forgeJwt(HS256, claims({ sub: 'alice' }), 'wrong-secret-0123456789');
+    assertError(await http(api.port, 'POST', `/api/orders/${orders.alice}/pay`, { headers: { authorization: `Bearer ${forgedAlice}` } }), 401, 'unauthorized', 'forged alice');
   });
 });
 
@@ -411,7 +387,7 @@ describe('routes and methods', () => {
   test('unknown routes are 404 not_found', async () => {
     for (const [method, path] of [['GET', '/nope'], ['GET', '/index.html'], ['GET', '/api'], ['GET', '/api/sale/x'], ['POST', `/api/sales/${sale.id}/purchase`],
       ['GET', '/api/orders'], ['POST', `/api/sales/${sale.id}/purchases/x`], ['GET', '/api/sales/x/y/z'], ['POST', '/api/dev/token']] as const) {
-      assertError(await http(api.port, method, path, method === 'POST' ? {} : undefined, auth('mallory')), 404, 'not_found', `${method} ${path}`);
+      assertError(await http(api.port, method, path, { body: method === 'POST' ? {} : undefined, user: 'mallory' }), 404, 'not_found', `${method} ${path}`);
     }
   });
 
@@ -489,9 +465,9 @@ describe('property: arbitrary input to the purchase route is a 4xx with {error, 
       header: fc.oneof(fc.constant<unknown>(HS256), fc.record({ alg: fc.oneof(fc.constantFrom('HS256', 'none', 'HS512', 'RS256', 'ES256'), fc.string()) }), fc.jsonValue({ maxDepth: 2 })),
       payload: fc.oneof(fc.constant<unknown>(claims()), fc.record({ sub: fc.jsonValue({ maxDepth: 1 }), exp: fc.jsonValue({ maxDepth: 0 }) }), fc.jsonValue({ maxDepth: 2 })),
       key: fc.oneof(fc.constant<string | null>(null), fc.string({ minLength: 1 }).filter((k) => k !== JWT_SECRET)),
-    }).map(({ header, payload, key }) => `Bearer ${jwt(header, payload, key)}`);
+    }).map(({ header, payload, key }) => `Bearer ${forgeJwt(header, payload, key)}`);
     const check = async (authorization: string) => {
-      assertError(await http(api.port, 'POST', purchasePath(), { qty: 1 }, { authorization }), 401, 'unauthorized', authorization);
+      assertError(await http(api.port, 'POST', purchasePath(), { body: { qty: 1 }, headers: { authorization } }), 401, 'unauthorized', authorization);
     };
     await fc.assert(fc.asyncProperty(fc.oneof(headers, jwts), check), { numRuns: 400 });
   });
@@ -503,7 +479,7 @@ describe('property: arbitrary input to the purchase route is a 4xx with {error, 
       const expected: [number, string] = SALE_ID_PATTERN.test(id) ? [404, 'sale_not_found'] : [400, 'invalid_id'];
       const path = `/api/sales/${encodeURIComponent(id)}`;
       assertError(await http(api.port, 'GET', path), expected[0], expected[1], `GET ${JSON.stringify(id)}`);
-      assertError(await http(api.port, 'POST', `${path}/purchases`, { qty: 1 }, auth('fuzzer')), expected[0], expected[1], `buy ${JSON.stringify(id)}`);
+      assertError(await http(api.port, 'POST', `${path}/purchases`, { body: { qty: 1 }, user: 'fuzzer' }), expected[0], expected[1], `buy ${JSON.stringify(id)}`);
     }), { numRuns: 300 });
   });
 });

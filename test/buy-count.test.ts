@@ -9,7 +9,9 @@ import { HttpError } from '../shared/errors.js';
 import { saleKeys } from '../shared/keys.js';
 import { Purchaser, Refusal } from '../shared/purchase.js';
 import { loadSale, purchaseScript, restoreStock } from '../shared/redis.js';
-import { auth, http, newSale, testEnv, type TestEnv } from './helpers.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { newSale } from './support/fixtures.js';
+import { http } from './support/http.js';
 
 // The smallest margin the config takes: the probe that found the lapse ran with it.
 const MARGIN_S = 60;
@@ -26,7 +28,7 @@ after(async () => {
   await env.close();
 });
 
-const buy = (saleId: string, user: string, qty = 1) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, { qty }, auth(user));
+const buy = (saleId: string, user: string, qty = 1) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty }, user });
 const script = (saleId: string, userId: string, qty: number, now: number) =>
   purchaseScript(env.redis, { saleId, userId, qty, orderId: `${saleId}.${randomUUID()}`, now, buyCountTtlSeconds: MARGIN_S });
 

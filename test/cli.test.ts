@@ -1,10 +1,10 @@
 // The flashsale CLI as an operator types it.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { saleKeys } from '../shared/keys.js';
 import { purchaseScript } from '../shared/redis.js';
-import { testEnv, type TestEnv } from './helpers.js';
+import { cli } from './support/cli.js';
+import { testEnv, type TestEnv } from './support/env.js';
 
 let env: TestEnv;
 before(async () => {
@@ -14,21 +14,15 @@ after(async () => {
   await env.close();
 });
 
-function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['dist/daemons/cli.js', ...args], {
-      env: { ...process.env, NODE_ENV: 'production', DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl },
-      timeout: 30_000,
-    }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code) : 0, stdout, stderr }));
-  });
-}
+// At the default log level, as an operator types it.
+const flashsale = (...args: string[]) => cli(env, args, { LOG_LEVEL: 'info' });
 
 test('migrate, sale create, sale status and replay --once', async () => {
-  const migrated = await cli('migrate');
+  const migrated = await flashsale('migrate');
   assert.equal(migrated.code, 0, migrated.stderr);
   assert.equal(migrated.stdout.trim(), 'schema up to date');
 
-  const created = await cli('sale', 'create', '--id', 'cli-sale', '--name', 'CLI sale', '--stock', '7', '--per-user', '2',
+  const created = await flashsale('sale', 'create', '--id', 'cli-sale', '--name', 'CLI sale', '--stock', '7', '--per-user', '2',
     '--max-per-order', '2', '--payment-window', '60', '--starts-at', '2020-01-01T00:00:00Z', '--json');
   assert.equal(created.code, 0, created.stderr);
   const view = JSON.parse(created.stdout);
@@ -38,18 +32,18 @@ test('migrate, sale create, sale status and replay --once', async () => {
   );
   assert.equal(await env.redis.get(saleKeys('cli-sale').available), '7');
 
-  const dup = await cli('sale', 'create', '--id', 'cli-sale', '--name', 'again', '--stock', '1');
+  const dup = await flashsale('sale', 'create', '--id', 'cli-sale', '--name', 'again', '--stock', '1');
   assert.equal(dup.code, 2);
   assert.match(dup.stderr, /A sale with id "cli-sale" already exists/);
-  const bad = await cli('sale', 'create', '--name', 'bad', '--stock', '0');
+  const bad = await flashsale('sale', 'create', '--name', 'bad', '--stock', '0');
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /stock must be an integer from 1/);
   // A typo year ends before 1970, which Redis would read as "no end": refused, nothing created.
-  const typo = await cli('sale', 'create', '--id', 'cli-typo', '--name', 'typo', '--stock', '5',
+  const typo = await flashsale('sale', 'create', '--id', 'cli-typo', '--name', 'typo', '--stock', '5',
     '--starts-at', '0025-12-01T00:00:00Z', '--ends-at', '0026-01-01T00:00:00Z');
   assert.equal(typo.code, 2, typo.stdout);
   assert.match(typo.stderr, /^flashsale: startsAt must fall in the years 2000 to 9999 \(UTC\)/m);
-  const typoEnd = await cli('sale', 'create', '--id', 'cli-typo', '--name', 'typo', '--stock', '5', '--ends-at', '0026-01-01T00:00:00Z');
+  const typoEnd = await flashsale('sale', 'create', '--id', 'cli-typo', '--name', 'typo', '--stock', '5', '--ends-at', '0026-01-01T00:00:00Z');
   assert.equal(typoEnd.code, 2, typoEnd.stdout);
   assert.match(typoEnd.stderr, /^flashsale: endsAt must fall in the years 2000 to 9999 \(UTC\)/m);
   assert.equal((await env.pool.query("select 1 from sales where id = 'cli-typo'")).rowCount, 0);
@@ -57,25 +51,25 @@ test('migrate, sale create, sale status and replay --once', async () => {
 
   const [code] = await purchaseScript(env.redis, { saleId: 'cli-sale', userId: 'u', qty: 2, orderId: 'cli-sale.00000000-0000-4000-8000-000000000001', now: Date.now(), buyCountTtlSeconds: 3600 });
   assert.equal(code, 1);
-  const status = await cli('sale', 'status', 'cli-sale', '--json');
+  const status = await flashsale('sale', 'status', 'cli-sale', '--json');
   assert.equal(status.code, 0, status.stderr);
   const s = JSON.parse(status.stdout);
   assert.deepEqual({ total: s.total, available: s.available, queued: s.queued, pending: s.pending, paid: s.paid, expired: s.expired, holds: s.holds },
     { total: 7, available: 5, queued: 2, pending: 0, paid: 0, expired: 0, holds: true });
-  const table = await cli('sale', 'status', 'cli-sale');
+  const table = await flashsale('sale', 'status', 'cli-sale');
   assert.match(table.stdout, /^ {2}queued {7}2$/m);
   assert.match(table.stdout, /^ {2}conservation {1}holds$/m);
 
-  const missing = await cli('sale', 'status', 'nope');
+  const missing = await flashsale('sale', 'status', 'nope');
   assert.equal(missing.code, 2);
   assert.match(missing.stderr, /No sale with id "nope"/);
 
   // A unit that vanished from Redis is a violation: status says so and exits 3.
   await env.redis.decrby(saleKeys('cli-sale').available, 1);
-  const broken = await cli('sale', 'status', 'cli-sale');
+  const broken = await flashsale('sale', 'status', 'cli-sale');
   assert.equal(broken.code, 3);
   assert.match(broken.stdout, /conservation {1}VIOLATED/);
-  const replay = await cli('replay', '--once');
+  const replay = await flashsale('replay', '--once');
   assert.equal(replay.code, 3);
   assert.match(replay.stdout, /CONSERVATION_VIOLATED/);
 });

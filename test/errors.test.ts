@@ -11,7 +11,9 @@ import { metrics } from '../shared/metrics.js';
 import { Purchaser, type PurchaseResult } from '../shared/purchase.js';
 import { createRedis } from '../shared/redis.js';
 import { freePort } from '../tools/local-stack.js';
-import { auth, newSale, testEnv, waitFor, type TestEnv } from './helpers.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { newSale, waitFor } from './support/fixtures.js';
+import { auth } from './support/tokens.js';
 
 let env: TestEnv;
 const closers: (() => Promise<unknown>)[] = [];

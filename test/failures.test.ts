@@ -2,18 +2,18 @@
 // ends its process through the same lifecycle as a signal: stopped cleanly, then exit 1, so a
 // supervisor restarts it where an operator sees it.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
+import { runNode, type RunResult } from './support/cli.js';
 
 const daemon = pathToFileURL(join(process.cwd(), 'shared/daemon.ts')).href;
 const logger = pathToFileURL(join(process.cwd(), 'shared/logger.ts')).href;
 
 /** Runs a service under runUntilSignal in a process of its own; returns its exit code and output. */
-function runService(body: string): Promise<{ code: number; out: string }> {
+function runService(body: string): Promise<RunResult> {
   const dir = mkdtempSync(join(tmpdir(), 'flashsale-failures-'));
   const file = join(dir, 'service.ts');
   writeFileSync(file, `import { failureSignal, runUntilSignal } from '${daemon}';
@@ -21,12 +21,7 @@ import { createLogger } from '${logger}';
 const log = createLogger({ logLevel: 'info', development: false });
 ${body}
 `);
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', file], { timeout: 20_000 }, (err, stdout, stderr) => {
-      rmSync(dir, { recursive: true, force: true });
-      resolve({ code: err ? Number((err as { code?: number }).code) : 0, out: stdout + stderr });
-    });
-  });
+  return runNode(['--import', 'tsx', file], process.env, 20_000).finally(() => rmSync(dir, { recursive: true, force: true }));
 }
 
 test('lifecycle: a service whose failed promise rejects is stopped, then its process exits 1 with a fatal line', async () => {

@@ -10,8 +10,9 @@ import { saleKeys } from '../shared/keys.js';
 import { purchaseScript } from '../shared/redis.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
-import { newSale, testEnv, type TestEnv } from './helpers.js';
-import { cli } from './reliability/harness.js';
+import { cli } from './support/cli.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { newSale } from './support/fixtures.js';
 
 let env: TestEnv;
 

@@ -1,14 +1,17 @@
 // How processes start and fail: a missing setting, an unusable dependency, and a Redis that
 // forbids CONFIG each end the process with a message that says what to do.
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { freePort } from '../tools/local-stack.js';
-import { ADMIN_TOKEN, exited, http, JWT_SECRET, ready, testEnv, waitFor, type TestEnv } from './helpers.js';
+import { cli, exited, ready, spawnCli, type Vars } from './support/cli.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { waitFor } from './support/fixtures.js';
+import { http } from './support/http.js';
 
 let env: TestEnv;
 before(async () => {
@@ -18,33 +21,24 @@ after(async () => {
   await env.close();
 });
 
-function cli(args: string[], extraEnv: Record<string, string | undefined>): Promise<{ code: number; out: string }> {
-  return new Promise((resolve) => {
-    const environment: NodeJS.ProcessEnv = {
-      ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'info', DATABASE_URL: undefined, REDIS_URL: undefined, JWT_SECRET, ADMIN_TOKEN,
-    };
-    for (const [k, v] of Object.entries(extraEnv)) environment[k] = v;
-    execFile(process.execPath, ['dist/daemons/cli.js', ...args], { env: environment, timeout: 30_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? Number((err as { code?: number }).code) : 0, out: stdout + stderr });
-    });
-  });
-}
+/** `flashsale <args>` at info level, with no servers unless `vars` names them. */
+const run = (args: string[], vars: Vars) => cli(undefined, args, { LOG_LEVEL: 'info', ...vars });
 
 test('a missing setting stops the command with exit 2 and says what to set', async () => {
-  const r = await cli(['order-writer'], {});
+  const r = await run(['order-writer'], {});
   assert.equal(r.code, 2);
   assert.match(r.out, /DATABASE_URL is not set: set DATABASE_URL=postgres:\/\/.* or pass --database-url/);
-  const api = await cli(['api'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, JWT_SECRET: undefined });
+  const api = await run(['api'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, JWT_SECRET: undefined });
   assert.equal(api.code, 2);
   assert.match(api.out, /JWT_SECRET is not set/);
-  const bad = await cli(['sale', 'status', 'x'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, PORT: 'eighty' });
+  const bad = await run(['sale', 'status', 'x'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, PORT: 'eighty' });
   assert.equal(bad.code, 2);
   assert.match(bad.out, /PORT must be an integer >= 0, got "eighty"/);
 });
 
 test('an unusable Postgres ends a daemon with exit 1 and a log line naming it', async () => {
   const port = await freePort();
-  const r = await cli(['order-writer'], {
+  const r = await run(['order-writer'], {
     DATABASE_URL: `postgres://postgres:x@127.0.0.1:${port}/none`, REDIS_URL: env.config.redisUrl, STARTUP_TIMEOUT_MS: '300',
   });
   assert.equal(r.code, 1);
@@ -71,7 +65,7 @@ const NO_CONFIG = ['--rename-command', 'CONFIG', '""'];
 
 test('a Redis that forbids CONFIG and sends no events stops the listener with the exact setting to add', async () => {
   await withRedis(['--appendonly', 'no', '--notify-keyspace-events', '', ...NO_CONFIG], async (url) => {
-    const r = await cli(['expiry-listener'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
+    const r = await run(['expiry-listener'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
     assert.equal(r.code, 1);
     assert.match(r.out, /add \\"notify-keyspace-events Ex\\" to redis.conf/);
   });
@@ -79,10 +73,7 @@ test('a Redis that forbids CONFIG and sends no events stops the listener with th
 
 test('a Redis that forbids CONFIG but has events on: the listener sees a probe key expire and runs, warning what it cannot check', async () => {
   await withRedis(['--appendonly', 'yes', '--dir', env.dataDir, '--notify-keyspace-events', 'Ex', ...NO_CONFIG], async (url) => {
-    const child = spawn(process.execPath, ['dist/daemons/cli.js', 'expiry-listener'], {
-      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
-      env: { ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATABASE_URL: env.config.databaseUrl, REDIS_URL: url, JWT_SECRET, ADMIN_TOKEN },
-    });
+    const child = spawnCli(env, ['expiry-listener'], { REDIS_URL: url }, 'pipe');
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     await ready(child);
@@ -96,7 +87,7 @@ test('a Redis that forbids CONFIG but has events on: the listener sees a probe k
 test('an evicting Redis is refused by every long-running process, exit 1 naming maxmemory-policy', async () => {
   await withRedis(['--appendonly', 'yes', '--dir', env.dataDir, '--maxmemory-policy', 'allkeys-lru'], async (url) => {
     for (const service of ['api', 'order-writer', 'expiry-listener', 'replay']) {
-      const r = await cli([service], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
+      const r = await run([service], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
       assert.equal(r.code, 1, `${service}: ${r.out}`);
       assert.match(r.out, /Redis maxmemory-policy is allkeys-lru: set maxmemory-policy noeviction/);
     }
@@ -105,7 +96,7 @@ test('an evicting Redis is refused by every long-running process, exit 1 naming 
 
 test('a Redis with neither AOF nor a replica is used, with a warning saying what a restart loses', async () => {
   await withRedis(['--appendonly', 'no'], async (url) => {
-    const r = await cli(['sale', 'status', 'nothing'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
+    const r = await run(['sale', 'status', 'nothing'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
     assert.equal(r.code, 2, r.out);
     assert.match(r.out, /neither AOF \(appendonly yes\) nor a replica: a restart loses stock counters/);
   });
@@ -115,7 +106,7 @@ test('a wrong or missing Redis password is named as such (NOAUTH / WRONGPASS), e
   await withRedis(['--requirepass', 'right-password'], async (url) => {
     for (const [redisUrl, message] of [[url, /NOAUTH/], [url.replace('redis://', 'redis://:wrong@'), /WRONGPASS/]] as const) {
       for (const service of ['api', 'order-writer']) {
-        const r = await cli([service], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: redisUrl, STARTUP_TIMEOUT_MS: '500' });
+        const r = await run([service], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: redisUrl, STARTUP_TIMEOUT_MS: '500' });
         assert.equal(r.code, 1, `${service}: ${r.out}`);
         assert.match(r.out, /Redis at REDIS_URL is unusable/);
         assert.match(r.out, message);
@@ -128,7 +119,7 @@ test('a wrong or missing Redis password is named as such (NOAUTH / WRONGPASS), e
 test('an unreachable Redis ends every daemon with exit 1 (a supervisor restarts it), never 0', async () => {
   const url = `redis://127.0.0.1:${await freePort()}`;
   for (const service of ['api', 'order-writer', 'expiry-listener', 'replay']) {
-    const r = await cli([service], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url, STARTUP_TIMEOUT_MS: '300' });
+    const r = await run([service], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url, STARTUP_TIMEOUT_MS: '300' });
     assert.equal(r.code, 1, `${service}: ${r.out}`);
     assert.match(r.out, /cannot start: Redis at REDIS_URL is unusable: .*ECONNREFUSED/);
   }
@@ -145,7 +136,7 @@ test('bad values exit 2 with a message naming the variable, not a stack trace', 
   ];
   for (const [setting, message] of cases) {
     for (const command of [['api'], ['replay'], ['replay', '--once'], ['check']]) {
-      const r = await cli(command, { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, ...setting });
+      const r = await run(command, { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, ...setting });
       assert.equal(r.code, 2, `${command.join(' ')} with ${JSON.stringify(setting)}: ${r.out}`);
       assert.match(r.out, message);
       assert.doesNotMatch(r.out, /\n\s+at /, 'no stack trace');
@@ -155,24 +146,21 @@ test('bad values exit 2 with a message naming the variable, not a stack trace', 
 
 test('one-shot commands: bad input exits 2, an unusable dependency 1', async () => {
   const servers = { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl };
-  const invalid = await cli(['sale', 'create', '--name', 'x', '--stock', '0'], servers);
+  const invalid = await run(['sale', 'create', '--name', 'x', '--stock', '0'], servers);
   assert.equal(invalid.code, 2, invalid.out);
   assert.match(invalid.out, /stock must be an integer/);
-  const missing = await cli(['sale', 'status', 'no-such-sale'], servers);
+  const missing = await run(['sale', 'status', 'no-such-sale'], servers);
   assert.equal(missing.code, 2, missing.out);
   assert.match(missing.out, /No sale with id "no-such-sale"/);
-  const down = await cli(['sale', 'status', 'x'], { ...servers, DATABASE_URL: `postgres://postgres:x@127.0.0.1:${await freePort()}/none`, STARTUP_TIMEOUT_MS: '200' });
+  const down = await run(['sale', 'status', 'x'], { ...servers, DATABASE_URL: `postgres://postgres:x@127.0.0.1:${await freePort()}/none`, STARTUP_TIMEOUT_MS: '200' });
   assert.equal(down.code, 1, down.out);
   assert.match(down.out, /Postgres at DATABASE_URL is unusable/);
 });
 
 test('where CONFIG is allowed, the listener turns expired events on itself', async () => {
   await env.redis.config('SET', 'notify-keyspace-events', '');
-  const child = spawn(process.execPath, ['dist/daemons/cli.js', 'expiry-listener'], {
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-    env: { ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, JWT_SECRET, ADMIN_TOKEN },
-  });
-  await new Promise<void>((resolve) => child.on('message', (m) => m === 'ready' && resolve()));
+  const child = spawnCli(env, ['expiry-listener']);
+  await ready(child);
   const [, flags] = (await env.redis.config('GET', 'notify-keyspace-events')) as [string, string];
   assert.ok(flags.includes('E') && flags.includes('x'), `flags: ${flags}`);
   child.kill('SIGINT');
@@ -183,12 +171,9 @@ test('dev killed outright leaves its servers behind; the next dev stops them cle
   const dataDir = mkdtempSync(join(tmpdir(), 'flashsale-dev-'));
   chmodSync(dataDir, 0o755); // Postgres runs as another user
   const [port, pgPort, redisPort] = [await freePort(), await freePort(), await freePort()];
-  const start = () => spawn(process.execPath, ['dist/daemons/cli.js', 'dev'], {
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-    env: {
-      ...process.env, NODE_ENV: undefined, LOG_LEVEL: 'warn', DATABASE_URL: undefined, REDIS_URL: undefined, FLASHSALE_DATA_DIR: dataDir,
-      PORT: String(port), LOCAL_PG_PORT: String(pgPort), LOCAL_REDIS_PORT: String(redisPort),
-    },
+  const start = () => spawnCli(undefined, ['dev'], {
+    NODE_ENV: undefined, JWT_SECRET: undefined, ADMIN_TOKEN: undefined, FLASHSALE_DATA_DIR: dataDir,
+    PORT: String(port), LOCAL_PG_PORT: String(pgPort), LOCAL_REDIS_PORT: String(redisPort),
   });
   const alive = (pid: number) => { try { process.kill(pid, 0); return true; } catch { return false; } };
   const pgPid = () => Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);

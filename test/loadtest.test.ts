@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
 import { formatReport, runLoadtest } from '../tools/loadtest.js';
 import { OrderWriter } from '../shared/writer.js';
-import { ADMIN_TOKEN, JWT_SECRET, testEnv, type TestEnv } from './helpers.js';
+import { cli } from './support/cli.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { ADMIN_TOKEN, JWT_SECRET } from './support/tokens.js';
 
 let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApi>>;
@@ -69,13 +70,11 @@ describe('loadtest', () => {
   });
 
   test('the CLI prints the table and exits 0 when conservation holds', async () => {
-    const { code, stdout, stderr } = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-      execFile(process.execPath, [
-        'dist/daemons/cli.js', 'loadtest', '--url', url, '--stock', '50', '--buyers', '300', '--concurrency', '50',
-        '--jwt-secret', JWT_SECRET, '--admin-token', ADMIN_TOKEN,
-        '--database-url', env.config.databaseUrl!, '--redis-url', env.config.redisUrl!,
-      ], { env: { ...process.env, NODE_ENV: 'production' } }, (err, stdout, stderr) => resolve({ code: err ? Number(err.code) : 0, stdout, stderr }));
-    });
+    const { code, stdout, stderr } = await cli(undefined, [
+      'loadtest', '--url', url, '--stock', '50', '--buyers', '300', '--concurrency', '50',
+      '--jwt-secret', JWT_SECRET, '--admin-token', ADMIN_TOKEN,
+      '--database-url', env.config.databaseUrl!, '--redis-url', env.config.redisUrl!,
+    ], { LOG_LEVEL: 'info', JWT_SECRET: undefined, ADMIN_TOKEN: undefined });
     assert.equal(code, 0, stderr);
     assert.match(stdout, /^ {2}202 queued +50$/m);
     assert.match(stdout, /^ {2}409 sold_out +250$/m);

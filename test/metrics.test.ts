@@ -7,7 +7,10 @@ import { ExpiryListener } from '../shared/listener.js';
 import { runLoadtest } from '../tools/loadtest.js';
 import { replayOnce } from '../shared/replay.js';
 import { OrderWriter } from '../shared/writer.js';
-import { ADMIN_TOKEN, http, JWT_SECRET, testEnv, waitFor, type TestEnv } from './helpers.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { waitFor } from './support/fixtures.js';
+import { http } from './support/http.js';
+import { ADMIN_TOKEN, JWT_SECRET } from './support/tokens.js';
 
 let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApi>>;
@@ -42,7 +45,7 @@ function sample(text: string, series: string): number {
 test('/metrics after a load test with payments and expiry shows real values for every series', async () => {
   const url = `http://127.0.0.1:${api.port}`;
   // A fresh sale with a 2 s window: create it through the API, then let the loadtest fire at it.
-  const created = await http(api.port, 'POST', '/api/sales', { name: 'metrics', stock: 200, paymentWindowSeconds: 2 }, { authorization: `Bearer ${ADMIN_TOKEN}` });
+  const created = await http(api.port, 'POST', '/api/sales', { body: { name: 'metrics', stock: 200, paymentWindowSeconds: 2 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
   assert.equal(created.status, 201);
   const saleId = created.body.id as string;
   const r = await runLoadtest({ url, saleId, buyers: 1000, concurrency: 100, qty: 1, payRatio: 0.5, jwtSecret: JWT_SECRET, db: env });

@@ -14,7 +14,9 @@ import { ExpiryListener } from '../shared/listener.js';
 import { Purchaser } from '../shared/purchase.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
-import { assertConserved, newSale, testEnv, token, type TestEnv } from './helpers.js';
+import { assertConserved, testEnv, type TestEnv } from './support/env.js';
+import { newSale } from './support/fixtures.js';
+import { token } from './support/tokens.js';
 
 const CHROMIUM_ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',

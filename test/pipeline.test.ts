@@ -10,9 +10,10 @@ import { reconcile } from '../shared/reconcile.js';
 import { replayOnce } from '../shared/replay.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
-import {
-  assertConserved, auth, exited, http, newSale, ready, runConcurrently, seededRandom, spawnDaemon, testEnv, waitFor, type TestEnv,
-} from './helpers.js';
+import { exited, ready, spawnCli } from './support/cli.js';
+import { assertConserved, testEnv, type TestEnv } from './support/env.js';
+import { newSale, orderCount, runConcurrently, seededRandom, waitFor } from './support/fixtures.js';
+import { http } from './support/http.js';
 
 let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApi>>;
@@ -57,16 +58,9 @@ async function listener(): Promise<ExpiryListener> {
   return l;
 }
 
-const buy = (saleId: string, user: string, body?: unknown) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, body, auth(user));
-const order = (orderId: string, user: string) => http(api.port, 'GET', `/api/orders/${orderId}`, undefined, auth(user));
-const pay = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/pay`, undefined, auth(user));
-
-async function orderCount(saleId: string, status?: string): Promise<number> {
-  const res = await env.pool.query<{ n: number }>(
-    `select count(*)::int as n from orders where sale_id = $1 and ($2::text is null or status = $2)`, [saleId, status ?? null],
-  );
-  return res.rows[0]!.n;
-}
+const buy = (saleId: string, user: string, body?: unknown) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, { body, user });
+const order = (orderId: string, user: string) => http(api.port, 'GET', `/api/orders/${orderId}`, { user });
+const pay = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/pay`, { user });
 
 /** Queues winners straight through the purchase script (the HTTP path is covered elsewhere). */
 async function queueWinners(saleId: string, n: number): Promise<string[]> {
@@ -92,7 +86,7 @@ describe('order writer', () => {
     assert.equal(notReady.status, 409);
     assert.equal(notReady.body.error, 'order_not_ready');
     writer();
-    await waitFor('300 orders', async () => (await orderCount(s.id)) === 300);
+    await waitFor('300 orders', async () => (await orderCount(env, s.id)) === 300);
     const rows = await env.pool.query('select id, user_id, qty, status, expires_at - created_at as window from orders where sale_id = $1', [s.id]);
     assert.deepEqual(new Set(rows.rows.map((r) => r.id)), new Set(wins.map((r) => r.body.orderId)));
     assert.ok(rows.rows.every((r) => r.status === 'pending' && r.window.minutes === 5));
@@ -115,7 +109,7 @@ describe('order writer', () => {
     let kills = 0;
     // Alternate a fixed id (the restart reclaims its own batch) with fresh ids (the lease recovers them).
     while ((await env.redis.llen(saleKeys(s.id).winners)) > 0 && kills < 40) {
-      const child = spawnDaemon(env, ['order-writer'], {
+      const child = spawnCli(env, ['order-writer'], {
         WRITER_BATCH_SIZE: '200', WRITER_LEASE_MS: '1000', WRITER_ID: kills % 2 === 0 ? 'fixed-writer' : `writer-${kills}`,
       });
       await ready(child);
@@ -123,11 +117,11 @@ describe('order writer', () => {
       child.kill('SIGKILL');
       await exited(child);
       kills++;
-      console.log(`# kill ${kills}: ${await orderCount(s.id)} orders written`);
+      console.log(`# kill ${kills}: ${await orderCount(env, s.id)} orders written`);
     }
-    const final = spawnDaemon(env, ['order-writer'], { WRITER_ID: 'final-writer', WRITER_LEASE_MS: '1000' });
+    const final = spawnCli(env, ['order-writer'], { WRITER_ID: 'final-writer', WRITER_LEASE_MS: '1000' });
     await ready(final);
-    await waitFor('20,000 orders', async () => (await orderCount(s.id)) === 20_000 && (await env.redis.hlen(saleKeys(s.id).queued)) === 0, 60_000, 100);
+    await waitFor('20,000 orders', async () => (await orderCount(env, s.id)) === 20_000 && (await env.redis.hlen(saleKeys(s.id).queued)) === 0, 60_000, 100);
     final.kill('SIGTERM');
     assert.equal(await exited(final), 0, 'a writer stops cleanly on SIGTERM');
     assert.ok(kills >= 3, `only ${kills} kills happened`);
@@ -147,7 +141,7 @@ describe('order writer', () => {
     assert.equal(buys.length, 50);
     await env.redis.del(...buys);
     writer();
-    await waitFor('50 orders', async () => (await orderCount(s.id)) === 50);
+    await waitFor('50 orders', async () => (await orderCount(env, s.id)) === 50);
     const rows = await env.pool.query<{ id: string }>('select id from orders where sale_id = $1', [s.id]);
     assert.deepEqual(new Set(rows.rows.map((r) => r.id)), new Set(ids));
   });
@@ -161,14 +155,14 @@ describe('payment and expiry', () => {
     const won = await Promise.all(['p1', 'p2', 'u1', 'u2'].map((u) => buy(s.id, u)));
     assert.ok(won.every((r) => r.status === 202));
     assert.equal((await buy(s.id, 'late')).body.error, 'sold_out');
-    await waitFor('orders written', async () => (await orderCount(s.id, 'pending')) === 4);
+    await waitFor('orders written', async () => (await orderCount(env, s.id, 'pending')) === 4);
     assert.deepEqual((await pay(won[0]!.body.orderId, 'p1')).body, { orderId: won[0]!.body.orderId, status: 'paid' });
     assert.deepEqual((await pay(won[0]!.body.orderId, 'p1')).body, { orderId: won[0]!.body.orderId, status: 'paid' }, 'paying twice is fine');
     assert.equal((await pay(won[1]!.body.orderId, 'p2')).status, 200);
     assert.equal((await pay(won[2]!.body.orderId, 'p1')).status, 404, 'another user\'s order is not found');
-    await waitFor('two orders expired', async () => (await orderCount(s.id, 'expired')) === 2, 10_000);
+    await waitFor('two orders expired', async () => (await orderCount(env, s.id, 'expired')) === 2, 10_000);
     await waitFor('stock back', async () => (await env.redis.get(saleKeys(s.id).available)) === '2');
-    assert.equal(await orderCount(s.id, 'paid'), 2);
+    assert.equal(await orderCount(env, s.id, 'paid'), 2);
     assert.equal((await order(won[0]!.body.orderId, 'p1')).body.status, 'paid');
     assert.equal((await order(won[2]!.body.orderId, 'u1')).body.status, 'expired');
     const late = await pay(won[2]!.body.orderId, 'u1');
@@ -196,13 +190,13 @@ describe('payment and expiry', () => {
     await waitFor('written', async () => w.written === 1);
     await stops.pop()!();
     await new Promise((r) => setTimeout(r, 1100));
-    assert.equal(await orderCount(s.id, 'pending'), 1, 'nothing closed it yet');
+    assert.equal(await orderCount(env, s.id, 'pending'), 1, 'nothing closed it yet');
     const res = await pay(a.body.orderId, 'a');
     assert.equal(res.status, 409);
     assert.equal(res.body.error, 'order_expired');
-    assert.equal(await orderCount(s.id, 'paid'), 0);
+    assert.equal(await orderCount(env, s.id, 'paid'), 0);
     await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
-    assert.equal(await orderCount(s.id, 'expired'), 1);
+    assert.equal(await orderCount(env, s.id, 'expired'), 1);
   });
 });
 
@@ -219,7 +213,7 @@ describe('expiry listener and replay', () => {
     const second = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
     assert.equal(second.closed + second.restored, 0);
     assert.equal(await env.redis.get(saleKeys(s.id).available), '200');
-    assert.equal(await orderCount(s.id, 'expired'), 200);
+    assert.equal(await orderCount(env, s.id, 'expired'), 200);
   });
 
   test('two listeners and the replay all running: each restore happens once', async () => {
@@ -242,7 +236,7 @@ describe('expiry listener and replay', () => {
       await replayLoop;
     });
     await waitFor('written', async () => w.written === 500);
-    await waitFor('all expired', async () => (await orderCount(s.id, 'expired')) === 500, 15_000);
+    await waitFor('all expired', async () => (await orderCount(env, s.id, 'expired')) === 500, 15_000);
     await waitFor('all restored', async () => (await env.redis.get(saleKeys(s.id).available)) === '500');
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(l1.restored + l2.restored + replays, 500, `listener 1: ${l1.restored}, listener 2: ${l2.restored}, replay: ${replays}`);
@@ -279,7 +273,7 @@ describe('expiry listener and replay', () => {
     const won = await runConcurrently(300, 100, (i) => buy(s.id, users[i]!));
     writer();
     await listener();
-    await waitFor('written', async () => (await orderCount(s.id, 'pending')) === 300);
+    await waitFor('written', async () => (await orderCount(env, s.id, 'pending')) === 300);
     const deadlines = await env.pool.query<{ id: string; user_id: string; ms: number }>(
       `select id, user_id, extract(epoch from expires_at) * 1000 as ms from orders where sale_id = $1`, [s.id],
     );
@@ -289,7 +283,7 @@ describe('expiry listener and replay', () => {
       await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now())));
       return { id: row.id, res: await pay(row.id, row.user_id) };
     }));
-    await waitFor('no pending left', async () => (await orderCount(s.id, 'pending')) === 0, 10_000);
+    await waitFor('no pending left', async () => (await orderCount(env, s.id, 'pending')) === 0, 10_000);
     const final = new Map((await env.pool.query<{ id: string; status: string; paid_at: Date | null; closed_at: Date | null }>(
       'select id, status, paid_at, closed_at from orders where sale_id = $1', [s.id])).rows.map((r) => [r.id, r]));
     let paid = 0;

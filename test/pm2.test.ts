@@ -8,7 +8,10 @@ import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { freePort } from '../tools/local-stack.js';
 import { reconcile } from '../shared/reconcile.js';
-import { ADMIN_TOKEN, auth, http, JWT_SECRET, runConcurrently, testEnv, waitFor, type HttpResult, type TestEnv } from './helpers.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { runConcurrently, waitFor } from './support/fixtures.js';
+import { http, type Reply } from './support/http.js';
+import { ADMIN_TOKEN, JWT_SECRET } from './support/tokens.js';
 
 const run = promisify(execFile);
 let env: TestEnv;
@@ -73,25 +76,25 @@ test('pm2 starts every process from ecosystem.config.js; a buyer buys and pays; 
     assert.equal(r.status, 200, `daemon on ops port ${opsBase + i} is ready`);
   }
 
-  const created = await http(port, 'POST', '/api/sales', { id: 'pm2-sale', name: 'PM2 sale', stock: 3000, paymentWindowSeconds: 60 }, { authorization: `Bearer ${ADMIN_TOKEN}` });
+  const created = await http(port, 'POST', '/api/sales', { body: { id: 'pm2-sale', name: 'PM2 sale', stock: 3000, paymentWindowSeconds: 60 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
   assert.equal(created.status, 201);
-  const won = await http(port, 'POST', '/api/sales/pm2-sale/purchases', { qty: 1 }, auth('first-buyer'));
+  const won = await http(port, 'POST', '/api/sales/pm2-sale/purchases', { body: { qty: 1 }, user: 'first-buyer' });
   assert.equal(won.status, 202);
-  await waitFor('order pending', async () => (await http(port, 'GET', `/api/orders/${won.body.orderId}`, undefined, auth('first-buyer'))).body.status === 'pending_payment');
-  const paid = await http(port, 'POST', `/api/orders/${won.body.orderId}/pay`, undefined, auth('first-buyer'));
+  await waitFor('order pending', async () => (await http(port, 'GET', `/api/orders/${won.body.orderId}`, { user: 'first-buyer' })).body.status === 'pending_payment');
+  const paid = await http(port, 'POST', `/api/orders/${won.body.orderId}/pay`, { user: 'first-buyer' });
   assert.deepEqual(paid.body, { orderId: won.body.orderId, status: 'paid' });
 
   // Reload the API and the writer while buyers keep coming; every 202 must become an order.
-  const results: (HttpResult | Error)[] = [];
+  const results: Reply[] = [];
   const buying = runConcurrently(2000, 20, async (i) => {
-    const r = await http(port, 'POST', '/api/sales/pm2-sale/purchases', { qty: 1 }, auth(`reload-${i}`)).catch((e: Error) => e);
+    const r = await http(port, 'POST', '/api/sales/pm2-sale/purchases', { body: { qty: 1 }, user: `reload-${i}` });
     results.push(r);
   });
   await new Promise((r) => setTimeout(r, 200));
   await pm2('reload', 'flashsale-api');
   await pm2('reload', 'flashsale-order-writer');
   await buying;
-  const accepted = results.filter((r): r is HttpResult => !(r instanceof Error) && r.status === 202).map((r) => r.body.orderId as string);
+  const accepted = results.filter((r) => r.status === 202).map((r) => r.body.orderId as string);
   assert.ok(accepted.length > 1000, `${accepted.length} purchases accepted during the reload`);
   await waitFor('accepted purchases written', async () => {
     const res = await env.pool.query('select count(*)::int as n from orders where id = any($1::text[])', [accepted]);

@@ -4,7 +4,9 @@ import { startApi } from '../daemons/api.js';
 import { DEMO_SALE } from '../daemons/dev.js';
 import { saleKeys } from '../shared/keys.js';
 import { parseSaleInput } from '../shared/sales.js';
-import { auth, countBy, http, newSale, runConcurrently, testEnv, type TestEnv } from './helpers.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { countBy, newSale, runConcurrently } from './support/fixtures.js';
+import { http } from './support/http.js';
 
 let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApi>>;
@@ -18,7 +20,7 @@ after(async () => {
   await env.close();
 });
 
-const buy = (saleId: string, user: string, body?: unknown) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, body, auth(user));
+const buy = (saleId: string, user: string, body?: unknown) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, { body, user });
 
 async function purchaseMetric(outcome: string): Promise<number> {
   const text = (await http(api.port, 'GET', '/metrics')).body as string;

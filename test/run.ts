@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startPostgres } from '../tools/local-stack.js';
-import type { Summary } from './reliability/harness.js';
+import type { Summary } from './support/scenario.js';
 
 const only = process.argv.slice(2);
 const testsIn = (dir: string) => readdirSync(dir).filter((f) => f.endsWith('.test.ts')).sort().map((f) => join(dir, f));

@@ -2,13 +2,14 @@
 // start without a buyer-token key and an admin token of its own, and the PM2 local mode generates
 // random ones once instead of shipping defaults.
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { freePort } from '../tools/local-stack.js';
-import { ADMIN_TOKEN, exited, http, JWT_SECRET, ready, testEnv, type TestEnv } from './helpers.js';
+import { cli, exited, ready, spawnCli, type Vars } from './support/cli.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { http } from './support/http.js';
 
 let env: TestEnv;
 before(async () => {
@@ -20,32 +21,22 @@ after(async () => {
 
 const SERVICES = ['api', 'order-writer', 'expiry-listener', 'replay'];
 
-function cli(args: string[], extraEnv: Record<string, string | undefined>): Promise<{ code: number; out: string }> {
-  return new Promise((resolve) => {
-    const environment: NodeJS.ProcessEnv = {
-      ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'info', DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl,
-      JWT_SECRET, ADMIN_TOKEN, FLASHSALE_LOCAL_STACK: undefined,
-    };
-    for (const [k, v] of Object.entries(extraEnv)) environment[k] = v;
-    execFile(process.execPath, ['dist/daemons/cli.js', ...args], { env: environment, timeout: 30_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? Number((err as { code?: number }).code) : 0, out: stdout + stderr });
-    });
-  });
-}
+/** `flashsale <args>` against this file's servers at info level, outside the local stack. */
+const run = (args: string[], vars: Vars) => cli(env, args, { LOG_LEVEL: 'info', FLASHSALE_LOCAL_STACK: undefined, ...vars });
 
 test('secrets: every service refuses to start without JWT_SECRET (or JWT_JWKS_URL) or ADMIN_TOKEN, exit 2 naming the variable', async () => {
   for (const service of SERVICES) {
-    const noJwt = await cli([service], { JWT_SECRET: undefined });
+    const noJwt = await run([service], { JWT_SECRET: undefined });
     assert.equal(noJwt.code, 2, `${service} without JWT_SECRET: ${noJwt.out}`);
     assert.match(noJwt.out, /JWT_SECRET is not set: set JWT_SECRET .* or JWT_JWKS_URL/);
-    const noAdmin = await cli([service], { ADMIN_TOKEN: undefined });
+    const noAdmin = await run([service], { ADMIN_TOKEN: undefined });
     assert.equal(noAdmin.code, 2, `${service} without ADMIN_TOKEN: ${noAdmin.out}`);
     assert.match(noAdmin.out, /ADMIN_TOKEN is not set/);
   }
 });
 
 test('secrets: NODE_ENV=development is no way around them: only the local stack generates its own', async () => {
-  const r = await cli(['api'], { NODE_ENV: 'development', JWT_SECRET: undefined, ADMIN_TOKEN: undefined });
+  const r = await run(['api'], { NODE_ENV: 'development', JWT_SECRET: undefined, ADMIN_TOKEN: undefined });
   assert.equal(r.code, 2, r.out);
   assert.match(r.out, /JWT_SECRET is not set/);
 });
@@ -60,7 +51,7 @@ test('secrets: a published development default or a short secret is refused by e
   ];
   for (const service of SERVICES) {
     for (const [setting, message] of cases) {
-      const r = await cli([service], setting);
+      const r = await run([service], setting);
       assert.equal(r.code, 2, `${service} with ${JSON.stringify(setting)}: ${r.out}`);
       assert.match(r.out, message);
     }
@@ -68,7 +59,7 @@ test('secrets: a published development default or a short secret is refused by e
 });
 
 test('secrets: the local-stack mode refuses servers that are not on this machine', async () => {
-  const r = await cli(['api'], { FLASHSALE_LOCAL_STACK: '1', JWT_SECRET: undefined, ADMIN_TOKEN: undefined, DATABASE_URL: 'postgres://u:p@db.example:5432/x' });
+  const r = await run(['api'], { FLASHSALE_LOCAL_STACK: '1', JWT_SECRET: undefined, ADMIN_TOKEN: undefined, DATABASE_URL: 'postgres://u:p@db.example:5432/x' });
   assert.equal(r.code, 2, r.out);
   assert.match(r.out, /FLASHSALE_LOCAL_STACK=1 is for the local stack on this machine only/);
 });
@@ -76,12 +67,8 @@ test('secrets: the local-stack mode refuses servers that are not on this machine
 test('secrets: the PM2 local mode generates random secrets once, shared by every process, never a published one', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'flashsale-secrets-'));
   const port = await freePort();
-  const start = () => spawn(process.execPath, ['dist/daemons/cli.js', 'api'], {
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-    env: {
-      ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl,
-      FLASHSALE_LOCAL_STACK: '1', FLASHSALE_DATA_DIR: dataDir, PORT: String(port),
-    },
+  const start = () => spawnCli(env, ['api'], {
+    JWT_SECRET: undefined, ADMIN_TOKEN: undefined, FLASHSALE_LOCAL_STACK: '1', FLASHSALE_DATA_DIR: dataDir, PORT: String(port),
   });
   const api = start();
   try {
@@ -91,8 +78,8 @@ test('secrets: the PM2 local mode generates random secrets once, shared by every
     const secrets = JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret: string; adminToken: string };
     assert.ok(secrets.jwtSecret.length >= 32 && secrets.adminToken.length >= 24, JSON.stringify(secrets));
     const body = { id: 'local-secrets', name: 'Local', stock: 1 };
-    assert.equal((await http(port, 'POST', '/api/sales', body, { authorization: 'Bearer local-admin-change-me' })).status, 403);
-    assert.equal((await http(port, 'POST', '/api/sales', body, { authorization: `Bearer ${secrets.adminToken}` })).status, 201);
+    assert.equal((await http(port, 'POST', '/api/sales', { body, headers: { authorization: 'Bearer local-admin-change-me' } })).status, 403);
+    assert.equal((await http(port, 'POST', '/api/sales', { body, headers: { authorization: `Bearer ${secrets.adminToken}` } })).status, 201);
     // A second process of the same stack reads the same file.
     api.kill('SIGINT');
     assert.equal(await exited(api), 0);

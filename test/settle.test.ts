@@ -17,8 +17,9 @@ import { replayOnce } from '../shared/replay.js';
 import { loadSaleIntoRedis, parseSaleInput, type Sale } from '../shared/sales.js';
 import { settleSales } from '../shared/settle.js';
 import { OrderWriter } from '../shared/writer.js';
-import { newSale, testEnv, waitFor, type TestEnv } from './helpers.js';
-import { cli } from './reliability/harness.js';
+import { cli } from './support/cli.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { newSale, waitFor } from './support/fixtures.js';
 
 let env: TestEnv;
 

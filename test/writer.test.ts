@@ -17,8 +17,9 @@ import { metrics } from '../shared/metrics.js';
 import { purchaseScript } from '../shared/redis.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
-import { assertConserved, newSale, runConcurrently, testEnv, waitFor, type TestEnv } from './helpers.js';
 import { newOrderId } from '../shared/ids.js';
+import { assertConserved, testEnv, type TestEnv } from './support/env.js';
+import { newSale, orderCount, runConcurrently, waitFor } from './support/fixtures.js';
 
 let env: TestEnv;
 const sales: Sale[] = [];
@@ -66,10 +67,6 @@ async function dropRow(saleId: string): Promise<() => Promise<void>> {
   return async () => {
     await env.pool.query('insert into sales select * from json_populate_record(null::sales, $1::json)', [JSON.stringify(row)]);
   };
-}
-
-async function orderCount(saleId: string): Promise<number> {
-  return (await env.pool.query<{ n: number }>('select count(*)::int as n from orders where sale_id = $1', [saleId])).rows[0]!.n;
 }
 
 async function saleFailures(saleId: string): Promise<number> {
@@ -120,7 +117,7 @@ test('one bad sale: a sale missing in Postgres is set aside while every other sa
   w.start();
   try {
     await waitFor('every healthy sale written', async () => {
-      for (const s of healthy) if ((await orderCount(s.id)) !== 500) return false;
+      for (const s of healthy) if ((await orderCount(env, s.id)) !== 500) return false;
       return true;
     }, 30_000, 50);
 
@@ -130,7 +127,7 @@ test('one bad sale: a sale missing in Postgres is set aside while every other sa
     const held = [...(await env.redis.lrange(k.winners, 0, -1)), ...(await env.redis.lrange(k.processing('isolating-writer'), 0, -1))];
     assert.deepEqual(held.sort(), [...badEntries].sort());
     assert.equal(await env.redis.hlen(k.queued), 300);
-    assert.equal(await orderCount(badId), 0);
+    assert.equal(await orderCount(env, badId), 0);
     const failures = await saleFailures(badId);
     assert.ok(failures >= 1, 'its failures are counted');
     for (const s of healthy) assert.equal(await saleFailures(s.id), 0);
@@ -141,7 +138,7 @@ test('one bad sale: a sale missing in Postgres is set aside while every other sa
     assert.ok(alerted.every((l) => l.level === 50));
 
     await restoreRow();
-    await waitFor('the bad sale written once its row exists', async () => (await orderCount(badId)) === 300 && (await env.redis.hlen(k.queued)) === 0, 30_000, 50);
+    await waitFor('the bad sale written once its row exists', async () => (await orderCount(env, badId)) === 300 && (await env.redis.hlen(k.queued)) === 0, 30_000, 50);
     assert.equal(await env.redis.llen(k.winners), 0);
     assert.equal(await env.redis.exists(k.processing('isolating-writer')), 0);
     assert.ok(lines.some((l) => l.msg === 'sale writes again' && l.saleId === badId));
@@ -174,10 +171,10 @@ test('one bad sale is tried once per backoff step, not on every pass; a Postgres
   const w = writer(logger, 'stepping-writer', 20);
   const t0 = Date.now();
   await w.drainOnce(t0);
-  assert.deepEqual({ failures: await saleFailures(bad.id), good: await orderCount(good.id) }, { failures: 1, good: 20 });
+  assert.deepEqual({ failures: await saleFailures(bad.id), good: await orderCount(env, good.id) }, { failures: 1, good: 20 });
   await w.drainOnce(t0);
   await w.drainOnce(t0);
-  assert.deepEqual({ failures: await saleFailures(bad.id), good: await orderCount(good.id) }, { failures: 1, good: 50 }, 'still in its backoff: not tried again');
+  assert.deepEqual({ failures: await saleFailures(bad.id), good: await orderCount(env, good.id) }, { failures: 1, good: 50 }, 'still in its backoff: not tried again');
   await w.drainOnce(t0 + 10_000);
   assert.equal(await saleFailures(bad.id), 2, 'due again after its backoff');
   assert.equal(alerts(lines, bad.id).length, 2);
@@ -188,7 +185,7 @@ test('one bad sale is tried once per backoff step, not on every pass; a Postgres
   await writer(logger, 'cut-off-writer', 20).drainOnce();
   await w.drainOnce(t0 + 20_000);
   await w.drainOnce(t0 + 20_000);
-  assert.deepEqual({ bad: await orderCount(bad.id), good: await orderCount(good.id) }, { bad: 30, good: 70 });
+  assert.deepEqual({ bad: await orderCount(env, bad.id), good: await orderCount(env, good.id) }, { bad: 30, good: 70 });
 });
 
 /** Retries as in production, with the backoff shortened so the test does not wait seconds. */
@@ -218,7 +215,7 @@ test('a bug is retried a few times in a row, each logged with its stack, then th
   assert.equal(await saleFailures(s.id), 0, 'no sale is set aside for a bug of the writer');
   assert.equal(await env.redis.llen(saleKeys(s.id).processing('buggy-writer')), 10, 'its batch stays in Redis');
   await writer(logger, 'buggy-writer', 10).drainOnce();
-  assert.equal(await orderCount(s.id), 10);
+  assert.equal(await orderCount(env, s.id), 10);
 });
 
 test('a Postgres that is down is retried without limit: far past the bound for bugs, the writer keeps trying and has not given up', async () => {
@@ -241,5 +238,5 @@ test('a Postgres that is down is retried without limit: far past the bound for b
   assert.equal(gaveUp, false);
   assert.equal(typeof w.failed?.then, 'function', 'the writer has a failure to report');
   await writer(logger, 'waiting-writer', 10).drainOnce();
-  assert.equal(await orderCount(s.id), 10);
+  assert.equal(await orderCount(env, s.id), 10);
 });

@@ -4,10 +4,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { delay } from '../../shared/daemon.js';
-import { checkInvariants } from '../../shared/invariants.js';
 import { saleKeys } from '../../shared/keys.js';
-import { newSale, seededRandom, testEnv, type TestEnv } from '../helpers.js';
-import { answersHold, cli, Cluster, FaultLog, LiveChecks, orderCount, scenarioSeed, settle, Shoppers, summarize } from './harness.js';
+import { cli } from '../support/cli.js';
+import { Cluster } from '../support/cluster.js';
+import { testEnv, type TestEnv } from '../support/env.js';
+import { newSale, orderCount, seededRandom } from '../support/fixtures.js';
+import { beginScenario, LiveChecks, summarize, tally } from '../support/scenario.js';
+import { answersHold, Shoppers, windDown } from '../support/shoppers.js';
 
 let env: TestEnv;
 let cluster: Cluster | undefined;
@@ -21,9 +24,7 @@ after(async () => {
 });
 
 test('crashes: SIGKILL the writer, the listener and the replay at seeded moments mid-sale; every invariant holds', async () => {
-  const seed = scenarioSeed();
-  const log = new FaultLog('crashes', seed);
-  const rand = seededRandom(seed);
+  const { seed, log, rand } = beginScenario('crashes');
   const sale = await newSale(env, { stock: 300, perUserLimit: 2, maxPerOrder: 2, paymentWindowSeconds: 2 });
   // Small batches, so a kill often lands while the writer holds one.
   cluster = new Cluster(env, log, { WRITER_BATCH_SIZE: '50' });
@@ -41,7 +42,7 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
   });
   // While the replay is down the sweep waits for its restart: allow that on top of its interval.
   const live = new LiveChecks(env, [sale.id], () => shoppers.accepted.map((w) => w.orderId), { everyMs: 500, graceMs: 3000 });
-  const buying = shoppers.run();
+  shoppers.run();
 
   const kills: Record<string, number> = { writer: 0, listener: 0, replay: 0 };
   let freshWriters = 0;
@@ -61,21 +62,13 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
       await c.restart(victim, fresh ? { WRITER_ID: `writer-${++freshWriters}` } : {});
     }
   }
-  shoppers.stop();
-  await buying;
-  await shoppers.paid();
-  await settle(env, sale.id);
-  await live.stop();
-
-  const accepted = shoppers.accepted.map((w) => w.orderId);
-  const final = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted, replayIntervalMs: 1000 });
-  const orders = await orderCount(env, sale.id);
+  const { accepted, final, orders } = await windDown(env, sale.id, shoppers, live);
   const [paid, expired] = [await orderCount(env, sale.id, 'paid'), await orderCount(env, sale.id, 'expired')];
   log.note(`purchases ${JSON.stringify(shoppers.purchases)}; orders ${orders}: ${paid} paid, ${expired} expired; live checks skipped ${live.skipped}`);
   summarize({
     scenario: 'crashes', seed, buyers: shoppers.buyers.size, orders, faults: log.faults,
     faultKinds: `SIGKILL writer ${kills.writer} (${freshWriters} back under a new WRITER_ID), listener ${kills.listener}, replay ${kills.replay}`,
-    checks: live.checks + final.checks, violations: live.violations.length + final.violations.length,
+    ...tally(live, final),
   });
 
   assert.deepEqual(live.violations, [], 'invariants while processes were being killed');

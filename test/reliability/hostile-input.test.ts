@@ -5,18 +5,19 @@
 // clients. Each request gets its 4xx in our {error, message} shape, never a 5xx or a hang, and a
 // snapshot of Redis and Postgres before and after shows nothing changed.
 import assert from 'node:assert/strict';
-import { createHmac, randomUUID } from 'node:crypto';
-import { connect as netConnect } from 'node:net';
 import { after, afterEach, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { signJwt } from '../../shared/jwt.js';
 import { HttpError } from '../../shared/errors.js';
-import { checkInvariants } from '../../shared/invariants.js';
 import { saleKeys } from '../../shared/keys.js';
 import { ORDER_ID_PATTERN, newOrderId } from '../../shared/ids.js';
 import { parseSaleInput, type Sale } from '../../shared/sales.js';
-import { ADMIN_TOKEN, JWT_SECRET, newSale, runConcurrently, stateSnapshot, testEnv, waitFor, type StateSnapshot, type TestEnv } from '../helpers.js';
-import { call, Cluster, FaultLog, outcome, scenarioSeed, summarize, type Reply } from './harness.js';
+import { Cluster } from '../support/cluster.js';
+import { testEnv, type TestEnv } from '../support/env.js';
+import { newSale, runConcurrently, waitFor, written } from '../support/fixtures.js';
+import { http, outcome, rawRequest, type RawReply, type Reply } from '../support/http.js';
+import { checkSale, FaultLog, scenarioSeed, summarize } from '../support/scenario.js';
+import { stateSnapshot, type StateSnapshot } from '../support/snapshot.js';
+import { ADMIN_TOKEN, forgeJwt, JWT_SECRET, token } from '../support/tokens.js';
 
 const REQUEST_TIMEOUT_MS = 1500;
 let env: TestEnv;
@@ -36,7 +37,7 @@ before(async () => {
   await c.start('api', 'api');
   sale = await newSale(env, { stock: 20, perUserLimit: 3, maxPerOrder: 2, paymentWindowSeconds: 3600 });
   const buy = async (user: string, qty: number) => {
-    const r = await call(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty }, user });
+    const r = await http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty }, user });
     assert.equal(r.status, 202, outcome(r));
     owner.set(r.body.orderId, user);
     return r.body.orderId as string;
@@ -45,9 +46,9 @@ before(async () => {
   const bob = await buy('bob', 1);
   await buy('carol', 1);
   await c.start('writer', 'order-writer');
-  await waitFor('3 orders written', async () => (await env.redis.hlen(saleKeys(sale.id).queued)) === 0);
+  await written(env, sale.id, '3 orders written');
   assert.equal(await c.signal('writer', 'SIGTERM', true), 0);
-  assert.equal((await call(c.apiPort, 'POST', `/api/orders/${bob}/pay`, { user: 'bob' })).status, 200);
+  assert.equal((await http(c.apiPort, 'POST', `/api/orders/${bob}/pay`, { user: 'bob' })).status, 200);
   await buy('dave', 1); // stays queued: no writer runs again
 });
 
@@ -71,27 +72,22 @@ function assertError(r: Reply, status: number, code: string, what: string): void
 }
 
 const now = () => Math.floor(Date.now() / 1000);
-const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
-function jwt(header: unknown, payload: unknown, key: string | null): string {
-  const body = `${b64(header)}.${b64(payload)}`;
-  return key === null ? `${body}.` : `${body}.${createHmac('sha256', key).update(body).digest('base64url')}`;
-}
 
 type Token = { header: string | undefined; user: string | null; label: string };
 const BUYERS = ['alice', 'bob', 'carol', 'dave', 'mallory'];
 /** Authorization headers of every kind; `user` is whom the API must take it for, null when it must refuse it. */
 const tokens: fc.Arbitrary<Token> = fc.oneof(
   // As likely as all the forged kinds together, so the ids behind the auth check get fuzzed too.
-  { arbitrary: fc.constantFrom(...BUYERS).map((u) => ({ header: `Bearer ${signJwt(u, JWT_SECRET)}`, user: u, label: `valid ${u}` })), weight: 6 },
+  { arbitrary: fc.constantFrom(...BUYERS).map((u) => ({ header: `Bearer ${token(u)}`, user: u, label: `valid ${u}` })), weight: 6 },
   // Expired beyond the default JWT_CLOCK_TOLERANCE_SECONDS (5 s), which accepts a token a few seconds late.
   fc.tuple(fc.constantFrom(...BUYERS), fc.integer({ min: 6, max: 10 ** 7 })).map(([u, ago]) =>
-    ({ header: `Bearer ${jwt({ alg: 'HS256', typ: 'JWT' }, { sub: u, exp: now() - ago }, JWT_SECRET)}`, user: null, label: `expired ${u}` })),
+    ({ header: `Bearer ${forgeJwt({ alg: 'HS256', typ: 'JWT' }, { sub: u, exp: now() - ago }, JWT_SECRET)}`, user: null, label: `expired ${u}` })),
   fc.tuple(fc.constantFrom(...BUYERS), fc.string({ minLength: 1 }).filter((k) => k !== JWT_SECRET)).map(([u, key]) =>
-    ({ header: `Bearer ${jwt({ alg: 'HS256', typ: 'JWT' }, { sub: u, exp: now() + 600 }, key)}`, user: null, label: `wrong key ${u}` })),
+    ({ header: `Bearer ${forgeJwt({ alg: 'HS256', typ: 'JWT' }, { sub: u, exp: now() + 600 }, key)}`, user: null, label: `wrong key ${u}` })),
   fc.tuple(fc.constantFrom(...BUYERS), fc.constantFrom('none', 'None', 'NONE', '')).map(([u, alg]) =>
-    ({ header: `Bearer ${jwt({ alg, typ: 'JWT' }, { sub: u, exp: now() + 600 }, null)}`, user: null, label: `alg ${JSON.stringify(alg)} ${u}` })),
+    ({ header: `Bearer ${forgeJwt({ alg, typ: 'JWT' }, { sub: u, exp: now() + 600 }, null)}`, user: null, label: `alg ${JSON.stringify(alg)} ${u}` })),
   fc.constantFrom(...BUYERS).map((u) =>
-    ({ header: `Bearer ${jwt({ alg: 'HS256', typ: 'JWT' }, { sub: u, nbf: now() + 600, exp: now() + 900 }, JWT_SECRET)}`, user: null, label: `not yet valid ${u}` })),
+    ({ header: `Bearer ${forgeJwt({ alg: 'HS256', typ: 'JWT' }, { sub: u, nbf: now() + 600, exp: now() + 900 }, JWT_SECRET)}`, user: null, label: `not yet valid ${u}` })),
   fc.string({ unit: fc.integer({ min: 0x21, max: 0x7e }).map((n) => String.fromCharCode(n)), maxLength: 200 }).map((s) => ({ header: `Bearer ${s}`, user: null, label: 'garbage' })),
   fc.constant<Token>({ header: undefined, user: null, label: 'none' }),
 );
@@ -140,14 +136,14 @@ describe('fuzzed requests change nothing', () => {
       else if (!ORDER_ID_PATTERN.test(id)) expected = [400, 'invalid_id'];
       else if (owner.get(id) === tok.user) return fc.pre(false); // the owner's own order is not hostile
       else expected = [404, 'order_not_found'];
-      const r = await call(c.apiPort, pay ? 'POST' : 'GET', path, { headers: tok.header ? { authorization: tok.header } : {}, timeoutMs: 5000 });
+      const r = await http(c.apiPort, pay ? 'POST' : 'GET', path, { headers: tok.header ? { authorization: tok.header } : {}, timeoutMs: 5000 });
       assertError(r, expected[0], expected[1], `${pay ? 'pay' : 'view'} ${JSON.stringify(id)} as ${tok.label}`);
     });
     await fc.assert(prop, { seed, numRuns: 400 });
   });
 
   test('arbitrary extra headers on every route leave each answer exactly what it was', async () => {
-    const expired = `Bearer ${jwt({ alg: 'HS256' }, { sub: 'alice', exp: now() - 5 }, JWT_SECRET)}`;
+    const expired = `Bearer ${forgeJwt({ alg: 'HS256' }, { sub: 'alice', exp: now() - 5 }, JWT_SECRET)}`;
     const [alice, carol] = [...owner].filter(([, u]) => u === 'alice' || u === 'carol').map(([id]) => id);
     const routes: [string, string, unknown, string | undefined, number, string][] = [
       ['GET', '/api/sales/no-such-sale', undefined, undefined, 404, 'sale_not_found'],
@@ -171,8 +167,8 @@ describe('fuzzed requests change nothing', () => {
     const headers = fc.dictionary(names, fc.oneof(printable, fc.constantFrom('alice', ADMIN_TOKEN, `Bearer ${ADMIN_TOKEN}`, 'DELETE', 'GET', '/api/sales')), { maxKeys: 8 });
     const prop = fc.asyncProperty(fc.nat(routes.length - 1), headers, async (i, extra) => {
       const [method, path, body, user, status, code] = routes[i]!;
-      const auth: Record<string, string> = user === undefined ? {} : { authorization: user.startsWith('Bearer ') ? user : `Bearer ${signJwt(user, JWT_SECRET)}` };
-      const r = await call(c.apiPort, method, path, { body, headers: { ...extra, ...auth }, timeoutMs: 5000 });
+      const auth: Record<string, string> = user === undefined ? {} : { authorization: user.startsWith('Bearer ') ? user : `Bearer ${token(user)}` };
+      const r = await http(c.apiPort, method, path, { body, headers: { ...extra, ...auth }, timeoutMs: 5000 });
       assertError(r, status, code, `${method} ${path} with ${JSON.stringify(extra)}`);
     });
     await fc.assert(prop, { seed, numRuns: 400 });
@@ -201,7 +197,7 @@ describe('fuzzed requests change nothing', () => {
           expected = [(err as HttpError).status, (err as HttpError).code];
         }
       }
-      const r = await call(c.apiPort, 'POST', '/api/sales', { body: JSON.stringify(body), headers: authorization ? { authorization } : {}, timeoutMs: 5000 });
+      const r = await http(c.apiPort, 'POST', '/api/sales', { body: JSON.stringify(body), headers: authorization ? { authorization } : {}, timeoutMs: 5000 });
       assertError(r, expected[0], expected[1], `admin ${authorization?.slice(0, 30)} ${JSON.stringify(body)}`);
     });
     await fc.assert(prop, { seed, numRuns: 300 });
@@ -220,7 +216,7 @@ describe('fuzzed requests change nothing', () => {
       const own = [...owner].filter(([, u]) => u === tok?.user).map(([id]) => `/api/orders/${id}/pay`);
       fc.pre(!(tok?.user && method === 'POST' && (path === `/api/sales/${sale.id}/purchases` || own.includes(path))));
       const withBody = body !== undefined && method !== 'GET' && method !== 'HEAD';
-      const r = await call(c.apiPort, method, path, {
+      const r = await http(c.apiPort, method, path, {
         body: withBody ? body : undefined, headers: tok?.header ? { authorization: tok.header } : {}, timeoutMs: 5000,
       });
       hostile++;
@@ -249,72 +245,25 @@ describe('fuzzed requests change nothing', () => {
       ['obsolete line folding', 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n'],
     ];
     for (const [what, raw] of rawCases) {
-      const { head, body, closed } = await rawExchange(raw, 5000);
+      const r = await rawRequest(c.apiPort, raw, { timeoutMs: 5000 });
       hostile++;
-      assert.match(head, /^HTTP\/1\.1 400 /, `${what}: ${head}`);
-      assert.deepEqual(Object.keys(JSON.parse(body)).sort(), ['error', 'message'], what);
-      assert.equal(JSON.parse(body).error, 'bad_request', what);
-      assert.ok(closed, `${what}: connection closed`);
+      assert.match(r.head, /^HTTP\/1\.1 400 /, `${what}: ${r.head}`);
+      assert.deepEqual(Object.keys(r.body).sort(), ['error', 'message'], what);
+      assert.equal(r.body.error, 'bad_request', what);
+      assert.ok(r.closed, `${what}: connection closed`);
     }
     // And the server still serves everyone else.
-    assert.equal((await call(c.apiPort, 'GET', '/healthz')).status, 200);
+    assert.equal((await http(c.apiPort, 'GET', '/healthz')).status, 200);
   });
 });
 
-/** Writes raw bytes, reads until the server closes (or `timeoutMs`); splits the first response. */
-function rawExchange(raw: string, timeoutMs: number): Promise<{ head: string; body: string; closed: boolean; ms: number }> {
-  const started = Date.now();
-  return new Promise((resolve) => {
-    const socket = netConnect(c.apiPort, '127.0.0.1', () => socket.write(raw));
-    let buf = '';
-    const timer = setTimeout(() => {
-      socket.destroy();
-      finish(false);
-    }, timeoutMs);
-    const finish = (closed: boolean) => {
-      clearTimeout(timer);
-      const [head = '', ...rest] = buf.split('\r\n\r\n');
-      resolve({ head, body: rest.join('\r\n\r\n'), closed, ms: Date.now() - started });
-    };
-    socket.on('data', (d) => {
-      buf += d.toString('latin1');
-    });
-    socket.on('error', () => {});
-    socket.on('close', () => finish(true));
-  });
-}
-
 /** A client that sends its headers and then part of a body (or headers, a line at a time) and never finishes. */
-function slowClient(kind: 'stall' | 'trickle' | 'slowloris', user: string): Promise<{ head: string; body: string; closed: boolean; ms: number; kind: string }> {
-  const started = Date.now();
-  const headers = `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${signJwt(user, JWT_SECRET)}\r\nContent-Type: application/json\r\n`;
-  return new Promise((resolve) => {
-    const socket = netConnect(c.apiPort, '127.0.0.1');
-    let buf = '';
-    let timer: NodeJS.Timeout | undefined;
-    const drip = (chunks: string[]) => {
-      timer = setInterval(() => socket.writable && socket.write(chunks.shift() ?? ' '), 100);
-    };
-    socket.on('connect', () => {
-      if (kind === 'stall') socket.write(`${headers}Content-Length: 9\r\n\r\n{"qty"`);
-      else if (kind === 'trickle') {
-        socket.write(`${headers}Content-Length: 500\r\n\r\n`);
-        drip(['{', '"', 'q', 't', 'y', '"', ':']);
-      } else {
-        socket.write(headers);
-        drip(Array.from({ length: 1000 }, (_, i) => `X-Slow-${i}: ${i}\r\n`));
-      }
-    });
-    socket.on('data', (d) => {
-      buf += d.toString('latin1');
-    });
-    socket.on('error', () => {});
-    socket.on('close', () => {
-      clearInterval(timer);
-      const [head = '', ...rest] = buf.split('\r\n\r\n');
-      resolve({ head, body: rest.join('\r\n\r\n'), closed: true, ms: Date.now() - started, kind });
-    });
-  });
+async function slowClient(kind: 'stall' | 'trickle' | 'slowloris', user: string): Promise<RawReply & { kind: string }> {
+  const headers = `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token(user)}\r\nContent-Type: application/json\r\n`;
+  const [text, trickle] = kind === 'stall' ? [`${headers}Content-Length: 9\r\n\r\n{"qty"`, undefined]
+    : kind === 'trickle' ? [`${headers}Content-Length: 500\r\n\r\n`, ['{', '"', 'q', 't', 'y', '"', ':']]
+    : [headers, Array.from({ length: 1000 }, (_, i) => `X-Slow-${i}: ${i}\r\n`)];
+  return { ...(await rawRequest(c.apiPort, text, { trickle })), kind };
 }
 
 describe('slow clients', () => {
@@ -325,7 +274,7 @@ describe('slow clients', () => {
     const slow = Array.from({ length: 60 }, (_, i) => slowClient(kinds[i % 3]!, `slow-${i}`));
     let slowAnswered = 0;
     for (const s of slow) void s.then(() => slowAnswered++);
-    const prompt = await runConcurrently(100, 20, (i) => call(c.apiPort, 'POST', `/api/sales/${other.id}/purchases`, { body: { qty: 1 }, user: `prompt-${i}`, timeoutMs: 5000 }));
+    const prompt = await runConcurrently(100, 20, (i) => http(c.apiPort, 'POST', `/api/sales/${other.id}/purchases`, { body: { qty: 1 }, user: `prompt-${i}`, timeoutMs: 5000 }));
     const answeredWhileSlowOpen = slowAnswered;
     const results = await Promise.all(slow);
     hostile += slow.length;
@@ -336,7 +285,7 @@ describe('slow clients', () => {
     assert.equal(answeredWhileSlowOpen, 0, 'and all of them before any slow client was cut off');
     for (const r of results) {
       assert.match(r.head, /^HTTP\/1\.1 408 /, `${r.kind}: ${r.head}`);
-      assert.equal(JSON.parse(r.body).error, 'request_timeout', r.kind);
+      assert.equal(r.body.error, 'request_timeout', r.kind);
       assert.ok(r.closed, r.kind);
       // Node checks timeouts once a second; a hang would show as tens of seconds here.
       assert.ok(r.ms >= REQUEST_TIMEOUT_MS && r.ms < REQUEST_TIMEOUT_MS + 2500, `${r.kind} answered after ${r.ms} ms`);
@@ -351,7 +300,7 @@ test('after all of it: every accepted order is written, and every invariant hold
   await c.start('writer', 'order-writer');
   await waitFor('every accepted order written', async () =>
     (await env.pool.query('select 1 from orders where id = any($1::text[])', [[...owner.keys()]])).rowCount === owner.size);
-  const report = await checkInvariants(env.pool, env.redis, { accepted: [...owner.keys()], replayIntervalMs: 1000 });
+  const report = await checkSale(env, undefined, [...owner.keys()]);
   log.note(`answers to hostile requests by error: ${JSON.stringify(tally)}`);
   summarize({
     scenario: 'hostile-input', seed, buyers: owner.size, orders: owner.size, faults: hostile,

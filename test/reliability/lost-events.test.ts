@@ -3,26 +3,20 @@
 // it is down entirely (SIGKILL); the replay closes every order on time either way, and a listener
 // that comes back to a backlog of stale events restores nothing twice.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { delay } from '../../shared/daemon.js';
-import { checkInvariants } from '../../shared/invariants.js';
 import { saleKeys } from '../../shared/keys.js';
 import type { Sale } from '../../shared/sales.js';
-import { newSale, runConcurrently, seededRandom, testEnv, waitFor, type TestEnv } from '../helpers.js';
-import { call, Cluster, FaultLog, LiveChecks, orderCount, scenarioSeed, settle, summarize } from './harness.js';
+import { Cluster, fileCluster } from '../support/cluster.js';
+import { type TestEnv } from '../support/env.js';
+import { newSale, orderCount, runConcurrently, settle, waitFor } from '../support/fixtures.js';
+import { http } from '../support/http.js';
+import { beginScenario, checkSale, FaultLog, LiveChecks, summarize, tally } from '../support/scenario.js';
 
 let env: TestEnv;
 let c: Cluster;
 
-before(async () => {
-  env = await testEnv();
-  c = new Cluster(env, new FaultLog('lost-events'));
-  await Promise.all([c.start('api', 'api'), c.start('writer', 'order-writer'), c.start('listener', 'expiry-listener'), c.start('replay', 'replay')]);
-});
-after(async () => {
-  c.killAll();
-  await env.close();
-});
+fileCluster('lost-events', (started) => ({ env, c } = started));
 
 type Closer = 'listener' | 'replay' | 'writer';
 
@@ -41,7 +35,7 @@ async function assertClosedOnce(names: Closer[], base: number, expected: number,
 
 /** n buyers of one unit each, written, then a seeded share of them pay at once. */
 async function trade(sale: Sale, n: number, prefix: string, rand: () => number): Promise<{ accepted: string[]; unpaid: number }> {
-  const won = await runConcurrently(n, 50, (i) => call(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user: `${prefix}${i}` }));
+  const won = await runConcurrently(n, 50, (i) => http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user: `${prefix}${i}` }));
   assert.deepEqual(won.map((r) => r.status), won.map(() => 202));
   const accepted = won.map((r) => r.body.orderId as string);
   await waitFor('orders written', async () => {
@@ -49,7 +43,7 @@ async function trade(sale: Sale, n: number, prefix: string, rand: () => number):
     return res.rows[0]!.n === n;
   });
   const payers = accepted.map((id, i) => [id, `${prefix}${i}`] as const).filter(() => rand() < 0.2);
-  const answers = await Promise.all(payers.map(([id, user]) => call(c.apiPort, 'POST', `/api/orders/${id}/pay`, { user })));
+  const answers = await Promise.all(payers.map(([id, user]) => http(c.apiPort, 'POST', `/api/orders/${id}/pay`, { user })));
   // A payment may lose the race to its 1 s deadline; either answer is fine, and the state must match it.
   const paid = answers.filter((r) => r.status === 200).length;
   assert.equal(paid + answers.filter((r) => r.body?.error === 'order_expired').length, payers.length);
@@ -68,24 +62,22 @@ async function assertRestoredOnce(sale: Sale): Promise<void> {
 
 /** One scenario on its own sale with its own seed; invariants checked throughout and at rest. */
 async function scenario(name: string, stock: number, body: (sale: Sale, rand: () => number, log: FaultLog) => Promise<string[]>): Promise<void> {
-  const seed = scenarioSeed();
-  const log = new FaultLog(`lost-events/${name}`, seed);
-  c.log = log;
+  const { seed, log, rand } = beginScenario(`lost-events/${name}`, c);
   const sale = await newSale(env, { stock, paymentWindowSeconds: 1 });
   let accepted: string[] = [];
   // The replay runs throughout: nothing may stay pending past its deadline longer than its interval.
   const live = new LiveChecks(env, [sale.id], () => accepted, { everyMs: 250, graceMs: 1000 });
   const faults = log.faults;
   try {
-    accepted = await body(sale, seededRandom(seed), log);
+    accepted = await body(sale, rand, log);
     await settle(env, sale.id);
   } finally {
     await live.stop();
   }
-  const final = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted, replayIntervalMs: 1000 });
+  const final = await checkSale(env, sale.id, accepted);
   summarize({
     scenario: `lost-events/${name}`, seed, buyers: accepted.length, orders: await orderCount(env, sale.id), faults: log.faults - faults,
-    faultKinds: log.kinds.join(', '), checks: live.checks + final.checks, violations: live.violations.length + final.violations.length,
+    faultKinds: log.kinds.join(', '), ...tally(live, final),
   });
   assert.deepEqual(live.violations, [], 'invariants while events were lost');
   assert.deepEqual(final.violations, []);

@@ -4,39 +4,29 @@
 // that stall mid-body never hold an in-flight slot; clients that hang up give theirs back.
 import assert from 'node:assert/strict';
 import { Agent } from 'node:http';
-import { connect as netConnect } from 'node:net';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { delay } from '../../shared/daemon.js';
-import { checkInvariants } from '../../shared/invariants.js';
-import { saleKeys } from '../../shared/keys.js';
 import type { Sale } from '../../shared/sales.js';
-import { countBy, newSale, runConcurrently, seededRandom, testEnv, token, waitFor, type TestEnv } from '../helpers.js';
-import { call, Cluster, FaultLog, orderCount, outcome, rssMiB, scenarioSeed, summarize, type Reply } from './harness.js';
+import { Cluster, fileCluster } from '../support/cluster.js';
+import { type TestEnv } from '../support/env.js';
+import { countBy, newSale, orderCount, rssMiB, runConcurrently, waitFor, written } from '../support/fixtures.js';
+import { http, outcome, rawRequest, type Reply } from '../support/http.js';
+import { assertAcceptedHeld, beginScenario, checkSale, summarize, tally } from '../support/scenario.js';
+import { token } from '../support/tokens.js';
 
 const MAX_INFLIGHT = 50;
 const REQUEST_TIMEOUT_MS = 1500;
 let env: TestEnv;
 let c: Cluster;
 
-before(async () => {
-  env = await testEnv();
-  c = new Cluster(env, new FaultLog('overload'), { MAX_INFLIGHT: String(MAX_INFLIGHT), REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) });
-  await Promise.all([c.start('api', 'api'), c.start('writer', 'order-writer'), c.start('listener', 'expiry-listener'), c.start('replay', 'replay')]);
-});
-after(async () => {
-  c.killAll();
-  await env.close();
-});
+fileCluster('overload', (started) => ({ env, c } = started), { base: { MAX_INFLIGHT: String(MAX_INFLIGHT), REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) } });
 
 test(`overload: 10,000 buyers at once against MAX_INFLIGHT=${MAX_INFLIGHT}; the excess gets 429 busy at once, everyone else a real answer, /healthz stays up, memory stays bounded`, async () => {
-  const seed = scenarioSeed();
-  const log = new FaultLog('overload', seed);
-  c.log = log;
-  const rand = seededRandom(seed);
+  const { seed, log, rand } = beginScenario('overload', c);
   const sale = await newSale(env, { stock: 500, paymentWindowSeconds: 600 });
   const api = c.pid('api');
   // Warm up (JIT, pools, sockets), then take the resident size the storm is measured against.
-  await runConcurrently(200, 20, () => call(c.apiPort, 'GET', `/api/sales/${sale.id}`));
+  await runConcurrently(200, 20, () => http(c.apiPort, 'GET', `/api/sales/${sale.id}`));
   const rssBefore = rssMiB(api);
 
   const BUYERS = 10_000;
@@ -50,19 +40,19 @@ test(`overload: 10,000 buyers at once against MAX_INFLIGHT=${MAX_INFLIGHT}; the 
   // A probe every 100 ms on a connection opened before the storm (a new one would first wait in
   // the kernel's accept queue behind the storm's: that measures TCP, not the process), and RSS.
   const probeAgent = new Agent({ keepAlive: true, maxSockets: 1 });
-  assert.equal((await call(c.apiPort, 'GET', '/healthz', { agent: probeAgent })).status, 200);
+  assert.equal((await http(c.apiPort, 'GET', '/healthz', { agent: probeAgent })).status, 200);
   const watch = (async () => {
     while (storming) {
       rssPeak = Math.max(rssPeak, rssMiB(api));
       // Every other probe carries a query string, as some probers add: it is never shed either.
-      healthz.push(await call(c.apiPort, 'GET', healthz.length % 2 ? '/healthz?probe=1' : '/healthz', { agent: probeAgent, timeoutMs: 10_000 }));
+      healthz.push(await http(c.apiPort, 'GET', healthz.length % 2 ? '/healthz?probe=1' : '/healthz', { agent: probeAgent, timeoutMs: 10_000 }));
       await delay(100);
     }
   })();
   log.fault(`${BUYERS} buyers at concurrency ${CONCURRENCY} against MAX_INFLIGHT=${MAX_INFLIGHT}`);
   const started = Date.now();
   const answers = await runConcurrently(BUYERS, CONCURRENCY, (i) =>
-    call(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, headers: { authorization: tokens[i]! }, agent: stormAgent, timeoutMs: 30_000 }));
+    http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, headers: { authorization: tokens[i]! }, agent: stormAgent, timeoutMs: 30_000 }));
   const stormMs = Date.now() - started;
   storming = false;
   await watch;
@@ -90,43 +80,26 @@ test(`overload: 10,000 buyers at once against MAX_INFLIGHT=${MAX_INFLIGHT}; the 
   assert.ok(maxProbe < 2000, `/healthz answered within 2 s throughout the storm (slowest ${Math.round(maxProbe)} ms)`);
   assert.ok(rssPeak - rssBefore < 200, `RSS grew ${(rssPeak - rssBefore).toFixed(0)} MiB under the storm`);
 
-  await waitFor('accepted purchases written', async () => (await env.redis.hlen(saleKeys(sale.id).queued)) === 0);
-  assert.equal(await orderCount(env, sale.id), accepted.length, 'one order per 202, none for a 429');
-  const report = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted, replayIntervalMs: 1000 });
-  assert.deepEqual(report.violations, []);
-  assert.deepEqual(c.unexpectedExits, []);
+  const report = await assertAcceptedHeld(env, c, sale.id, accepted, 'one order per 202, none for a 429');
   summarize({
     scenario: 'overload', seed, buyers: BUYERS, orders: accepted.length, faults: log.faults,
     faultKinds: `${BUYERS} buyers at concurrency ${CONCURRENCY} vs MAX_INFLIGHT=${MAX_INFLIGHT}: ${busy.length} shed with 429`,
-    checks: report.checks, violations: report.violations.length,
+    ...tally(report),
   });
 });
 
+/** A purchase's headers (Content-Length: 9) and then `body` as it is. */
+const purchase = (path: string, user: string, body: string) =>
+  `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token(user)}\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n${body}`;
+
 /** A request whose headers arrive but whose body never does. Resolves with the status line once the server answers. */
-function stalled(path: string, user: string, onWritten?: () => void): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = netConnect(c.apiPort, '127.0.0.1', () => {
-      socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token(user)}\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{"q`, onWritten);
-    });
-    let buf = '';
-    socket.on('data', (d) => {
-      buf += d.toString('latin1');
-    });
-    socket.on('error', () => {});
-    socket.on('close', () => resolve(buf.split('\r\n')[0]!));
-  });
+async function stalled(path: string, user: string, onWritten?: () => void): Promise<string> {
+  return (await rawRequest(c.apiPort, purchase(path, user, '{"q'), { onWritten })).head.split('\r\n')[0]!;
 }
 
 /** A full request, then the client hangs up (FIN) without waiting for the answer. */
-function hangUp(path: string, user: string): Promise<void> {
-  return new Promise((resolve) => {
-    const socket = netConnect(c.apiPort, '127.0.0.1', () => {
-      socket.end(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token(user)}\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{"qty":1}`);
-    });
-    socket.resume();
-    socket.on('error', () => {});
-    socket.on('close', () => resolve());
-  });
+async function hangUp(path: string, user: string): Promise<void> {
+  await rawRequest(c.apiPort, purchase(path, user, '{"qty":1}'), { hangUp: true });
 }
 
 let round = 0;
@@ -137,7 +110,7 @@ async function holderOrder(sale: Sale): Promise<{ orderId: string; user: string 
   const user = `holder-${round}`;
   // Slots still held by requests finishing may shed this one: it is retried until it is in.
   const bought = await waitFor('the holder\'s purchase', async () => {
-    const r = await call(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user, agent: false });
+    const r = await http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user, agent: false });
     assert.ok(r.status === 202 || r.status === 429, JSON.stringify(r.body));
     return r.status === 202 ? r : undefined;
   });
@@ -158,9 +131,9 @@ async function holdEverySlot({ orderId, user }: { orderId: string; user: string 
   try {
     await lock.query('begin');
     await lock.query('select 1 from orders where id = $1 for update', [orderId]);
-    pays = Array.from({ length: MAX_INFLIGHT }, () => call(c.apiPort, 'POST', `/api/orders/${orderId}/pay`, { user, agent: false, timeoutMs: 30_000 }));
-    await waitFor('every slot taken', async () => (await call(c.apiPort, 'GET', '/nope', { agent: false })).status === 429, 10_000, 20);
-    for (const path of ['/healthz?probe=1', '/metrics?name=x']) probes[path] = (await call(c.apiPort, 'GET', path, { agent: false })).status;
+    pays = Array.from({ length: MAX_INFLIGHT }, () => http(c.apiPort, 'POST', `/api/orders/${orderId}/pay`, { user, agent: false, timeoutMs: 30_000 }));
+    await waitFor('every slot taken', async () => (await http(c.apiPort, 'GET', '/nope', { agent: false })).status === 429, 10_000, 20);
+    for (const path of ['/healthz?probe=1', '/metrics?name=x']) probes[path] = (await http(c.apiPort, 'GET', path, { agent: false })).status;
   } finally {
     await lock.query('commit');
     lock.release();
@@ -169,9 +142,7 @@ async function holdEverySlot({ orderId, user }: { orderId: string; user: string 
 }
 
 test(`overload: clients that stall mid-body hold no in-flight slot, clients that hang up before the answer give theirs back, probes with a query string are never shed`, async () => {
-  const seed = scenarioSeed();
-  const log = new FaultLog('overload/slots', seed);
-  c.log = log;
+  const { seed, log } = beginScenario('overload/slots', c);
   const sale = await newSale(env, { stock: 1000, paymentWindowSeconds: 600 });
   const path = `/api/sales/${sale.id}/purchases`;
   // A slot taken by a request still finishing frees up by itself; a leaked one never does, and
@@ -195,12 +166,12 @@ test(`overload: clients that stall mid-body hold no in-flight slot, clients that
   await runConcurrently(300, 100, (i) => hangUp(path, `gone-${i}`));
   log.fault('300 purchases whose client hung up before the answer');
   await waitFor('the hung-up requests\' slots free again', allSlotsFree, 20_000, 0);
-  await waitFor('purchases written', async () => (await env.redis.hlen(saleKeys(sale.id).queued)) === 0);
+  await written(env, sale.id, 'purchases written');
   log.note(`${round} rounds of ${MAX_INFLIGHT} held payments to see every slot free`);
-  const report = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 1000 });
+  const report = await checkSale(env, sale.id);
   assert.deepEqual(report.violations, []);
   summarize({
     scenario: 'overload/slots', seed, buyers: MAX_INFLIGHT + 300 + round, orders: await orderCount(env, sale.id), faults: log.faults,
-    faultKinds: `${MAX_INFLIGHT} stalled bodies, 300 hang-ups`, checks: report.checks, violations: report.violations.length,
+    faultKinds: `${MAX_INFLIGHT} stalled bodies, 300 hang-ups`, ...tally(report),
   });
 });

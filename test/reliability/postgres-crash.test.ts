@@ -7,12 +7,13 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import pg from 'pg';
 import { delay } from '../../shared/daemon.js';
-import { checkInvariants } from '../../shared/invariants.js';
 import { saleKeys } from '../../shared/keys.js';
 import { purchaseScript } from '../../shared/redis.js';
-import { newSale, seededRandom, testEnv, waitFor, type TestEnv } from '../helpers.js';
-import { Cluster, FaultLog, LiveChecks, orderCount, scenarioSeed, summarize } from './harness.js';
 import { newOrderId } from '../../shared/ids.js';
+import { Cluster } from '../support/cluster.js';
+import { testEnv, type TestEnv } from '../support/env.js';
+import { newSale, orderCount, seededRandom, waitFor } from '../support/fixtures.js';
+import { beginScenario, checkSale, LiveChecks, summarize, tally } from '../support/scenario.js';
 
 const PURCHASES = 12_000;
 const BUYERS_IN_FLIGHT = 20;
@@ -28,9 +29,7 @@ after(async () => {
 test('postgres crash: an immediate stop of Postgres, twice while the writer drains 12,000 purchases; every accepted purchase is an order', async () => {
   env = await testEnv({}, { ownPostgres: true });
   const e = env;
-  const seed = scenarioSeed();
-  const log = new FaultLog('postgres-crash', seed);
-  const rand = seededRandom(seed);
+  const { seed, log, rand } = beginScenario('postgres-crash');
   const sale = await newSale(e, { stock: PURCHASES, paymentWindowSeconds: 3600 });
   // Small batches: many commits, so a crash always finds some just acknowledged.
   cluster = new Cluster(e, log, { WRITER_BATCH_SIZE: '100' });
@@ -83,13 +82,13 @@ test('postgres crash: an immediate stop of Postgres, twice while the writer drai
   const found = await e.pool.query<{ id: string }>('select id from orders where id = any($1::text[])', [accepted]);
   const have = new Set(found.rows.map((r) => r.id));
   const lost = accepted.filter((id) => !have.has(id));
-  const final = await checkInvariants(e.pool, e.redis, { saleIds: [sale.id], accepted, replayIntervalMs: 1000 });
+  const final = await checkSale(e, sale.id, accepted);
   const orders = await orderCount(e, sale.id);
   log.note(`accepted ${accepted.length}; orders ${orders}; lost ${lost.length}; live checks skipped during outages ${live.skipped}`);
   summarize({
     scenario: 'postgres-crash', seed, buyers: PURCHASES, orders, faults: log.faults,
     faultKinds: `Postgres immediate stop x2 (at ${crashes.join(', ')}), server default synchronous_commit=off`,
-    checks: live.checks + final.checks, violations: live.violations.length + final.violations.length,
+    ...tally(live, final),
   });
 
   assert.deepEqual({ accepted: accepted.length, refused }, { accepted: PURCHASES, refused: [] });

@@ -4,30 +4,25 @@
 // Each order ends in one state, the buyer was told that state, and each close and restore
 // happened once.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { delay } from '../../shared/daemon.js';
-import { checkInvariants } from '../../shared/invariants.js';
 import { saleKeys } from '../../shared/keys.js';
 import type { Sale } from '../../shared/sales.js';
-import { newSale, runConcurrently, seededRandom, testEnv, token, waitFor, type TestEnv } from '../helpers.js';
-import { call, cli, Cluster, FaultLog, LiveChecks, orderCount, outcome, scenarioSeed, settle, summarize } from './harness.js';
+import { cli } from '../support/cli.js';
+import { Cluster, fileCluster } from '../support/cluster.js';
+import { type TestEnv } from '../support/env.js';
+import { newSale, orderCount, runConcurrently, settle, waitFor } from '../support/fixtures.js';
+import { http, outcome } from '../support/http.js';
+import { beginScenario, checkSale, LiveChecks, summarize, tally } from '../support/scenario.js';
+import { token } from '../support/tokens.js';
 
 let env: TestEnv;
 let c: Cluster;
 const CLOSERS = ['listener-1', 'listener-2', 'replay', 'writer'] as const;
 const BY: Record<(typeof CLOSERS)[number], string> = { 'listener-1': 'listener', 'listener-2': 'listener', replay: 'replay', writer: 'writer' };
 
-before(async () => {
-  env = await testEnv();
-  c = new Cluster(env, new FaultLog('races'));
-  await Promise.all([
-    c.start('api', 'api'), c.start('writer', 'order-writer'), c.start('listener-1', 'expiry-listener'), c.start('listener-2', 'expiry-listener'),
-    c.start('replay', 'replay'),
-  ]);
-});
-after(async () => {
-  c.killAll();
-  await env.close();
+fileCluster('races', (started) => ({ env, c } = started), {
+  procs: [['api', 'api'], ['writer', 'order-writer'], ['listener-1', 'expiry-listener'], ['listener-2', 'expiry-listener'], ['replay', 'replay']],
 });
 
 async function closed(): Promise<number> {
@@ -49,7 +44,7 @@ async function buyAll(sale: Sale, n: number, prefix: string, waves: number, gapM
   for (let w = 0; w < waves; w++) {
     const won = await runConcurrently(Math.min(per, n - w * per), 100, (i) => {
       const user = `${prefix}${w * per + i}`;
-      return call(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user }).then((r) => ({ r, user }));
+      return http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user }).then((r) => ({ r, user }));
     });
     for (const { r, user } of won) {
       assert.equal(r.status, 202, outcome(r));
@@ -61,18 +56,20 @@ async function buyAll(sale: Sale, n: number, prefix: string, waves: number, gapM
   return owner;
 }
 
+/** A race's opening: its sale, the closers' counters so far, one order per unit bought and written, live checks started. */
+async function openRace(scenario: string, fields: { stock: number; paymentWindowSeconds: number }, prefix: string, waves: number, gapMs = 0) {
+  const { seed, log, rand } = beginScenario(scenario, c);
+  const sale = await newSale(env, fields);
+  const base = { closed: await closed(), restored: await restoredUnits() };
+  const owner = await buyAll(sale, fields.stock, prefix, waves, gapMs);
+  const live = new LiveChecks(env, [sale.id], () => [...owner.keys()], { everyMs: 250, graceMs: 1000 });
+  return { seed, log, rand, sale, base, owner, live };
+}
+
 test('races: 600 orders paid in the last milliseconds before, at and after their deadlines, a third of them twice at once, with two listeners and the replay closing', async () => {
-  const seed = scenarioSeed();
-  const log = new FaultLog('races/deadline-payments', seed);
-  c.log = log;
-  const rand = seededRandom(seed);
-  const sale = await newSale(env, { stock: 600, paymentWindowSeconds: 4 });
-  const closedBefore = await closed();
-  const restoredBefore = await restoredUnits();
   // Six waves 400 ms apart: the deadlines come in clusters of 100, so each cluster's payments can
   // be fired within a few milliseconds of their deadline rather than queue behind 600 others.
-  const owner = await buyAll(sale, 600, 'dl-', 6, 400);
-  const live = new LiveChecks(env, [sale.id], () => [...owner.keys()], { everyMs: 250, graceMs: 1000 });
+  const { seed, log, rand, sale, base, owner, live } = await openRace('races/deadline-payments', { stock: 600, paymentWindowSeconds: 4 }, 'dl-', 6, 400);
   const rows = (await env.pool.query<{ id: string; ms: number }>(
     `select id, extract(epoch from expires_at) * 1000 as ms from orders where sale_id = $1`, [sale.id])).rows;
 
@@ -86,7 +83,7 @@ test('races: 600 orders paid in the last milliseconds before, at and after their
     await delay(Math.max(0, deadline + offset - Date.now()));
     await Promise.all(Array.from({ length: clicks }, async () => {
       const sentAt = Date.now();
-      const r = await call(c.apiPort, 'POST', `/api/orders/${row.id}/pay`, { headers: { authorization } });
+      const r = await http(c.apiPort, 'POST', `/api/orders/${row.id}/pay`, { headers: { authorization } });
       shots.push({ id: row.id, offset: sentAt - deadline, label: outcome(r) });
     }));
   }));
@@ -112,34 +109,26 @@ test('races: 600 orders paid in the last milliseconds before, at and after their
   }
   const paid = [...final.values()].filter((r) => r.status === 'paid').length;
   const expired = final.size - paid;
-  const report = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted: [...owner.keys()], replayIntervalMs: 1000 });
+  const report = await checkSale(env, sale.id, [...owner.keys()]);
   const before = shots.filter((s) => s.offset < 0);
   log.note(`${paid} paid, ${expired} expired; sent before the deadline: ${before.filter((s) => s.label === '200 paid').length} paid, ${before.filter((s) => s.label !== '200 paid').length} too late on arrival; sent at or after: ${shots.length - before.length}, all refused`);
   summarize({
     scenario: 'races/deadline-payments', seed, buyers: owner.size, orders: final.size, faults: shots.length,
     faultKinds: `${shots.length} payments within ${Math.min(...shots.map((s) => s.offset))}..+${Math.max(...shots.map((s) => s.offset))} ms of the deadlines (${shots.length - rows.length} double clicks), 2 listeners + replay closing`,
-    checks: live.checks + report.checks, violations: live.violations.length + report.violations.length,
+    ...tally(live, report),
   });
 
   assert.deepEqual(problems, []);
   assert.deepEqual(live.violations, []);
   assert.deepEqual(report.violations, []);
-  await waitFor('closer counters', async () => (await closed()) - closedBefore >= expired);
-  assert.equal(await closed() - closedBefore, expired, 'two listeners, the replay and the writer closed each unpaid order once between them');
-  assert.equal(await restoredUnits() - restoredBefore, expired, 'and restored its unit once');
+  await waitFor('closer counters', async () => (await closed()) - base.closed >= expired);
+  assert.equal(await closed() - base.closed, expired, 'two listeners, the replay and the writer closed each unpaid order once between them');
+  assert.equal(await restoredUnits() - base.restored, expired, 'and restored its unit once');
   assert.equal(Number(await env.redis.get(saleKeys(sale.id).available)), expired);
 });
 
 test('races: 2000 orders expiring at once, closed by two listeners, the scheduled replay and one-shot replays run back to back', async () => {
-  const seed = scenarioSeed();
-  const log = new FaultLog('races/expiry-wave', seed);
-  c.log = log;
-  const rand = seededRandom(seed);
-  const sale = await newSale(env, { stock: 2000, paymentWindowSeconds: 2 });
-  const closedBefore = await closed();
-  const restoredBefore = await restoredUnits();
-  const owner = await buyAll(sale, 2000, 'wave-', 1);
-  const live = new LiveChecks(env, [sale.id], () => [...owner.keys()], { everyMs: 250, graceMs: 1000 });
+  const { seed, log, rand, sale, base, owner, live } = await openRace('races/expiry-wave', { stock: 2000, paymentWindowSeconds: 2 }, 'wave-', 1);
   // Extra sweepers: one-shot replays, started at seeded moments through the wave; the advisory
   // lock lets one pass run at a time, and each close is a conditional update anyway.
   let onceRuns = 0;
@@ -165,18 +154,18 @@ test('races: 2000 orders expiring at once, closed by two listeners, the schedule
   log.fault(`${onceRuns} one-shot replays alongside the scheduled one`);
 
   const expired = await orderCount(env, sale.id, 'expired');
-  const report = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted: [...owner.keys()], replayIntervalMs: 1000 });
+  const report = await checkSale(env, sale.id, [...owner.keys()]);
   summarize({
     scenario: 'races/expiry-wave', seed, buyers: owner.size, orders: await orderCount(env, sale.id), faults: onceRuns,
     faultKinds: `2000 deadlines at once, 2 listeners + scheduled replay + ${onceRuns} replay --once (which closed ${byOnce.closed})`,
-    checks: live.checks + report.checks, violations: live.violations.length + report.violations.length,
+    ...tally(live, report),
   });
   assert.equal(expired, 2000);
   assert.deepEqual(live.violations, []);
   assert.deepEqual(report.violations, []);
-  await waitFor('closer counters', async () => (await closed()) - closedBefore + byOnce.closed >= 2000);
-  assert.equal((await closed()) - closedBefore + byOnce.closed, 2000, `closed once each (one-shot replays: ${byOnce.closed})`);
-  assert.equal((await restoredUnits()) - restoredBefore + byOnce.restored, 2000, 'restored once each, by whoever closed it');
+  await waitFor('closer counters', async () => (await closed()) - base.closed + byOnce.closed >= 2000);
+  assert.equal((await closed()) - base.closed + byOnce.closed, 2000, `closed once each (one-shot replays: ${byOnce.closed})`);
+  assert.equal((await restoredUnits()) - base.restored + byOnce.restored, 2000, 'restored once each, by whoever closed it');
   assert.equal(Number(await env.redis.get(saleKeys(sale.id).restoredQty)), 2000, 'restored once each');
   assert.equal(await env.redis.scard(saleKeys(sale.id).restored), 2000);
   assert.equal(Number(await env.redis.get(saleKeys(sale.id).available)), 2000);

@@ -5,13 +5,17 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { delay } from '../../shared/daemon.js';
-import { checkInvariants } from '../../shared/invariants.js';
 import { saleKeys } from '../../shared/keys.js';
 import { reconcile } from '../../shared/reconcile.js';
 import { purchaseScript } from '../../shared/redis.js';
-import { newSale, seededRandom, testEnv, waitFor, type TestEnv } from '../helpers.js';
-import { answersHold, call, cli, Cluster, FaultLog, LiveChecks, orderCount, scenarioSeed, settle, Shoppers, summarize } from './harness.js';
 import { newOrderId } from '../../shared/ids.js';
+import { cli } from '../support/cli.js';
+import { Cluster } from '../support/cluster.js';
+import { testEnv, type TestEnv } from '../support/env.js';
+import { newSale, orderCount, seededRandom, waitFor } from '../support/fixtures.js';
+import { http } from '../support/http.js';
+import { beginScenario, checkSale, LiveChecks, summarize, tally } from '../support/scenario.js';
+import { answersHold, Shoppers, windDown } from '../support/shoppers.js';
 
 const envs: TestEnv[] = [];
 const clusters: Cluster[] = [];
@@ -24,13 +28,11 @@ after(async () => {
 test('server restarts: Redis (SIGKILL and SIGTERM, AOF on) and Postgres restart mid-sale; every process reconnects by itself and every invariant holds', async () => {
   const env = await testEnv({}, { ownPostgres: true });
   envs.push(env);
-  const seed = scenarioSeed();
-  const log = new FaultLog('server-restarts', seed);
-  const rand = seededRandom(seed);
+  const { seed, log, rand } = beginScenario('server-restarts');
   const sale = await newSale(env, { stock: 4000, perUserLimit: 2, maxPerOrder: 2, paymentWindowSeconds: 2 });
   const c = new Cluster(env, log);
   clusters.push(c);
-  await Promise.all([c.start('api', 'api'), c.start('writer', 'order-writer'), c.start('listener', 'expiry-listener'), c.start('replay', 'replay')]);
+  await c.startAll();
 
   const shoppers = new Shoppers({
     port: c.apiPort, saleId: sale.id, rand: seededRandom(seed + 1), users: 3000, prefix: 'buyer-', maxQty: 2,
@@ -38,7 +40,7 @@ test('server restarts: Redis (SIGKILL and SIGTERM, AOF on) and Postgres restart 
   });
   // Overdue orders wait out a Postgres outage (nothing can close them); the grace covers it.
   const live = new LiveChecks(env, [sale.id], () => shoppers.accepted.map((w) => w.orderId), { everyMs: 500, graceMs: 4000 });
-  const buying = shoppers.run();
+  shoppers.run();
 
   // Three outages in a seeded order, each after a seeded spell of trading and for a seeded while.
   const outages = ['redis-kill', 'postgres', 'redis-term'].map((o) => [o, rand()] as const).sort((a, b) => a[1] - b[1]).map(([o]) => o);
@@ -63,20 +65,12 @@ test('server restarts: Redis (SIGKILL and SIGTERM, AOF on) and Postgres restart 
   const acceptedBefore = shoppers.accepted.length;
   const closedByListenerBefore = await c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"');
   await delay(3000);
-  shoppers.stop();
-  await buying;
-  await shoppers.paid();
-  await settle(env, sale.id);
-  await live.stop();
-
-  const accepted = shoppers.accepted.map((w) => w.orderId);
-  const final = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted, replayIntervalMs: 1000 });
-  const orders = await orderCount(env, sale.id);
+  const { final, orders } = await windDown(env, sale.id, shoppers, live);
   log.note(`purchases ${JSON.stringify(shoppers.purchases)}; orders ${orders}: ${await orderCount(env, sale.id, 'paid')} paid, ${await orderCount(env, sale.id, 'expired')} expired; live checks skipped during outages ${live.skipped}`);
   summarize({
     scenario: 'server-restarts', seed, buyers: shoppers.buyers.size, orders, faults: log.faults,
     faultKinds: `redis-server SIGKILL 1, redis-server SIGTERM 1, Postgres restart 1 (order ${outages.join(', ')})`,
-    checks: live.checks + final.checks, violations: live.violations.length + final.violations.length,
+    ...tally(live, final),
   });
 
   assert.deepEqual(c.unexpectedExits, [], 'no process exited: each rode out the outages');
@@ -85,8 +79,8 @@ test('server restarts: Redis (SIGKILL and SIGTERM, AOF on) and Postgres restart 
   assert.deepEqual(await answersHold(env, sale.id, shoppers), []);
   assert.ok(shoppers.accepted.length > acceptedBefore, 'buyers were served again after the last restart');
   assert.ok(await c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"') > closedByListenerBefore, 'the listener closes orders on events again');
-  for (const name of ['writer', 'listener', 'replay']) assert.equal((await call(c.opsPort(name), 'GET', '/readyz')).status, 200, `${name} ready`);
-  assert.equal((await call(c.apiPort, 'GET', '/readyz')).status, 200, 'api ready');
+  for (const name of ['writer', 'listener', 'replay']) assert.equal((await http(c.opsPort(name), 'GET', '/readyz')).status, 200, `${name} ready`);
+  assert.equal((await http(c.apiPort, 'GET', '/readyz')).status, 200, 'api ready');
   assert.deepEqual(c.errors('replay').filter((l) => l.includes('CONSERVATION_VIOLATED')), []);
   assert.deepEqual(await c.stopAll(), { api: 0, writer: 0, listener: 0, replay: 0 });
 });
@@ -94,19 +88,18 @@ test('server restarts: Redis (SIGKILL and SIGTERM, AOF on) and Postgres restart 
 test('server restarts: a Redis without persistence forgets the sale on a restart, and reconciliation, the replay and `flashsale check` all report it', async () => {
   const env = await testEnv({}, { appendonly: false });
   envs.push(env);
-  const seed = scenarioSeed();
-  const log = new FaultLog('redis-without-persistence', seed);
+  const { seed, log } = beginScenario('redis-without-persistence');
   const sale = await newSale(env, { stock: 50, paymentWindowSeconds: 3 });
   const c = new Cluster(env, log);
   clusters.push(c);
   await Promise.all([c.start('api', 'api'), c.start('writer', 'order-writer')]);
-  const buy = (user: string) => call(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user });
+  const buy = (user: string) => http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user });
 
   // 20 orders written to Postgres (5 of them paid), then 10 more answered 202 while the writer is down.
   const written = await Promise.all(Array.from({ length: 20 }, (_, i) => buy(`np-${i}`)));
   assert.ok(written.every((r) => r.status === 202));
   await waitFor('20 orders written', async () => (await orderCount(env, sale.id, 'pending')) === 20);
-  for (const [i, r] of written.slice(0, 5).entries()) assert.equal((await call(c.apiPort, 'POST', `/api/orders/${r.body.orderId}/pay`, { user: `np-${i}` })).status, 200);
+  for (const [i, r] of written.slice(0, 5).entries()) assert.equal((await http(c.apiPort, 'POST', `/api/orders/${r.body.orderId}/pay`, { user: `np-${i}` })).status, 200);
   await c.signal('writer', 'SIGTERM', true);
   const queued = await Promise.all(Array.from({ length: 10 }, (_, i) => buy(`nq-${i}`)));
   assert.ok(queued.every((r) => r.status === 202));
@@ -123,13 +116,13 @@ test('server restarts: a Redis without persistence forgets the sale on a restart
   assert.deepEqual({ holds: r.holds, available: r.available, queued: r.queued, pending: r.pending, paid: r.paid }, {
     holds: false, available: 0, queued: 0, pending: 0, paid: 0,
   }, 'nothing is counted: the purchase counter the check cuts at is gone too');
-  const report = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted, replayIntervalMs: 1000 });
+  const report = await checkSale(env, sale.id, accepted);
   assert.deepEqual(report.violations.map((v) => v.invariant), ['conservation', 'accepted_has_one_order']);
   assert.match(report.violations[1]!.detail, /answered 202 but no order: .*\(10\)$/);
   const lost = await env.pool.query('select 1 from orders where id = any($1::text[])', [queued.map((q) => q.body.orderId)]);
   assert.equal(lost.rowCount, 0, 'the 10 queued winners are gone for good');
   // The API answers 503 until its connection is back (it never queues a purchase), then 404.
-  await waitFor('api reconnected', async () => (await call(c.apiPort, 'GET', '/readyz')).status === 200);
+  await waitFor('api reconnected', async () => (await http(c.apiPort, 'GET', '/readyz')).status === 200);
   const refused = await buy('after-restart');
   assert.equal(refused.status, 404);
   assert.equal(refused.body.error, 'sale_not_found', 'the sale itself is gone from Redis');
@@ -157,9 +150,7 @@ test('server restarts: a Redis without persistence forgets the sale on a restart
 test('server restarts: a purchase whose reply a Redis restart cut off is resent by the client, and still takes its stock once', async () => {
   const env = await testEnv();
   envs.push(env);
-  const seed = scenarioSeed();
-  const log = new FaultLog('server-restarts/resent-purchases', seed);
-  const rand = seededRandom(seed);
+  const { seed, log, rand } = beginScenario('server-restarts/resent-purchases');
   const sale = await newSale(env, { stock: 1_000_000, perUserLimit: 1000, maxPerOrder: 1 });
   // 50 purchases always in flight on one connection that resends what a dropped connection left
   // unanswered (ioredis's default); a restart lands between a script's run and its reply.

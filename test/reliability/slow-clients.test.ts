@@ -4,13 +4,15 @@
 // MAX_CONNECTIONS_PER_CLIENT connections: every real buyer gets a real answer, never 429 busy,
 // and stock is conserved.
 import assert from 'node:assert/strict';
-import { Agent, request } from 'node:http';
-import { after, before, test } from 'node:test';
-import { checkInvariants } from '../../shared/invariants.js';
-import { saleKeys } from '../../shared/keys.js';
+import { Agent } from 'node:http';
+import { test } from 'node:test';
 import type { Sale } from '../../shared/sales.js';
-import { countBy, newSale, runConcurrently, testEnv, token, waitFor, type TestEnv } from '../helpers.js';
-import { call, Cluster, FaultLog, orderCount, outcome, rawRequest, scenarioSeed, summarize, type RawReply } from './harness.js';
+import { Cluster, fileCluster } from '../support/cluster.js';
+import { type TestEnv } from '../support/env.js';
+import { countBy, newSale, runConcurrently, waitFor, written } from '../support/fixtures.js';
+import { http, outcome, rawRequest, type RawReply } from '../support/http.js';
+import { assertAcceptedHeld, beginScenario, checkSale, summarize, tally } from '../support/scenario.js';
+import { token } from '../support/tokens.js';
 
 /** Every attack comes from here; buyers come from 127.0.0.1. */
 const ATTACKER = '127.0.0.2';
@@ -22,15 +24,7 @@ const REAL_ANSWERS = ['202 queued', '409 sold_out', '409 limit_reached'];
 let env: TestEnv;
 let c: Cluster;
 
-before(async () => {
-  env = await testEnv();
-  c = new Cluster(env, new FaultLog('slow-clients'));
-  await Promise.all([c.start('api', 'api'), c.start('writer', 'order-writer'), c.start('listener', 'expiry-listener'), c.start('replay', 'replay')]);
-});
-after(async () => {
-  c.killAll();
-  await env.close();
-});
+fileCluster('slow-clients', (started) => ({ env, c } = started));
 
 /**
  * Connections that send a purchase's headers with `Content-Length: 100` and then 3 bytes of body,
@@ -97,9 +91,7 @@ function assertAttackAnswered(answers: RawReply[], what: string): void {
 
 /** `sockets` slowloris connections from ATTACKER while `buyers` distinct buyers purchase from 127.0.0.1. */
 async function attack(scenario: string, sockets: number, maxInflight: string): Promise<void> {
-  const seed = scenarioSeed();
-  const log = new FaultLog(scenario, seed);
-  c.log = log;
+  const { seed, log } = beginScenario(scenario, c);
   const BUYERS = 400;
   const sale: Sale = await newSale(env, { stock: 300, paymentWindowSeconds: 600 });
   const path = `/api/sales/${sale.id}/purchases`;
@@ -114,7 +106,7 @@ async function attack(scenario: string, sockets: number, maxInflight: string): P
   // make the API shed these buyers.
   const agent = new Agent({ keepAlive: true, maxSockets: 40 });
   const answers = await runConcurrently(BUYERS, 40, (i) =>
-    call(c.apiPort, 'POST', path, { body: { qty: 1 }, user: `${scenario}-buyer-${seed}-${i}`, agent, timeoutMs: 30_000 }));
+    http(c.apiPort, 'POST', path, { body: { qty: 1 }, user: `${scenario}-buyer-${seed}-${i}`, agent, timeoutMs: 30_000 }));
   agent.destroy();
   const buyersMs = Date.now() - started;
   await loris.end();
@@ -129,15 +121,11 @@ async function attack(scenario: string, sockets: number, maxInflight: string): P
   assertAttackAnswered(loris.answers, scenario);
   assert.ok(loris.answers.some((r) => r.status === 408), 'the body deadline cut attack connections off');
 
-  await waitFor('accepted purchases written', async () => (await env.redis.hlen(saleKeys(sale.id).queued)) === 0);
-  assert.equal(await orderCount(env, sale.id), accepted.length, 'one order per 202, none for an attack connection');
-  const report = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted, replayIntervalMs: 1000 });
-  assert.deepEqual(report.violations, []);
-  assert.deepEqual(c.unexpectedExits, []);
+  const report = await assertAcceptedHeld(env, c, sale.id, accepted, 'one order per 202, none for an attack connection');
   summarize({
     scenario, seed, buyers: BUYERS, orders: accepted.length, faults: log.faults,
     faultKinds: `${sockets} slowloris connections (${loris.opened} with replacements: ${JSON.stringify(fates)}) vs MAX_INFLIGHT=${maxInflight}`,
-    checks: report.checks, violations: report.violations.length,
+    ...tally(report),
   });
 }
 
@@ -146,21 +134,12 @@ test('slow clients: 1,001 connections trickling bodies from one address (default
 });
 
 test(`slow clients: an address over MAX_CONNECTIONS_PER_CLIENT (${MAX_CONNECTIONS_PER_CLIENT}) is refused with 429 busy and buys nothing, while another address is served; a closed connection frees its place`, async () => {
-  const seed = scenarioSeed();
-  const log = new FaultLog('slow-clients/cap', seed);
-  c.log = log;
+  const { seed, log } = beginScenario('slow-clients/cap', c);
   const sale = await newSale(env, { stock: 10, paymentWindowSeconds: 600 });
   const path = `/api/sales/${sale.id}/purchases`;
   // The cap's worth of idle keep-alive connections from ATTACKER, each proven open by an answer.
   const held = new Agent({ keepAlive: true, maxSockets: MAX_CONNECTIONS_PER_CLIENT, maxFreeSockets: MAX_CONNECTIONS_PER_CLIENT });
-  const get = (agent: Agent | false) => new Promise<number>((resolve) => {
-    const req = request({ host: '127.0.0.1', port: c.apiPort, path: '/healthz', localAddress: ATTACKER, agent }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.on('error', () => resolve(0));
-    req.end();
-  });
+  const get = async (agent: Agent | false) => (await http(c.apiPort, 'GET', '/healthz', { from: ATTACKER, agent })).status;
   const opened = await Promise.all(Array.from({ length: MAX_CONNECTIONS_PER_CLIENT }, () => get(held)));
   assert.deepEqual(countBy(opened, String), { 200: MAX_CONNECTIONS_PER_CLIENT });
   const idle = Object.values(held.freeSockets).flat();
@@ -171,7 +150,7 @@ test(`slow clients: an address over MAX_CONNECTIONS_PER_CLIENT (${MAX_CONNECTION
   const over = await rawRequest(c.apiPort, purchase('over-the-cap'), { from: ATTACKER });
   assertAttackAnswered([over], 'one connection over the cap');
   assert.equal(over.status, 429);
-  const served = await call(c.apiPort, 'POST', path, { body: { qty: 1 }, user: 'another-address', agent: false });
+  const served = await http(c.apiPort, 'POST', path, { body: { qty: 1 }, user: 'another-address', agent: false });
   assert.equal(outcome(served), '202 queued', 'a buyer from another address is served');
 
   // One held connection closes: its place is free again (once the server has seen the close).
@@ -179,14 +158,14 @@ test(`slow clients: an address over MAX_CONNECTIONS_PER_CLIENT (${MAX_CONNECTION
   await waitFor('a place freed by a closed connection', async () => (await get(false)) === 200, 10_000, 50);
   held.destroy();
 
-  await waitFor('accepted purchase written', async () => (await env.redis.hlen(saleKeys(sale.id).queued)) === 0);
+  await written(env, sale.id, 'accepted purchase written');
   const orders = await env.pool.query<{ user_id: string }>('select user_id from orders where sale_id = $1', [sale.id]);
   assert.deepEqual(orders.rows.map((r) => r.user_id), ['another-address'], 'the refused connection bought nothing');
-  const report = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted: [served.body.orderId], replayIntervalMs: 1000 });
+  const report = await checkSale(env, sale.id, [served.body.orderId]);
   assert.deepEqual(report.violations, []);
   summarize({
     scenario: 'slow-clients/cap', seed, buyers: 2, orders: orders.rows.length, faults: log.faults,
-    faultKinds: `${MAX_CONNECTIONS_PER_CLIENT} connections held from one address, one more refused`, checks: report.checks, violations: report.violations.length,
+    faultKinds: `${MAX_CONNECTIONS_PER_CLIENT} connections held from one address, one more refused`, ...tally(report),
   });
 });
 

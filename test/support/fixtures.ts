@@ -1,0 +1,87 @@
+// What tests build their cases from: sales, seeded randomness, many requests at once, and waiting
+// for the state a test expects (polled, with a deadline) instead of sleeping.
+import { readFileSync } from 'node:fs';
+import { saleKeys } from '../../shared/keys.js';
+import { createSale, parseSaleInput, type Sale } from '../../shared/sales.js';
+import type { TestEnv } from './env.js';
+
+let saleCounter = 0;
+
+export async function newSale(env: TestEnv, fields: Record<string, unknown> = {}): Promise<Sale> {
+  const sale = parseSaleInput({ id: `sale-${process.pid}-${++saleCounter}`, name: 'Test sale', stock: 10, ...fields });
+  await createSale(env.pool, env.redis, sale);
+  return sale;
+}
+
+/** A small seeded PRNG (mulberry32) so fault schedules are reproducible from the seed printed. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Runs fn(i) for i in [0, n) with at most `concurrency` in flight. */
+export async function runConcurrently<T>(n: number, concurrency: number, fn: (i: number) => Promise<T>): Promise<T[]> {
+  const results = new Array<T>(n);
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(concurrency, n) }, async () => {
+    while (next < n) {
+      const i = next++;
+      results[i] = await fn(i);
+    }
+  }));
+  return results;
+}
+
+export function countBy<T>(items: T[], key: (t: T) => string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const it of items) out[key(it)] = (out[key(it)] ?? 0) + 1;
+  return out;
+}
+
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 20_000, everyMs = 25): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Orders of a sale in Postgres, of one status or all. */
+export async function orderCount(env: TestEnv, saleId: string, status?: string): Promise<number> {
+  const res = await env.pool.query<{ n: number }>(
+    `select count(*)::int as n from orders where sale_id = $1 and ($2::text is null or status = $2)`, [saleId, status ?? null],
+  );
+  return res.rows[0]!.n;
+}
+
+/** Waits until every purchase the sale accepted is written to Postgres (none left queued in Redis). */
+export async function written(env: TestEnv, saleId: string, what = 'accepted purchases written'): Promise<void> {
+  await waitFor(what, async () => (await env.redis.hlen(saleKeys(saleId).queued)) === 0);
+}
+
+/** Waits until a sale is at rest: nothing queued, nothing pending, every expired order's stock back. */
+export async function settle(env: TestEnv, saleId: string, timeoutMs = 40_000): Promise<void> {
+  const k = saleKeys(saleId);
+  await waitFor(`sale ${saleId} at rest`, async () => {
+    if ((await env.redis.hlen(k.queued)) > 0) return false;
+    const res = await env.pool.query<{ n: number }>(
+      `select count(*)::int as n from orders where sale_id = $1 and (status = 'pending' or (status = 'expired' and restored_at is null))`, [saleId],
+    );
+    return res.rows[0]!.n === 0;
+  }, timeoutMs, 100);
+}
+
+/** Resident memory of a process in MiB, from /proc. */
+export function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (!m) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(m[1]) / 1024;
+}

@@ -1,0 +1,130 @@
+// Buyers and payers over HTTP for a reliability scenario, every answer recorded, and the check
+// that what each buyer was told is what happened; then the scenario's wind-down.
+import type { InvariantReport } from '../../shared/invariants.js';
+import { delay } from '../../shared/daemon.js';
+import type { TestEnv } from './env.js';
+import { orderCount, settle } from './fixtures.js';
+import { http, outcome } from './http.js';
+import { checkSale, type LiveChecks } from './scenario.js';
+
+export interface Won { orderId: string; userId: string; qty: number }
+
+export interface ShopperOptions {
+  port: number;
+  saleId: string;
+  rand: () => number;
+  /** Buyers are drawn from `${prefix}0 .. ${prefix}(users-1)`, so they come back for more. */
+  users: number;
+  prefix: string;
+  maxQty: number;
+  payRatio: number;
+  /** A won order is paid this long after the 202 (uniform); past the window it meets order_expired. */
+  payDelayMs: [number, number];
+  concurrency: number;
+  /** Each buyer pauses this long between clicks (uniform; default none). */
+  thinkMs?: [number, number];
+}
+
+/** Buyers and payers over HTTP, recording every answer so the final state can be held against it. */
+export class Shoppers {
+  readonly accepted: Won[] = [];
+  readonly purchases: Record<string, number> = {};
+  /** The last answer each paid order got: `200 paid`, `409 order_expired`, `503 unavailable`, ... */
+  readonly payments = new Map<string, string>();
+  readonly buyers = new Set<string>();
+  private readonly paying = new Set<Promise<void>>();
+  private stopping = false;
+  private running: Promise<void> = Promise.resolve();
+
+  constructor(private readonly o: ShopperOptions) {}
+
+  /** Buys until done() is called. */
+  run(): void {
+    this.running = Promise.all(Array.from({ length: this.o.concurrency }, () => this.buyer())).then(() => {});
+  }
+
+  /** Stops buying; resolves once every buyer in flight has its answer and every payment started is answered. */
+  async done(): Promise<void> {
+    this.stopping = true;
+    await this.running;
+    while (this.paying.size > 0) await Promise.all([...this.paying]);
+  }
+
+  private async buyer(): Promise<void> {
+    const { port, saleId, rand, users, prefix, maxQty } = this.o;
+    while (!this.stopping) {
+      const userId = `${prefix}${Math.floor(rand() * users)}`;
+      const qty = 1 + Math.floor(rand() * maxQty);
+      this.buyers.add(userId);
+      const r = await http(port, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty }, user: userId });
+      const label = outcome(r);
+      this.purchases[label] = (this.purchases[label] ?? 0) + 1;
+      if (r.status === 202) {
+        this.accepted.push({ orderId: r.body.orderId, userId, qty });
+        if (rand() < this.o.payRatio) this.pay(r.body.orderId, userId, this.o.payDelayMs[0] + rand() * (this.o.payDelayMs[1] - this.o.payDelayMs[0]));
+      } else if (r.status === 409 || r.status === 429) {
+        await delay(20); // sold out or busy: a real buyer waits a moment before the next click
+      } else if (r.status === 0 || r.status >= 500) {
+        await delay(50);
+      }
+      const [min, max] = this.o.thinkMs ?? [0, 0];
+      if (max > 0) await delay(min + rand() * (max - min));
+    }
+  }
+
+  private pay(orderId: string, userId: string, afterMs: number): void {
+    const p = (async () => {
+      await delay(afterMs);
+      for (;;) {
+        const r = await http(this.o.port, 'POST', `/api/orders/${orderId}/pay`, { user: userId });
+        const label = outcome(r);
+        this.payments.set(orderId, label);
+        // Still queued (the writer is behind or down): the buyer's page retries.
+        if (label !== '409 order_not_ready' && label !== '503 unavailable' && !r.error) return;
+        await delay(100);
+      }
+    })();
+    this.paying.add(p);
+    void p.finally(() => this.paying.delete(p));
+  }
+}
+
+/**
+ * What each buyer was told must be what happened: a 200 on payment means paid, order_expired
+ * means expired, and every order of the sale was answered 202 unless its request got no
+ * definite answer. Returns the disagreements (none expected).
+ */
+export async function answersHold(env: TestEnv, saleId: string, shoppers: Shoppers): Promise<string[]> {
+  const rows = await env.pool.query<{ id: string; user_id: string; qty: number; status: string }>(
+    'select id, user_id, qty, status from orders where sale_id = $1', [saleId],
+  );
+  const byId = new Map(rows.rows.map((r) => [r.id, r]));
+  const problems: string[] = [];
+  for (const [orderId, label] of shoppers.payments) {
+    const status = byId.get(orderId)?.status;
+    if (label === '200 paid' && status !== 'paid') problems.push(`${orderId}: told paid, is ${status}`);
+    if (label === '409 order_expired' && status !== 'expired') problems.push(`${orderId}: told expired, is ${status}`);
+  }
+  for (const w of shoppers.accepted) {
+    const row = byId.get(w.orderId);
+    if (!row) problems.push(`${w.orderId}: answered 202, no order`);
+    else if (row.user_id !== w.userId || row.qty !== w.qty) problems.push(`${w.orderId}: answered 202 to ${w.userId} x${w.qty}, order is ${row.user_id} x${row.qty}`);
+  }
+  const told = new Set(shoppers.accepted.map((w) => w.orderId));
+  const unanswered = Object.entries(shoppers.purchases).filter(([l]) => l.startsWith('error') || l.startsWith('5')).reduce((n, [, c]) => n + c, 0);
+  const extra = rows.rows.filter((r) => !told.has(r.id)).length;
+  if (extra > unanswered) problems.push(`${extra} orders nobody was answered 202 for, but only ${unanswered} purchases got no definite answer`);
+  return problems;
+}
+
+/**
+ * The end of a shopping scenario: buyers stop, every payment is answered, the sale comes to rest,
+ * the live checks stop; then the invariants at rest and the orders there are.
+ */
+export async function windDown(env: TestEnv, saleId: string, shoppers: Shoppers, live: LiveChecks): Promise<{ accepted: string[]; final: InvariantReport; orders: number }> {
+  await shoppers.done();
+  await settle(env, saleId);
+  await live.stop();
+  const accepted = shoppers.accepted.map((w) => w.orderId);
+  return { accepted, final: await checkSale(env, saleId, accepted), orders: await orderCount(env, saleId) };
+}
