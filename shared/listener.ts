@@ -91,16 +91,20 @@ export class ExpiryListener {
       else this.onExpired(key);
     });
     // ioredis resubscribes by itself after a reconnect; events in the gap are lost, so catch up
-    // at once (a restarted Redis also forgot a CONFIG SET, so check the flags again).
+    // at once. A restarted Redis forgot a CONFIG SET, and a promoted replica never had it (CONFIG
+    // is not replicated): check the flags again whenever either connection comes back, since
+    // after a failover they reach the new master one after the other.
     let first = true;
-    subscriber.on('ready', () => {
+    const reconnected = (which: string) => () => {
       if (first) return;
-      logger.warn('subscription reconnected: catching up on missed expiries');
+      logger.warn({ connection: which }, 'reconnected: checking expired events and catching up on missed expiries');
       this.track(async () => {
         await ensureExpiredEvents(redis, () => this.probeEvents());
         await this.catchUp();
       });
-    });
+    };
+    subscriber.on('ready', reconnected('subscriber'));
+    redis.on('ready', reconnected('commands'));
     await subscriber.psubscribe(EXPIRED_PATTERN);
     first = false;
     await ensureExpiredEvents(redis, () => this.probeEvents());
