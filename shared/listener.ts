@@ -64,6 +64,7 @@ export class ExpiryListener {
   private flushScheduled = false;
   /** Probe keys awaiting their expired event, with what to call when it comes. */
   private readonly probes = new Map<string, () => void>();
+  private onCommandsReady: (() => void) | undefined;
   private readonly fatal = failureSignal();
   /** Closes and nudges fail and recover apart: a nudge that works says nothing of a close that does not. */
   private readonly closeRetries: Retries;
@@ -104,7 +105,9 @@ export class ExpiryListener {
       });
     };
     subscriber.on('ready', reconnected('subscriber'));
-    redis.on('ready', reconnected('commands'));
+    // The command connection is shared with others in the process: stop() takes this back.
+    this.onCommandsReady = reconnected('commands');
+    redis.on('ready', this.onCommandsReady);
     await subscriber.psubscribe(EXPIRED_PATTERN);
     first = false;
     await ensureExpiredEvents(redis, () => this.probeEvents());
@@ -114,6 +117,7 @@ export class ExpiryListener {
 
   async stop(): Promise<void> {
     this.abort.abort();
+    if (this.onCommandsReady) this.deps.redis.off('ready', this.onCommandsReady);
     await this.deps.subscriber.punsubscribe(EXPIRED_PATTERN).catch(() => {});
     await this.nudging;
     this.flush();
