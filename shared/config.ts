@@ -40,7 +40,7 @@ export interface Config {
   bodyTimeoutMs: number;
   /** Open connections one client address may hold; more are refused at once (0: no cap). */
   maxConnectionsPerClient: number;
-  /** Floor for the TTL of a buyer's SETEX'd buy count; it is stretched to outlive the sale. */
+  /** Margin on a buyer's count: it lives until the sale's end + payment window + this (no expiry without an end). */
   buyCountTtlSeconds: number;
   writerId: string;
   writerBatchSize: number;
@@ -143,7 +143,7 @@ export function requireServers(config: Config): { databaseUrl: string; redisUrl:
   return { databaseUrl: config.databaseUrl, redisUrl: config.redisUrl };
 }
 
-/** node-cron takes 1-59 seconds, or whole minutes up to an hour. */
+/** node-cron takes 1-59 seconds, or whole minutes up to an hour (replay.ts cronExpression relies on it). */
 function replayInterval(raw: unknown): number {
   const n = int('REPLAY_INTERVAL_SECONDS', raw, 5, 1);
   if (n < 60 || (n % 60 === 0 && n <= 3600)) return n;
