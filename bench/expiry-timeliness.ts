@@ -102,9 +102,7 @@ interface Phase { id: string; label: string; orders: number; windowS: number; nu
 async function runPhase(pool: Pool, redis: Redis, p: Phase): Promise<Summary> {
   const sale = parseSaleInput({ id: `bench-${p.id}`, name: `bench ${p.label}`, stock: p.orders, paymentWindowSeconds: p.windowS });
   await createSale(pool, redis, sale);
-  const subscriber = redis.duplicate();
-  subscriber.on('error', (err) => logger.warn({ err: err.message }, 'subscriber connection error'));
-  const listener = new ExpiryListener({ pool, redis, subscriber, logger, config: { expiryNudgeMs: p.nudgeMs } });
+  const listener = new ExpiryListener({ pool, redis, logger, config: { expiryNudgeMs: p.nudgeMs } });
   await listener.start();
   const before = await redisCounters(redis);
   const windowMs = p.windowS * 1000;
@@ -120,7 +118,6 @@ async function runPhase(pool: Pool, redis: Redis, p: Phase): Promise<Summary> {
     if (tick % 15 === 0) progress(`[${p.label}] ${p.orders - open.pending}/${p.orders} closed, ${open.unrestored} not restored`);
   }
   await listener.stop();
-  await subscriber.quit();
   const after = await redisCounters(redis);
   const available = Number(await redis.get(saleKeys(sale.id).available));
   const rows = await lateness(pool, sale.id);

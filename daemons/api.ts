@@ -6,6 +6,7 @@ import { STOCK_CHANNEL } from '../shared/keys.js';
 import type { Logger } from '../shared/logger.js';
 import { migrate } from '../shared/migrate.js';
 import { Purchaser } from '../shared/purchase.js';
+import { duplicateRedis } from '../shared/redis.js';
 import { connect } from '../shared/services.js';
 
 const LISTEN_BACKLOG = 4096;
@@ -23,10 +24,10 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   await migrate(pool, log);
   const purchaser = new Purchaser(redis, config);
   // The subscription may wait for a connection: it carries only a hint.
-  const subscriber = redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined });
+  const subscriber = duplicateRedis(redis, { enableOfflineQueue: true, commandTimeout: undefined });
   // ioredis reconnects by itself; each distinct failure is logged once, not at every retry.
   let lastSubscriberError = '';
-  subscriber.on('error', (err) => {
+  subscriber.on('error', (err: Error) => {
     if (err.message !== lastSubscriberError) log.warn({ err: err.message }, 'redis subscriber connection error');
     lastSubscriberError = err.message;
   });

@@ -3,7 +3,7 @@
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { signJwt } from '../shared/jwt.js';
-import { ConfigError, loadConfig, requireSecrets, requireServers, withLocalSecrets, type Config, type ConfigOverrides } from '../shared/config.js';
+import { ConfigError, loadConfig, redisConfigured, requireSecrets, requireServers, withLocalSecrets, type Config, type ConfigOverrides } from '../shared/config.js';
 import { runUntilSignal, type Stoppable } from '../shared/daemon.js';
 import { classify, HttpError } from '../shared/errors.js';
 import { checkInvariants, formatInvariants } from '../shared/invariants.js';
@@ -152,7 +152,7 @@ try {
         const config = configFrom(argv);
         if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret (the local stack keeps its own in <data dir>/secrets.json)');
         // Postgres and Redis are optional here: without them the report leaves out orders and conservation.
-        const conn = config.databaseUrl && config.redisUrl ? await connect(config, createLogger({ ...config, logLevel: 'warn' }, 'flashsale', 2)) : undefined;
+        const conn = config.databaseUrl && redisConfigured(config) ? await connect(config, createLogger({ ...config, logLevel: 'warn' }, 'flashsale', 2)) : undefined;
         try {
           const report = await runLoadtest({
             url: argv.url ?? `http://127.0.0.1:${config.port}`, saleId: argv.sale, stock: argv.stock, adminToken: config.adminToken,

@@ -1,6 +1,6 @@
 // The local stack: embedded Postgres and a redis-server child (unless DATABASE_URL / REDIS_URL
 // point elsewhere), a demo sale, and every daemon in this one process.
-import type { Config } from '../shared/config.js';
+import { redisConfigured, type Config } from '../shared/config.js';
 import { closeAll, type Stoppable } from '../shared/daemon.js';
 import type { Logger } from '../shared/logger.js';
 import { createSale, getSale, parseSaleInput } from '../shared/sales.js';
@@ -23,13 +23,13 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
     // Secrets: random ones generated once under the data dir (shared/config.ts withLocalSecrets).
     const config: Config = { ...base, development: true };
     // Imported here only: the embedded Postgres package is needed by the local stack alone.
-    if (!config.databaseUrl || !config.redisUrl) {
+    if (!config.databaseUrl || !redisConfigured(config)) {
       const { startLocalServers } = await import('../tools/local-stack.js');
       const servers = await startLocalServers(config);
       stops.push(['local servers', servers.stop]);
       if (servers.orphansStopped.length > 0) logger.warn({ stopped: servers.orphansStopped }, 'stopped servers an earlier local stack left running');
       config.databaseUrl ??= servers.databaseUrl;
-      config.redisUrl ??= servers.redisUrl;
+      if (!redisConfigured(config)) config.redisUrl = servers.redisUrl;
     }
     const setup = await connect(config, logger);
     try {

@@ -12,19 +12,17 @@ export async function startExpiryListener(config: Config, logger: Logger): Promi
   const { pool, redis, close } = await connect(config, log);
   await migrate(pool, log);
   const ops = await startOpsServer(config.opsPort, config.host, redis, pool);
-  const subscriber = redis.duplicate();
-  subscriber.on('error', (err) => log.warn({ err: err.message }, 'subscriber connection error'));
-  const listener = new ExpiryListener({ pool, redis, subscriber, logger: log, config });
+  const listener = new ExpiryListener({ pool, redis, logger: log, config });
   try {
     await listener.start();
   } catch (err) {
-    await closeAll(log, [['ops', () => ops?.close()], ['subscriber', () => subscriber.quit()], ['connections', close]]);
+    await closeAll(log, [['ops', () => ops?.close()], ['connections', close]]);
     throw err;
   }
   let stopping: Promise<void> | undefined;
   return {
     listener,
     failed: listener.failed,
-    stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['listener', () => listener.stop()], ['subscriber', () => subscriber.quit()], ['connections', close]])),
+    stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['listener', () => listener.stop()], ['connections', close]])),
   };
 }

@@ -10,6 +10,20 @@ export type AuthMode = 'jwt' | 'trusted-header';
 export interface Config {
   databaseUrl: string | undefined;
   redisUrl: string | undefined;
+  /** Redis Cluster: seed nodes (instead of REDIS_URL). */
+  redisClusterNodes: HostPort[] | undefined;
+  /** Sentinel: the sentinels to ask and the master's name in their configuration (instead of REDIS_URL). */
+  redisSentinels: HostPort[] | undefined;
+  redisSentinelName: string | undefined;
+  /** Password of the sentinels themselves, where they have one. */
+  redisSentinelPassword: string | undefined;
+  /** Credentials and TLS of the Cluster and Sentinel forms (REDIS_URL carries its own). */
+  redisUsername: string | undefined;
+  redisPassword: string | undefined;
+  redisTls: boolean;
+  /** A purchase is answered 202 only once WAIT confirms it reached this many replicas (0: no wait). */
+  redisMinReplicasAck: number;
+  redisWaitTimeoutMs: number;
   host: string;
   port: number;
   jwtSecret: string | undefined;
@@ -99,6 +113,15 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
   return {
     databaseUrl: str(pick('databaseUrl', 'DATABASE_URL')),
     redisUrl: str(pick('redisUrl', 'REDIS_URL')),
+    redisClusterNodes: hostPorts('REDIS_CLUSTER_NODES', pick('redisClusterNodes', 'REDIS_CLUSTER_NODES')),
+    redisSentinels: hostPorts('REDIS_SENTINELS', pick('redisSentinels', 'REDIS_SENTINELS')),
+    redisSentinelName: str(pick('redisSentinelName', 'REDIS_SENTINEL_NAME')),
+    redisSentinelPassword: str(pick('redisSentinelPassword', 'REDIS_SENTINEL_PASSWORD')),
+    redisUsername: str(pick('redisUsername', 'REDIS_USERNAME')),
+    redisPassword: str(pick('redisPassword', 'REDIS_PASSWORD')),
+    redisTls: bool('REDIS_TLS', pick('redisTls', 'REDIS_TLS'), false),
+    redisMinReplicasAck: int('REDIS_MIN_REPLICAS_ACK', pick('redisMinReplicasAck', 'REDIS_MIN_REPLICAS_ACK'), 0, 0),
+    redisWaitTimeoutMs: int('REDIS_WAIT_TIMEOUT_MS', pick('redisWaitTimeoutMs', 'REDIS_WAIT_TIMEOUT_MS'), 1000, 1),
     host: str(pick('host', 'HOST')) ?? '127.0.0.1',
     port: int('PORT', pick('port', 'PORT'), 3000, 0),
     jwtSecret: str(pick('jwtSecret', 'JWT_SECRET')),
@@ -132,15 +155,60 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
   };
 }
 
-/** The URLs every command but the local stack needs, with the message that says how to give them. */
-export function requireServers(config: Config): { databaseUrl: string; redisUrl: string } {
+export interface HostPort { host: string; port: number }
+
+function hostPorts(name: string, raw: unknown): HostPort[] | undefined {
+  const list = str(raw);
+  if (list === undefined) return undefined;
+  return list.split(',').map((entry) => {
+    const m = /^\s*(\[[0-9a-fA-F:]+\]|[^\s:,]+):(\d{1,5})\s*$/.exec(entry);
+    if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) throw new ConfigError(`${name} must be host:port,host:port,..., got ${JSON.stringify(list)}`);
+    return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+  });
+}
+
+export interface RedisAuth { username?: string; password?: string; tls: boolean }
+
+/** Where Redis is: one server, a cluster (its seed nodes), or the master a set of sentinels names. */
+export type RedisTarget =
+  | { kind: 'single'; url: string }
+  | { kind: 'cluster'; nodes: HostPort[]; auth: RedisAuth }
+  | { kind: 'sentinel'; sentinels: HostPort[]; name: string; sentinelPassword?: string; auth: RedisAuth };
+
+const REDIS_FORMS = 'REDIS_URL (one server), REDIS_CLUSTER_NODES (Redis Cluster) or REDIS_SENTINELS with REDIS_SENTINEL_NAME (Sentinel)';
+
+/** The one Redis form the settings name; anything ambiguous or half-given is refused (exit 2). */
+export function redisTarget(config: Config): RedisTarget {
+  const set = [['REDIS_URL', config.redisUrl], ['REDIS_CLUSTER_NODES', config.redisClusterNodes], ['REDIS_SENTINELS', config.redisSentinels]]
+    .filter(([, v]) => v !== undefined).map(([name]) => name as string);
+  if (set.length > 1) throw new ConfigError(`${set.join(' and ')} are both set: set exactly one of ${REDIS_FORMS}`);
+  if (config.redisSentinelName && !config.redisSentinels) {
+    throw new ConfigError('REDIS_SENTINEL_NAME is set without REDIS_SENTINELS: set both for Sentinel (REDIS_SENTINELS=host:port,...), or neither');
+  }
+  const auth: RedisAuth = { username: config.redisUsername, password: config.redisPassword, tls: config.redisTls };
+  if (config.redisUrl) {
+    const extra = [['REDIS_USERNAME', config.redisUsername], ['REDIS_PASSWORD', config.redisPassword], ['REDIS_TLS', config.redisTls || undefined]]
+      .filter(([, v]) => v !== undefined).map(([name]) => name);
+    if (extra.length > 0) throw new ConfigError(`${extra.join(', ')} apply to REDIS_CLUSTER_NODES and REDIS_SENTINELS only: with REDIS_URL put them in the URL (rediss://user:password@host:6379 for TLS)`);
+    return { kind: 'single', url: config.redisUrl };
+  }
+  if (config.redisClusterNodes) return { kind: 'cluster', nodes: config.redisClusterNodes, auth };
+  if (config.redisSentinels) {
+    if (!config.redisSentinelName) throw new ConfigError('REDIS_SENTINELS is set without REDIS_SENTINEL_NAME: set it to the master\'s name in the sentinels\' configuration (`sentinel monitor <name> ...`)');
+    return { kind: 'sentinel', sentinels: config.redisSentinels, name: config.redisSentinelName, sentinelPassword: config.redisSentinelPassword, auth };
+  }
+  throw new ConfigError(`Redis is not set: set ${REDIS_FORMS}, or pass --redis-url (or run \`flashsale dev\` for a local stack)`);
+}
+
+/** Whether any Redis setting is given (commands where Redis is optional). */
+export const redisConfigured = (config: Config) => Boolean(config.redisUrl || config.redisClusterNodes || config.redisSentinels);
+
+/** The servers every command but the local stack needs, with the message that says how to give them. */
+export function requireServers(config: Config): { databaseUrl: string; redis: RedisTarget } {
   if (!config.databaseUrl) {
     throw new ConfigError('DATABASE_URL is not set: set DATABASE_URL=postgres://user:pass@host:5432/db or pass --database-url (or run `flashsale dev` for a local stack)');
   }
-  if (!config.redisUrl) {
-    throw new ConfigError('REDIS_URL is not set: set REDIS_URL=redis://host:6379 or pass --redis-url (or run `flashsale dev` for a local stack)');
-  }
-  return { databaseUrl: config.databaseUrl, redisUrl: config.redisUrl };
+  return { databaseUrl: config.databaseUrl, redis: redisTarget(config) };
 }
 
 /** node-cron takes 1-59 seconds, or whole minutes up to an hour (replay.ts cronExpression relies on it). */
@@ -163,8 +231,10 @@ export function withLocalSecrets(config: Config): Config {
   if (!config.localStack || (config.jwtSecret !== undefined && config.adminToken !== undefined)) return config;
   const loopback = (url: string | undefined) => url === undefined || /^[a-z]+:\/\/([^@/]*@)?(127\.[\d.]+|localhost|\[::1\])[:/]/.test(url);
   // `dev` may be pointed at servers elsewhere on purpose; the PM2 local mode never is.
-  if (!config.development && (!loopback(config.databaseUrl) || !loopback(config.redisUrl))) {
-    throw new ConfigError('FLASHSALE_LOCAL_STACK=1 is for the local stack on this machine only: with DATABASE_URL or REDIS_URL elsewhere, set JWT_SECRET (or JWT_JWKS_URL) and ADMIN_TOKEN');
+  const loopbackHosts = (list: HostPort[] | undefined) => (list ?? []).every((n) => /^(127\.[\d.]+|localhost|::1)$/.test(n.host));
+  const local = loopback(config.databaseUrl) && loopback(config.redisUrl) && loopbackHosts(config.redisClusterNodes) && loopbackHosts(config.redisSentinels);
+  if (!config.development && !local) {
+    throw new ConfigError('FLASHSALE_LOCAL_STACK=1 is for the local stack on this machine only: with DATABASE_URL or Redis elsewhere, set JWT_SECRET (or JWT_JWKS_URL) and ADMIN_TOKEN');
   }
   const generated = localSecrets(config.dataDir);
   return { ...config, jwtSecret: config.jwtSecret ?? (config.jwtJwksUrl ? undefined : generated.jwtSecret), adminToken: config.adminToken ?? generated.adminToken };

@@ -2,11 +2,12 @@
 // decides (a conditional update that only moves a pending order past its deadline); Redis is
 // restored afterwards through an idempotent script, and `restored_at` records it so a crash in
 // between is finished by the next sweep. The writer, the listener and the replay only decide when.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { observeClosed, type ClosedBy } from './metrics.js';
 import { closeDue, closeOverdue, markRestored, unrestored, type ClosedOrder } from './order-queries.js';
 import { restoreStock } from './redis.js';
+import { confirmReplicated } from './replication.js';
 
 /** Most orders one close statement takes; a burst of deadlines closes in fewer, larger statements. */
 export const CLOSE_BATCH = 2000;
@@ -19,15 +20,18 @@ export interface Closed {
 }
 
 /** Restores each order's stock and quota (once per order, whoever else tries) and records it. Returns the units this call gave back. */
-export async function restore(pool: Pool, redis: Redis, orders: ClosedOrder[]): Promise<number> {
+export async function restore(pool: Pool, redis: RedisClient, orders: ClosedOrder[]): Promise<number> {
   if (orders.length === 0) return 0;
   const results = await Promise.all(orders.map((o) => restoreStock(redis, { saleId: o.saleId, orderId: o.id, userId: o.userId, qty: o.qty })));
+  // Recorded only once the replicas have it (REDIS_MIN_REPLICAS_ACK): a restore a failover lost
+  // is then still unrecorded, and the next sweep runs it again.
+  await confirmReplicated(redis, orders.map((o) => o.saleId));
   await markRestored(pool, orders.map((o) => o.id));
   return orders.reduce((units, o, i) => (results[i] ? units + o.qty : units), 0);
 }
 
 /** These ids are due: closes those that are pending and past their deadline, gives their stock back, records and counts it. */
-export async function closeOrders(pool: Pool, redis: Redis, ids: string[], by: ClosedBy): Promise<Closed> {
+export async function closeOrders(pool: Pool, redis: RedisClient, ids: string[], by: ClosedBy): Promise<Closed> {
   const closed = await closeDue(pool, ids);
   const restored = await restore(pool, redis, closed);
   observeClosed(by, closed, restored);
@@ -38,7 +42,7 @@ export async function closeOrders(pool: Pool, redis: Redis, ids: string[], by: C
  * Sweeps what is overdue: every pending order past its deadline, then every expired order whose
  * stock a crash left unrestored, a batch at a time until none is left.
  */
-export async function sweepOverdue(pool: Pool, redis: Redis, by: ClosedBy): Promise<{ closed: number; restored: number }> {
+export async function sweepOverdue(pool: Pool, redis: RedisClient, by: ClosedBy): Promise<{ closed: number; restored: number }> {
   const total = { closed: 0, restored: 0 };
   for (let n = CLOSE_BATCH; n === CLOSE_BATCH;) {
     const closed = await closeOverdue(pool, CLOSE_BATCH);

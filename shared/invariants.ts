@@ -3,7 +3,7 @@
 // Postgres (queued -> written) and from open to closed (pending -> expired -> restored), so reading
 // in that order can miss a change made in between but never invent a violation, even mid-sale.
 // Shared by the reliability suite and `flashsale check`.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
 import { parseWinner, saleIdOfOrder } from './ids.js';
@@ -45,7 +45,7 @@ export interface CheckOptions {
 const SAMPLE = 5;
 const sample = (ids: string[]) => `${ids.slice(0, SAMPLE).join(', ')}${ids.length > SAMPLE ? `, ... (${ids.length})` : ''}`;
 
-export async function checkInvariants(pool: Pool, redis: Redis, opts: CheckOptions): Promise<InvariantReport> {
+export async function checkInvariants(pool: Pool, redis: RedisClient, opts: CheckOptions): Promise<InvariantReport> {
   const report: InvariantReport = { checks: 0, violations: [] };
   const check = (ok: boolean, invariant: InvariantName, detail: () => string, sale?: string) => {
     report.checks++;
@@ -116,7 +116,7 @@ export async function checkInvariants(pool: Pool, redis: Redis, opts: CheckOptio
 }
 
 /** Buyers holding more than the limit: pending and paid orders plus winners not yet written. */
-async function usersOverLimit(pool: Pool, redis: Redis, sale: Sale): Promise<string[]> {
+async function usersOverLimit(pool: Pool, redis: RedisClient, sale: Sale): Promise<string[]> {
   const queued = Object.values(await redis.hgetall(saleKeys(sale.id).queued)).map((e) => parseWinner(e));
   const held = await pool.query<{ user_id: string; qty: number }>(
     `select user_id, sum(qty)::int as qty from orders where sale_id = $1 and status in ('pending', 'paid') group by user_id`, [sale.id],
@@ -129,14 +129,10 @@ async function usersOverLimit(pool: Pool, redis: Redis, sale: Sale): Promise<str
 }
 
 /** Accepted order ids that are neither queued in Redis nor rows in Postgres. */
-async function acceptedWithoutOrder(pool: Pool, redis: Redis, accepted: string[]): Promise<string[]> {
+async function acceptedWithoutOrder(pool: Pool, redis: RedisClient, accepted: string[]): Promise<string[]> {
   const ids = [...new Set(accepted)];
-  const lookups = redis.pipeline();
-  for (const id of ids) lookups.hexists(saleKeys(saleIdOfOrder(id) ?? '-').queued, id);
-  const queued = ((await lookups.exec()) ?? []).map(([err, n]) => {
-    if (err) throw err;
-    return n === 1;
-  });
+  // One lookup each, not one pipeline: on a cluster a pipeline may not cross slots.
+  const queued = await Promise.all(ids.map(async (id) => (await redis.hexists(saleKeys(saleIdOfOrder(id) ?? '-').queued, id)) === 1));
   const rows = await pool.query<{ id: string }>('select id from orders where id = any($1::text[])', [ids]);
   const written = new Set(rows.rows.map((row) => row.id));
   return ids.filter((id, i) => !queued[i] && !written.has(id));

@@ -3,13 +3,13 @@
 // deadline has come, since Redis only emits `expired` when it actually deletes a key. A failed
 // close or nudge is retried by what failed (daemon.ts Retries); a bug that keeps failing makes the
 // listener give up (`failed`), and its process exits 1.
-import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { Config } from './config.js';
 import { delay, failureSignal, Retries } from './daemon.js';
 import type { Pool } from './db.js';
 import { CLOSE_BATCH, closeOrders, sweepOverdue } from './expiry.js';
-import { EXPIRED_PATTERN, parseExpiryKey, probeKey, SALES_REGISTRY } from './keys.js';
+import { ExpiredEventSources } from './expired-events.js';
+import { EXPIRED_PATTERN, parseExpiryKey, SALES_REGISTRY } from './keys.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import { stillPending } from './order-queries.js';
@@ -20,40 +20,9 @@ const NUDGE_BATCH = 1000;
 
 export interface ListenerDeps {
   pool: Pool;
-  redis: Redis;
-  /** A connection of its own: a subscribed connection can run nothing else. */
-  subscriber: Redis;
+  redis: RedisClient;
   logger: Logger;
   config: Pick<Config, 'expiryNudgeMs'>;
-}
-
-/** How long a probe key may take to raise its expired event where CONFIG is refused. */
-const PROBE_MS = 3000;
-
-/**
- * Makes sure Redis emits expired events (flags E and x). Sets them where CONFIG is allowed; where
- * it is refused (managed Redis, a renamed command, an ACL), `probe` tells whether events arrive
- * all the same; otherwise fails with the exact line to add.
- */
-export async function ensureExpiredEvents(redis: Redis, probe: () => Promise<boolean>): Promise<string> {
-  let flags: string;
-  try {
-    const res = (await redis.config('GET', 'notify-keyspace-events')) as string[];
-    flags = res[1] ?? '';
-  } catch (err) {
-    if (await probe()) return '(CONFIG refused; a probe key raised its expired event)';
-    throw new Error(`cannot read notify-keyspace-events (${(err as Error).message}) and a probe key expired without an event: add "notify-keyspace-events Ex" to redis.conf or your provider's Redis parameters`);
-  }
-  const hasEvents = flags.includes('E');
-  const hasExpired = flags.includes('x') || flags.includes('A');
-  if (hasEvents && hasExpired) return flags;
-  const wanted = `${flags}${hasEvents ? '' : 'E'}${hasExpired ? '' : 'x'}`;
-  try {
-    await redis.config('SET', 'notify-keyspace-events', wanted);
-  } catch (err) {
-    throw new Error(`Redis refused CONFIG SET notify-keyspace-events ${wanted} (${(err as Error).message}): add "notify-keyspace-events ${wanted}" to redis.conf or your provider's Redis parameters`);
-  }
-  return wanted;
 }
 
 export class ExpiryListener {
@@ -62,9 +31,7 @@ export class ExpiryListener {
   private buffer: string[] = [];
   private nudging: Promise<void> | undefined;
   private flushScheduled = false;
-  /** Probe keys awaiting their expired event, with what to call when it comes. */
-  private readonly probes = new Map<string, () => void>();
-  private onCommandsReady: (() => void) | undefined;
+  private sources: ExpiredEventSources | undefined;
   private readonly fatal = failureSignal();
   /** Closes and nudges fail and recover apart: a nudge that works says nothing of a close that does not. */
   private readonly closeRetries: Retries;
@@ -85,62 +52,31 @@ export class ExpiryListener {
   }
 
   async start(): Promise<void> {
-    const { redis, subscriber, logger } = this.deps;
-    subscriber.on('pmessage', (_pattern: string, _channel: string, key: string) => {
-      const probe = this.probes.get(key);
-      if (probe) probe();
-      else this.onExpired(key);
+    const { redis, logger } = this.deps;
+    this.sources = new ExpiredEventSources({
+      redis, logger,
+      onKey: (key) => this.onExpired(key),
+      onGap: () => {
+        logger.warn('expired events: a node was gained or a connection came back; catching up on missed expiries');
+        this.track(() => this.catchUp());
+      },
     });
-    // ioredis resubscribes by itself after a reconnect; events in the gap are lost, so catch up
-    // at once. A restarted Redis forgot a CONFIG SET, and a promoted replica never had it (CONFIG
-    // is not replicated): check the flags again whenever either connection comes back, since
-    // after a failover they reach the new master one after the other.
-    let first = true;
-    const reconnected = (which: string) => () => {
-      if (first) return;
-      logger.warn({ connection: which }, 'reconnected: checking expired events and catching up on missed expiries');
-      this.track(async () => {
-        await ensureExpiredEvents(redis, () => this.probeEvents());
-        await this.catchUp();
-      });
-    };
-    subscriber.on('ready', reconnected('subscriber'));
-    // The command connection is shared with others in the process: stop() takes this back.
-    this.onCommandsReady = reconnected('commands');
-    redis.on('ready', this.onCommandsReady);
-    await subscriber.psubscribe(EXPIRED_PATTERN);
-    first = false;
-    await ensureExpiredEvents(redis, () => this.probeEvents());
+    await this.sources.start();
     this.nudging = this.nudgeLoop();
-    logger.info({ pattern: EXPIRED_PATTERN }, 'listening for expired order keys');
+    logger.info({ pattern: EXPIRED_PATTERN, nodes: this.sources.subscribed() }, 'listening for expired order keys');
   }
 
   async stop(): Promise<void> {
     this.abort.abort();
-    if (this.onCommandsReady) this.deps.redis.off('ready', this.onCommandsReady);
-    await this.deps.subscriber.punsubscribe(EXPIRED_PATTERN).catch(() => {});
+    await this.sources?.stop();
     await this.nudging;
     this.flush();
     await Promise.all([...this.inFlight]);
   }
 
-  /** Makes a key expire and waits for its event: proof that events arrive when CONFIG cannot show it. */
-  private async probeEvents(): Promise<boolean> {
-    const { redis } = this.deps;
-    const key = probeKey(randomUUID());
-    let seen = false;
-    this.probes.set(key, () => (seen = true));
-    try {
-      await redis.set(key, '1', 'PX', 1);
-      // Redis deletes an expired key (and emits the event) when it is touched or sampled.
-      for (const until = Date.now() + PROBE_MS; !seen && Date.now() < until;) {
-        await delay(20);
-        await redis.exists(key);
-      }
-      return seen;
-    } finally {
-      this.probes.delete(key);
-    }
+  /** Nodes whose expired events this listener receives. */
+  subscribed(): string[] {
+    return this.sources?.subscribed() ?? [];
   }
 
   private onExpired(key: string): void {

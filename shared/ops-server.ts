@@ -1,20 +1,20 @@
 // A daemon's small HTTP face: /healthz (alive), /readyz (Redis and Postgres answer), /metrics;
 // and the readiness probe the API's /readyz shares.
 import { createServer, type Server } from 'node:http';
-import type { Redis } from 'ioredis';
+import { pingMasters, type RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { registry } from './metrics.js';
 
-export async function readiness(redis: Redis, pool: Pool): Promise<string | null> {
+export async function readiness(redis: RedisClient, pool: Pool): Promise<string | null> {
   try {
-    await Promise.all([redis.ping(), pool.query('select 1')]);
+    await Promise.all([pingMasters(redis), pool.query('select 1')]);
     return null;
   } catch (err) {
     return (err as Error).message;
   }
 }
 
-export async function startOpsServer(port: number, host: string, redis: Redis, pool: Pool): Promise<Server | null> {
+export async function startOpsServer(port: number, host: string, redis: RedisClient, pool: Pool): Promise<Server | null> {
   if (port <= 0) return null;
   const server = createServer((req, res) => {
     const send = (status: number, body: string, type = 'application/json') => {

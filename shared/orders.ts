@@ -1,6 +1,6 @@
 // The buyer's view of an order and its payment. Payment and expiry both decide with one
 // conditional update (shared/order-queries.ts), so exactly one of them wins.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { HttpError } from './errors.js';
 import { saleKeys } from './keys.js';
@@ -19,7 +19,7 @@ export interface OrderView {
 }
 
 /** The queued entry of an order not yet in Postgres, if it belongs to this user. */
-async function queuedOrder(redis: Redis, saleId: string, orderId: string, userId: string): Promise<Winner | null> {
+async function queuedOrder(redis: RedisClient, saleId: string, orderId: string, userId: string): Promise<Winner | null> {
   const entry = await redis.hget(saleKeys(saleId).queued, orderId);
   if (!entry) return null;
   const w = parseWinner(entry);
@@ -33,7 +33,7 @@ function checkOrderId(orderId: string): string {
 }
 
 /** What the buyer's page polls. Other users' orders are reported as not found. */
-export async function getOrder(pool: Pool, redis: Redis, orderId: string, userId: string): Promise<OrderView> {
+export async function getOrder(pool: Pool, redis: RedisClient, orderId: string, userId: string): Promise<OrderView> {
   const saleId = checkOrderId(orderId);
   // Redis first: the writer forgets a queued entry only after the row is committed, so a miss
   // here followed by a miss in Postgres really means no such order.
@@ -46,7 +46,7 @@ export async function getOrder(pool: Pool, redis: Redis, orderId: string, userId
   return view;
 }
 
-export async function payOrder(pool: Pool, redis: Redis, orderId: string, userId: string): Promise<{ orderId: string; status: 'paid' }> {
+export async function payOrder(pool: Pool, redis: RedisClient, orderId: string, userId: string): Promise<{ orderId: string; status: 'paid' }> {
   const saleId = checkOrderId(orderId);
   if (await markPaid(pool, orderId, userId)) {
     // Best effort: a key left behind fires an event that finds the order paid and does nothing.

@@ -1,8 +1,9 @@
 // The purchase decision: one Lua script call, plus a short-lived in-process sold-out flag so a
 // crowd hitting a sold-out sale costs no Redis round trip.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import { HttpError } from './errors.js';
 import { purchaseScript } from './redis.js';
+import { replicaAcksOf } from './replication.js';
 import { newOrderId } from './ids.js';
 
 /** purchase.lua's refusal codes. */
@@ -39,9 +40,18 @@ export class Purchaser {
   private readonly soldOutUntil = new Map<string, number>();
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly opts: { soldOutCacheMs: number; buyCountTtlSeconds: number },
   ) {}
+
+  /** With REDIS_MIN_REPLICAS_ACK, a reservation is answered 202 only once that many replicas have it. */
+  private async confirm(saleId: string, orderId: string): Promise<void> {
+    const acks = replicaAcksOf(this.redis);
+    if (!acks) return;
+    const acked = await acks.acked(saleId);
+    if (acked >= acks.replicas) return;
+    throw new HttpError('unavailable', `Order ${orderId} was reserved but only ${acked} of ${acks.replicas} Redis replicas confirmed it in time, so a failover could lose it: check GET /api/orders/${orderId} before buying again.`);
+  }
 
   /** Stock came back (an order expired): stop answering sold_out from memory. */
   stockRestored(saleId: string): void {
@@ -63,7 +73,10 @@ export class Purchaser {
     const [code, n] = await purchaseScript(this.redis, {
       saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds,
     });
-    if (code === 1) return { orderId, available: n };
+    if (code === 1) {
+      await this.confirm(saleId, orderId);
+      return { orderId, available: n };
+    }
     if (code === Refusal.SoldOut && this.opts.soldOutCacheMs > 0) this.soldOutUntil.set(saleId, now + this.opts.soldOutCacheMs);
     throw refusalError(code, n);
   }

@@ -1,9 +1,9 @@
 // The conservation check: every unit of a sale's stock is in exactly one place.
 //   Redis available + queued + pending + paid + restoring = total
-// (restoring: expired in Postgres, not yet back in Redis). Redis is read at one instant (a
+// (restoring: expired in Postgres, not yet back in RedisClient). Redis is read at one instant (a
 // script); Postgres is then counted only up to that instant's purchase number, so purchases,
 // writes, payments and restores running meanwhile cannot skew the sum.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { parseWinner } from './ids.js';
 import { snapshotSale } from './redis.js';
@@ -22,7 +22,7 @@ export interface Reconciliation {
   missingInPostgres?: true;
 }
 
-export async function reconcile(pool: Pool, redis: Redis, saleId: string, total: number): Promise<Reconciliation> {
+export async function reconcile(pool: Pool, redis: RedisClient, saleId: string, total: number): Promise<Reconciliation> {
   const snap = await snapshotSale(redis, saleId);
   const queuedEntries = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w]));
   // A winner may still sit in a list after its row was written (a re-driven batch, or a batch
@@ -49,7 +49,7 @@ export async function reconcile(pool: Pool, redis: Redis, saleId: string, total:
  * A sale Redis sells (it is in the registry) with no row in Postgres: its rows were lost, or it was
  * created in Redis only. Its Redis side is shown as it is; it never holds.
  */
-export async function reconcileMissing(redis: Redis, saleId: string): Promise<Reconciliation> {
+export async function reconcileMissing(redis: RedisClient, saleId: string): Promise<Reconciliation> {
   const snap = await snapshotSale(redis, saleId);
   const queued = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w.qty]));
   const q = [...queued.values()].reduce((sum, n) => sum + n, 0);

@@ -1,7 +1,8 @@
 // Redis connections and the typed wrappers of our Lua scripts. Callers never build keys or
 // argument lists themselves: each wrapper does, in the order its script's header documents.
 import { readFileSync } from 'node:fs';
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import type { RedisTarget } from './config.js';
 import { saleKeys, STOCK_CHANNEL } from './keys.js';
 
 const SCRIPTS = ['purchase', 'load_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot'] as const;
@@ -11,18 +12,86 @@ type ScriptFn = (numKeys: number, ...args: (string | number)[]) => Promise<unkno
 const luaDir = new URL('./lua/', import.meta.url);
 const sources = new Map<ScriptName, string>(SCRIPTS.map((name) => [name, readFileSync(new URL(`${name}.lua`, luaDir), 'utf8')]));
 
-export function createRedis(url: string, options: RedisOptions = {}): Redis {
-  const redis = new Redis(url, {
+/** One server, a Sentinel-watched master, or a cluster: the commands and scripts are the same. */
+export type RedisClient = Redis | Cluster;
+
+/** How often a cluster client re-reads the slot map (ioredis never does unless told). */
+const SLOTS_REFRESH_MS = 1000;
+
+export function createRedis(url: string, options?: RedisOptions): Redis;
+export function createRedis(target: RedisTarget, options?: RedisOptions): RedisClient;
+export function createRedis(where: RedisTarget | string, options: RedisOptions = {}): RedisClient {
+  const target: RedisTarget = typeof where === 'string' ? { kind: 'single', url: where } : where;
+  const common: RedisOptions = {
     // Commands wait out a reconnect instead of failing the caller after 20 tries.
     maxRetriesPerRequest: null,
     retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000) + Math.floor(Math.random() * 100),
+    // A master demoted under us (a failover) answers writes with READONLY, having run nothing:
+    // reconnect (which asks the sentinels or the slot map again) and resend.
+    reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),
     ...options,
-  });
+  };
+  const auth = target.kind === 'single' ? {} : {
+    username: target.auth.username, password: target.auth.password, ...(target.auth.tls ? { tls: {} } : {}),
+  };
+  let redis: RedisClient;
+  if (target.kind === 'single') {
+    redis = new Redis(target.url, common);
+  } else if (target.kind === 'sentinel') {
+    redis = new Redis({
+      ...common, ...auth, sentinels: target.sentinels, name: target.name, sentinelPassword: target.sentinelPassword,
+      enableTLSForSentinelMode: target.auth.tls,
+      // The sentinels' +switch-master moves the connection at once, instead of it learning of the
+      // failover from its first refused write (a subscribed connection never would).
+      failoverDetector: true,
+    });
+  } else {
+    redis = new Cluster(target.nodes, {
+      redisOptions: { ...common, ...auth },
+      enableOfflineQueue: options.enableOfflineQueue ?? true,
+      enableAutoPipelining: options.enableAutoPipelining ?? false,
+      // Every command goes to its slot's master; replicas are for failover only.
+      scaleReads: 'master',
+      slotsRefreshInterval: SLOTS_REFRESH_MS,
+      clusterRetryStrategy: (times) => Math.min(100 * times, 2000),
+    });
+  }
   for (const name of SCRIPTS) redis.defineCommand(name, { lua: sources.get(name)! });
   return redis;
 }
 
-function run(redis: Redis, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+/** Another connection to the same Redis (a subscriber), with `options` on top. */
+export function duplicateRedis(redis: RedisClient, options: RedisOptions = {}): RedisClient {
+  if (redis instanceof Cluster) {
+    const { enableOfflineQueue = redis.options.enableOfflineQueue } = options;
+    return redis.duplicate([], { enableOfflineQueue, redisOptions: { ...redis.options.redisOptions, ...options } });
+  }
+  return redis.duplicate(options);
+}
+
+/** The masters' connections: a cluster's, as its slot map knows them now, or the one server. */
+export function masterNodes(redis: RedisClient): Redis[] {
+  return redis instanceof Cluster ? redis.nodes('master') : [redis];
+}
+
+/**
+ * Every master answers: one server's PING, or on a cluster each master's (a cluster is only as
+ * ready as its least available master, since any sale may live there).
+ */
+export async function pingMasters(redis: RedisClient): Promise<void> {
+  if (!(redis instanceof Cluster)) {
+    await redis.ping();
+    return;
+  }
+  if (redis.status !== 'ready') throw new Error(`the cluster connection is ${redis.status}`);
+  const masters = redis.nodes('master');
+  if (masters.length === 0) throw new Error('the cluster has no master in its slot map');
+  await Promise.all(masters.map((node) => node.ping().catch((err: Error) => {
+    throw new Error(`master ${node.options.host}:${node.options.port}: ${err.message}`);
+  })));
+}
+
+function run(redis: RedisClient, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
   const fn = (redis as unknown as Record<ScriptName, ScriptFn>)[name];
   return fn.call(redis, keys.length, ...keys, ...args);
 }
@@ -36,7 +105,7 @@ export interface SaleRules {
   paymentWindowSeconds: number;
 }
 
-export async function loadSale(redis: Redis, saleId: string, r: SaleRules): Promise<boolean> {
+export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules): Promise<boolean> {
   const k = saleKeys(saleId);
   const loaded = await run(redis, 'load_sale', [k.meta, k.available], [
     r.stock, r.startsAt, r.endsAt ?? 0, r.perUserLimit, r.maxPerOrder, r.paymentWindowSeconds,
@@ -55,7 +124,7 @@ export interface PurchaseArgs {
 }
 
 /** Raw {code, n} from purchase.lua; shared/purchase.ts gives it meaning. */
-export async function purchaseScript(redis: Redis, a: PurchaseArgs): Promise<[number, number]> {
+export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {
   const k = saleKeys(a.saleId);
   const res = (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased], [
     a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds,
@@ -63,13 +132,13 @@ export async function purchaseScript(redis: Redis, a: PurchaseArgs): Promise<[nu
   return res;
 }
 
-export async function claimBatch(redis: Redis, saleId: string, writerId: string, size: number, leaseUntil: number): Promise<string[]> {
+export async function claimBatch(redis: RedisClient, saleId: string, writerId: string, size: number, leaseUntil: number): Promise<string[]> {
   const k = saleKeys(saleId);
   return (await run(redis, 'claim', [k.winners, k.processing(writerId), k.writers], [size, writerId, leaseUntil])) as string[];
 }
 
 export async function ackBatch(
-  redis: Redis, saleId: string, writerId: string, now: number,
+  redis: RedisClient, saleId: string, writerId: string, now: number,
   pending: { orderId: string; expiresAt: number }[], orderIds: string[],
 ): Promise<number> {
   const k = saleKeys(saleId);
@@ -78,12 +147,12 @@ export async function ackBatch(
   return (await run(redis, 'ack', keys, args)) as number;
 }
 
-export async function recoverWriter(redis: Redis, saleId: string, writerId: string, now: number): Promise<number> {
+export async function recoverWriter(redis: RedisClient, saleId: string, writerId: string, now: number): Promise<number> {
   const k = saleKeys(saleId);
   return (await run(redis, 'recover_writer', [k.winners, k.processing(writerId), k.writers], [writerId, now])) as number;
 }
 
-export async function restoreStock(redis: Redis, o: { saleId: string; orderId: string; userId: string; qty: number }): Promise<boolean> {
+export async function restoreStock(redis: RedisClient, o: { saleId: string; orderId: string; userId: string; qty: number }): Promise<boolean> {
   const k = saleKeys(o.saleId);
   const res = await run(redis, 'restore', [k.available, k.restored, k.restoredQty, k.buys(o.userId)], [
     o.orderId, o.qty, o.saleId, STOCK_CHANNEL,
@@ -92,13 +161,13 @@ export async function restoreStock(redis: Redis, o: { saleId: string; orderId: s
 }
 
 /** Forgets a paid order's expiry key and its deadline entry, so the nudger no longer looks at it. */
-export async function dropExpiry(redis: Redis, saleId: string, orderId: string): Promise<void> {
+export async function dropExpiry(redis: RedisClient, saleId: string, orderId: string): Promise<void> {
   const k = saleKeys(saleId);
   const expiryKey = k.expiry(orderId);
   await redis.multi().del(expiryKey).zrem(k.deadlines, expiryKey).exec();
 }
 
-export async function touchDue(redis: Redis, saleId: string, now: number, limit: number): Promise<number> {
+export async function touchDue(redis: RedisClient, saleId: string, now: number, limit: number): Promise<number> {
   return (await run(redis, 'touch_due', [saleKeys(saleId).deadlines], [now, limit])) as number;
 }
 
@@ -109,7 +178,7 @@ export interface SaleSnapshot {
   entries: string[];
 }
 
-export async function snapshotSale(redis: Redis, saleId: string): Promise<SaleSnapshot> {
+export async function snapshotSale(redis: RedisClient, saleId: string): Promise<SaleSnapshot> {
   const k = saleKeys(saleId);
   const res = (await run(redis, 'snapshot', [k.available, k.seq, k.winners, k.writers, k.restoredQty], [k.processing('')])) as [
     number, number, number, ...string[],

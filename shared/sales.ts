@@ -1,6 +1,6 @@
-// Sales: validated input, creation in Postgres plus loading into Redis, and the public view.
+// Sales: validated input, creation in Postgres plus loading into RedisClient, and the public view.
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { withTransaction } from './db.js';
 import { HttpError } from './errors.js';
@@ -110,14 +110,14 @@ export function rulesOf(sale: Sale): SaleRules {
 }
 
 /** Puts a sale into Redis (idempotent: a loaded sale keeps its stock) and into the registry. */
-export async function loadSaleIntoRedis(redis: Redis, sale: Sale): Promise<boolean> {
+export async function loadSaleIntoRedis(redis: RedisClient, sale: Sale): Promise<boolean> {
   const loaded = await loadSale(redis, sale.id, rulesOf(sale));
   await redis.sadd(SALES_REGISTRY, sale.id);
   return loaded;
 }
 
-/** Creates the sale in Postgres and loads it into Redis; Redis failing rolls the row back. */
-export async function createSale(pool: Pool, redis: Redis, sale: Sale): Promise<void> {
+/** Creates the sale in Postgres and loads it into RedisClient; Redis failing rolls the row back. */
+export async function createSale(pool: Pool, redis: RedisClient, sale: Sale): Promise<void> {
   await withTransaction(pool, async (client) => {
     const res = await client.query(
       `insert into sales (id, name, stock, per_user_limit, max_per_order, starts_at, ends_at, payment_window_seconds)
@@ -162,7 +162,7 @@ export interface SaleView {
   paymentWindowSeconds: number; startsAt: string; endsAt: string | null; state: SaleState;
 }
 
-export async function saleView(redis: Redis, sale: Sale, now = Date.now()): Promise<SaleView> {
+export async function saleView(redis: RedisClient, sale: Sale, now = Date.now()): Promise<SaleView> {
   const available = Number((await redis.get(saleKeys(sale.id).available)) ?? 0);
   return {
     id: sale.id, name: sale.name, stock: sale.stock, available, perUserLimit: sale.perUserLimit,

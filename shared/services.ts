@@ -1,16 +1,18 @@
 // Builds the connections a process needs from the config and closes them in reverse order.
-import type { Redis, RedisOptions } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import { requireServers, type Config } from './config.js';
 import { closeAll, delay } from './daemon.js';
 import { createPool, type Pool } from './db.js';
 import type { Logger } from './logger.js';
 import { countBackendError } from './metrics.js';
-import { createRedis } from './redis.js';
+import { createRedis, pingMasters } from './redis.js';
 import { checkRedisSettings } from './redis-settings.js';
+import { requireReplicaAcks } from './replication.js';
 
 export interface Connections {
   pool: Pool;
-  redis: Redis;
+  redis: RedisClient;
   close(): Promise<void>;
 }
 
@@ -19,10 +21,12 @@ export interface Connections {
  * servers often start together), then fails with a message that says which one and why.
  */
 export async function connect(config: Config, logger: Logger, opts: { poolSize?: number; redis?: RedisOptions } = {}): Promise<Connections> {
-  const { databaseUrl, redisUrl } = requireServers(config);
+  const { databaseUrl, redis: target } = requireServers(config);
   const pool = createPool(databaseUrl, opts.poolSize ?? 10);
   pool.on('error', (err) => countBackendError(err, 'postgres'));
-  const redis = createRedis(redisUrl, opts.redis);
+  const redis = createRedis(target, opts.redis);
+  requireReplicaAcks(redis, config.redisMinReplicasAck, config.redisWaitTimeoutMs);
+  const where = { single: 'REDIS_URL', cluster: 'REDIS_CLUSTER_NODES', sentinel: 'REDIS_SENTINELS' }[target.kind];
   let lastRedisError = '';
   redis.on('error', (err) => {
     countBackendError(err, 'redis');
@@ -34,7 +38,7 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
     await waitUntil(config.startupTimeoutMs, () => pool.query('select 1'), (err) => `Postgres at DATABASE_URL is unusable: ${err}`);
     // The connection's own error (NOAUTH, WRONGPASS, ECONNREFUSED) says more than a command's
     // ("Stream isn't writeable" where commands are not queued).
-    await waitUntil(config.startupTimeoutMs, () => withTimeout(redis.ping(), 2000, 'no answer within 2 s'), (err) => `Redis at REDIS_URL is unusable: ${lastRedisError || err}`);
+    await waitUntil(config.startupTimeoutMs, () => withTimeout(pingMasters(redis), 2000, 'no answer within 2 s'), (err) => `Redis at ${where} is unusable: ${lastRedisError || err}`);
     await checkRedisSettings(redis, logger);
   } catch (err) {
     // Not quit(): on a connection that never came up it waits forever, and with nothing else

@@ -4,7 +4,7 @@
 // settled sale in the registry, and the next pass drops every such sale it finds there (also one
 // a reload put back). Nothing else of the sale leaves Redis: the buyer's page still reads
 // `available`.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
 
@@ -69,39 +69,30 @@ function results(res: [Error | null, unknown][] | null): unknown[] {
 /**
  * Those of `saleIds` with nothing in flight in Redis: no winner waiting, no unacknowledged order,
  * no writer lease still running (a writer between its insert and its ack holds one) and no batch
- * left by a dead writer. Read in one transaction.
+ * left by a dead writer. Each sale is read in one transaction of its own (on a cluster, sales live
+ * on different nodes; a sale's keys share one slot).
  */
-export async function idleInRedis(redis: Redis, saleIds: string[], now = Date.now()): Promise<string[]> {
-  if (saleIds.length === 0) return [];
-  const tx = redis.multi();
-  for (const id of saleIds) {
-    const k = saleKeys(id);
-    tx.llen(k.winners).hlen(k.queued).zrange(k.writers, '0', '-1', 'WITHSCORES');
+export async function idleInRedis(redis: RedisClient, saleIds: string[], now = Date.now()): Promise<string[]> {
+  const idle = await Promise.all(saleIds.map((id) => saleIdle(redis, id, now)));
+  return saleIds.filter((_, i) => idle[i]);
+}
+
+async function saleIdle(redis: RedisClient, saleId: string, now: number): Promise<boolean> {
+  const k = saleKeys(saleId);
+  const [winners, queued, leases] = results(await redis.multi().llen(k.winners).hlen(k.queued).zrange(k.writers, '0', '-1', 'WITHSCORES').exec()) as [
+    number, number, string[],
+  ];
+  if (winners > 0 || queued > 0) return false;
+  const writers: string[] = [];
+  for (let j = 0; j < leases.length; j += 2) {
+    if (Number(leases[j + 1]) > now) return false;
+    writers.push(leases[j]!);
   }
-  const res = results(await tx.exec());
-  const quiet: { saleId: string; writers: string[] }[] = [];
-  saleIds.forEach((saleId, i) => {
-    const [winners, queued, leases] = res.slice(3 * i, 3 * i + 3) as [number, number, string[]];
-    if (winners > 0 || queued > 0) return;
-    const writers: string[] = [];
-    for (let j = 0; j < leases.length; j += 2) {
-      if (Number(leases[j + 1]) > now) return;
-      writers.push(leases[j]!);
-    }
-    quiet.push({ saleId, writers });
-  });
+  if (writers.length === 0) return true;
   // Leases run out: a batch a dead writer held and nobody has re-driven yet keeps its sale.
-  let lengths: number[] = [];
-  if (quiet.some((q) => q.writers.length > 0)) {
-    const batches = redis.multi();
-    for (const q of quiet) for (const w of q.writers) batches.llen(saleKeys(q.saleId).processing(w));
-    lengths = results(await batches.exec()) as number[];
-  }
-  let at = 0;
-  return quiet.filter((q) => {
-    const batches = lengths.slice(at, (at += q.writers.length));
-    return batches.every((n) => n === 0);
-  }).map((q) => q.saleId);
+  const tx = redis.multi();
+  for (const w of writers) tx.llen(k.processing(w));
+  return (results(await tx.exec()) as number[]).every((n) => n === 0);
 }
 
 export interface SettleResult {
@@ -118,7 +109,7 @@ const CHUNK = 1000;
  * Settles every sale that is ended, final and idle and whose reconciliation held in this pass
  * (`held`), then drops it from the registry. `registry` is the registry as the pass read it.
  */
-export async function settleSales(pool: Pool, redis: Redis, registry: string[], held: ReadonlySet<string>): Promise<SettleResult> {
+export async function settleSales(pool: Pool, redis: RedisClient, registry: string[], held: ReadonlySet<string>): Promise<SettleResult> {
   const unregistered = await settledAmong(pool, registry);
   if (unregistered.length > 0) await redis.srem(SALES_REGISTRY, ...unregistered);
   const candidates = (await settleCandidates(pool)).filter((id) => held.has(id));

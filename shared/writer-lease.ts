@@ -2,12 +2,12 @@
 // every claim. Once the lease has run out the writer is taken for dead and its batch goes back to
 // the winners list whole (recover_writer.lua); inserts are idempotent, so a batch written twice is
 // still one order each. The writer and the replay both re-drive.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import { saleKeys } from './keys.js';
 import { recoverWriter } from './redis.js';
 
 /** Moves the batches of writers whose lease ran out (all but `except`) back to the winners lists. */
-export async function recoverDeadWriters(redis: Redis, saleIds: string[], now = Date.now(), except?: string): Promise<number> {
+export async function recoverDeadWriters(redis: RedisClient, saleIds: string[], now = Date.now(), except?: string): Promise<number> {
   let moved = 0;
   for (const saleId of saleIds) {
     const dead = await redis.zrangebyscore(saleKeys(saleId).writers, '-inf', now);

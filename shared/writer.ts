@@ -2,10 +2,10 @@
 // order's expiry key. The batch sits in this writer's own processing list until it is written and
 // acknowledged; a writer that dies holding one is re-driven by whoever sees its lease run out.
 // A sale whose batch fails on its own (its row missing in Postgres, a row Postgres refuses) is set
-// aside with a backoff of its own, its batch held in Redis, while every other sale keeps draining.
+// aside with a backoff of its own, its batch held in RedisClient, while every other sale keeps draining.
 // A failed pass is retried by what failed (daemon.ts Retries): a server away without limit, a bug
 // in our own code a few times in a row, then the writer gives up and its process exits 1.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { Config } from './config.js';
 import { backoffMs, delay, failureSignal, Retries, RETRY_DEFAULTS, type RetryOptions } from './daemon.js';
 import type { Pool } from './db.js';
@@ -21,7 +21,7 @@ import { recoverDeadWriters } from './writer-lease.js';
 
 export interface WriterDeps {
   pool: Pool;
-  redis: Redis;
+  redis: RedisClient;
   logger: Logger;
   config: Pick<Config, 'writerId' | 'writerBatchSize' | 'writerLeaseMs' | 'writerIdleMs'>;
   /** How failed passes are retried (tests shorten the backoff). */

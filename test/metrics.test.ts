@@ -16,20 +16,17 @@ let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApi>>;
 let writer: OrderWriter;
 let listener: ExpiryListener;
-let subscriber: TestEnv['redis'];
 
 before(async () => {
   env = await testEnv({ expiryNudgeMs: 20 });
   api = await startApi(env.config, env.logger);
   writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: env.config });
   writer.start();
-  subscriber = env.redis.duplicate();
-  listener = new ExpiryListener({ pool: env.pool, redis: env.redis, subscriber, logger: env.logger, config: env.config });
+  listener = new ExpiryListener({ pool: env.pool, redis: env.redis, logger: env.logger, config: env.config });
   await listener.start();
 });
 after(async () => {
   await listener.stop();
-  await subscriber.quit();
   await writer.stop();
   await api.stop();
   await env.close();

@@ -28,7 +28,6 @@ let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApi>>;
 let browser: Browser;
 let listener: ExpiryListener;
-let subscriber: Redis;
 const sales: Sale[] = [];
 const stops: (() => Promise<unknown>)[] = [];
 const pageErrors: string[] = [];
@@ -37,15 +36,13 @@ before(async () => {
   mkdirSync(SCREENSHOTS, { recursive: true });
   env = await testEnv({ development: true, writerLeaseMs: 1000, writerIdleMs: 5, expiryNudgeMs: 20 });
   api = await startApi(env.config, env.logger);
-  subscriber = env.redis.duplicate();
-  listener = new ExpiryListener({ pool: env.pool, redis: env.redis, subscriber, logger: env.logger, config: env.config });
+  listener = new ExpiryListener({ pool: env.pool, redis: env.redis, logger: env.logger, config: env.config });
   await listener.start();
   browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
 });
 after(async () => {
   await browser?.close();
   await listener?.stop();
-  await subscriber?.quit();
   await api?.stop();
   await env?.close();
 });

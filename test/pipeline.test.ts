@@ -48,12 +48,10 @@ function writer(id = `w-${randomUUID()}`): OrderWriter {
 }
 
 async function listener(): Promise<ExpiryListener> {
-  const subscriber = env.redis.duplicate();
-  const l = new ExpiryListener({ pool: env.pool, redis: env.redis, subscriber, logger: env.logger, config: env.config });
+  const l = new ExpiryListener({ pool: env.pool, redis: env.redis, logger: env.logger, config: env.config });
   await l.start();
   stops.push(async () => {
     await l.stop();
-    await subscriber.quit();
   });
   return l;
 }

@@ -259,8 +259,7 @@ test('settle: settled sales cost the writer and the listener no Redis calls per 
     };
     /** The listener's nudger running until it has ticked 20 times; returns per-sale calls per tick. */
     const listenerCallsPerTick = async () => {
-      const subscriber = createRedis(own.config.redisUrl!);
-      const listener = new ExpiryListener({ pool: own.pool, redis: own.redis, subscriber, logger: own.logger, config: { expiryNudgeMs: 5 } });
+      const listener = new ExpiryListener({ pool: own.pool, redis: own.redis, logger: own.logger, config: { expiryNudgeMs: 5 } });
       await listener.start();
       await own.redis.config('RESETSTAT');
       const seen = await waitFor('20 nudger ticks', async () => {
@@ -268,7 +267,6 @@ test('settle: settled sales cost the writer and the listener no Redis calls per 
         return c.smembers >= 20 && c;
       });
       await listener.stop();
-      subscriber.disconnect();
       // Rounded: the counters are reset and read while the nudger runs, so the first or the last
       // tick may be counted by its SMEMBERS without its per-sale calls, or the other way round.
       return Math.round((seen.scripts + seen.llen + seen.zrangebyscore) / seen.smembers);

@@ -2,7 +2,7 @@
 // back, what reached Postgres and whether the conservation check holds, as one typed report.
 import { randomBytes } from 'node:crypto';
 import { Agent, request } from 'node:http';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../shared/redis.js';
 import { signJwt } from '../shared/jwt.js';
 import { ConfigError } from '../shared/config.js';
 import { delay } from '../shared/daemon.js';
@@ -23,7 +23,7 @@ export interface LoadtestOptions {
   payRatio: number;
   jwtSecret: string;
   /** Both servers, for the Postgres rows and the conservation check; without them those are skipped. */
-  db?: { pool: Pool; redis: Redis };
+  db?: { pool: Pool; redis: RedisClient };
   /** How long to wait for the won orders to leave the queue (and to retry order_not_ready payments). */
   settleTimeoutMs?: number;
   onProgress?: (phase: Phase, done: number, total: number) => void;

@@ -1,7 +1,7 @@
 // The HTTP app, built by a factory apart from listen() so tests can inject requests: the
 // cross-cutting plugins first, then one routes plugin per resource, then the 405 pass.
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 import { createAuth } from '../auth.js';
 import type { Config } from '../config.js';
 import type { Pool } from '../db.js';
@@ -21,7 +21,7 @@ import { sales } from './sales.js';
 export interface AppDeps {
   config: Config;
   pool: Pool;
-  redis: Redis;
+  redis: RedisClient;
   purchaser: Purchaser;
   logger: Logger;
 }

@@ -1,13 +1,13 @@
 // What operators and developers ask: liveness, readiness, metrics, and in development a buyer token.
 import type { FastifyPluginCallback } from 'fastify';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 import type { Config } from '../config.js';
 import type { Pool } from '../db.js';
 import { checkUserId, signJwt } from '../jwt.js';
 import { registry } from '../metrics.js';
 import { readiness } from '../ops-server.js';
 
-export const ops: FastifyPluginCallback<{ config: Config; pool: Pool; redis: Redis }> = (app, { config, pool, redis }, done) => {
+export const ops: FastifyPluginCallback<{ config: Config; pool: Pool; redis: RedisClient }> = (app, { config, pool, redis }, done) => {
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
   app.get('/readyz', async (_req, reply) => {

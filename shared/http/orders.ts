@@ -1,6 +1,6 @@
 // Orders: the buyer views one, and pays it. Only the owner sees an order; anyone else gets 404.
 import type { FastifyPluginCallback } from 'fastify';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
 import { ORDER_ID_PATTERN } from '../ids.js';
@@ -15,7 +15,7 @@ const orderIdParams = {
 
 type OrderId = { Params: { orderId: string } };
 
-export const orders: FastifyPluginCallback<{ pool: Pool; redis: Redis; auth: Auth }> = (app, { pool, redis, auth }, done) => {
+export const orders: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth }> = (app, { pool, redis, auth }, done) => {
   const route = { preValidation: auth.buyer, schema: { params: orderIdParams } };
   app.get<OrderId>('/api/orders/:orderId', route, async (req) => getOrder(pool, redis, req.params.orderId, req.buyer));
   app.post<OrderId>('/api/orders/:orderId/pay', { ...route, bodyLimit: 1024 }, async (req) => payOrder(pool, redis, req.params.orderId, req.buyer));

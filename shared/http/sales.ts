@@ -1,6 +1,6 @@
 // Sales: create (admin), view, and purchase, with the schemas of their input.
 import type { FastifyPluginCallback, FastifyRequest } from 'fastify';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis.js';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
 import { HttpError } from '../errors.js';
@@ -35,7 +35,7 @@ const SOLD_OUT_BODY = JSON.stringify(new HttpError('sold_out').body());
 
 type SaleId = { Params: { saleId: string } };
 
-export const sales: FastifyPluginCallback<{ pool: Pool; redis: Redis; purchaser: Purchaser; auth: Auth }> = (app, { pool, redis, purchaser, auth }, done) => {
+export const sales: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; purchaser: Purchaser; auth: Auth }> = (app, { pool, redis, purchaser, auth }, done) => {
   // Sale rules change only by creating a sale; a second of staleness is fine for the view.
   const saleCache = new Map<string, { sale: Sale; until: number }>();
   const cachedSale = async (id: string): Promise<Sale> => {

@@ -80,7 +80,8 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
   const { pool, redis, close } = await connect(config, logger, { poolSize: 20 });
   await migrate(pool);
   const env: TestEnv = {
-    config, pool, redis, logger, redisServer, dataDir,
+    // REDIS_URL: one server, so the client is a plain Redis.
+    config, pool, redis: redis as Redis, logger, redisServer, dataDir,
     async stopRedis(signal = 'SIGKILL') {
       const child = env.redisServer.child;
       if (child.exitCode !== null || child.signalCode !== null) return;
