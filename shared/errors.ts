@@ -78,9 +78,11 @@ export class UnavailableError extends Error {
 // SQLSTATE classes 08 (connection), 53 (resources), 57P (shutdown), and the retryable 40001
 // (serialization), 40P01 (deadlock), 55P03 (lock not available).
 const PG_UNAVAILABLE = /^(08|53|57P|40001$|40P01$|55P03$)/;
-const REDIS_UNAVAILABLE = /^(LOADING|BUSY|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|OOM|NOAUTH|WRONGPASS)\b/;
+// The last: a script whose keys a reshard is moving (ours touch keys of one slot only, so never otherwise).
+const REDIS_UNAVAILABLE = /^(LOADING|BUSY|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|OOM|NOAUTH|WRONGPASS|ERR Script attempted to access a non local key)\b/;
 // What ioredis and pg say when a connection is gone or never came.
-const REDIS_LOST = /^(Connection is closed|Stream isn't writeable|Command timed out|Reached the max retries per request)/;
+// On a cluster also: a node down until its replica is promoted, a slot map nobody could give.
+const REDIS_LOST = /^(Connection is closed|Stream isn't writeable|Command timed out|Reached the max retries per request|Too many Cluster redirections|Failed to refresh slots cache|Cluster isn't ready)/;
 const PG_LOST = /connection terminated|timeout exceeded when trying to connect|client has encountered a connection error|client was closed and is not queryable/i;
 // Socket errors carry a code; a host that resolves to both ::1 and 127.0.0.1 fails with an
 // AggregateError of them (Node 20), which has the code but no syscall.

@@ -48,16 +48,21 @@ export async function getOrder(pool: Pool, redis: RedisClient, orderId: string, 
 
 export async function payOrder(pool: Pool, redis: RedisClient, orderId: string, userId: string): Promise<{ orderId: string; status: 'paid' }> {
   const saleId = checkOrderId(orderId);
-  if (await markPaid(pool, orderId, userId)) {
-    // Best effort: a key left behind fires an event that finds the order paid and does nothing.
-    await dropExpiry(redis, saleId, orderId).catch(() => {});
-    return { orderId, status: 'paid' };
+  // Twice at most: the writer may insert the row between a payment that found none and the look
+  // that follows; a pending row inside its window then takes the payment, never an order_expired.
+  for (let attempt = 0; ; attempt++) {
+    if (await markPaid(pool, orderId, userId)) {
+      // Best effort: a key left behind fires an event that finds the order paid and does nothing.
+      await dropExpiry(redis, saleId, orderId).catch(() => {});
+      return { orderId, status: 'paid' };
+    }
+    const row = await findOrder(pool, orderId);
+    if (row && row.user_id === userId) {
+      if (row.status === 'paid') return { orderId, status: 'paid' };
+      if (attempt === 0 && row.status === 'pending' && row.expires_at.getTime() > Date.now()) continue;
+      throw new HttpError('order_expired');
+    }
+    if (await queuedOrder(redis, saleId, orderId, userId)) throw new HttpError('order_not_ready');
+    throw new HttpError('order_not_found');
   }
-  const row = await findOrder(pool, orderId);
-  if (row && row.user_id === userId) {
-    if (row.status === 'paid') return { orderId, status: 'paid' };
-    throw new HttpError('order_expired');
-  }
-  if (await queuedOrder(redis, saleId, orderId, userId)) throw new HttpError('order_not_ready');
-  throw new HttpError('order_not_found');
 }

@@ -7,7 +7,13 @@ import { saleKeys, STOCK_CHANNEL } from './keys.js';
 
 const SCRIPTS = ['purchase', 'load_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot'] as const;
 type ScriptName = (typeof SCRIPTS)[number];
-type ScriptFn = (numKeys: number, ...args: (string | number)[]) => Promise<unknown>;
+/**
+ * How many KEYS each script takes, declared up front: ioredis's auto-pipelining routes a command
+ * on a cluster by its first argument, which must then be a key, not the key count. ack's count
+ * varies (it is never auto-pipelined).
+ */
+const KEY_COUNTS: Partial<Record<ScriptName, number>> = { purchase: 7, load_sale: 2, claim: 3, recover_writer: 3, restore: 4, touch_due: 1, snapshot: 5 };
+type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
 const luaDir = new URL('./lua/', import.meta.url);
 const sources = new Map<ScriptName, string>(SCRIPTS.map((name) => [name, readFileSync(new URL(`${name}.lua`, luaDir), 'utf8')]));
@@ -56,7 +62,7 @@ export function createRedis(where: RedisTarget | string, options: RedisOptions =
       clusterRetryStrategy: (times) => Math.min(100 * times, 2000),
     });
   }
-  for (const name of SCRIPTS) redis.defineCommand(name, { lua: sources.get(name)! });
+  for (const name of SCRIPTS) redis.defineCommand(name, { lua: sources.get(name)!, numberOfKeys: KEY_COUNTS[name] });
   return redis;
 }
 
@@ -93,7 +99,10 @@ export async function pingMasters(redis: RedisClient): Promise<void> {
 
 function run(redis: RedisClient, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
   const fn = (redis as unknown as Record<ScriptName, ScriptFn>)[name];
-  return fn.call(redis, keys.length, ...keys, ...args);
+  const fixed = KEY_COUNTS[name];
+  if (fixed === undefined) return fn.call(redis, keys.length, ...keys, ...args);
+  if (keys.length !== fixed) throw new Error(`${name}.lua takes ${fixed} keys, given ${keys.length}`);
+  return fn.call(redis, ...keys, ...args);
 }
 
 export interface SaleRules {

@@ -57,7 +57,8 @@ async function waitUntil(timeoutMs: number, probe: () => Promise<unknown>, messa
       await probe();
       return;
     } catch (err) {
-      if (Date.now() >= until) throw new Error(message((err as Error).message));
+      // Two tries at least: the first may fail before the connection has said why (its error event).
+      if (Date.now() >= until && attempt > 0) throw new Error(message((err as Error).message));
       await delay(Math.min(100 * 2 ** attempt, 1000));
     }
   }

@@ -144,6 +144,29 @@ test('bad values exit 2 with a message naming the variable, not a stack trace', 
   }
 });
 
+test('Redis forms: exactly one of REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS; anything else exits 2 naming the variables', async () => {
+  const url = env.config.redisUrl!;
+  const cases: [Vars, RegExp][] = [
+    [{ REDIS_URL: url, REDIS_CLUSTER_NODES: '127.0.0.1:7000' }, /REDIS_URL and REDIS_CLUSTER_NODES are both set: set exactly one of/],
+    [{ REDIS_URL: undefined, REDIS_CLUSTER_NODES: '127.0.0.1:7000', REDIS_SENTINELS: '127.0.0.1:26379', REDIS_SENTINEL_NAME: 'm' }, /REDIS_CLUSTER_NODES and REDIS_SENTINELS are both set/],
+    [{ REDIS_URL: undefined, REDIS_SENTINELS: '127.0.0.1:26379' }, /REDIS_SENTINELS is set without REDIS_SENTINEL_NAME/],
+    [{ REDIS_SENTINEL_NAME: 'm' }, /REDIS_SENTINEL_NAME is set without REDIS_SENTINELS/],
+    [{ REDIS_URL: undefined, REDIS_CLUSTER_NODES: '127.0.0.1' }, /REDIS_CLUSTER_NODES must be host:port,host:port,\.\.\., got "127\.0\.0\.1"/],
+    [{ REDIS_URL: undefined, REDIS_SENTINELS: 'a:1,b:99999', REDIS_SENTINEL_NAME: 'm' }, /REDIS_SENTINELS must be host:port/],
+    [{ REDIS_PASSWORD: 'secret' }, /REDIS_PASSWORD apply to REDIS_CLUSTER_NODES and REDIS_SENTINELS only: with REDIS_URL put them in the URL/],
+    [{ REDIS_URL: undefined }, /Redis is not set: set REDIS_URL \(one server\), REDIS_CLUSTER_NODES \(Redis Cluster\) or REDIS_SENTINELS/],
+    [{ REDIS_MIN_REPLICAS_ACK: '-1' }, /REDIS_MIN_REPLICAS_ACK must be an integer >= 0/],
+  ];
+  for (const [vars, message] of cases) {
+    for (const command of [['api'], ['order-writer'], ['check']]) {
+      const r = await run(command, { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url, ...vars });
+      assert.equal(r.code, 2, `${command.join(' ')} with ${JSON.stringify(vars)}: ${r.out}`);
+      assert.match(r.out, message);
+      assert.doesNotMatch(r.out, /\n\s+at /, 'no stack trace');
+    }
+  }
+});
+
 test('one-shot commands: bad input exits 2, an unusable dependency 1', async () => {
   const servers = { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl };
   const invalid = await run(['sale', 'create', '--name', 'x', '--stock', '0'], servers);

@@ -70,13 +70,13 @@ const REDIS_MISSING =
   'redis-server is not installed. Install it with `sudo apt-get update && sudo apt-get install -y redis-server` (Debian/Ubuntu), or point REDIS_URL at a running Redis.';
 
 /** `appendonly: false` runs without persistence, as a cache-only Redis would (tests of what that loses). */
-export async function startRedis(dir: string, opts: { port?: number; appendonly?: boolean } = {}): Promise<LocalServer & { child: ChildProcess; port: number }> {
+export async function startRedis(dir: string, opts: { port?: number; appendonly?: boolean; args?: string[] } = {}): Promise<LocalServer & { child: ChildProcess; port: number }> {
   mkdirSync(dir, { recursive: true });
   const port = opts.port ?? (await freePort());
   const child = spawn('redis-server', [
     '--port', String(port), '--bind', '127.0.0.1', '--dir', resolve(dir), '--save', '',
     '--appendonly', opts.appendonly === false ? 'no' : 'yes', '--appendfsync', 'everysec', '--notify-keyspace-events', 'Ex',
-    '--maxmemory-policy', 'noeviction', '--daemonize', 'no', '--loglevel', 'warning',
+    '--maxmemory-policy', 'noeviction', '--daemonize', 'no', '--loglevel', 'warning', ...(opts.args ?? []),
   ], { stdio: ['ignore', 'ignore', 'pipe'] });
   const failed = new Promise<never>((_, rej) => {
     child.once('error', (err: NodeJS.ErrnoException) => rej(err.code === 'ENOENT' ? new Error(REDIS_MISSING) : err));

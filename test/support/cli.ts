@@ -13,8 +13,17 @@ export type Vars = Record<string, string | undefined>;
 /** Against the env's servers (none without an env), with the test secrets, in production mode. */
 function cliEnv(env: TestEnv | undefined, vars: Vars): NodeJS.ProcessEnv {
   return {
-    ...process.env, NODE_ENV: 'production', DATABASE_URL: env?.config.databaseUrl, REDIS_URL: env?.config.redisUrl,
+    ...process.env, NODE_ENV: 'production', DATABASE_URL: env?.config.databaseUrl, ...redisVars(env),
     JWT_SECRET, ADMIN_TOKEN, ...vars,
+  };
+}
+
+/** The env's Redis, in whichever form it has: one server, a cluster or a Sentinel set. */
+function redisVars(env: TestEnv | undefined): Vars {
+  const list = (nodes: { host: string; port: number }[] | undefined) => nodes?.map((n) => `${n.host}:${n.port}`).join(',');
+  return {
+    REDIS_URL: env?.config.redisUrl, REDIS_CLUSTER_NODES: list(env?.config.redisClusterNodes),
+    REDIS_SENTINELS: list(env?.config.redisSentinels), REDIS_SENTINEL_NAME: env?.config.redisSentinelName,
   };
 }
 

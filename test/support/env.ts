@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../shared/redis.js';
 import assert from 'node:assert/strict';
 import { reconcile } from '../../shared/reconcile.js';
 import { loadConfig, type Config, type ConfigOverrides } from '../../shared/config.js';
@@ -23,7 +24,7 @@ type RedisServer = LocalServer & { port: number; child: import('node:child_proce
 export interface TestEnv {
   config: Config;
   pool: Pool;
-  redis: Redis;
+  redis: RedisClient;
   logger: Logger;
   /** The current redis-server (replaced by startRedis after a stop). */
   redisServer: RedisServer;
@@ -45,6 +46,12 @@ export interface EnvOptions {
   ownPostgres?: boolean;
   /** false: redis-server without persistence, so a restart forgets everything. */
   appendonly?: boolean;
+  /**
+   * A Redis Cluster or Sentinel set the test started (`redisClusterNodes`, or `redisSentinels` and
+   * `redisSentinelName`) instead of a redis-server of the file's own; stopRedis/startRedis are then
+   * the topology's business.
+   */
+  redis?: ConfigOverrides;
 }
 
 let ownPg: Promise<LocalServer> | undefined;
@@ -70,19 +77,20 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
   await adminClient.end();
   const redisDir = join(dataDir, 'redis');
   const redisOpts = { appendonly: opts.appendonly ?? true };
-  const redisServer = await startRedis(redisDir, redisOpts);
+  // Without a server of its own, `redisServer` is never used (the methods below refuse).
+  const redisServer = opts.redis ? (undefined as unknown as RedisServer) : await startRedis(redisDir, redisOpts);
   const databaseUrl = admin.replace(/\/[^/]*$/, `/${db}`);
   const config = loadConfig({
-    databaseUrl, redisUrl: redisServer.url, jwtSecret: JWT_SECRET, adminToken: ADMIN_TOKEN, logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
+    databaseUrl, ...(opts.redis ?? { redisUrl: redisServer.url }), jwtSecret: JWT_SECRET, adminToken: ADMIN_TOKEN, logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
     development: false, port: 0, ...overrides,
   });
   const logger = createLogger(config);
   const { pool, redis, close } = await connect(config, logger, { poolSize: 20 });
   await migrate(pool);
   const env: TestEnv = {
-    // REDIS_URL: one server, so the client is a plain Redis.
-    config, pool, redis: redis as Redis, logger, redisServer, dataDir,
+    config, pool, redis, logger, redisServer, dataDir,
     async stopRedis(signal = 'SIGKILL') {
+      if (opts.redis) throw new Error('stopRedis: this env uses a Redis topology the test started');
       const child = env.redisServer.child;
       if (child.exitCode !== null || child.signalCode !== null) return;
       const gone = exited(child);
@@ -90,6 +98,7 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
       await gone;
     },
     async startRedis() {
+      if (opts.redis) throw new Error('startRedis: this env uses a Redis topology the test started');
       env.redisServer = await startRedis(redisDir, { ...redisOpts, port: env.redisServer.port });
     },
     async stopPostgres() {
@@ -110,7 +119,7 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
     },
     async close() {
       await close();
-      await env.redisServer.stop();
+      await env.redisServer?.stop();
       await pgServer?.stop();
       rmSync(dataDir, { recursive: true, force: true });
       if (pgDir) rmSync(pgDir, { recursive: true, force: true });

@@ -1,6 +1,6 @@
 // "Nothing changed", made checkable: every Redis key and every row of sales and orders, compared
 // byte for byte before and after a request that must change nothing.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../shared/redis.js';
 import type { TestEnv } from './env.js';
 
 export interface StateSnapshot {
@@ -10,7 +10,7 @@ export interface StateSnapshot {
   orders: string[];
 }
 
-async function redisValue(r: Redis, key: string, type: string): Promise<unknown> {
+async function redisValue(r: RedisClient, key: string, type: string): Promise<unknown> {
   switch (type) {
     case 'string': return r.get(key);
     case 'hash': return r.hgetall(key);

@@ -1,0 +1,158 @@
+// The product on a Redis Cluster (3 masters, a replica each, REDIS_MIN_REPLICAS_ACK=1) through its
+// faults, with the invariants checked after each: expired events from every master reach the
+// listener; a graceful failover of every master while orders are pending loses no expiry; a master
+// added and slots resharded under purchases loses nothing and the moved sales still expire by
+// event; a master SIGKILLed under purchases loses no 202 and doubles nothing. No replay runs until
+// the end, so every close on time is the listener's.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { startCluster, type LocalCluster, type RedisNode } from '../../tools/redis-cluster.js';
+import { cli } from '../support/cli.js';
+import { Cluster as Processes } from '../support/cluster.js';
+import { testEnv, type TestEnv } from '../support/env.js';
+import { http } from '../support/http.js';
+import { beginScenario, checkSale, FaultLog, summarize, tally } from '../support/scenario.js';
+import { answersHold, Shoppers } from '../support/shoppers.js';
+import { allClosed, buy, lateness, masterOf, salesOnEveryMaster } from '../support/topology.js';
+import { written } from '../support/fixtures.js';
+
+let topo: LocalCluster;
+let env: TestEnv;
+let c: Processes;
+let dir: string;
+const addr = (n: RedisNode) => `127.0.0.1:${n.port}`;
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'flashsale-cluster-'));
+  topo = await startCluster(dir, { masters: 3, replicasPerMaster: 1 });
+  env = await testEnv({ redisMinReplicasAck: 1 }, { redis: { redisClusterNodes: topo.seeds } });
+  c = new Processes(env, new FaultLog('redis-cluster'), { REDIS_MIN_REPLICAS_ACK: '1', EXPIRY_NUDGE_MS: '50' });
+  await c.startAll([['api', 'api'], ['writer', 'order-writer'], ['listener', 'expiry-listener']]);
+});
+
+after(async () => {
+  c?.killAll();
+  if (process.env.KEEP_LOGS && c) (await import('node:fs')).cpSync(c.logDir, process.env.KEEP_LOGS, { recursive: true });
+  await env?.close();
+  await topo?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const closedByListener = () => c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"');
+
+/** Buys `n` orders from each sale, unpaid; waits until every one is closed; returns them with the listener's closes meanwhile. */
+async function expireAll(saleIds: string[], n: number, prefix: string, during?: () => Promise<void>): Promise<{ ids: string[]; byListener: number }> {
+  const before = await closedByListener();
+  const ids = (await Promise.all(saleIds.map((id) => buy(c.apiPort, id, n, `${prefix}-${id}`)))).flat();
+  await during?.();
+  await allClosed(env, ids);
+  return { ids, byListener: (await closedByListener()) - before };
+}
+
+test('cluster: every process works, and expired events from every master reach the listener', async () => {
+  const masters = (await topo.masters()).map(addr);
+  const sales = [...(await salesOnEveryMaster(env, masters, 2, 'every', { stock: 1000, paymentWindowSeconds: 5 })).values()].flat();
+  const ready = await http(c.apiPort, 'GET', '/readyz');
+  assert.equal(ready.status, 200, JSON.stringify(ready.body));
+  const { ids, byListener } = await expireAll(sales.map((s) => s.id), 40, 'e');
+  const late = await lateness(env, ids);
+  console.log(`[redis-cluster] events: ${ids.length} orders on ${masters.length} masters, lateness p50 ${late.p50} ms, p99 ${late.p99} ms, max ${late.max} ms`);
+  assert.equal(late.expired, ids.length);
+  if (byListener !== ids.length) console.log((await env.pool.query(`select status, extract(epoch from closed_at - expires_at) as late, extract(epoch from created_at - purchased_at) as wlag from orders where id = any($1) order by wlag desc limit 60`, [ids])).rows);
+  assert.equal(byListener, ids.length, 'every order closed by its expired event (no replay runs)');
+  assert.ok(late.p99 <= 1000, `p99 lateness ${late.p99} ms`);
+  for (const s of sales) assert.deepEqual((await checkSale(env, s.id)).violations, []);
+  const status = await cli(env, ['sale', 'status', sales[0]!.id, '--json']);
+  assert.equal(status.code, 0, status.out);
+  assert.equal(JSON.parse(status.stdout).available, 1000);
+});
+
+test('cluster: a graceful failover of every master while orders are pending loses no expiry and closes them on time', async () => {
+  const { log } = beginScenario('redis-cluster/failover', c);
+  const masters = (await topo.masters()).map(addr);
+  const sales = [...(await salesOnEveryMaster(env, masters, 1, 'failover', { stock: 1000, paymentWindowSeconds: 4 })).values()].flat();
+  const { ids, byListener } = await expireAll(sales.map((s) => s.id), 60, 'f', async () => {
+    for (const m of await topo.masters()) {
+      log.fault(`CLUSTER FAILOVER of master ${addr(m)}`);
+      const promoted = await topo.failover(m);
+      log.note(`${addr(promoted)} is master`);
+    }
+  });
+  const late = await lateness(env, ids);
+  console.log(`[redis-cluster] failover: ${ids.length} orders, ${masters.length} failovers, closed by event ${byListener}, lateness p50 ${late.p50} ms, p99 ${late.p99} ms, max ${late.max} ms`);
+  assert.equal(late.expired, ids.length);
+  assert.equal(byListener, ids.length, 'no expiry lost: every order closed by the listener');
+  assert.ok(late.p99 <= 1000, `p99 lateness ${late.p99} ms`);
+  const reports = await Promise.all(sales.map((s) => checkSale(env, s.id)));
+  for (const r of reports) assert.deepEqual(r.violations, []);
+  summarize({ scenario: 'redis-cluster/failover', seed: 0, buyers: ids.length, orders: ids.length, faults: masters.length, faultKinds: `${masters.length} CLUSTER FAILOVER`, ...tally(...reports) });
+});
+
+test('cluster: a master added and slots resharded under purchases loses nothing; the moved sale still expires by event', async () => {
+  const { seed, log, rand } = beginScenario('redis-cluster/reshard', c);
+  const masters = await topo.masters();
+  const from = masters[0]!;
+  // A sale in the first slots of `from`, which the reshard moves (redis-cli takes them lowest first).
+  const [sale] = (await salesOnEveryMaster(env, [addr(from)], 1, `reshard-${seed}`, { stock: 100_000, paymentWindowSeconds: 3, perUserLimit: 1000, maxPerOrder: 2 })).get(addr(from))!;
+  const shoppers = new Shoppers({ port: c.apiPort, saleId: sale!.id, rand, users: 500, prefix: 'r', maxQty: 2, payRatio: 0.3, payDelayMs: [0, 1000], concurrency: 10 });
+  shoppers.run();
+  await new Promise((r) => setTimeout(r, 1000));
+  log.fault('adding a master (with a replica: REDIS_MIN_REPLICAS_ACK=1 needs one)');
+  const added = await topo.addMaster({ replica: true });
+  const slotsOfFrom = 16384 / masters.length;
+  log.fault(`resharding all ${Math.floor(slotsOfFrom)} slots of ${addr(from)} to ${addr(added)}`);
+  await topo.reshard(from, added, Math.floor(slotsOfFrom));
+  await new Promise((r) => setTimeout(r, 1000));
+  await shoppers.done();
+  assert.equal(await masterOf(env, sale!.id), addr(added), 'the sale moved to the new master');
+  await written(env, sale!.id);
+  assert.deepEqual(await answersHold(env, sale!.id, shoppers), []);
+  // Orders bought after the move expire on the new master: its events must reach the listener.
+  const before = await closedByListener();
+  const after = await buy(c.apiPort, sale!.id, 50, `after-${seed}`);
+  await allClosed(env, [...after, ...shoppers.accepted.map((w) => w.orderId)]);
+  assert.ok((await closedByListener()) - before >= after.length, 'orders on the new master closed by event');
+  const accepted = [...shoppers.accepted.map((w) => w.orderId), ...after];
+  const report = await checkSale(env, sale!.id, accepted);
+  assert.deepEqual(report.violations, []);
+  console.log(`[redis-cluster] reshard: purchases ${JSON.stringify(shoppers.purchases)}`);
+  summarize({ scenario: 'redis-cluster/reshard', seed, buyers: shoppers.buyers.size, orders: accepted.length, faults: 2, faultKinds: '1 add-node, 1 reshard', ...tally(report) });
+});
+
+test('cluster: a master SIGKILLed under purchases (REDIS_MIN_REPLICAS_ACK=1) loses no 202 and doubles nothing', async () => {
+  const { seed, log, rand } = beginScenario('redis-cluster/kill-master', c);
+  const masters = (await topo.masters()).map(addr);
+  // Long windows: nothing expires meanwhile, so every unit is accounted for by its order.
+  const placed = await salesOnEveryMaster(env, masters, 1, `kill-${seed}`, { stock: 100_000, paymentWindowSeconds: 300, perUserLimit: 1000, maxPerOrder: 2 });
+  const victim = (await topo.masters())[1]!;
+  assert.ok(await topo.replicaOf(victim), 'the victim has a replica to promote');
+  const sales = [...placed.values()].flat();
+  const shoppers = sales.map((s, i) => new Shoppers({ port: c.apiPort, saleId: s.id, rand, users: 300, prefix: `k${i}-`, maxQty: 2, payRatio: 0.3, payDelayMs: [0, 500], concurrency: 8 }));
+  for (const s of shoppers) s.run();
+  await new Promise((r) => setTimeout(r, 1500));
+  log.fault(`SIGKILL master ${addr(victim)}`);
+  const promoted = await topo.killMaster(victim);
+  log.note(`${addr(promoted)} promoted`);
+  await new Promise((r) => setTimeout(r, 1500));
+  await Promise.all(shoppers.map((s) => s.done()));
+  const reports = [];
+  for (const [i, sale] of sales.entries()) {
+    await written(env, sale.id);
+    const accepted = shoppers[i]!.accepted.map((w) => w.orderId);
+    const report = await checkSale(env, sale.id, accepted);
+    assert.deepEqual(report.violations, [], `sale ${sale.id}`);
+    assert.deepEqual(await answersHold(env, sale.id, shoppers[i]!), []);
+    reports.push(report);
+    console.log(`[redis-cluster] kill-master: sale on ${await masterOf(env, sale.id)}: ${JSON.stringify(shoppers[i]!.purchases)}`);
+  }
+  const check = await cli(env, ['check']);
+  assert.equal(check.code, 0, check.out);
+  const replay = await cli(env, ['replay', '--once']);
+  assert.equal(replay.code, 0, replay.out);
+  assert.deepEqual(c.unexpectedExits, []);
+  const orders = shoppers.reduce((n, s) => n + s.accepted.length, 0);
+  summarize({ scenario: 'redis-cluster/kill-master', seed, buyers: shoppers.reduce((n, s) => n + s.buyers.size, 0), orders, faults: 1, faultKinds: '1 SIGKILL master', ...tally(...reports) });
+});

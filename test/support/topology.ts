@@ -1,0 +1,57 @@
+// What the Cluster and Sentinel scenarios share: which master serves a sale, buying a batch of
+// orders over HTTP, and how late their closes were.
+import assert from 'node:assert/strict';
+import { Cluster as RedisCluster } from 'ioredis';
+import { saleKeys } from '../../shared/keys.js';
+import type { Sale } from '../../shared/sales.js';
+import type { TestEnv } from './env.js';
+import { newSale, runConcurrently, waitFor } from './fixtures.js';
+import { http } from './http.js';
+
+/** host:port of the master serving a sale's slot now (the env's client's slot map). */
+export async function masterOf(env: TestEnv, saleId: string): Promise<string> {
+  const cluster = env.redis as RedisCluster;
+  const slot = (await cluster.cluster('KEYSLOT', saleKeys(saleId).meta)) as number;
+  return cluster.slots[slot]![0]!;
+}
+
+/** `perMaster` sales on each of the given masters (ids tried until every master has its share). */
+export async function salesOnEveryMaster(env: TestEnv, masters: string[], perMaster: number, prefix: string, fields: Record<string, unknown>): Promise<Map<string, Sale[]>> {
+  const placed = new Map<string, string[]>(masters.map((m) => [m, []]));
+  for (let i = 0; [...placed.values()].some((ids) => ids.length < perMaster); i++) {
+    assert.ok(i < 10_000, 'no sale ids found for every master');
+    const id = `${prefix}-${i}`;
+    const ids = placed.get(await masterOf(env, id));
+    if (ids && ids.length < perMaster) ids.push(id);
+  }
+  const sales = new Map<string, Sale[]>();
+  for (const [m, ids] of placed) sales.set(m, await Promise.all(ids.map((id) => newSale(env, { id, ...fields }))));
+  return sales;
+}
+
+/** Buys `n` orders of one unit each from a sale, one buyer each; returns the ids answered 202. */
+export async function buy(port: number, saleId: string, n: number, buyerPrefix: string): Promise<string[]> {
+  const answers = await runConcurrently(n, 20, (i) => http(port, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty: 1 }, user: `${buyerPrefix}-${i}` }));
+  for (const r of answers) assert.equal(r.status, 202, JSON.stringify(r.body));
+  return answers.map((r) => r.body.orderId as string);
+}
+
+/** Waits until none of `ids` is queued or pending (written, then closed or paid). */
+export async function allClosed(env: TestEnv, ids: string[], timeoutMs = 30_000): Promise<void> {
+  await waitFor(`${ids.length} orders written and closed`, async () => {
+    const res = await env.pool.query<{ n: number }>(`select count(*)::int as n from orders where id = any($1::text[]) and status <> 'pending'`, [ids]);
+    return res.rows[0]!.n === ids.length;
+  }, timeoutMs, 100);
+}
+
+/** Close lateness of these orders in ms (closed_at - expires_at): p50, p99, max. */
+export async function lateness(env: TestEnv, ids: string[]): Promise<{ p50: number; p99: number; max: number; expired: number }> {
+  const res = await env.pool.query<{ p50: number; p99: number; max: number; expired: number }>(
+    `select percentile_cont(0.5) within group (order by ms) as p50, percentile_cont(0.99) within group (order by ms) as p99,
+            max(ms) as max, count(*)::int as expired
+     from (select extract(epoch from closed_at - expires_at) * 1000 as ms from orders where id = any($1::text[]) and status = 'expired') t`,
+    [ids],
+  );
+  const r = res.rows[0]!;
+  return { p50: Math.round(Number(r.p50)), p99: Math.round(Number(r.p99)), max: Math.round(Number(r.max)), expired: r.expired };
+}
