@@ -1,6 +1,7 @@
 // The text of BENCHMARKS.md around the tables of report.ts: what was run, on what, how, and what
 // each target's result means. Rendered from bench/results/bench.json (latest full and quick runs).
-import { expiryTable, growthTable, headline, memoryTable, purchaseTable, writerTable, type BenchResults } from './report.js';
+import { expiryTable, growthTable, headline, memoryTable, purchaseTable, roundRatio, table, writerTable, type BenchResults } from './report.js';
+import type { ClusterResults, Measured } from './cluster.js';
 import { analysis } from './analysis.js';
 import { existsSync, readFileSync } from 'node:fs';
 import type { Machine } from './machine.js';
@@ -15,7 +16,7 @@ function machineSection(r: BenchResults): string {
     '  ratio of figures measured in the same run, designs interleaved round by round; each figure in the purchase table is the median of its rounds,',
     '  and the rounds are listed beside it.',
     `- Run ${r.at}, ${Math.round(r.seconds / 60)} min.`,
-    ...(r.reruns ?? []).map((x) => `- Run again with \`--only ${x.parts.join(',')}\` at ${x.at} (load average ${x.loadAvgAtStart.join(' / ')}); those figures replace the first run's.`),
+    ...(r.reruns ?? []).map((x) => `- Run again with \`--only ${x.parts.join(',')}\` at ${x.at} (load average ${x.loadAvgAtStart.join(' / ')}); the figures of those parts are from then.`),
   ].join('\n');
 }
 
@@ -78,6 +79,61 @@ function jwtSection(): string | undefined {
     `HS256 keeps a hand-written node:crypto path: jose's HS256 (second row) took ${joseHs ? (joseHs.inFlight.cpuUsPerOp / hs.inFlight.cpuUsPerOp).toFixed(1) : '?'}x its CPU per verification in this run. RS256 and ES256 go through jose. Only ratios within one run mean anything on this shared machine.`, ''].join('\n');
 }
 
+const fmt = (v: number) => Math.round(v).toLocaleString('en-US');
+const cpuOf = (m: Measured, name: string) => m.load.procs.find((p) => p.name === name)?.cpuPct ?? 0;
+const costs = (m: Measured) => m.load.procs.map((p) => `${p.name} ${p.cpuPct}% / ${p.rssMaxMb} MB`).join(', ');
+/** b against a, round by round (the rounds of a pair ran back to back): "1.02x (rounds 1.01x, 1.05x)". */
+const versus = (b: Measured, a: Measured) => {
+  const r = roundRatio(b, a);
+  return `${r.median.toFixed(2)}x (rounds ${r.each.map((v) => `${v.toFixed(2)}x`).join(', ')})`;
+};
+
+/** Section 6, from bench/cluster.ts's results. */
+function clusterSection(c: ClusterResults, mode: 'quick' | 'full'): string {
+  const s = c.settings;
+  const [ack0, ack1] = [c.wait.find((w) => w.ack === 0)!, c.wait.find((w) => w.ack === 1)!];
+  const [one, three] = [c.masters.find((m) => m.masters === 1)!, c.masters.find((m) => m.masters === 3)!];
+  const e = c.expiry;
+  const l = e.summary.lateMs;
+  const waitRows = c.wait.map((w) => [w.ack, fmt(w.load.rps), w === ack0 ? '1.00x' : versus(w, ack0), w.load.latencyMs.p50, w.load.latencyMs.p99, w.load.latencyMs.max,
+    fmt(w.purchases), fmt(w.waitCalls), w.waitCalls > 0 ? `${(w.waitCalls / w.purchases).toFixed(4)} (${fmt(w.purchases / w.waitCalls)})` : '-', w.correct ? 'yes' : '**no**',
+    w.rounds.map(fmt).join(' / '), w.p99Rounds.join(' / '), costs(w)]);
+  const masterCpu = (m: Measured, n: number) => Math.max(...Array.from({ length: n }, (_, i) => cpuOf(m, `master${i + 1}`)));
+  const mastersRows = c.masters.map((m) => [m.masters === 1 ? '1 master' : `${m.masters} masters`, fmt(m.load.rps), m === one ? '1.00x' : versus(m, one),
+    m.load.latencyMs.p50, m.load.latencyMs.p99, m.load.latencyMs.max, fmt(m.load.statuses['202'] ?? 0), m.correct ? 'yes' : '**no**',
+    m.cpuSPer10k.join(' / '), m.cpuSPer10k.reduce((a, b) => a + b, 0).toFixed(2), m.rounds.map(fmt).join(' / '), m.p99Rounds.join(' / '), costs(m)]);
+  const busiest = (m: Measured) => m.load.procs.reduce((a, b) => (b.cpuPct > a.cpuPct ? b : a));
+  const who = (m: Measured) => (busiest(m).name === 'server' ? 'API' : busiest(m).name);
+  const total = (m: Measured) => m.load.procs.reduce((n, p) => n + p.cpuPct, 0);
+  const apiLimits = busiest(one).name === 'server' && busiest(three).name === 'server' && masterCpu(one, 1) < 60;
+  // How far apart one setting's own rounds were: the noise a difference between settings must beat.
+  const spread = (m: Measured) => Math.round((Math.max(...m.rounds) / Math.min(...m.rounds) - 1) * 100);
+  const ratio = roundRatio(ack1, ack0).median;
+  return ['## 6. Redis Cluster and replication', '',
+    `\`bench/cluster.ts\` (${mode} run), loopback only, on the ${c.cores} cores every other process shares: the product as in section 1 (API, order-writer and expiry-listener processes, \`AUTH_MODE=trusted-header\`), every buyer wins (stock >= buyers), concurrency ${s.connections}, a warm-up of ${fmt(s.warmupBuyers)} buyers first, ${s.rounds} round(s) per setting with the order of the settings alternated each round; the median round is shown and every round is listed. Ratios are round by round.`,
+    '',
+    `**What WAIT costs.** One master and one replica (two \`redis-server\`s, \`--replicaof\`), the same servers for both settings (flushed between runs), one sale, ${fmt(s.buyers)} buyers. With \`REDIS_MIN_REPLICAS_ACK=1\` a purchase is answered 202 only after a WAIT says the replica has it; WAITs are group-committed (\`shared/replication.ts\`), so "WAITs per purchase" is \`INFO commandstats\` cmdstat_wait calls on the master during the crowd over the purchases answered 202.`,
+    '',
+    table(['REDIS_MIN_REPLICAS_ACK', 'purchases/s', 'vs 0', 'p50 ms', 'p99 ms', 'max ms', '202', 'WAIT calls', 'WAITs per purchase (purchases per WAIT)', 'correct', 'rounds purchases/s', 'rounds p99 ms', 'CPU % of a core / peak RSS'], waitRows),
+    '',
+    `With ACK=1 one WAIT confirmed ${ack1.waitCalls > 0 ? fmt(ack1.purchases / ack1.waitCalls) : '?'} purchases on average, and purchases/s were ${ratio.toFixed(2)}x those of ACK=0 (p99 ${ack1.load.latencyMs.p99} against ${ack0.load.latencyMs.p99} ms); ACK=0's own rounds differed by ${spread(ack0)}% and ACK=1's by ${spread(ack1)}%, so a difference smaller than that is noise. What limits these figures: the busiest process was the ${who(ack0)} (API ${cpuOf(ack0, 'server')}% and ${cpuOf(ack1, 'server')}% of a core, ACK 0 / 1), the master used ${cpuOf(ack0, 'redis')}% / ${cpuOf(ack1, 'redis')}%, the replica ${cpuOf(ack0, 'replica')}% / ${cpuOf(ack1, 'replica')}%, all processes together ${total(ack0)}% / ${total(ack1)}% of the ${c.cores * 100}% the cores give. The replica is on the same loopback and cores, so its acknowledgement costs almost no network time here; a replica on another host would add its round trip to each group's answers (not measured here).`,
+    '',
+    `**1 master against 3, many sales.** A Redis Cluster of 1 master (every slot) and one of 3 (\`tools/redis-cluster.ts\`, no replicas), ${s.sales} sales placed ${s.sales / 3} on each master of the 3, ${fmt(s.buyers)} buyers, each request buying from a random sale (\`bench/wrk/purchase.lua\` with a random path per request). Redis CPU: \`INFO cpu\` used_cpu_user + used_cpu_sys of each master from the crowd's start until the writer had drained it (the purchase script plus the writer's claim and ack), per 10,000 purchases. Pinning: ${c.pinning}.`,
+    '',
+    table(['cluster', 'purchases/s', 'vs 1 master', 'p50 ms', 'p99 ms', 'max ms', '202', 'correct', 'Redis CPU s per 10k purchases, each master', 'all masters', 'rounds purchases/s', 'rounds p99 ms', 'CPU % of a core / peak RSS'], mastersRows),
+    '',
+    `What limits these figures: the API process used ${cpuOf(one, 'server')}% of a core with 1 master and ${cpuOf(three, 'server')}% with 3; the busiest master ${masterCpu(one, 1)}% and ${masterCpu(three, 3)}%; all processes together ${total(one)}% and ${total(three)}% of the ${c.cores * 100}% the cores give. ${apiLimits ? 'The API process, not Redis, is the limit on this machine: it is the busiest process on cores that are nearly full, while the one master used well under a core, so spreading the sales over three cannot raise throughput here; what the second and third master change is where Redis spends its CPU, and the CPU per purchase summed over the masters shows what the cluster costs.' : `The busiest process was the ${who(one)} with 1 master and the ${who(three)} with 3.`} Capacity beyond one master needs a core (or a host) per master, which this machine does not have.`,
+    '',
+    `**Expiry on the cluster.** ${fmt(e.summary.orders)} pending orders as the writer leaves them (rows, expiry keys, deadlines entries) on ${e.sales} sales over ${e.masters} masters (${e.ordersPerMaster.map(fmt).join(' / ')} orders), deadlines spread evenly over ${e.summary.windowS} s and across the sales, closed by the product's \`ExpiryListener\` (in the bench process, on a cluster client: one expired-event subscription per node, nudger every ${e.summary.nudgeMs} ms). Lateness = closed_at - expires_at from Postgres's clock; no replay runs, so every close is the listener's.`,
+    '',
+    table(['cluster', 'orders', 'closed', 'early', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'stock back p99 ms', 'closes/s mean / peak', 'expired events received', 'closed by the listener', 'catch-up sweeps', 'expired keys, each master'],
+      [[`${e.masters} masters`, fmt(e.summary.orders), fmt(e.summary.closed), e.summary.closedEarly, l.p50 ?? 'n/a', l.p90 ?? 'n/a', l.p99 ?? 'n/a', l.max ?? 'n/a', e.summary.stockBackP99Ms ?? 'n/a',
+        `${fmt(e.summary.closesPerSecond.mean)} / ${fmt(e.summary.closesPerSecond.peak)}`, fmt(e.summary.events), fmt(e.summary.closedByListener), e.catchUps, e.expiredPerMaster.map(fmt).join(' / ')]]),
+    '',
+    `What limits this figure: deadlines arrive at ${fmt(e.summary.orders / e.summary.windowS)}/s; a due key is expired by the nudger within one period (${e.summary.nudgeMs} ms) or by Redis's own sampling, its event reaches the listener from that master's subscription, and the close is a Postgres update plus a restore script per order on its master. ${e.catchUps === 0 ? 'No catch-up sweep ran, so every close came from an expired event.' : `${e.catchUps} catch-up sweep(s) ran (a node gained or a connection back), so some closes may have come from a sweep, not an event.`}`,
+    ''].join('\n');
+}
+
 export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>): string {
   const r = saved.full ?? saved.quick!;
   const out: string[] = [
@@ -131,6 +187,8 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
   }
   const jwt = jwtSection();
   if (jwt) out.push(jwt);
+  const cluster = r.cluster ? { c: r.cluster, mode: r.mode } : saved.quick?.cluster ? { c: saved.quick.cluster, mode: 'quick' as const } : undefined;
+  if (cluster) out.push(clusterSection(cluster.c, cluster.mode));
   out.push('## Targets: what limits each, and what was changed', '', analysis(r), '');
   return `${out.join('\n')}\n`;
 }

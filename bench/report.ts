@@ -1,5 +1,6 @@
 // BENCHMARKS.md from the results of `npm run bench` (bench/results/bench.json holds the latest
 // full and quick runs): the machine, the settings, the headline targets, then every figure.
+import type { ClusterResults } from './cluster.js';
 import type { CaseResult, TimelinessRun } from './expiry.js';
 import type { GrowthRow, MemoryResult } from './cost.js';
 import type { Machine } from './machine.js';
@@ -18,13 +19,15 @@ export interface BenchResults {
   writer?: WriterResult[];
   expiry?: { timeliness: TimelinessRun | null; spread: CaseResult[]; burst: CaseResult[] };
   cost?: { memory: MemoryResult; growth: GrowthRow[] };
+  /** Replication (REDIS_MIN_REPLICAS_ACK) and Redis Cluster: bench/cluster.ts. */
+  cluster?: ClusterResults;
 }
 
 const n = (v: number) => Math.round(v).toLocaleString('en-US');
 const x = (v: number) => `${v.toFixed(2)}x`;
 const pct = (v: number) => `${Math.round(v * 100)}%`;
 const row = (cells: (string | number)[]) => `| ${cells.join(' | ')} |`;
-const table = (head: string[], rows: (string | number)[][], align?: string[]) =>
+export const table = (head: string[], rows: (string | number)[][], align?: string[]) =>
   [row(head), row(align ?? head.map((_, i) => (i === 0 ? '---' : '---:'))), ...rows.map(row)].join('\n');
 
 export interface Target { what: string; target: string; measured: string; met: boolean | null }

@@ -1,9 +1,10 @@
-// `npm run bench [-- --quick] [--only purchase,writer,expiry,cost] [--render]`: starts its own
+// `npm run bench [-- --quick] [--only purchase,writer,expiry,cost,cluster] [--render]`: starts its own
 // Postgres and Redis servers, runs each comparison, saves bench/results/bench.json and writes
 // BENCHMARKS.md (--render: only rewrites BENCHMARKS.md from the saved results).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { document } from './document.js';
+import { runCluster } from './cluster.js';
 import { measureMemory, runGrowth } from './cost.js';
 import { runCase, runTimeliness, TIMELINESS_PRESET, type CaseSpec } from './expiry.js';
 import { Cleanup, progress, startBenchPostgres } from './harness.js';
@@ -23,7 +24,7 @@ if (flags.render) {
   writeFileSync(benchmarksFile, document(JSON.parse(readFileSync(resultsFile, 'utf8')) as Partial<Record<'quick' | 'full', BenchResults>>));
   process.exit(0);
 }
-const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost').split(','));
+const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost,cluster').split(','));
 
 const P = quick
   ? {
@@ -36,6 +37,7 @@ const P = quick
     burst: { kind: 'burst', orders: 20_000, windowS: 300, noise: 100_000, leadS: 10, graceS: 20 } as CaseSpec,
     growth: { buyers: 20_000, stock: 1_000, concurrencies: [100, 500, 2000], ratios: [1, 10, 100], warmupBuyers: 5_000 },
     memoryWinners: 20_000,
+    cluster: { buyers: 20_000, warmupBuyers: 5_000, connections: 500, rounds: 2, sales: 30, expiry: { orders: 5_000, windowS: 5, leadS: 6, graceS: 20 } },
   }
   : {
     purchase: { stock: 10_000, buyers: 200_000, connections: 500, rounds: 3, warmupBuyers: 20_000 },
@@ -46,10 +48,11 @@ const P = quick
     burst: { kind: 'burst', orders: 50_000, windowS: 300, noise: TIMELINESS_PRESET.full.noise, leadS: 30, graceS: 60 } as CaseSpec,
     growth: { buyers: 200_000, stock: 10_000, concurrencies: [100, 500, 2000], ratios: [1, 10, 100], warmupBuyers: 20_000 },
     memoryWinners: 100_000,
+    cluster: { buyers: 40_000, warmupBuyers: 10_000, connections: 500, rounds: 3, sales: 30, expiry: { orders: 20_000, windowS: 5, leadS: 10, graceS: 30 } },
   };
 
 const wrk = wrkVersion();
-if (!wrk && (parts.has('purchase') || parts.has('cost'))) {
+if (!wrk && (parts.has('purchase') || parts.has('cost') || parts.has('cluster'))) {
   console.error(`wrk (the load generator) is not installed. Install it with:\n\n  ${WRK_INSTALL}\n\nor run only the parts that need no load generator: npm run bench -- --only writer,expiry`);
   process.exit(2);
 }
@@ -83,6 +86,7 @@ try {
     const growth = await runGrowth(pg, P.growth);
     results.cost = { memory, growth };
   }
+  if (parts.has('cluster')) results.cluster = await runCluster(pg, P.cluster);
   results.seconds = Math.round((performance.now() - started) / 1000);
 
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
