@@ -4,7 +4,7 @@
 // orders close on a 3-master cluster. Two cores run every server, the load generator and the
 // product, so only ratios of the same run hold.
 import { randomUUID } from 'node:crypto';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +21,8 @@ import { startRedis } from '../tools/local-stack.js';
 import { ask, field, startCluster, startNode, unusedPort, waitFor, type RedisNode } from '../tools/redis-cluster.js';
 import { Cleanup, cli, freePort, freshDatabase, progress, sleep, spawnNode, type BenchPostgres } from './harness.js';
 import { runLoad, type LoadResult } from './load.js';
-import { Monitor, type Watched } from './procstat.js';
+import { PRODUCT_ENV } from './stacks.js';
+import type { Watched } from './procstat.js';
 import { lateness, redisCounters, summarize, type OrderTiming, type RedisCounters, type Summary } from './stats.js';
 
 export interface ClusterSettings {
@@ -39,9 +40,7 @@ export interface MastersRow extends Measured {
 export interface ClusterExpiry { masters: number; sales: number; summary: Summary; ordersPerMaster: number[]; expiredPerMaster: number[]; catchUps: number }
 export interface ClusterResults { settings: ClusterSettings; cores: number; pinning: string; wait: WaitRow[]; masters: MastersRow[]; expiry: ClusterExpiry }
 
-// As bench/stacks.ts runs the product: buyers from X-User-Id, no per-client connection cap.
-const PRODUCT_ENV = { AUTH_MODE: 'trusted-header', MAX_CONNECTIONS_PER_CLIENT: '0' };
-
+/** The product as bench/stacks.ts runs it (PRODUCT_ENV): API, writer and listener processes. */
 async function startProduct(env: Record<string, string>, cleanup: Cleanup): Promise<{ port: number; watch: Watched[] }> {
   const port = await freePort();
   const e = { PORT: String(port), ...PRODUCT_ENV, ...env };
@@ -196,36 +195,6 @@ function randomSaleScript(dir: string, saleIds: string[]): string {
   return file;
 }
 
-/** runLoad (bench/load.ts) with another wrk script: the same arguments, hold and BENCH_JSON result. */
-async function runScript(script: string, url: string, o: { buyers: number; connections: number; prefix: string; watch: Watched[] }): Promise<LoadResult> {
-  const hold = 1000;
-  const args = ['-t1', `-c${o.connections}`, '-d900s', '--timeout', '30s', '-s', script, url, '--', String(o.buyers), o.prefix, String(o.connections), String(hold)];
-  const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
-  child.stderr.on('data', (c: Buffer) => { out += c.toString(); });
-  const exited = new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
-  await sleep(hold);
-  const monitor = new Monitor([{ name: 'wrk', pid: child.pid! }, ...o.watch]);
-  monitor.start();
-  const started = performance.now();
-  const code = await exited;
-  const procs = monitor.stop();
-  const line = /^BENCH_JSON (.*)$/m.exec(out)?.[1];
-  if (!line) throw new Error(`wrk ${args.join(' ')} gave no result (exit ${code}):\n${out}`);
-  const r = JSON.parse(line) as { cpu_ticks: number; answered: number; first_us: number; last_us: number; statuses: Record<string, number>; errors: LoadResult['errors']; latency_us: Record<keyof LoadResult['latencyMs'], number> };
-  if (r.answered < o.buyers) throw new Error(`wrk stopped after ${r.answered} of ${o.buyers} answers:\n${out}`);
-  procs.find((p) => p.name === 'wrk')!.cpuPct = Math.round((r.cpu_ticks / 100 / ((performance.now() - started) / 1000)) * 100);
-  const ms = (us: number) => Math.round(us / 100) / 10;
-  const l = r.latency_us;
-  const seconds = (r.last_us - r.first_us) / 1e6;
-  return {
-    buyers: o.buyers, connections: o.connections, answered: r.answered, seconds: Math.round(seconds * 100) / 100, rps: Math.round(r.answered / seconds),
-    statuses: r.statuses, errors: r.errors, procs,
-    latencyMs: { p50: ms(l.p50), p90: ms(l.p90), p99: ms(l.p99), p999: ms(l.p999), max: ms(l.max), mean: ms(l.mean) },
-  };
-}
-
 /** Each master on a core of its own, where that still leaves two cores to the API and wrk. */
 function pinMasters(clusters: TestCluster[]): string {
   const cores = cpus().length;
@@ -251,11 +220,11 @@ async function measureMasters(pg: BenchPostgres, s: ClusterSettings, clusters: T
         const stack = await startProduct({ DATABASE_URL: db.url, REDIS_CLUSTER_NODES: c.seeds }, run);
         for (const [id, stock] of stocks) await createSale(db.pool, c.client, parseSaleInput({ id, name: id, stock, paymentWindowSeconds: 3600 }));
         const url = `http://127.0.0.1:${stack.port}/`;
-        await runScript(script, url, { buyers: s.warmupBuyers, connections: s.connections, prefix: 'warm-', watch: [] });
+        await runLoad(url, { script, buyers: s.warmupBuyers, connections: s.connections, prefix: 'warm-', watch: [] });
         await drained(c.client, saleIds);
         const before = await Promise.all(c.nodes.map((n) => cpuSeconds(n.port)));
         const watch = [...stack.watch, ...c.nodes.map((n, i) => ({ name: `master${i + 1}`, pid: n.pid })), { name: 'postgres', pid: pg.pid, tree: true }];
-        const load = await runScript(script, url, { buyers: s.buyers, connections: s.connections, prefix: 'buyer-', watch });
+        const load = await runLoad(url, { script, buyers: s.buyers, connections: s.connections, prefix: 'buyer-', watch });
         await drained(c.client, saleIds);
         const after = await Promise.all(c.nodes.map((n) => cpuSeconds(n.port)));
         const correct = await allWon(db.pool, c.client, stocks, s.buyers, load);

@@ -48,7 +48,7 @@ export interface Stack {
 }
 
 // wrk opens up to 2,000 connections from one address: no per-client cap.
-const PRODUCT_ENV = { AUTH_MODE: 'trusted-header', MAX_CONNECTIONS_PER_CLIENT: '0' };
+export const PRODUCT_ENV = { AUTH_MODE: 'trusted-header', MAX_CONNECTIONS_PER_CLIENT: '0' };
 
 async function outcome(pool: Pool, saleId: string, left: number): Promise<Outcome> {
   const res = await pool.query<{ orders: number; units: number; max_per_user: number; sellout_s: number }>(

@@ -1,6 +1,6 @@
 // The conservation check: every unit of a sale's stock is in exactly one place.
 //   Redis available + queued + pending + paid + restoring = total
-// (restoring: expired in Postgres, not yet back in RedisClient). Redis is read at one instant (a
+// (restoring: expired in Postgres, not yet back in Redis). Redis is read at one instant (a
 // script); Postgres is then counted only up to that instant's purchase number, so purchases,
 // writes, payments and restores running meanwhile cannot skew the sum.
 import type { RedisClient } from './redis.js';

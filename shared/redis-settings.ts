@@ -1,11 +1,11 @@
-// What the product needs of a RedisClient, checked by every process at start: keys must never be
+// What the product needs of a Redis, checked by every process at start: keys must never be
 // evicted (a lost stock counter, buy count or expiry key is silent data loss), and the data should
 // survive a restart (AOF, or a replica to fail over to).
 import type { Redis } from 'ioredis';
 import { masterNodes, type RedisClient } from './redis.js';
 import type { Logger } from './logger.js';
 
-/** A setting's value, or null where CONFIG is refused (managed RedisClient, renamed or ACL-denied). */
+/** A setting's value, or null where CONFIG is refused (managed Redis, renamed or ACL-denied). */
 export async function configGet(redis: RedisClient, name: string): Promise<string | null> {
   try {
     const res = (await redis.config('GET', name)) as string[];
@@ -15,7 +15,7 @@ export async function configGet(redis: RedisClient, name: string): Promise<strin
   }
 }
 
-/** Throws (exit 1) on an evicting RedisClient; warns where the setting cannot be read or nothing persists. */
+/** Throws (exit 1) on an evicting Redis; warns where the setting cannot be read or nothing persists. */
 export async function checkRedisSettings(redis: RedisClient, logger: Logger): Promise<void> {
   const policy = await configGet(redis, 'maxmemory-policy');
   if (policy === null) {

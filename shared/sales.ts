@@ -1,4 +1,4 @@
-// Sales: validated input, creation in Postgres plus loading into RedisClient, and the public view.
+// Sales: validated input, creation in Postgres plus loading into Redis, and the public view.
 import { randomBytes } from 'node:crypto';
 import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
@@ -116,7 +116,7 @@ export async function loadSaleIntoRedis(redis: RedisClient, sale: Sale): Promise
   return loaded;
 }
 
-/** Creates the sale in Postgres and loads it into RedisClient; Redis failing rolls the row back. */
+/** Creates the sale in Postgres and loads it into Redis; Redis failing rolls the row back. */
 export async function createSale(pool: Pool, redis: RedisClient, sale: Sale): Promise<void> {
   await withTransaction(pool, async (client) => {
     const res = await client.query(

@@ -2,7 +2,7 @@
 // order's expiry key. The batch sits in this writer's own processing list until it is written and
 // acknowledged; a writer that dies holding one is re-driven by whoever sees its lease run out.
 // A sale whose batch fails on its own (its row missing in Postgres, a row Postgres refuses) is set
-// aside with a backoff of its own, its batch held in RedisClient, while every other sale keeps draining.
+// aside with a backoff of its own, its batch held in Redis, while every other sale keeps draining.
 // A failed pass is retried by what failed (daemon.ts Retries): a server away without limit, a bug
 // in our own code a few times in a row, then the writer gives up and its process exits 1.
 import type { RedisClient } from './redis.js';
