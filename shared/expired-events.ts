@@ -10,7 +10,7 @@ import { Cluster, Redis } from 'ioredis';
 import { delay } from './daemon.js';
 import { EXPIRED_PATTERN, probeKey } from './keys.js';
 import type { Logger } from './logger.js';
-import { duplicateRedis, type RedisClient } from './redis.js';
+import { duplicateRedis, nodeName, type RedisClient } from './redis.js';
 
 /** How often the set of subscribers is compared with the slot map, besides every refresh. */
 const SYNC_MS = 1000;
@@ -85,9 +85,9 @@ export class ExpiredEventSources {
     let gap = false;
     const cluster = this.cluster;
     const wanted = new Map<string, Redis>(cluster
-      ? cluster.nodes('all').map((n) => [`${n.options.host}:${n.options.port}`, n])
+      ? cluster.nodes('all').map((n) => [nodeName(n), n])
       : [['server', this.deps.redis as Redis]]);
-    const masters = new Set(cluster ? cluster.nodes('master').map((n) => `${n.options.host}:${n.options.port}`) : ['server']);
+    const masters = new Set(cluster ? cluster.nodes('master').map(nodeName) : ['server']);
     for (const key of this.sources.keys()) if (!wanted.has(key)) await this.drop(key);
     for (const [key, node] of wanted) {
       try {

@@ -2,7 +2,7 @@
 // evicted (a lost stock counter, buy count or expiry key is silent data loss), and the data should
 // survive a restart (AOF, or a replica to fail over to).
 import type { Redis } from 'ioredis';
-import { masterNodes, type RedisClient } from './redis.js';
+import { masterNodes, nodeName, type RedisClient } from './redis.js';
 import type { Logger } from './logger.js';
 
 /** A setting's value, or null where CONFIG is refused (managed Redis, renamed or ACL-denied). */
@@ -15,8 +15,13 @@ export async function configGet(redis: RedisClient, name: string): Promise<strin
   }
 }
 
-/** Throws (exit 1) on an evicting Redis; warns where the setting cannot be read or nothing persists. */
+/** Throws (exit 1) on an evicting Redis; warns where a setting cannot be read or nothing persists. Every master of a cluster is checked. */
 export async function checkRedisSettings(redis: RedisClient, logger: Logger): Promise<void> {
+  const masters = masterNodes(redis);
+  for (const node of masters) await checkNode(node, masters.length > 1 ? logger.child({ node: nodeName(node) }) : logger);
+}
+
+async function checkNode(redis: Redis, logger: Logger): Promise<void> {
   const policy = await configGet(redis, 'maxmemory-policy');
   if (policy === null) {
     logger.warn('cannot read maxmemory-policy (CONFIG is refused): make sure it is noeviction in redis.conf or your provider\'s Redis parameters; with eviction, Redis may drop stock counters, buyers\' counts and expiry keys');

@@ -80,6 +80,9 @@ export function masterNodes(redis: RedisClient): Redis[] {
   return redis instanceof Cluster ? redis.nodes('master') : [redis];
 }
 
+/** A node as the slot map names it: host:port. */
+export const nodeName = (node: Redis) => `${node.options.host}:${node.options.port}`;
+
 /**
  * Every master answers: one server's PING, or on a cluster each master's (a cluster is only as
  * ready as its least available master, since any sale may live there).
@@ -93,7 +96,7 @@ export async function pingMasters(redis: RedisClient): Promise<void> {
   const masters = redis.nodes('master');
   if (masters.length === 0) throw new Error('the cluster has no master in its slot map');
   await Promise.all(masters.map((node) => node.ping().catch((err: Error) => {
-    throw new Error(`master ${node.options.host}:${node.options.port}: ${err.message}`);
+    throw new Error(`master ${nodeName(node)}: ${err.message}`);
   })));
 }
 
