@@ -15,13 +15,18 @@ export async function masterOf(env: TestEnv, saleId: string): Promise<string> {
   return cluster.slots[slot]![0]!;
 }
 
-/** `perMaster` sales on each of the given masters (ids tried until every master has its share). */
-export async function salesOnEveryMaster(env: TestEnv, masters: string[], perMaster: number, prefix: string, fields: Record<string, unknown>): Promise<Map<string, Sale[]>> {
-  // The client's slot map may be a refresh behind the fault the test just made.
-  await new Promise<void>((resolve, reject) => (env.redis as RedisCluster).refreshSlotsCache((err) => (err ? reject(err) : resolve())));
+/**
+ * `perMaster` sales on each master the env's client sees serving slots now (or only on `only`),
+ * ids tried until every master has its share. The slot map is refreshed first: it may be a refresh
+ * behind the fault the test just made, and a node's CLUSTER NODES may lag the client's map.
+ */
+export async function salesOnEveryMaster(env: TestEnv, perMaster: number, prefix: string, fields: Record<string, unknown>, only?: string[]): Promise<Map<string, Sale[]>> {
+  const cluster = env.redis as RedisCluster;
+  await new Promise<void>((resolve, reject) => cluster.refreshSlotsCache((err) => (err ? reject(err) : resolve())));
+  const masters = only ?? [...new Set(cluster.slots.map((owners) => owners[0]!))];
   const placed = new Map<string, string[]>(masters.map((m) => [m, []]));
   for (let i = 0; [...placed.values()].some((ids) => ids.length < perMaster); i++) {
-    assert.ok(i < 10_000, 'no sale ids found for every master');
+    assert.ok(i < 10_000, `no sale ids found for every master of ${masters.join(', ')}`);
     const id = `${prefix}-${i}`;
     const ids = placed.get(await masterOf(env, id));
     if (ids && ids.length < perMaster) ids.push(id);
