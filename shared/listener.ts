@@ -100,13 +100,17 @@ export class ExpiryListener {
     this.track(() => this.close(ids));
   }
 
-  /** Runs a close in the background; a failure runs it again after the backoff its class gets. */
+  /**
+   * Runs a close in the background; a failure is followed, after the backoff its class gets, by a
+   * sweep rather than the same task: a close that failed once Postgres had it (a restore no replica
+   * confirmed, say) leaves orders expired but unrestored, which its ids would no longer select.
+   */
   private track(task: () => Promise<void>): void {
     const tracked = task().then(
       () => this.closeRetries.succeeded(),
       (err: unknown) => {
         const retryInMs = this.closeRetries.failed(err, 'closing expired orders failed');
-        if (retryInMs !== null) this.later(retryInMs, () => this.track(task));
+        if (retryInMs !== null) this.later(retryInMs, () => this.track(() => this.catchUp()));
       },
     );
     this.inFlight.add(tracked);

@@ -48,9 +48,9 @@ export class Purchaser {
   private async confirm(saleId: string, orderId: string): Promise<void> {
     const acks = replicaAcksOf(this.redis);
     if (!acks) return;
-    const acked = await acks.acked(saleId);
-    if (acked >= acks.replicas) return;
-    throw new HttpError('unavailable', `Order ${orderId} was reserved but only ${acked} of ${acks.replicas} Redis replicas confirmed it in time, so a failover could lose it: check GET /api/orders/${orderId} before buying again.`);
+    const { acked, required } = await acks.acked(saleId);
+    if (acked >= required) return;
+    throw new HttpError('unavailable', `Order ${orderId} was reserved but only ${acked} of ${required} Redis replicas confirmed it in time, so a failover could lose it: check GET /api/orders/${orderId} before buying again.`);
   }
 
   /** Stock came back (an order expired): stop answering sold_out from memory. */

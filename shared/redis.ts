@@ -66,6 +66,19 @@ export function createRedis(where: RedisTarget | string, options: RedisOptions =
   return redis;
 }
 
+/**
+ * Closes a connection once the replies it waits for are in. quit() alone leaves a Sentinel
+ * client's failover detector connected to the sentinels (ioredis 6), reconnecting forever and
+ * keeping the process alive; disconnect() after it closes those too.
+ */
+export async function quitRedis(redis: RedisClient): Promise<void> {
+  try {
+    await redis.quit();
+  } finally {
+    redis.disconnect();
+  }
+}
+
 /** Another connection to the same Redis (a subscriber), with `options` on top. */
 export function duplicateRedis(redis: RedisClient, options: RedisOptions = {}): RedisClient {
   if (redis instanceof Cluster) {

@@ -11,8 +11,14 @@ import { UnavailableError } from './errors.js';
 import { saleKeys } from './keys.js';
 import type { RedisClient } from './redis.js';
 
+/** A WAIT's answer: how many replicas have the writes, and how many were required when it was sent. */
+export interface Acks {
+  acked: number;
+  required: number;
+}
+
 interface Waiter {
-  resolve(acked: number): void;
+  resolve(acks: Acks): void;
   reject(err: unknown): void;
 }
 
@@ -28,18 +34,20 @@ export class ReplicaAcks {
     private readonly redis: RedisClient,
     readonly replicas: number,
     readonly timeoutMs: number,
+    /** Replicas that must have a write beyond `replicas`, where the topology says so (Sentinel). */
+    private readonly healthy: () => number = () => 0,
   ) {}
 
   /**
    * How many replicas have every write this client made to `saleId`'s node before this call (up to
-   * `replicas`, waiting at most `timeoutMs`). Call it once the write's reply is in.
+   * the number required, waiting at most `timeoutMs`). Call it once the write's reply is in.
    */
-  acked(saleId: string): Promise<number> {
+  acked(saleId: string): Promise<Acks> {
     const key = this.redis instanceof Cluster ? saleId : '';
     let group = this.groups.get(key);
     if (!group) this.groups.set(key, (group = { inFlight: false, waiting: [] }));
     const g = group;
-    return new Promise<number>((resolve, reject) => {
+    return new Promise<Acks>((resolve, reject) => {
       g.waiting.push({ resolve, reject });
       if (!g.inFlight) this.send(key, g, saleId);
     });
@@ -49,8 +57,9 @@ export class ReplicaAcks {
     const batch = g.waiting;
     g.waiting = [];
     g.inFlight = true;
-    this.wait(saleId).then(
-      (acked) => batch.forEach((w) => w.resolve(acked)),
+    const required = Math.max(this.replicas, this.healthy());
+    this.wait(saleId, required).then(
+      (acked) => batch.forEach((w) => w.resolve({ acked, required })),
       (err: unknown) => batch.forEach((w) => w.reject(err)),
     ).finally(() => {
       g.inFlight = false;
@@ -59,10 +68,10 @@ export class ReplicaAcks {
     });
   }
 
-  private async wait(saleId: string): Promise<number> {
-    if (!(this.redis instanceof Cluster)) return this.redis.wait(this.replicas, this.timeoutMs);
+  private async wait(saleId: string, replicas: number): Promise<number> {
+    if (!(this.redis instanceof Cluster)) return this.redis.wait(replicas, this.timeoutMs);
     // WAIT names no key: a key of the sale in the same pipeline sends it to that sale's node.
-    const res = (await this.redis.pipeline().exists(saleKeys(saleId).meta).wait(this.replicas, this.timeoutMs).exec()) ?? [];
+    const res = (await this.redis.pipeline().exists(saleKeys(saleId).meta).wait(replicas, this.timeoutMs).exec()) ?? [];
     for (const [err] of res) if (err) throw err;
     return res[1]![1] as number;
   }
@@ -71,8 +80,8 @@ export class ReplicaAcks {
 const required = new WeakMap<RedisClient, ReplicaAcks>();
 
 /** REDIS_MIN_REPLICAS_ACK for this client: every process sets it once, where it connects. */
-export function requireReplicaAcks(redis: RedisClient, replicas: number, timeoutMs: number): void {
-  if (replicas > 0) required.set(redis, new ReplicaAcks(redis, replicas, timeoutMs));
+export function requireReplicaAcks(redis: RedisClient, replicas: number, timeoutMs: number, healthy?: () => number): void {
+  if (replicas > 0) required.set(redis, new ReplicaAcks(redis, replicas, timeoutMs, healthy));
 }
 
 /** The confirmation this client's writes need, if any. */
@@ -85,9 +94,7 @@ export const replicaAcksOf = (redis: RedisClient): ReplicaAcks | undefined => re
 export async function confirmReplicated(redis: RedisClient, saleIds: Iterable<string>): Promise<void> {
   const acks = replicaAcksOf(redis);
   if (!acks) return;
-  const counts = await Promise.all([...new Set(saleIds)].map((id) => acks.acked(id)));
-  const short = Math.min(...counts);
-  if (short < acks.replicas) {
-    throw new UnavailableError(`only ${short} of REDIS_MIN_REPLICAS_ACK=${acks.replicas} replicas confirmed within ${acks.timeoutMs} ms`);
-  }
+  const answers = await Promise.all([...new Set(saleIds)].map((id) => acks.acked(id)));
+  const short = answers.find((a) => a.acked < a.required);
+  if (short) throw new UnavailableError(`only ${short.acked} of ${short.required} replicas confirmed within ${acks.timeoutMs} ms`);
 }

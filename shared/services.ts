@@ -6,9 +6,10 @@ import { closeAll, delay } from './daemon.js';
 import { createPool, type Pool } from './db.js';
 import type { Logger } from './logger.js';
 import { countBackendError } from './metrics.js';
-import { createRedis, pingMasters } from './redis.js';
+import { createRedis, pingMasters, quitRedis } from './redis.js';
 import { checkRedisSettings } from './redis-settings.js';
 import { requireReplicaAcks } from './replication.js';
+import { SentinelReplicas } from './sentinel-replicas.js';
 
 export interface Connections {
   pool: Pool;
@@ -25,7 +26,9 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
   const pool = createPool(databaseUrl, opts.poolSize ?? 10);
   pool.on('error', (err) => countBackendError(err, 'postgres'));
   const redis = createRedis(target, opts.redis);
-  requireReplicaAcks(redis, config.redisMinReplicasAck, config.redisWaitTimeoutMs);
+  // On Sentinel every replica the sentinels see healthy must confirm too (see sentinel-replicas.ts).
+  const replicas = target.kind === 'sentinel' && config.redisMinReplicasAck > 0 ? new SentinelReplicas(target, logger) : undefined;
+  requireReplicaAcks(redis, config.redisMinReplicasAck, config.redisWaitTimeoutMs, replicas && (() => replicas.healthy()));
   const where = { single: 'REDIS_URL', cluster: 'REDIS_CLUSTER_NODES', sentinel: 'REDIS_SENTINELS' }[target.kind];
   let lastRedisError = '';
   redis.on('error', (err) => {
@@ -33,14 +36,16 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
     if (err.message !== lastRedisError) logger.warn({ err: err.message }, 'redis connection error');
     lastRedisError = err.message;
   });
-  const close = () => closeAll(logger, [['redis', () => redis.quit()], ['postgres', () => pool.end()]]);
+  const close = () => closeAll(logger, [['sentinels', () => replicas?.stop()], ['redis', () => quitRedis(redis)], ['postgres', () => pool.end()]]);
   try {
     await waitUntil(config.startupTimeoutMs, () => pool.query('select 1'), (err) => `Postgres at DATABASE_URL is unusable: ${err}`);
     // The connection's own error (NOAUTH, WRONGPASS, ECONNREFUSED) says more than a command's
     // ("Stream isn't writeable" where commands are not queued).
     await waitUntil(config.startupTimeoutMs, () => withTimeout(pingMasters(redis), 2000, 'no answer within 2 s'), (err) => `Redis at ${where} is unusable: ${lastRedisError || err}`);
     await checkRedisSettings(redis, logger);
+    await replicas?.start();
   } catch (err) {
+    await replicas?.stop();
     // Not quit(): on a connection that never came up it waits forever, and with nothing else
     // pending the process would end with exit code 0.
     redis.disconnect();

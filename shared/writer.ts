@@ -17,6 +17,7 @@ import type { Logger } from './logger.js';
 import { writeOrders } from './order-queries.js';
 import { metrics } from './metrics.js';
 import { ackBatch, claimBatch } from './redis.js';
+import { confirmReplicated } from './replication.js';
 import { recoverDeadWriters } from './writer-lease.js';
 
 export interface WriterDeps {
@@ -146,6 +147,10 @@ export class OrderWriter {
     const { pool, redis, logger, config } = this.deps;
     const entries = await claimBatch(redis, saleId, config.writerId, config.writerBatchSize, Date.now() + config.writerLeaseMs);
     if (entries.length === 0) return 0;
+    // With REDIS_MIN_REPLICAS_ACK, an order is written only once the replicas have its reservation
+    // (the claim came after it, so confirming the claim confirms it): a reservation a failover
+    // then loses must not live on as an order, or the new master would sell its unit again.
+    await confirmReplicated(redis, [saleId]);
     // A re-driven batch may repeat an entry; one row per order id.
     const winners = [...new Map(entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w])).values()];
     const orderIds = winners.map((w) => w.orderId);

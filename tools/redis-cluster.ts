@@ -92,6 +92,8 @@ export interface LocalCluster {
   killMaster(master: RedisNode): Promise<RedisNode>;
   /** A new empty master, joined with `redis-cli --cluster add-node`, known to every node; with `replica`, a replica of it too. */
   addMaster(opts?: { replica?: boolean }): Promise<RedisNode>;
+  /** A new node, joined as a replica of `master`; resolves once it is in sync. */
+  addReplica(master: RedisNode): Promise<RedisNode>;
   /** Moves `slots` slots, keys and all, with `redis-cli --cluster reshard`. */
   reshard(from: RedisNode, to: RedisNode, slots: number): Promise<void>;
   stop(): Promise<void>;
@@ -183,12 +185,15 @@ export async function startCluster(dir: string, opts: { masters: number; replica
       const n = await start();
       await redisCli('--cluster', 'add-node', `127.0.0.1:${n.port}`, `127.0.0.1:${alive()[0]!.port}`);
       await waitFor(() => settled());
-      if (o.replica) {
-        const r = await start();
-        await redisCli('--cluster', 'add-node', `127.0.0.1:${r.port}`, `127.0.0.1:${n.port}`, '--cluster-slave', '--cluster-master-id', await id(n));
-        await waitFor(() => settled((seen) => (seen.some((e) => e.port === r.port && e.flags.includes('slave')) ? undefined : `did not see 127.0.0.1:${r.port} as a replica`)));
-      }
+      if (o.replica) await cluster.addReplica(n);
       return n;
+    },
+    async addReplica(master) {
+      const r = await start();
+      await redisCli('--cluster', 'add-node', `127.0.0.1:${r.port}`, `127.0.0.1:${master.port}`, '--cluster-slave', '--cluster-master-id', await id(master));
+      await waitFor(() => settled((seen) => (seen.some((e) => e.port === r.port && e.flags.includes('slave')) ? undefined : `did not see 127.0.0.1:${r.port} as a replica`)));
+      await waitFor(async () => (field(await ask<string>(r.port, 'INFO', 'replication'), 'master_link_status') === 'up' ? undefined : `replica 127.0.0.1:${r.port} did not get master_link_status:up`));
+      return r;
     },
     async reshard(from, to, slots) {
       const [fromId, toId] = [await id(from), await id(to)];

@@ -1,12 +1,49 @@
 // What the Cluster and Sentinel scenarios share: which master serves a sale, buying a batch of
 // orders over HTTP, and how late their closes were.
 import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Cluster as RedisCluster } from 'ioredis';
+import type { ConfigOverrides } from '../../shared/config.js';
 import { saleKeys } from '../../shared/keys.js';
 import type { Sale } from '../../shared/sales.js';
-import type { TestEnv } from './env.js';
+import { Cluster as Processes } from './cluster.js';
+import { testEnv, type TestEnv } from './env.js';
 import { newSale, runConcurrently, waitFor } from './fixtures.js';
 import { http } from './http.js';
+import { FaultLog } from './scenario.js';
+
+/**
+ * A local Redis set (Cluster or Sentinel) with the product's API, writer and listener on it
+ * (REDIS_MIN_REPLICAS_ACK=1; no replay, so every close on time is the daemons'), for one test file.
+ * KEEP_LOGS=<dir> keeps the processes' logs.
+ */
+export class OnTopology<T extends { stop(): Promise<void> }> {
+  topo!: T;
+  env!: TestEnv;
+  c!: Processes;
+  private dir = '';
+
+  constructor(private readonly name: string) {}
+
+  async start(start: (dir: string) => Promise<T>, redis: (topo: T) => ConfigOverrides): Promise<this> {
+    this.dir = mkdtempSync(join(tmpdir(), `flashsale-${this.name}-`));
+    this.topo = await start(this.dir);
+    this.env = await testEnv({ redisMinReplicasAck: 1 }, { redis: redis(this.topo) });
+    this.c = new Processes(this.env, new FaultLog(this.name), { REDIS_MIN_REPLICAS_ACK: '1', EXPIRY_NUDGE_MS: '50' });
+    await this.c.startAll([['api', 'api'], ['writer', 'order-writer'], ['listener', 'expiry-listener']]);
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    this.c?.killAll();
+    if (process.env.KEEP_LOGS && this.c) cpSync(this.c.logDir, process.env.KEEP_LOGS, { recursive: true });
+    await this.env?.close();
+    await this.topo?.stop();
+    if (this.dir) rmSync(this.dir, { recursive: true, force: true });
+  }
+}
 
 /** host:port of the master serving a sale's slot now (the env's client's slot map). */
 export async function masterOf(env: TestEnv, saleId: string): Promise<string> {
