@@ -2,7 +2,8 @@
 // Every app runs the compiled CLI. Without DATABASE_URL / REDIS_URL, a `servers` app runs local
 // Postgres and Redis on fixed ports (the other apps wait for them at start-up), and the apps use
 // random secrets generated once under the data directory. With real servers nothing is defaulted:
-// every app exits 2, naming the variable, until JWT_SECRET (or JWT_JWKS_URL) and ADMIN_TOKEN are set.
+// every app exits 2, naming the variable, until JWT_SECRET (or JWT_JWKS_URL) and ADMIN_TOKEN are set,
+// and the API until PAYMENT_WEBHOOK_SECRET is set too.
 const local = !process.env.DATABASE_URL || !process.env.REDIS_URL;
 
 /** The operator's settings passed through as they are: unset stays unset. */
@@ -19,7 +20,7 @@ const env = {
   LOCAL_REDIS_PORT: redisPort,
   FLASHSALE_DATA_DIR: process.env.FLASHSALE_DATA_DIR ?? '.data',
   FLASHSALE_LOCAL_STACK: local ? '1' : '0',
-  ...given('JWT_SECRET', 'JWT_JWKS_URL', 'JWT_ISSUER', 'JWT_AUDIENCE', 'ADMIN_TOKEN'),
+  ...given('JWT_SECRET', 'JWT_JWKS_URL', 'JWT_ISSUER', 'JWT_AUDIENCE', 'ADMIN_TOKEN', 'PAYMENT_WEBHOOK_SECRET', 'DIRECT_PAY'),
   AUTH_MODE: process.env.AUTH_MODE ?? 'jwt',
   HOST: process.env.HOST ?? '127.0.0.1',
   PORT: process.env.PORT ?? '3000',
@@ -27,6 +28,8 @@ const env = {
 };
 
 const opsPortBase = Number(process.env.OPS_PORT_BASE ?? 9100);
+/** The API's instances take OPS_PORT_BASE + 10, + 11, ... (shared/config.ts adds NODE_APP_INSTANCE). */
+const API_OPS_OFFSET = 10;
 
 const daemon = (name, args, opsOffset, extra = {}) => ({
   name: `flashsale-${name}`,
@@ -47,10 +50,11 @@ export const apps = [
   ...(local ? [{ ...daemon('servers', 'servers', 0), env: { ...env } }] : []),
   {
     ...daemon('api', 'api', 0),
-    // Cluster mode: the instances share PORT; /metrics answers for the instance that takes the request.
+    // Cluster mode: the instances share PORT, whose /metrics answers for whichever instance takes
+    // the request; instance N also serves its own on OPS_PORT_BASE + 10 + N (deploy/prometheus).
     exec_mode: 'cluster',
     instances: Number(process.env.API_INSTANCES ?? 2),
-    env: { ...env },
+    env: { ...env, OPS_PORT: String(opsPortBase + API_OPS_OFFSET) },
   },
   daemon('order-writer', 'order-writer', 1),
   daemon('expiry-listener', 'expiry-listener', 2),

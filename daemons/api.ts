@@ -5,14 +5,15 @@ import { buildApp } from '../shared/http/app.js';
 import { STOCK_CHANNEL } from '../shared/keys.js';
 import type { Logger } from '../shared/logger.js';
 import { migrate } from '../shared/migrate.js';
+import { startOpsServer } from '../shared/ops-server.js';
 import { Purchaser } from '../shared/purchase.js';
-import { duplicateRedis } from '../shared/redis.js';
+import { duplicateRedis, quitRedis } from '../shared/redis.js';
 import { connect } from '../shared/services.js';
 
 const LISTEN_BACKLOG = 4096;
 
 export async function startApi(config: Config, logger: Logger): Promise<Stoppable & { port: number }> {
-  requireSecrets(config);
+  requireSecrets(config, { webhook: true });
   const log = logger.child({ daemon: 'api' });
   // A buyer gets an answer, never a hang: with Redis unreachable, commands fail at once (503), and
   // a purchase in flight when the connection drops is not resent (it may have run; a second run
@@ -41,10 +42,13 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   // and each buyer's TCP retries 1, 3, 7 s later. Linux caps this at net.core.somaxconn.
   await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
   const { port } = app.server.address() as { port: number };
-  log.info({ port, host: config.host, authMode: config.authMode }, 'api listening');
+  // Instances in PM2 cluster mode share PORT, so its /metrics is whichever instance took the
+  // request; each one's own ops port (OPS_PORT + its instance number) is what Prometheus scrapes.
+  const ops = await startOpsServer(config.opsPort, config.host, redis, pool);
+  log.info({ port, opsPort: config.opsPort || undefined, host: config.host, authMode: config.authMode }, 'api listening');
   let stopping: Promise<void> | undefined;
   return {
     port,
-    stop: () => (stopping ??= closeAll(log, [['http', () => app.close()], ['subscriber', () => subscriber.quit()], ['connections', close]])),
+    stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['http', () => app.close()], ['subscriber', () => quitRedis(subscriber)], ['connections', close]])),
   };
 }

@@ -10,6 +10,7 @@ import { checkInvariants, formatInvariants } from '../shared/invariants.js';
 import { createLogger } from '../shared/logger.js';
 import { formatReport, progressReporter, runLoadtest } from '../tools/loadtest.js';
 import { migrate } from '../shared/migrate.js';
+import { refundsDue, type RefundDue } from '../shared/payment-queries.js';
 import { reconcile } from '../shared/reconcile.js';
 import { createSale, getSale, parseSaleInput, saleView } from '../shared/sales.js';
 import { connect } from '../shared/services.js';
@@ -90,6 +91,17 @@ function printStatus(r: Awaited<ReturnType<typeof reconcile>>): void {
   for (const [k, v] of rows) console.log(`  ${k.padEnd(13)}${v}`);
 }
 
+function printRefunds(refunds: RefundDue[]): void {
+  if (refunds.length === 0) {
+    console.log('no refunds due');
+    return;
+  }
+  const rows = [['payment', 'order', 'sale', 'buyer', 'amount', 'received'],
+    ...refunds.map((r) => [r.paymentId, r.orderId, r.saleId, r.userId, r.amount === null ? '-' : String(r.amount), r.receivedAt])];
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  for (const row of rows) console.log(row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd());
+}
+
 try {
   await yargs(hideBin(process.argv))
     .scriptName('flashsale')
@@ -126,6 +138,13 @@ try {
         }));
         console.log(argv.json ? JSON.stringify(report) : formatInvariants(report));
         if (report.violations.length > 0) process.exitCode = 3;
+      })
+    .command('refunds', 'list payments received for orders that could not take them (closed, or paid already): money to pay back',
+      (y) => serverFlags(y).option('json', { type: 'boolean' }),
+      async (argv) => {
+        const refunds = await withConnections(argv, ({ pool }) => refundsDue(pool));
+        if (argv.json) console.log(JSON.stringify(refunds));
+        else printRefunds(refunds);
       })
     .command('token <user>', 'print a buyer token signed with JWT_SECRET (for tests and load tests)',
       (y) => y.positional('user', { type: 'string', demandOption: true }).option('jwt-secret', { type: 'string' })

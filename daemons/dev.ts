@@ -21,7 +21,8 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
   const stopAll = () => closeAll(logger, stops.slice().reverse());
   try {
     // Secrets: random ones generated once under the data dir (shared/config.ts withLocalSecrets).
-    const config: Config = { ...base, development: true };
+    // DIRECT_PAY: the demo page pays through the webhook path, signed with the local secret.
+    const config: Config = { ...base, development: true, directPay: true };
     // Imported here only: the embedded Postgres package is needed by the local stack alone.
     if (!config.databaseUrl || !redisConfigured(config)) {
       const { startLocalServers } = await import('../tools/local-stack.js');

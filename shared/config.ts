@@ -1,6 +1,6 @@
 // The one place that reads the environment. CLI flags override it; everything is validated here.
-import { randomBytes } from 'node:crypto';
-import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHmac, randomBytes } from 'node:crypto';
+import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { ClientError } from './errors.js';
@@ -36,6 +36,10 @@ export interface Config {
   /** Refuse tokens without exp (on by default outside development). */
   jwtRequireExp: boolean;
   adminToken: string | undefined;
+  /** HMAC-SHA256 key the payment provider signs webhook events with (the API requires it). */
+  paymentWebhookSecret: string | undefined;
+  /** POST /api/orders/:id/pay, for development and demos: a signed event made by the API itself. */
+  directPay: boolean;
   authMode: AuthMode;
   /**
    * The local stack (flashsale dev, or PM2 with its own `servers` app): missing secrets are
@@ -65,7 +69,11 @@ export interface Config {
   /** How often the listener touches due expiry keys so Redis expires them on time. */
   expiryNudgeMs: number;
   dataDir: string;
-  /** Port of a daemon's /healthz, /readyz and /metrics; 0 turns it off. */
+  /**
+   * Port of a process's /healthz, /readyz and /metrics; 0 turns it off. Under PM2 each instance
+   * adds its NODE_APP_INSTANCE (0, 1, ...), so the API's instances in cluster mode, which share
+   * PORT, each answer /metrics for themselves on OPS_PORT, OPS_PORT + 1, ...
+   */
   opsPort: number;
   /** How long a starting process waits for Redis and Postgres before giving up. */
   startupTimeoutMs: number;
@@ -103,6 +111,13 @@ function bool(name: string, raw: unknown, fallback: boolean): boolean {
   throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(raw)}`);
 }
 
+function onOff(name: string, raw: unknown, fallback: boolean): boolean {
+  if (raw === 'on' || raw === true) return true;
+  if (raw === 'off' || raw === false) return false;
+  if (raw === undefined || raw === '') return fallback;
+  throw new ConfigError(`${name} must be on or off, got ${JSON.stringify(raw)}`);
+}
+
 export function loadConfig(overrides: ConfigOverrides = {}): Config {
   const pick = (key: keyof Config, envName: string): unknown => overrides[key] ?? env[envName];
   const authMode = str(pick('authMode', 'AUTH_MODE')) ?? 'jwt';
@@ -131,6 +146,8 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     jwtClockToleranceSeconds: int('JWT_CLOCK_TOLERANCE_SECONDS', pick('jwtClockToleranceSeconds', 'JWT_CLOCK_TOLERANCE_SECONDS'), 5, 0),
     jwtRequireExp: bool('JWT_REQUIRE_EXP', pick('jwtRequireExp', 'JWT_REQUIRE_EXP'), !development),
     adminToken: str(pick('adminToken', 'ADMIN_TOKEN')),
+    paymentWebhookSecret: str(pick('paymentWebhookSecret', 'PAYMENT_WEBHOOK_SECRET')),
+    directPay: onOff('DIRECT_PAY', pick('directPay', 'DIRECT_PAY'), false),
     authMode,
     localStack: bool('FLASHSALE_LOCAL_STACK', pick('localStack', 'FLASHSALE_LOCAL_STACK'), false),
     logLevel: str(pick('logLevel', 'LOG_LEVEL')) ?? 'info',
@@ -148,7 +165,7 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     replayIntervalSeconds: replayInterval(pick('replayIntervalSeconds', 'REPLAY_INTERVAL_SECONDS')),
     expiryNudgeMs: int('EXPIRY_NUDGE_MS', pick('expiryNudgeMs', 'EXPIRY_NUDGE_MS'), 100, 10),
     dataDir: str(pick('dataDir', 'FLASHSALE_DATA_DIR')) ?? '.data',
-    opsPort: int('OPS_PORT', pick('opsPort', 'OPS_PORT'), 0, 0),
+    opsPort: opsPort(int('OPS_PORT', pick('opsPort', 'OPS_PORT'), 0, 0)),
     startupTimeoutMs: int('STARTUP_TIMEOUT_MS', pick('startupTimeoutMs', 'STARTUP_TIMEOUT_MS'), 30_000, 0),
     localPgPort: int('LOCAL_PG_PORT', pick('localPgPort', 'LOCAL_PG_PORT'), 54329, 1),
     localRedisPort: int('LOCAL_REDIS_PORT', pick('localRedisPort', 'LOCAL_REDIS_PORT'), 6389, 1),
@@ -211,6 +228,14 @@ export function requireServers(config: Config): { databaseUrl: string; redis: Re
   return { databaseUrl: config.databaseUrl, redis: redisTarget(config) };
 }
 
+/** OPS_PORT shifted by this process's PM2 instance number; off stays off. */
+function opsPort(base: number): number {
+  if (base === 0) return 0;
+  const port = base + int('NODE_APP_INSTANCE', env.NODE_APP_INSTANCE, 0, 0);
+  if (port > 65535) throw new ConfigError(`OPS_PORT ${base} + NODE_APP_INSTANCE ${port - base} is past 65535: set a lower OPS_PORT`);
+  return port;
+}
+
 /** node-cron takes 1-59 seconds, or whole minutes up to an hour (replay.ts cronExpression relies on it). */
 function replayInterval(raw: unknown): number {
   const n = int('REPLAY_INTERVAL_SECONDS', raw, 5, 1);
@@ -228,32 +253,55 @@ const MIN_SECRET = 16;
  * generated once and kept in <data dir>/secrets.json. No secret is ever a constant.
  */
 export function withLocalSecrets(config: Config): Config {
-  if (!config.localStack || (config.jwtSecret !== undefined && config.adminToken !== undefined)) return config;
+  if (!config.localStack || (config.jwtSecret !== undefined && config.adminToken !== undefined && config.paymentWebhookSecret !== undefined)) return config;
   const loopback = (url: string | undefined) => url === undefined || /^[a-z]+:\/\/([^@/]*@)?(127\.[\d.]+|localhost|\[::1\])[:/]/.test(url);
   // `dev` may be pointed at servers elsewhere on purpose; the PM2 local mode never is.
   const loopbackHosts = (list: HostPort[] | undefined) => (list ?? []).every((n) => /^(127\.[\d.]+|localhost|::1)$/.test(n.host));
   const local = loopback(config.databaseUrl) && loopback(config.redisUrl) && loopbackHosts(config.redisClusterNodes) && loopbackHosts(config.redisSentinels);
   if (!config.development && !local) {
-    throw new ConfigError('FLASHSALE_LOCAL_STACK=1 is for the local stack on this machine only: with DATABASE_URL or Redis elsewhere, set JWT_SECRET (or JWT_JWKS_URL) and ADMIN_TOKEN');
+    throw new ConfigError('FLASHSALE_LOCAL_STACK=1 is for the local stack on this machine only: with DATABASE_URL or Redis elsewhere, set JWT_SECRET (or JWT_JWKS_URL), ADMIN_TOKEN and PAYMENT_WEBHOOK_SECRET');
   }
   const generated = localSecrets(config.dataDir);
-  return { ...config, jwtSecret: config.jwtSecret ?? (config.jwtJwksUrl ? undefined : generated.jwtSecret), adminToken: config.adminToken ?? generated.adminToken };
+  return {
+    ...config, jwtSecret: config.jwtSecret ?? (config.jwtJwksUrl ? undefined : generated.jwtSecret), adminToken: config.adminToken ?? generated.adminToken,
+    paymentWebhookSecret: config.paymentWebhookSecret ?? generated.paymentWebhookSecret,
+  };
 }
 
 /** Path of the generated local-stack secrets. */
 export const localSecretsFile = (dataDir: string) => join(dataDir, 'secrets.json');
 
+export interface LocalSecrets { jwtSecret: string; adminToken: string; paymentWebhookSecret: string }
+
+/**
+ * A file written before the webhook secret existed gets one added. Every process starting together
+ * must agree on it without a lock, so it is derived from the file's own random secrets: each one
+ * computes the same value and writes the same bytes, and whoever renames last changes nothing.
+ */
+function upgraded(file: string, secrets: LocalSecrets): LocalSecrets {
+  if (secrets.paymentWebhookSecret !== undefined) return secrets;
+  const paymentWebhookSecret = createHmac('sha256', `${secrets.jwtSecret}.${secrets.adminToken}`).update('flashsale payment webhook').digest('base64url');
+  const next = { ...secrets, paymentWebhookSecret };
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(next), { mode: 0o600 });
+  renameSync(tmp, file);
+  return next;
+}
+
 /** Reads the local stack's secrets, generating them on first use; processes starting together agree on one file. */
-export function localSecrets(dataDir: string): { jwtSecret: string; adminToken: string } {
+export function localSecrets(dataDir: string): LocalSecrets {
   const file = localSecretsFile(dataDir);
   try {
-    return JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret: string; adminToken: string };
+    return upgraded(file, JSON.parse(readFileSync(file, 'utf8')) as LocalSecrets);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new ConfigError(`cannot read ${file}: ${(err as Error).message}; delete it to generate new local secrets`);
   }
   mkdirSync(dataDir, { recursive: true });
   const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify({ jwtSecret: randomBytes(32).toString('base64url'), adminToken: randomBytes(24).toString('base64url') }), { mode: 0o600 });
+  const fresh: LocalSecrets = {
+    jwtSecret: randomBytes(32).toString('base64url'), adminToken: randomBytes(24).toString('base64url'), paymentWebhookSecret: randomBytes(32).toString('base64url'),
+  };
+  writeFileSync(tmp, JSON.stringify(fresh), { mode: 0o600 });
   // link() fails if the file exists: the first writer wins whole, and everyone reads its file.
   try {
     linkSync(tmp, file);
@@ -262,7 +310,7 @@ export function localSecrets(dataDir: string): { jwtSecret: string; adminToken: 
   } finally {
     rmSync(tmp, { force: true });
   }
-  return JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret: string; adminToken: string };
+  return JSON.parse(readFileSync(file, 'utf8')) as LocalSecrets;
 }
 
 function checkSecret(name: string, value: string): void {
@@ -272,9 +320,10 @@ function checkSecret(name: string, value: string): void {
 
 /**
  * Every service process refuses to run without real secrets: a buyer-token key (or a JWKS) and an
- * admin token, none of them a published default (the local stack generates its own).
+ * admin token, and the API the payment provider's webhook secret too; none of them a published
+ * default (the local stack generates its own).
  */
-export function requireSecrets(config: Config): void {
+export function requireSecrets(config: Config, opts: { webhook?: boolean } = {}): void {
   if (config.authMode === 'jwt') {
     if (!config.jwtSecret && !config.jwtJwksUrl) {
       throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET (the HS256 key buyers\' tokens are signed with, at least 16 characters) or JWT_JWKS_URL (your identity provider\'s JWKS), or set AUTH_MODE=trusted-header behind an authenticating gateway');
@@ -285,4 +334,10 @@ export function requireSecrets(config: Config): void {
     throw new ConfigError('ADMIN_TOKEN is not set: set ADMIN_TOKEN (the bearer token of the admin API, at least 16 random characters, e.g. `openssl rand -hex 32`) or pass --admin-token');
   }
   checkSecret('ADMIN_TOKEN', config.adminToken);
+  if (opts.webhook) {
+    if (!config.paymentWebhookSecret) {
+      throw new ConfigError('PAYMENT_WEBHOOK_SECRET is not set: set it to the signing secret your payment provider signs webhook events with (at least 16 characters, e.g. `openssl rand -hex 32`)');
+    }
+    checkSecret('PAYMENT_WEBHOOK_SECRET', config.paymentWebhookSecret);
+  }
 }

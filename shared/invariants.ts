@@ -7,6 +7,7 @@ import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
 import { parseWinner, saleIdOfOrder } from './ids.js';
+import { paymentMismatches } from './payment-queries.js';
 import { missingInPostgres, reconcile } from './reconcile.js';
 import { getSale, listSales, type Sale } from './sales.js';
 
@@ -18,6 +19,7 @@ export type InvariantName =
   | 'no_overdue_restore'
   | 'per_user_limit'
   | 'paid_never_expired'
+  | 'payments_match_orders'
   | 'accepted_has_one_order';
 
 export interface Violation {
@@ -101,6 +103,10 @@ export async function checkInvariants(pool: Pool, redis: RedisClient, opts: Chec
     );
     const bad = [...notExpired, ...both.rows.map((row) => row.id)];
     check(bad.length === 0, 'paid_never_expired', () => `restored or closed while not expired: ${sample(bad)}`, sale.id);
+
+    // An applied payment's order is paid, by that payment alone; a refund_due one's is not paid by it.
+    const mismatched = await paymentMismatches(pool, sale.id);
+    check(mismatched.length === 0, 'payments_match_orders', () => `payments and orders disagree: ${sample(mismatched)}`, sale.id);
   }
 
   if (opts.accepted) {

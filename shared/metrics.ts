@@ -31,6 +31,13 @@ export const metrics = {
   }),
   stockRestored: new Counter({ name: 'flashsale_stock_restored_total', help: 'Units of stock given back by expired orders', registers: [registry] }),
   reconciliationFailures: new Counter({ name: 'flashsale_reconciliation_failures_total', help: 'Reconciliations where stock was not conserved', labelNames: ['sale'], registers: [registry] }),
+  // applied | refund_due: recorded; duplicate: a redelivery, nothing changed; ignored: a type we do
+  // not act on; refused: a bad or stale signature or a malformed event, nothing recorded.
+  payments: new Counter({ name: 'flashsale_payments_total', help: 'Payment webhook events by outcome', labelNames: ['outcome'], registers: [registry] }),
+  saleStock: new Gauge({
+    name: 'flashsale_sale_stock', help: 'Units of a sale by where they are, as the replay last reconciled it (unsettled sales)', labelNames: ['sale', 'state'], registers: [registry],
+  }),
+  replayPasses: new Counter({ name: 'flashsale_replay_passes_total', help: 'Replay passes run to the end (the heartbeat an alert watches)', registers: [registry] }),
   backendErrors: new Counter({ name: 'flashsale_backend_errors_total', help: 'Redis and Postgres errors', labelNames: ['backend'], registers: [registry] }),
 };
 

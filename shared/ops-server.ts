@@ -1,5 +1,6 @@
-// A daemon's small HTTP face: /healthz (alive), /readyz (Redis and Postgres answer), /metrics;
-// and the readiness probe the API's /readyz shares.
+// A process's small HTTP face on its ops port: /healthz (alive), /readyz (Redis and Postgres
+// answer), /metrics (this process's own registry: each daemon, and each API instance, since those
+// share their API port under PM2); and the readiness probe the API's /readyz shares.
 import { createServer, type Server } from 'node:http';
 import { pingMasters, type RedisClient } from './redis.js';
 import type { Pool } from './db.js';

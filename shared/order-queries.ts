@@ -2,7 +2,7 @@
 // statement. State changes are conditional updates that say what they expect; the row count, or
 // the rows returned, is the decision. (The reconciliation's sums and the invariant checker's reads
 // stay with their callers: see reconcile.ts and invariants.ts.)
-import type { Pool } from './db.js';
+import type { Pool, PoolClient } from './db.js';
 import type { Winner } from './ids.js';
 
 export type OrderState = 'pending' | 'paid' | 'expired';
@@ -67,15 +67,21 @@ export async function writeOrders(pool: Pool, saleId: string, winners: Winner[])
   return rows.map((r) => ({ id: r.id, status: r.status, expiresAt: r.expires_at.getTime() }));
 }
 
+const ORDER_COLUMNS = 'id, sale_id, user_id, qty, status, expires_at, expires_at <= now() as due';
+
 export async function findOrder(pool: Pool, orderId: string): Promise<OrderRow | undefined> {
-  const res = await pool.query<OrderRow>(
-    'select id, sale_id, user_id, qty, status, expires_at, expires_at <= now() as due from orders where id = $1', [orderId],
-  );
+  const res = await pool.query<OrderRow>(`select ${ORDER_COLUMNS} from orders where id = $1`, [orderId]);
+  return res.rows[0];
+}
+
+/** The order, locked until the transaction ends: a payment decided on it cannot race another one. */
+export async function lockOrder(client: PoolClient, orderId: string): Promise<OrderRow | undefined> {
+  const res = await client.query<OrderRow>(`select ${ORDER_COLUMNS} from orders where id = $1 for update`, [orderId]);
   return res.rows[0];
 }
 
 /** Pays the buyer's order if it is still pending and before its deadline; true when this call paid it. */
-export async function markPaid(pool: Pool, orderId: string, userId: string): Promise<boolean> {
+export async function markPaid(pool: Pool | PoolClient, orderId: string, userId: string): Promise<boolean> {
   const paid = await pool.query(
     `update orders set status = 'paid', paid_at = now()
      where id = $1 and user_id = $2 and status = 'pending' and expires_at > now()`,

@@ -1,12 +1,12 @@
-// The buyer's view of an order and its payment. Payment and expiry both decide with one
-// conditional update (shared/order-queries.ts), so exactly one of them wins.
+// The buyer's view of an order, and its direct payment (DIRECT_PAY). Payment and expiry both
+// decide with one conditional update (shared/order-queries.ts), so exactly one of them wins.
 import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { HttpError } from './errors.js';
 import { saleKeys } from './keys.js';
 import { parseWinner, saleIdOfOrder, type Winner } from './ids.js';
-import { findOrder, markPaid } from './order-queries.js';
-import { dropExpiry } from './redis.js';
+import { findOrder } from './order-queries.js';
+import { PAYMENT_SUCCEEDED, receivePayment, signPayload, type PaymentDeps } from './payments.js';
 
 export type OrderStatus = 'queued' | 'pending_payment' | 'paid' | 'expired';
 
@@ -46,23 +46,25 @@ export async function getOrder(pool: Pool, redis: RedisClient, orderId: string, 
   return view;
 }
 
-export async function payOrder(pool: Pool, redis: RedisClient, orderId: string, userId: string): Promise<{ orderId: string; status: 'paid' }> {
+/**
+ * DIRECT_PAY (development and demos): the owner pays from the page, and the API makes the event a
+ * provider would send, signs it with the webhook secret and receives it like any other, so a demo
+ * runs the real payment path and records a payment. One event id per order: a second click is a
+ * redelivery and changes nothing.
+ */
+export async function payOrder(deps: PaymentDeps, orderId: string, userId: string): Promise<{ orderId: string; status: 'paid' }> {
+  const { pool, redis } = deps;
   const saleId = checkOrderId(orderId);
-  // Twice at most: the writer may insert the row between a payment that found none and the look
-  // that follows; a pending row inside its window then takes the payment, never an order_expired.
-  for (let attempt = 0; ; attempt++) {
-    if (await markPaid(pool, orderId, userId)) {
-      // Best effort: a key left behind fires an event that finds the order paid and does nothing.
-      await dropExpiry(redis, saleId, orderId).catch(() => {});
-      return { orderId, status: 'paid' };
-    }
-    const row = await findOrder(pool, orderId);
-    if (row && row.user_id === userId) {
-      if (row.status === 'paid') return { orderId, status: 'paid' };
-      if (attempt === 0 && row.status === 'pending' && row.expires_at.getTime() > Date.now()) continue;
-      throw new HttpError('order_expired');
-    }
+  let row = await findOrder(pool, orderId);
+  if (row?.user_id !== userId) {
     if (await queuedOrder(redis, saleId, orderId, userId)) throw new HttpError('order_not_ready');
-    throw new HttpError('order_not_found');
+    // The writer forgets a queued winner only after its row is committed: look once more.
+    row = await findOrder(pool, orderId);
+    if (row?.user_id !== userId) throw new HttpError('order_not_found');
   }
+  if (row.status === 'paid') return { orderId, status: 'paid' };
+  const raw = JSON.stringify({ id: `direct.${orderId}`, type: PAYMENT_SUCCEEDED, orderId });
+  const answer = await receivePayment(deps, Buffer.from(raw), signPayload(deps.secret, raw));
+  if (answer.outcome === 'applied') return { orderId, status: 'paid' };
+  throw new HttpError('order_expired');
 }

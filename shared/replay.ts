@@ -23,6 +23,8 @@ export interface ReplayDeps {
   pool: Pool;
   redis: RedisClient;
   logger: Logger;
+  /** Where passes add up for the info line; without it (one pass alone), each pass logs its own. */
+  summary?: PassSummary;
 }
 
 export interface ReplayReport {
@@ -37,7 +39,7 @@ export interface ReplayReport {
   reconciliations: Reconciliation[];
 }
 
-export async function replayOnce({ pool, redis, logger }: ReplayDeps): Promise<ReplayReport> {
+export async function replayOnce({ pool, redis, logger, summary = new PassSummary() }: ReplayDeps): Promise<ReplayReport> {
   const report: ReplayReport = { ran: false, redriven: 0, closed: 0, restored: 0, settled: 0, unregistered: 0, reconciliations: [] };
   const lock = await pool.connect();
   try {
@@ -68,6 +70,7 @@ export async function replayOnce({ pool, redis, logger }: ReplayDeps): Promise<R
         metrics.reconciliationFailures.inc({ sale: saleId });
         logger.error({ reconciliation: r, alert: 'SALE_MISSING_IN_POSTGRES' }, 'RECONCILIATION FAILED: the sale is in the Redis registry but has no row in Postgres');
       }
+      showStock(report.reconciliations);
       const settled = await settleSales(pool, redis, registry, held);
       report.settled = settled.settled.length;
       report.unregistered = settled.unregistered.length;
@@ -77,11 +80,59 @@ export async function replayOnce({ pool, redis, logger }: ReplayDeps): Promise<R
   } finally {
     lock.release();
   }
-  const { redriven, closed, restored, settled, unregistered } = report;
-  if (redriven || closed || restored || settled || unregistered) {
-    logger.info({ redriven, closed, restored, settled, unregistered }, 'replay caught up');
+  if (report.ran) {
+    metrics.replayPasses.inc();
+    summary.add(report);
+    summary.flush(logger);
   }
   return report;
+}
+
+const STOCK_STATES = ['available', 'queued', 'pending', 'paid', 'expired', 'restoring'] as const;
+let shownSales = new Set<string>();
+
+/** flashsale_sale_stock as this pass reconciled it; a sale no longer reconciled (settled) drops out. */
+function showStock(reconciliations: Reconciliation[]): void {
+  const now = new Set(reconciliations.map((r) => r.saleId));
+  for (const sale of shownSales) if (!now.has(sale)) for (const state of STOCK_STATES) metrics.saleStock.remove({ sale, state });
+  shownSales = now;
+  for (const r of reconciliations) for (const state of STOCK_STATES) metrics.saleStock.set({ sale: r.saleId, state }, r[state]);
+}
+
+/**
+ * The replay's info line: what the passes since the last line checked and did, at most once every
+ * `everyMs` (the first pass logs at once), so a quiet replay still says it is alive once a minute
+ * and a busy one never floods the log. The per-sale lines are debug, or error when one fails.
+ */
+export class PassSummary {
+  private lastLogged = -Infinity;
+  private totals = PassSummary.zero();
+
+  constructor(private readonly everyMs = 60_000, private readonly now: () => number = Date.now) {}
+
+  private static zero() {
+    return { passes: 0, salesChecked: 0, violations: 0, closed: 0, restored: 0, redriven: 0, settled: 0, unregistered: 0 };
+  }
+
+  add(r: ReplayReport): void {
+    const t = this.totals;
+    t.passes++;
+    t.salesChecked += r.reconciliations.length;
+    t.violations += r.reconciliations.filter((c) => !c.holds).length;
+    t.closed += r.closed;
+    t.restored += r.restored;
+    t.redriven += r.redriven;
+    t.settled += r.settled;
+    t.unregistered += r.unregistered;
+  }
+
+  flush(logger: Logger): void {
+    const now = this.now();
+    if (this.totals.passes === 0 || now - this.lastLogged < this.everyMs) return;
+    logger.info(this.totals, 'replay summary');
+    this.lastLogged = now;
+    this.totals = PassSummary.zero();
+  }
 }
 
 /** The schedule of an interval shared/config.ts has validated (1-59 s, or whole minutes up to an hour). */
@@ -95,6 +146,7 @@ export class Replay {
   private readonly abort = new AbortController();
   private readonly fatal = failureSignal();
   private readonly retries: Retries;
+  private readonly summary = new PassSummary();
   /** Rejects when the replay gives up: a bug that failed every retry (see Retries). */
   readonly failed = this.fatal.failed;
 
@@ -118,7 +170,7 @@ export class Replay {
   private async pass(): Promise<void> {
     while (!this.abort.signal.aborted) {
       try {
-        await replayOnce(this.deps);
+        await replayOnce({ ...this.deps, summary: this.summary });
         this.retries.succeeded();
         return;
       } catch (err) {

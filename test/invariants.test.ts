@@ -10,9 +10,11 @@ import { saleKeys } from '../shared/keys.js';
 import { purchaseScript } from '../shared/redis.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
+import { payOrder } from '../shared/orders.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { newSale } from './support/fixtures.js';
+import { PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
 
 let env: TestEnv;
 
@@ -42,6 +44,9 @@ async function saleWithOrders(n: number, queued = 0, fields: Record<string, unkn
   return { sale, ids };
 }
 
+/** Paid as a buyer pays: a signed event through the webhook path (DIRECT_PAY), recorded. */
+const pay = (orderId: string, user: string) => payOrder({ pool: env.pool, redis: env.redis, secret: PAYMENT_WEBHOOK_SECRET }, orderId, user);
+
 async function broken(sale: Sale, accepted?: string[]): Promise<string[]> {
   const r = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted, replayIntervalMs: 1000 });
   return r.violations.map((v) => v.invariant).sort();
@@ -49,15 +54,15 @@ async function broken(sale: Sale, accepted?: string[]): Promise<string[]> {
 
 test('invariants: a sale in every state at once (queued, pending, paid, expired and restored) breaks none', async () => {
   const { sale, ids } = await saleWithOrders(4, 2);
-  await env.pool.query(`update orders set status = 'paid', paid_at = now() where id = $1`, [ids[0]]);
+  await pay(ids[0]!, 'u0');
   await env.pool.query(`update orders set expires_at = now() where id = $1`, [ids[1]]);
   assert.equal(await restore(env.pool, env.redis, await closeDue(env.pool, [ids[1]!])), 1);
   assert.deepEqual(await broken(sale, ids), []);
   const r = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted: ids, replayIntervalMs: 1000 });
-  assert.equal(r.checks, 8, 'seven per sale, one for the accepted orders');
+  assert.equal(r.checks, 9, 'eight per sale, one for the accepted orders');
   const check = await cli(env, ['check', '--sale', sale.id, '--json']);
   assert.equal(check.code, 0, check.stderr);
-  assert.deepEqual(JSON.parse(check.stdout), { checks: 7, violations: [] });
+  assert.deepEqual(JSON.parse(check.stdout), { checks: 8, violations: [] });
 });
 
 test('invariants: stock made up or lost breaks conservation; below zero, stock_never_negative too', async () => {
@@ -69,7 +74,7 @@ test('invariants: stock made up or lost breaks conservation; below zero, stock_n
   assert.deepEqual(await broken(b.sale), ['conservation', 'stock_never_negative']);
   const check = await cli(env, ['check', '--sale', b.sale.id]);
   assert.equal(check.code, 3);
-  assert.match(check.stdout, /^7 checks, 2 violations\n {2}VIOLATED conservation \(sale .+\): available -1 \+ queued 0 \+ pending 2/);
+  assert.match(check.stdout, /^8 checks, 2 violations\n {2}VIOLATED conservation \(sale .+\): available -1 \+ queued 0 \+ pending 2/);
 });
 
 test('invariants: an order pending past its deadline beyond the replay interval, or expired with its stock never back', async () => {
@@ -100,9 +105,30 @@ test('invariants: a buyer holding more than the limit, counting winners not yet 
 
 test('invariants: stock restored for an order that is paid', async () => {
   const { sale, ids } = await saleWithOrders(2);
-  await env.pool.query(`update orders set status = 'paid', paid_at = now() where id = $1`, [ids[0]]);
+  await pay(ids[0]!, 'u0');
   await env.redis.sadd(saleKeys(sale.id).restored, ids[0]!);
   assert.deepEqual(await broken(sale), ['paid_never_expired']);
+});
+
+test('invariants: payments and orders that disagree (paid without a payment, applied but not paid, refund due yet paid)', async () => {
+  const { sale, ids } = await saleWithOrders(4);
+  await pay(ids[0]!, 'u0');
+  assert.deepEqual(await broken(sale), []);
+  const applied = (id: string, outcome = 'applied') =>
+    env.pool.query(`insert into payments (id, order_id, outcome, payload) values ($1, $2, $3, '{}')`, [`evt_${randomUUID()}`, id, outcome]);
+  const paidBySql = (id: string) => env.pool.query(`update orders set status = 'paid', paid_at = now() where id = $1`, [id]);
+  await paidBySql(ids[1]!);
+  assert.deepEqual(await broken(sale), ['payments_match_orders'], 'paid without a payment');
+  await applied(ids[1]!);
+  assert.deepEqual(await broken(sale), []);
+  await applied(ids[2]!);
+  const r = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 1000 });
+  assert.deepEqual(r.violations.map((v) => [v.invariant, v.detail]), [['payments_match_orders', `payments and orders disagree: ${ids[2]} (applied payment, order pending)`]]);
+  await paidBySql(ids[2]!);
+  await applied(ids[3]!, 'refund_due');
+  await paidBySql(ids[3]!);
+  const again = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 1000 });
+  assert.deepEqual(again.violations.map((v) => v.detail), [`payments and orders disagree: ${ids[3]} (refund due, yet paid)`]);
 });
 
 test('invariants: a 202 without an order, or the same order answered twice', async () => {

@@ -11,12 +11,14 @@ import { startApi } from '../daemons/api.js';
 import { buildApp } from '../shared/http/app.js';
 import { saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
+import { signPayload } from '../shared/payments.js';
 import { Purchaser } from '../shared/purchase.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
 import { newSale } from './support/fixtures.js';
-import { token } from './support/tokens.js';
+import { http } from './support/http.js';
+import { PAYMENT_WEBHOOK_SECRET, token } from './support/tokens.js';
 
 const CHROMIUM_ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
@@ -160,6 +162,12 @@ describe('buyer page', () => {
     assert.equal(await page.getByTestId('message').isHidden(), true, 'no error shown');
     await shot(page, '05-paid');
     assert.deepEqual(await ordersOf(s.id), [{ user_id: 'alice', status: 'paid' }]);
+    // The Pay button (DIRECT_PAY, on in development) went through the webhook path: a signed event, recorded.
+    const payments = await env.pool.query<{ id: string; order_id: string; outcome: string }>(
+      'select p.id, p.order_id, p.outcome from payments p join orders o on o.id = p.order_id where o.sale_id = $1', [s.id],
+    );
+    assert.equal(payments.rows.length, 1);
+    assert.deepEqual(payments.rows[0], { id: `direct.${payments.rows[0]!.order_id}`, order_id: payments.rows[0]!.order_id, outcome: 'applied' });
   });
 
   test('page: an unpaid order shows the payment countdown, then "Expired", and the stock is back on sale', { timeout: 60_000 }, async () => {
@@ -222,10 +230,10 @@ describe('buyer page', () => {
     assert.deepEqual(await ordersOf(s.id), [{ user_id: 'alice', status: 'pending' }]);
   });
 
-  test('page: outside development the buyer pastes a token; a bad token is refused in plain words', { timeout: 60_000 }, async () => {
+  test('page: outside development the buyer pastes a token; a bad token is refused in plain words; the provider\'s webhook shows "Paid"', { timeout: 60_000 }, async () => {
     const s = await sale({ name: 'Production mode', stock: 2, paymentWindowSeconds: 60 });
     writer();
-    const config = { ...env.config, development: false };
+    const config = { ...env.config, development: false, directPay: false };
     const app = buildApp({ config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, config), logger: env.logger });
     await app.listen({ port: 0, host: '127.0.0.1' });
     stops.push(() => app.close());
@@ -244,8 +252,19 @@ describe('buyer page', () => {
     await buyEnabled(page);
     await page.getByTestId('buy').click();
     await see(page, 'order-status', 'Waiting for payment');
+    await see(page, 'order-detail', 'Complete the payment with the payment provider before the timer runs out; this page updates by itself.');
+    assert.equal(await page.getByTestId('pay').isHidden(), true, 'no Pay button without DIRECT_PAY');
     assert.equal(await page.getByTestId('message').isHidden(), true);
     assert.deepEqual(await ordersOf(s.id), [{ user_id: 'erin', status: 'pending' }]);
+
+    // The provider confirms: a signed event to the webhook, and the page follows it to "Paid".
+    const orderId = (await env.pool.query<{ id: string }>('select id from orders where sale_id = $1', [s.id])).rows[0]!.id;
+    const raw = JSON.stringify({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId, amount: 4200 });
+    const delivered = await http(port, 'POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, raw) } });
+    assert.equal(delivered.status, 200, JSON.stringify(delivered.body));
+    await see(page, 'order-status', 'Paid');
+    await see(page, 'order-detail', 'Thank you! Your order is paid.');
+    assert.deepEqual(await ordersOf(s.id), [{ user_id: 'erin', status: 'paid' }]);
   });
 
   test('page: an unknown sale says so', async () => {

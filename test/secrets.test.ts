@@ -2,10 +2,11 @@
 // start without a buyer-token key and an admin token of its own, and the PM2 local mode generates
 // random ones once instead of shipping defaults.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { signPayload } from '../shared/payments.js';
 import { freePort } from '../tools/local-stack.js';
 import { cli, exited, ready, spawnCli, type Vars } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
@@ -33,6 +34,21 @@ test('secrets: every service refuses to start without JWT_SECRET (or JWT_JWKS_UR
     assert.equal(noAdmin.code, 2, `${service} without ADMIN_TOKEN: ${noAdmin.out}`);
     assert.match(noAdmin.out, /ADMIN_TOKEN is not set/);
   }
+});
+
+test('secrets: the API refuses to start without a PAYMENT_WEBHOOK_SECRET of its own, exit 2 naming it; the daemons do not need it', async () => {
+  const cases: [Vars, RegExp][] = [
+    [{ PAYMENT_WEBHOOK_SECRET: undefined }, /PAYMENT_WEBHOOK_SECRET is not set: set it to the signing secret your payment provider/],
+    [{ PAYMENT_WEBHOOK_SECRET: 'short' }, /PAYMENT_WEBHOOK_SECRET is too short/],
+    [{ PAYMENT_WEBHOOK_SECRET: 'flashsale-development-secret' }, /PAYMENT_WEBHOOK_SECRET is a published development default/],
+  ];
+  for (const [setting, message] of cases) {
+    const r = await run(['api'], setting);
+    assert.equal(r.code, 2, `api with ${JSON.stringify(setting)}: ${r.out}`);
+    assert.match(r.out, message);
+  }
+  const replay = await run(['replay', '--once'], { PAYMENT_WEBHOOK_SECRET: undefined });
+  assert.equal(replay.code, 0, replay.out);
 });
 
 test('secrets: NODE_ENV=development is no way around them: only the local stack generates its own', async () => {
@@ -68,15 +84,16 @@ test('secrets: the PM2 local mode generates random secrets once, shared by every
   const dataDir = mkdtempSync(join(tmpdir(), 'flashsale-secrets-'));
   const port = await freePort();
   const start = () => spawnCli(env, ['api'], {
-    JWT_SECRET: undefined, ADMIN_TOKEN: undefined, FLASHSALE_LOCAL_STACK: '1', FLASHSALE_DATA_DIR: dataDir, PORT: String(port),
+    JWT_SECRET: undefined, ADMIN_TOKEN: undefined, PAYMENT_WEBHOOK_SECRET: undefined, FLASHSALE_LOCAL_STACK: '1', FLASHSALE_DATA_DIR: dataDir, PORT: String(port),
   });
   const api = start();
   try {
     await ready(api);
     const file = join(dataDir, 'secrets.json');
     assert.equal(statSync(file).mode & 0o777, 0o600);
-    const secrets = JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret: string; adminToken: string };
-    assert.ok(secrets.jwtSecret.length >= 32 && secrets.adminToken.length >= 24, JSON.stringify(secrets));
+    const secrets = JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret: string; adminToken: string; paymentWebhookSecret: string };
+    assert.ok(secrets.jwtSecret.length >= 32 && secrets.adminToken.length >= 24 && secrets.paymentWebhookSecret.length >= 32, JSON.stringify(secrets));
+    assert.equal(new Set(Object.values(secrets)).size, 3, 'three different secrets');
     const body = { id: 'local-secrets', name: 'Local', stock: 1 };
     assert.equal((await http(port, 'POST', '/api/sales', { body, headers: { authorization: 'Bearer local-admin-change-me' } })).status, 403);
     assert.equal((await http(port, 'POST', '/api/sales', { body, headers: { authorization: `Bearer ${secrets.adminToken}` } })).status, 201);
@@ -89,6 +106,37 @@ test('secrets: the PM2 local mode generates random secrets once, shared by every
     assert.equal((await http(port, 'GET', '/api/sales/local-secrets')).status, 200);
     again.kill('SIGINT');
     assert.equal(await exited(again), 0);
+  } finally {
+    api.kill('SIGKILL');
+  }
+});
+
+test('secrets: a local secrets file from before payment webhooks gets a webhook secret added, the same for every process', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'flashsale-secrets-'));
+  const file = join(dataDir, 'secrets.json');
+  const old = { jwtSecret: 'an-older-jwt-secret-0123456789abcdef', adminToken: 'an-older-admin-token-0123456789' };
+  writeFileSync(file, JSON.stringify(old), { mode: 0o600 });
+  const port = await freePort();
+  const api = spawnCli(env, ['api'], {
+    JWT_SECRET: undefined, ADMIN_TOKEN: undefined, PAYMENT_WEBHOOK_SECRET: undefined, FLASHSALE_LOCAL_STACK: '1', FLASHSALE_DATA_DIR: dataDir, PORT: String(port),
+  });
+  try {
+    await ready(api);
+    const secrets = JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret: string; adminToken: string; paymentWebhookSecret: string };
+    assert.equal(secrets.jwtSecret, old.jwtSecret);
+    assert.equal(secrets.adminToken, old.adminToken);
+    assert.ok(secrets.paymentWebhookSecret.length >= 32, JSON.stringify(secrets));
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    // The API verifies with the added secret (an event type it ignores: nothing is recorded).
+    const raw = JSON.stringify({ id: 'evt_local', type: 'payment.refunded' });
+    const signed = await http(port, 'POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signPayload(secrets.paymentWebhookSecret, raw) } });
+    assert.deepEqual(signed.body, { id: 'evt_local', outcome: 'ignored' });
+    // Another process of the stack derives the same one and leaves the file as it is.
+    const again = await cli(env, ['replay', '--once'], { JWT_SECRET: undefined, ADMIN_TOKEN: undefined, PAYMENT_WEBHOOK_SECRET: undefined, FLASHSALE_LOCAL_STACK: '1', FLASHSALE_DATA_DIR: dataDir });
+    assert.equal(again.code, 0, again.out);
+    assert.deepEqual(JSON.parse(readFileSync(file, 'utf8')), secrets);
+    api.kill('SIGINT');
+    assert.equal(await exited(api), 0);
   } finally {
     api.kill('SIGKILL');
   }

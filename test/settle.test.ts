@@ -13,7 +13,7 @@ import { ExpiryListener } from '../shared/listener.js';
 import type { Logger } from '../shared/logger.js';
 import { metrics } from '../shared/metrics.js';
 import { claimBatch, createRedis, purchaseScript } from '../shared/redis.js';
-import { replayOnce } from '../shared/replay.js';
+import { PassSummary, replayOnce } from '../shared/replay.js';
 import { loadSaleIntoRedis, parseSaleInput, type Sale } from '../shared/sales.js';
 import { settleSales } from '../shared/settle.js';
 import { OrderWriter } from '../shared/writer.js';
@@ -68,7 +68,7 @@ const inRegistry = async (id: string) => (await env.redis.sismember(SALES_REGIST
 const settledAt = async (id: string) =>
   (await env.pool.query<{ settled_at: Date | null }>('select settled_at from sales where id = $1', [id])).rows[0]!.settled_at;
 
-interface Line { level: number; msg: string; alert?: string; reconciliation?: { saleId: string } }
+interface Line { level: number; msg: string; alert?: string; reconciliation?: { saleId: string }; passes?: number; salesChecked?: number; violations?: number; unregistered?: number }
 
 /** A logger that keeps every line, down to debug. */
 function capture(): { logger: Logger; lines: Line[] } {
@@ -210,28 +210,37 @@ test('settle: an expired order whose stock is not yet back keeps its sale; resto
   assert.equal(await inRegistry(sale.id), false);
 });
 
-test('settle: a settled sale is not reconciled again, a quiet pass logs nothing at info, and a settled sale back in the registry is dropped', async () => {
+test('settle: a settled sale is not reconciled again, passes log one info summary a minute at most, and a settled sale back in the registry is dropped', async () => {
   const sale = await endedSale(env);
   const live = await newSale(env, { startsAt: iso(Date.now() - HOUR), endsAt: iso(Date.now() + HOUR) });
   assert.equal((await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger })).settled, 1);
 
   const { logger, lines } = capture();
-  const quiet = await replayOnce({ pool: env.pool, redis: env.redis, logger });
+  let clock = 0;
+  const summary = new PassSummary(60_000, () => clock);
+  const info = () => lines.filter((l) => l.level >= 30);
+  const quiet = await replayOnce({ pool: env.pool, redis: env.redis, logger, summary });
   const reconciled = quiet.reconciliations.map((r) => r.saleId);
   assert.ok(!reconciled.includes(sale.id), 'the settled sale is not reconciled');
   assert.ok(reconciled.includes(live.id), 'an open sale still is');
   const unsettled = await env.pool.query<{ id: string }>('select id from sales where settled_at is null order by id');
   assert.deepEqual([...reconciled].sort(), unsettled.rows.map((r) => r.id), 'exactly the unsettled sales');
-  assert.deepEqual(lines.filter((l) => l.level >= 30), [], 'nothing at info or above when nothing was done');
+  assert.deepEqual(info().map((l) => [l.level, l.msg, l.passes, l.salesChecked, l.violations]), [[30, 'replay summary', 1, reconciled.length, 0]],
+    'the first pass: one summary at info, nothing at error');
   assert.deepEqual(lines.filter((l) => l.msg === 'reconciliation ok').map((l) => [l.level, l.reconciliation?.saleId]).sort(),
     reconciled.map((id) => [20, id]).sort(), 'one debug line per reconciled sale');
 
   // A crash between settled_at and the SREM (or a reload) leaves it in the registry: the next pass drops it.
   await env.redis.sadd(SALES_REGISTRY, sale.id);
-  const next = await replayOnce({ pool: env.pool, redis: env.redis, logger });
+  clock += 59_000;
+  const next = await replayOnce({ pool: env.pool, redis: env.redis, logger, summary });
   assert.equal(next.unregistered, 1);
   assert.equal(await inRegistry(sale.id), false);
-  assert.ok(lines.some((l) => l.level === 30 && l.msg === 'replay caught up'), 'a pass that did something says so once');
+  assert.equal(info().length, 1, 'no second summary within the minute');
+  clock += 1_000;
+  await replayOnce({ pool: env.pool, redis: env.redis, logger, summary });
+  assert.deepEqual(info().slice(1).map((l) => [l.msg, l.passes, l.unregistered, l.violations]), [['replay summary', 2, 1, 0]],
+    'a minute on, one line sums up both passes since the last');
 });
 
 /**

@@ -3,7 +3,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { RedisClient } from '../redis.js';
 import { createAuth } from '../auth.js';
-import type { Config } from '../config.js';
+import { ConfigError, type Config } from '../config.js';
 import type { Pool } from '../db.js';
 import type { Logger } from '../logger.js';
 import type { Purchaser } from '../purchase.js';
@@ -15,6 +15,7 @@ import { methodNotAllowed } from './method-not-allowed.js';
 import { orders } from './orders.js';
 import { ops } from './ops.js';
 import { page } from './page.js';
+import { payments } from './payments.js';
 import { requestMetrics } from './request-metrics.js';
 import { sales } from './sales.js';
 
@@ -34,8 +35,10 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
     frameworkErrors: onError,
     clientErrorHandler: onClientError,
   });
-  // Here, not in a plugin: a bad JWT setting must stop buildApp itself (ConfigError).
+  // Here, not in a plugin: a bad JWT setting or no webhook secret must stop buildApp itself (ConfigError).
   const auth = createAuth(config, logger);
+  if (!config.paymentWebhookSecret) throw new ConfigError('PAYMENT_WEBHOOK_SECRET is not set: the payment webhook cannot verify anything without it');
+  const paymentDeps = { pool, redis, secret: config.paymentWebhookSecret };
   app.decorateRequest('buyer', '');
   const otherMethods = methodNotAllowed(app);
 
@@ -46,8 +49,9 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
 
   void app.register(ops, { config, pool, redis });
   void app.register(sales, { pool, redis, purchaser, auth });
-  void app.register(orders, { pool, redis, auth });
-  void app.register(page, { development: config.development });
+  void app.register(payments, paymentDeps);
+  void app.register(orders, { pool, redis, auth, directPay: config.directPay ? paymentDeps : undefined });
+  void app.register(page, { development: config.development, directPay: config.directPay });
   void app.register(otherMethods);
   return app;
 }

@@ -22,10 +22,14 @@ function send(reply: FastifyReply, type: string, body: string | Buffer): Fastify
   return reply.headers(HEADERS).type(type).send(body);
 }
 
-/** GET / and its assets. The page learns the mode from the HTML: dev tokens or a pasted token. */
-export const page: FastifyPluginCallback<{ development: boolean }> = (app, opts, done) => {
+/**
+ * GET / and its assets. The page learns from the HTML the mode (dev tokens or a pasted token) and
+ * whether it may pay itself (DIRECT_PAY) or waits for the payment provider's confirmation.
+ */
+export const page: FastifyPluginCallback<{ development: boolean; directPay: boolean }> = (app, opts, done) => {
   const html = readFileSync(new URL('index.html', PUBLIC_DIR), 'utf8')
-    .replace('data-mode="__MODE__"', `data-mode="${opts.development ? 'development' : 'production'}"`);
+    .replace('data-mode="__MODE__"', `data-mode="${opts.development ? 'development' : 'production'}"`)
+    .replace('data-pay="__PAY__"', `data-pay="${opts.directPay ? 'direct' : 'provider'}"`);
   app.get('/', (_req, reply) => send(reply, 'text/html; charset=utf-8', html));
   for (const [name, type] of Object.entries(ASSETS)) {
     const body = readFileSync(new URL(name, PUBLIC_DIR));

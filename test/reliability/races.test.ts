@@ -140,7 +140,7 @@ test('races: 2000 orders expiring at once, closed by two listeners, the schedule
       const r = await cli(env, ['replay', '--once'], { LOG_LEVEL: 'info' });
       assert.equal(r.code, 0, r.stdout + r.stderr);
       onceRuns++;
-      for (const line of r.stdout.split('\n').filter((l) => l.includes('"replay caught up"'))) {
+      for (const line of r.stdout.split('\n').filter((l) => l.includes('"replay summary"'))) {
         const pass = JSON.parse(line) as { closed: number; restored: number };
         byOnce.closed += pass.closed;
         byOnce.restored += pass.restored;

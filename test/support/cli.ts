@@ -3,18 +3,21 @@
 // processes that report ready.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import type { TestEnv } from './env.js';
-import { ADMIN_TOKEN, JWT_SECRET } from './tokens.js';
+import { ADMIN_TOKEN, JWT_SECRET, PAYMENT_WEBHOOK_SECRET } from './tokens.js';
 
 const CLI = new URL('../../dist/daemons/cli.js', import.meta.url).pathname;
 
 /** Variables set on top of the defaults; an undefined value unsets one. */
 export type Vars = Record<string, string | undefined>;
 
-/** Against the env's servers (none without an env), with the test secrets, in production mode. */
+/**
+ * Against the env's servers (none without an env), with the test secrets, in production mode, with
+ * DIRECT_PAY on (buyers in tests pay through the API, which signs the event and takes the webhook path).
+ */
 function cliEnv(env: TestEnv | undefined, vars: Vars): NodeJS.ProcessEnv {
   return {
     ...process.env, NODE_ENV: 'production', DATABASE_URL: env?.config.databaseUrl, ...redisVars(env),
-    JWT_SECRET, ADMIN_TOKEN, ...vars,
+    JWT_SECRET, ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET, DIRECT_PAY: 'on', ...vars,
   };
 }
 

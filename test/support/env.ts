@@ -17,7 +17,7 @@ import { connect } from '../../shared/services.js';
 import type { Sale } from '../../shared/sales.js';
 import type { Pool } from '../../shared/db.js';
 import { exited } from './cli.js';
-import { ADMIN_TOKEN, JWT_SECRET } from './tokens.js';
+import { ADMIN_TOKEN, JWT_SECRET, PAYMENT_WEBHOOK_SECRET } from './tokens.js';
 
 type RedisServer = LocalServer & { port: number; child: import('node:child_process').ChildProcess };
 
@@ -82,6 +82,8 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
   const databaseUrl = admin.replace(/\/[^/]*$/, `/${db}`);
   const config = loadConfig({
     databaseUrl, ...(opts.redis ?? { redisUrl: redisServer.url }), jwtSecret: JWT_SECRET, adminToken: ADMIN_TOKEN, logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
+    // Tests pay through POST /api/orders/:id/pay, which signs its event and takes the webhook path.
+    paymentWebhookSecret: PAYMENT_WEBHOOK_SECRET, directPay: true,
     development: false, port: 0, ...overrides,
   });
   const logger = createLogger(config);

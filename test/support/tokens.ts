@@ -5,6 +5,7 @@ import { signJwt } from '../../shared/jwt.js';
 
 export const JWT_SECRET = 'test-secret-0123456789abcdef';
 export const ADMIN_TOKEN = 'test-admin-token';
+export const PAYMENT_WEBHOOK_SECRET = 'test-webhook-secret-0123456789';
 
 /** A valid buyer token for `userId`. */
 export function token(userId: string, secret = JWT_SECRET): string {

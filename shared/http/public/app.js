@@ -9,6 +9,9 @@ const el = {
 };
 
 const development = document.body.dataset.mode === 'development';
+// Direct pay: the Pay button asks the API, which signs a payment event and takes it through the
+// webhook path. Otherwise the payment provider confirms, and the poll shows "Paid".
+const directPay = document.body.dataset.pay === 'direct';
 const saleId = new URLSearchParams(location.search).get('sale') || 'demo';
 
 const MESSAGES = {
@@ -199,7 +202,9 @@ function buyHintText(s) {
 
 const ORDER_TEXT = {
   queued: ['Queued…', 'You are in line; your order is being confirmed.'],
-  pending_payment: ['Waiting for payment', 'Pay before the timer runs out to keep your item.'],
+  pending_payment: ['Waiting for payment', directPay
+    ? 'Pay before the timer runs out to keep your item.'
+    : 'Complete the payment with the payment provider before the timer runs out; this page updates by itself.'],
   paid: ['Paid', 'Thank you! Your order is paid.'],
   expired: ['Expired', 'The payment window closed, so the item went back on sale.'],
 };
@@ -216,7 +221,7 @@ function renderOrder(now) {
   setText(el.orderDetail, overdue ? 'Time is up; checking your order…' : detail);
   el.timer.hidden = !pending;
   setText(el.timer, pending ? duration(o.expiresAt - now) : '');
-  el.pay.hidden = !pending || o.closed;
+  el.pay.hidden = !directPay || !pending || o.closed;
   el.pay.disabled = state.paying;
   setText(el.pay, state.paying ? 'Paying…' : 'Pay now');
 }

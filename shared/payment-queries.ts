@@ -1,0 +1,86 @@
+// Every runtime statement on `payments`, each a small typed function running one parameterised
+// statement. A payment row is written in the transaction that decided the order's fate (see
+// payments.ts), so the two never disagree.
+import type { Pool, PoolClient } from './db.js';
+
+export type PaymentOutcome = 'applied' | 'refund_due';
+
+export interface NewPayment {
+  id: string;
+  orderId: string;
+  outcome: PaymentOutcome;
+  amount: number | undefined;
+  payload: string;
+}
+
+export interface RecordedPayment {
+  id: string;
+  orderId: string;
+  outcome: PaymentOutcome;
+}
+
+export interface RefundDue {
+  paymentId: string;
+  orderId: string;
+  saleId: string;
+  userId: string;
+  amount: number | null;
+  receivedAt: string;
+}
+
+/** Records a decided event; false when its id is already recorded (a redelivery that raced this one). */
+export async function insertPayment(client: PoolClient, p: NewPayment): Promise<boolean> {
+  const res = await client.query(
+    `insert into payments (id, order_id, outcome, amount, payload) values ($1, $2, $3, $4, $5) on conflict (id) do nothing`,
+    [p.id, p.orderId, p.outcome, p.amount ?? null, p.payload],
+  );
+  return res.rowCount === 1;
+}
+
+export async function findPayment(pool: Pool, id: string): Promise<RecordedPayment | undefined> {
+  const res = await pool.query<{ id: string; order_id: string; outcome: PaymentOutcome }>(
+    'select id, order_id, outcome from payments where id = $1', [id],
+  );
+  const row = res.rows[0];
+  return row && { id: row.id, orderId: row.order_id, outcome: row.outcome };
+}
+
+/** Money received for orders it could not pay, oldest first: what is owed back. */
+export async function refundsDue(pool: Pool): Promise<RefundDue[]> {
+  const res = await pool.query<{ id: string; order_id: string; sale_id: string; user_id: string; amount: number | null; received_at: Date }>(
+    `select p.id, p.order_id, o.sale_id, o.user_id, p.amount, p.received_at
+     from payments p join orders o on o.id = p.order_id
+     where p.outcome = 'refund_due' order by p.received_at, p.id`,
+  );
+  return res.rows.map((r) => ({
+    paymentId: r.id, orderId: r.order_id, saleId: r.sale_id, userId: r.user_id, amount: r.amount, receivedAt: r.received_at.toISOString(),
+  }));
+}
+
+/**
+ * Orders of a sale whose payments and status disagree: an applied payment on an order that is not
+ * paid; a paid order (paid since payments are recorded) without exactly one applied payment; a
+ * refund_due payment on a paid order that no applied payment paid. One statement, one snapshot.
+ */
+export async function paymentMismatches(pool: Pool, saleId: string): Promise<string[]> {
+  const res = await pool.query<{ id: string; problem: string }>(
+    `with since as (select applied_at from migrations where id = '0003_payments'),
+     per_order as (
+       select o.id, o.status, o.paid_at,
+              count(p.id) filter (where p.outcome = 'applied') as applied,
+              count(p.id) filter (where p.outcome = 'refund_due') as refund_due
+       from orders o left join payments p on p.order_id = o.id
+       where o.sale_id = $1 and (o.status = 'paid' or p.id is not null)
+       group by o.id)
+     select id, case
+         when applied > 0 and status <> 'paid' then 'applied payment, order ' || status
+         when applied > 1 then applied || ' applied payments'
+         when refund_due > 0 and applied = 0 and status = 'paid' then 'refund due, yet paid'
+         else 'paid without a payment' end as problem
+     from per_order
+     where (applied > 0 and status <> 'paid') or applied > 1
+        or (status = 'paid' and applied = 0 and (refund_due > 0 or paid_at >= (select applied_at from since)))`,
+    [saleId],
+  );
+  return res.rows.map((r) => `${r.id} (${r.problem})`);
+}

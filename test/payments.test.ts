@@ -1,0 +1,229 @@
+// Payments by signed webhook against the real API, Postgres and Redis: a verified event pays a
+// pending order once; anything unsigned, forged or stale is refused with nothing recorded; money
+// for an order that can no longer take it is kept on record as a refund, and moves no stock.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { startApi } from '../daemons/api.js';
+import { buildApp } from '../shared/http/app.js';
+import { checkInvariants } from '../shared/invariants.js';
+import { saleKeys } from '../shared/keys.js';
+import { metrics } from '../shared/metrics.js';
+import { restore } from '../shared/expiry.js';
+import { closeDue } from '../shared/order-queries.js';
+import { signPayload } from '../shared/payments.js';
+import { Purchaser } from '../shared/purchase.js';
+import type { Sale } from '../shared/sales.js';
+import { OrderWriter } from '../shared/writer.js';
+import { cli } from './support/cli.js';
+import { assertConserved, testEnv, type TestEnv } from './support/env.js';
+import { newSale, runConcurrently } from './support/fixtures.js';
+import { http, type Reply } from './support/http.js';
+import { stateSnapshot } from './support/snapshot.js';
+import { PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
+
+let env: TestEnv;
+let api: Awaited<ReturnType<typeof startApi>>;
+const sales: Sale[] = [];
+
+before(async () => {
+  env = await testEnv();
+  api = await startApi(env.config, env.logger);
+});
+after(async () => {
+  await api?.stop();
+  await env?.close();
+});
+afterEach(async () => {
+  await assertConserved(env, sales);
+  const report = await checkInvariants(env.pool, env.redis, { saleIds: sales.map((s) => s.id), replayIntervalMs: 3_600_000 });
+  assert.deepEqual(report.violations, []);
+});
+
+const now = () => Math.floor(Date.now() / 1000);
+
+/** A delivery as the provider makes it: these exact bytes, signed with `secret` at `t`. */
+function deliver(event: unknown, opts: { secret?: string; t?: number; signature?: string | null; port?: number } = {}): Promise<Reply> {
+  const raw = typeof event === 'string' ? event : JSON.stringify(event);
+  const signature = opts.signature === undefined ? signPayload(opts.secret ?? PAYMENT_WEBHOOK_SECRET, raw, opts.t ?? now()) : opts.signature;
+  return http(opts.port ?? api.port, 'POST', '/api/payments/webhook', { body: raw, headers: signature === null ? {} : { 'flashsale-signature': signature } });
+}
+
+const succeeded = (orderId: string, fields: Record<string, unknown> = {}) => ({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId, amount: 1999, ...fields });
+
+/** A sale with one order per user, written to Postgres (pending, inside its window). */
+async function ordersOf(users: string[], fields: Record<string, unknown> = {}): Promise<{ sale: Sale; ids: string[] }> {
+  const sale = await newSale(env, { stock: 5, paymentWindowSeconds: 3600, ...fields });
+  sales.push(sale);
+  const ids: string[] = [];
+  for (const user of users) {
+    const r = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user });
+    assert.equal(r.status, 202);
+    ids.push(r.body.orderId as string);
+  }
+  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: `w-${sale.id}`, writerLeaseMs: 1 } });
+  while ((await writer.drainOnce()) > 0);
+  return { sale, ids };
+}
+
+const status = async (orderId: string) => (await env.pool.query<{ status: string }>('select status from orders where id = $1', [orderId])).rows[0]?.status;
+const paymentsOf = async (orderId: string) =>
+  (await env.pool.query<{ id: string; outcome: string; amount: number | null }>('select id, outcome, amount from payments where order_id = $1 order by received_at', [orderId])).rows;
+/** Everything a refused delivery must leave as it was: Redis, sales, orders, and every payment row. */
+const everything = async () => ({
+  ...(await stateSnapshot(env)),
+  payments: (await env.pool.query<{ r: string }>('select row_to_json(p)::text as r from payments p order by id')).rows.map((x) => x.r),
+});
+const counted = async (outcome: string) => (await metrics.payments.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
+
+describe('payments', () => {
+  test('payments: a signed payment.succeeded pays a pending order, records the payment and drops its expiry key', async () => {
+    const { sale, ids: [id] } = await ordersOf(['alice']);
+    assert.equal(await env.redis.exists(saleKeys(sale.id).expiry(id!)), 1);
+    const applied = await counted('applied');
+    const event = succeeded(id!);
+    const r = await deliver(event);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body, { id: event.id, outcome: 'applied' });
+    assert.equal(await status(id!), 'paid');
+    assert.deepEqual(await paymentsOf(id!), [{ id: event.id, outcome: 'applied', amount: 1999 }]);
+    const stored = await env.pool.query<{ payload: string }>('select payload from payments where id = $1', [event.id]);
+    assert.equal(stored.rows[0]!.payload, JSON.stringify(event), 'the signed bytes are kept as they came');
+    assert.equal(await env.redis.exists(saleKeys(sale.id).expiry(id!)), 0);
+    assert.equal(await counted('applied'), applied + 1);
+    assert.equal((await http(api.port, 'GET', `/api/orders/${id}`, { user: 'alice' })).body.status, 'paid');
+  });
+
+  test('payments: a redelivered event answers 200 and changes nothing, even ten at once', async () => {
+    const { ids: [id, other] } = await ordersOf(['bob', 'bea']);
+    const event = succeeded(id!);
+    assert.equal((await deliver(event)).body.outcome, 'applied');
+    const state = await everything();
+    const duplicates = await counted('duplicate');
+    const again = await deliver(event);
+    assert.equal(again.status, 200);
+    assert.deepEqual(again.body, { id: event.id, outcome: 'applied', duplicate: true });
+    assert.deepEqual(await everything(), state);
+
+    // Concurrent first deliveries of one event: one decides, the others find it decided.
+    const burst = succeeded(other!);
+    const answers = await runConcurrently(10, 10, () => deliver(burst));
+    assert.deepEqual(answers.map((a) => a.status), Array(10).fill(200));
+    assert.equal(answers.filter((a) => !a.body.duplicate).length, 1);
+    assert.ok(answers.every((a) => a.body.outcome === 'applied'));
+    assert.deepEqual(await paymentsOf(other!), [{ id: burst.id, outcome: 'applied', amount: 1999 }]);
+    assert.equal(await counted('duplicate'), duplicates + 10);
+  });
+
+  test('payments: a forged, unsigned, malformed, tampered or stale delivery is refused 400 with nothing recorded', async () => {
+    const { ids: [id] } = await ordersOf(['carl']);
+    const event = succeeded(id!);
+    const raw = JSON.stringify(event);
+    const good = signPayload(PAYMENT_WEBHOOK_SECRET, raw);
+    const state = await everything();
+    const refused = await counted('refused');
+    const cases: [string, Promise<Reply>, string][] = [
+      ['unsigned', deliver(event, { signature: null }), 'invalid_signature'],
+      ['another secret', deliver(event, { secret: 'not-the-webhook-secret-0123' }), 'invalid_signature'],
+      ['no timestamp', deliver(event, { signature: good.replace(/^t=\d+,/, '') }), 'invalid_signature'],
+      ['no v1', deliver(event, { signature: good.replace(/,v1=.*$/, '') }), 'invalid_signature'],
+      ['short v1', deliver(event, { signature: good.slice(0, -2) }), 'invalid_signature'],
+      ['v0 only', deliver(event, { signature: good.replace('v1=', 'v0=') }), 'invalid_signature'],
+      ['tampered amount', deliver(raw.replace('1999', '1'), { signature: good }), 'invalid_signature'],
+      ['another timestamp', deliver(event, { signature: good.replace(/^t=(\d+)/, (_, t: string) => `t=${Number(t) - 1}`) }), 'invalid_signature'],
+      ['301 s old', deliver(event, { t: now() - 301 }), 'stale_signature'],
+      ['301 s ahead', deliver(event, { t: now() + 301 }), 'stale_signature'],
+      ['signed, not JSON', deliver('{"id":'), 'invalid_event'],
+      ['signed, a key twice', deliver(raw.replace('{', `{"orderId":"${id}",`)), 'invalid_event'],
+      ['signed, no order id', deliver({ id: 'evt_no_order', type: 'payment.succeeded' }), 'invalid_event'],
+      ['signed, no event id', deliver({ type: 'payment.succeeded', orderId: id }), 'invalid_event'],
+      ['signed, a fractional amount', deliver(succeeded(id!, { amount: 19.99 })), 'invalid_event'],
+    ];
+    for (const [what, reply, code] of cases) {
+      const r = await reply;
+      assert.equal(r.status, 400, `${what}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error, code, what);
+      assert.equal(typeof r.body.message, 'string');
+    }
+    assert.deepEqual(await everything(), state);
+    assert.equal(await status(id!), 'pending');
+    assert.equal(await counted('refused'), refused + cases.length);
+    // A rotation: the old secret's signature next to the new one's is accepted.
+    const rotated = `${signPayload('the-previous-secret-0123456', raw)},${good.replace(/^t=\d+,/, '')}`;
+    assert.equal((await deliver(event, { signature: rotated })).body.outcome, 'applied');
+  });
+
+  test('payments: money for an expired order is recorded refund_due, moves no stock and is listed by `flashsale refunds`', async () => {
+    const { sale, ids: [late, overdue, twice] } = await ordersOf(['dora', 'dan', 'dee']);
+    // Closed and its unit back on sale; past its deadline but not yet closed; paid already.
+    await env.pool.query(`update orders set expires_at = now() where id = any($1::text[])`, [[late, overdue]]);
+    assert.equal(await restore(env.pool, env.redis, await closeDue(env.pool, [late!])), 1);
+    assert.equal((await deliver(succeeded(twice!))).body.outcome, 'applied');
+    const available = await env.redis.get(saleKeys(sale.id).available);
+    const events = [succeeded(late!, { amount: 500 }), succeeded(overdue!, { amount: undefined }), succeeded(twice!, { amount: 700 })];
+    for (const e of events) assert.deepEqual((await deliver(e)).body, { id: e.id, outcome: 'refund_due' });
+    assert.deepEqual([await status(late!), await status(overdue!), await status(twice!)], ['expired', 'pending', 'paid']);
+    assert.equal(await env.redis.get(saleKeys(sale.id).available), available, 'no stock moved');
+    // The overdue order is closed as usual, and its unit goes back on sale once.
+    assert.equal(await restore(env.pool, env.redis, await closeDue(env.pool, [overdue!])), 1);
+
+    const listed = await cli(env, ['refunds', '--json']);
+    assert.equal(listed.code, 0, listed.stderr);
+    const mine = (JSON.parse(listed.stdout) as { paymentId: string; receivedAt: string }[]).filter((r) => events.some((e) => e.id === r.paymentId));
+    assert.deepEqual(mine.map((r) => ({ ...r, receivedAt: typeof r.receivedAt })), [
+      { paymentId: events[0]!.id, orderId: late, saleId: sale.id, userId: 'dora', amount: 500, receivedAt: 'string' },
+      { paymentId: events[1]!.id, orderId: overdue, saleId: sale.id, userId: 'dan', amount: null, receivedAt: 'string' },
+      { paymentId: events[2]!.id, orderId: twice, saleId: sale.id, userId: 'dee', amount: 700, receivedAt: 'string' },
+    ]);
+    const table = await cli(env, ['refunds']);
+    assert.equal(table.code, 0, table.stderr);
+    assert.match(table.stdout, /^payment +order +sale +buyer +amount +received\n/);
+    assert.match(table.stdout, new RegExp(`${events[0]!.id} +${late!.replace('.', '\\.')} +${sale.id} +dora +500 +\\d{4}-`));
+  });
+
+  test('payments: an order still queued answers 503 (the provider retries), an unknown one 404, an unknown type 200 ignored; none recorded', async () => {
+    const sale = await newSale(env, { stock: 2, paymentWindowSeconds: 3600 });
+    sales.push(sale);
+    const queued = (await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user: 'erin' })).body.orderId as string;
+    const state = await everything();
+    const waiting = await deliver(succeeded(queued));
+    assert.equal(waiting.status, 503, JSON.stringify(waiting.body));
+    assert.equal(waiting.body.error, 'unavailable');
+    const unknown = await deliver(succeeded(`${sale.id}.${randomUUID()}`));
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.body.error, 'order_not_found');
+    const ignored = { id: `evt_${randomUUID()}`, type: 'payment.refunded', orderId: queued };
+    assert.deepEqual((await deliver(ignored)).body, { id: ignored.id, outcome: 'ignored' });
+    assert.deepEqual(await everything(), state);
+    // Once written, the provider's retry of the same event pays it.
+    const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: `w-${sale.id}`, writerLeaseMs: 1 } });
+    while ((await writer.drainOnce()) > 0);
+    const event = succeeded(queued);
+    assert.equal((await deliver(event)).body.outcome, 'applied');
+    assert.equal(await status(queued), 'paid');
+  });
+
+  test('payments: POST /api/orders/:id/pay exists only with DIRECT_PAY, and takes the webhook path', async () => {
+    const { ids: [id] } = await ordersOf(['fay']);
+    const paid = await http(api.port, 'POST', `/api/orders/${id}/pay`, { user: 'fay' });
+    assert.deepEqual(paid.body, { orderId: id, status: 'paid' });
+    assert.deepEqual(await paymentsOf(id!), [{ id: `direct.${id}`, outcome: 'applied', amount: null }]);
+    assert.deepEqual((await http(api.port, 'POST', `/api/orders/${id}/pay`, { user: 'fay' })).body, { orderId: id, status: 'paid' });
+    assert.equal((await paymentsOf(id!)).length, 1, 'paying again records nothing');
+
+    const config = { ...env.config, directPay: false };
+    const app = buildApp({ config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, config), logger: env.logger });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const port = (app.server.address() as { port: number }).port;
+      const { ids: [other] } = await ordersOf(['gus']);
+      const r = await http(port, 'POST', `/api/orders/${other}/pay`, { user: 'gus' });
+      assert.equal(r.status, 404);
+      assert.equal(r.body.error, 'not_found');
+      assert.equal(await status(other!), 'pending');
+      assert.equal((await deliver(succeeded(other!), { port })).body.outcome, 'applied');
+    } finally {
+      await app.close();
+    }
+  });
+});
