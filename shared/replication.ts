@@ -3,13 +3,22 @@
 // REDIS_MIN_REPLICAS_ACK=N a write counts only once WAIT says N replicas have it.
 //
 // WAIT covers every earlier write on its connection, and blocks that connection until it returns.
-// So confirmations are group commits: one WAIT in flight per connection (per sale on a cluster,
-// whose keys are on one node's connection) confirms every write whose reply came before it was
-// sent; writes that finish meanwhile ride on the next one.
-import { Cluster } from 'ioredis';
+// So confirmations are group commits: one WAIT in flight per node connection confirms every write
+// whose reply came before it was sent; writes that finish meanwhile ride on the next one.
+//
+// It covers writes on *that* connection only: a WAIT answered after the connection was replaced
+// (a reconnect, a Sentinel client following +switch-master, a cluster slot now served by another
+// node) says nothing about a write made before, which the old master may have taken alone and a
+// failover then lost. Such a write counts as unconfirmed. A Sentinel failover under purchases
+// lost 6 acknowledged purchases this way before the check.
+import { createRequire } from 'node:module';
+import { Cluster, Redis } from 'ioredis';
 import { UnavailableError } from './errors.js';
 import { saleKeys } from './keys.js';
-import type { RedisClient } from './redis.js';
+import { nodeName, type RedisClient } from './redis.js';
+
+/** Redis Cluster's key-to-slot function (CRC16 of the hash tag), as ioredis itself computes it. */
+const calculateSlot = createRequire(import.meta.url)('cluster-key-slot') as (key: string) => number;
 
 /** A WAIT's answer: how many replicas have the writes, and how many were required when it was sent. */
 export interface Acks {
@@ -18,6 +27,8 @@ export interface Acks {
 }
 
 interface Waiter {
+  /** The connection's generation when the write's reply came. */
+  epoch: number;
   resolve(acks: Acks): void;
   reject(err: unknown): void;
 }
@@ -28,7 +39,9 @@ interface Group {
 }
 
 export class ReplicaAcks {
-  private readonly groups = new Map<string, Group>();
+  private readonly groups = new Map<Redis, Group>();
+  /** Per node connection, how many times it has (re)connected. */
+  private readonly epochs = new WeakMap<Redis, number>();
 
   constructor(
     private readonly redis: RedisClient,
@@ -36,44 +49,63 @@ export class ReplicaAcks {
     readonly timeoutMs: number,
     /** Replicas that must have a write beyond `replicas`, where the topology says so (Sentinel). */
     private readonly healthy: () => number = () => 0,
-  ) {}
+  ) {
+    if (redis instanceof Cluster) {
+      redis.on('+node', (node: Redis) => this.track(node));
+      for (const node of redis.nodes()) this.track(node);
+    } else {
+      this.track(redis);
+    }
+  }
 
   /**
    * How many replicas have every write this client made to `saleId`'s node before this call (up to
-   * the number required, waiting at most `timeoutMs`). Call it once the write's reply is in.
+   * the number required, waiting at most `timeoutMs`). Call it as soon as the write's reply is in.
    */
   acked(saleId: string): Promise<Acks> {
-    const key = this.redis instanceof Cluster ? saleId : '';
-    let group = this.groups.get(key);
-    if (!group) this.groups.set(key, (group = { inFlight: false, waiting: [] }));
+    const node = this.nodeOf(saleId);
+    let group = this.groups.get(node);
+    if (!group) this.groups.set(node, (group = { inFlight: false, waiting: [] }));
     const g = group;
     return new Promise<Acks>((resolve, reject) => {
-      g.waiting.push({ resolve, reject });
-      if (!g.inFlight) this.send(key, g, saleId);
+      g.waiting.push({ epoch: this.epochs.get(node) ?? 0, resolve, reject });
+      if (!g.inFlight) this.send(node, g);
     });
   }
 
-  private send(key: string, g: Group, saleId: string): void {
+  private track(node: Redis): void {
+    if (this.epochs.has(node)) return;
+    this.epochs.set(node, 0);
+    node.on('ready', () => this.epochs.set(node, this.epochs.get(node)! + 1));
+  }
+
+  /** The connection that serves the sale's slot now (the one server, or the Sentinel master). */
+  private nodeOf(saleId: string): Redis {
+    const cluster = this.redis;
+    if (!(cluster instanceof Cluster)) return cluster;
+    const owner = cluster.slots[calculateSlot(saleKeys(saleId).meta)]?.[0];
+    const node = owner === undefined ? undefined : cluster.nodes('master').find((n) => nodeName(n) === owner);
+    if (!node) throw new UnavailableError(`no master is known for sale ${saleId}'s slot`);
+    this.track(node);
+    return node;
+  }
+
+  private send(node: Redis, g: Group): void {
     const batch = g.waiting;
     g.waiting = [];
     g.inFlight = true;
     const required = Math.max(this.replicas, this.healthy());
-    this.wait(saleId, required).then(
-      (acked) => batch.forEach((w) => w.resolve({ acked, required })),
+    node.wait(required, this.timeoutMs).then(
+      (acked) => {
+        const epoch = this.epochs.get(node);
+        for (const w of batch) w.resolve({ acked: w.epoch === epoch ? acked : 0, required });
+      },
       (err: unknown) => batch.forEach((w) => w.reject(err)),
     ).finally(() => {
       g.inFlight = false;
-      if (g.waiting.length > 0) this.send(key, g, saleId);
-      else this.groups.delete(key);
+      if (g.waiting.length > 0) this.send(node, g);
+      else this.groups.delete(node);
     });
-  }
-
-  private async wait(saleId: string, replicas: number): Promise<number> {
-    if (!(this.redis instanceof Cluster)) return this.redis.wait(replicas, this.timeoutMs);
-    // WAIT names no key: a key of the sale in the same pipeline sends it to that sale's node.
-    const res = (await this.redis.pipeline().exists(saleKeys(saleId).meta).wait(replicas, this.timeoutMs).exec()) ?? [];
-    for (const [err] of res) if (err) throw err;
-    return res[1]![1] as number;
   }
 }
 
