@@ -12,7 +12,8 @@ import { formatReport, progressReporter, runLoadtest } from '../tools/loadtest.j
 import { migrate } from '../shared/migrate.js';
 import { refundsDue, type RefundDue } from '../shared/payment-queries.js';
 import { reconcile } from '../shared/reconcile.js';
-import { createSale, getSale, parseSaleInput, saleView } from '../shared/sales.js';
+import { endSale, listAllSales, type SaleListItem } from '../shared/sale-admin.js';
+import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '../shared/sales.js';
 import { connect } from '../shared/services.js';
 import { startApi } from './api.js';
 import { startDev } from './dev.js';
@@ -84,11 +85,17 @@ const apiFlags = (y: Argv) =>
 function printStatus(r: Awaited<ReturnType<typeof reconcile>>): void {
   const rows: [string, number | string][] = [
     ['total', r.total], ['available', r.available], ['queued', r.queued], ['pending', r.pending],
-    ['paid', r.paid], ['expired', r.expired], ['restoring', r.restoring],
+    ['paid', r.paid], ['expired', r.expired], ['cancelled', r.cancelled], ['restoring', r.restoring],
     ['conservation', r.holds ? 'holds' : 'VIOLATED'],
   ];
   console.log(`sale ${r.saleId}`);
   for (const [k, v] of rows) console.log(`  ${k.padEnd(13)}${v}`);
+}
+
+/** A header row and its rows, in columns as wide as their widest cell. */
+function printTable(rows: string[][]): void {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  for (const row of rows) console.log(row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd());
 }
 
 function printRefunds(refunds: RefundDue[]): void {
@@ -96,10 +103,17 @@ function printRefunds(refunds: RefundDue[]): void {
     console.log('no refunds due');
     return;
   }
-  const rows = [['payment', 'order', 'sale', 'buyer', 'amount', 'received'],
-    ...refunds.map((r) => [r.paymentId, r.orderId, r.saleId, r.userId, r.amount === null ? '-' : String(r.amount), r.receivedAt])];
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-  for (const row of rows) console.log(row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd());
+  printTable([['payment', 'order', 'sale', 'buyer', 'amount', 'received'],
+    ...refunds.map((r) => [r.paymentId, r.orderId, r.saleId, r.userId, r.amount === null ? '-' : String(r.amount), r.receivedAt])]);
+}
+
+function printSales(sales: SaleListItem[]): void {
+  if (sales.length === 0) {
+    console.log('no sales');
+    return;
+  }
+  printTable([['id', 'state', 'stock', 'available', 'pending', 'paid', 'expired', 'starts', 'ends', 'name'],
+    ...sales.map((s) => [s.id, s.state, ...[s.stock, s.available, s.pending, s.paid, s.expired].map(String), s.startsAt, s.endsAt ?? '-', s.name])]);
 }
 
 try {
@@ -184,7 +198,7 @@ try {
           await conn?.close();
         }
       })
-    .command('sale', 'create and inspect sales', (y) => serverFlags(y)
+    .command('sale', 'create, list, end and inspect sales', (y) => serverFlags(y)
       .command('create', 'create a sale and load it into Redis',
         (c) => c.option('name', { type: 'string', demandOption: true }).option('stock', { type: 'number', demandOption: true })
           .option('per-user', { type: 'number' }).option('max-per-order', { type: 'number' })
@@ -213,6 +227,23 @@ try {
           if (argv.json) console.log(JSON.stringify(r));
           else printStatus(r);
           if (!r.holds) process.exitCode = 3;
+        })
+      .command('list', 'every sale, newest first: state, stock left, orders pending, paid and expired',
+        (c) => c.option('state', { choices: ['upcoming', 'open', 'sold_out', 'ended'] as const }).option('json', { type: 'boolean' }),
+        async (argv) => {
+          const sales = await withConnections(argv, ({ pool, redis }) => listAllSales(pool, redis, argv.state as SaleState | undefined));
+          if (argv.json) console.log(JSON.stringify(sales));
+          else printSales(sales);
+        })
+      .command('end <id>', 'end a sale now: no new purchases; pending orders stay payable until their deadline',
+        (c) => c.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
+        async (argv) => {
+          const { view, ended } = await withConnections(argv, async ({ pool, redis }) => {
+            const r = await endSale(pool, redis, argv.id);
+            return { view: await saleView(redis, r.sale), ended: r.ended };
+          });
+          if (argv.json) console.log(JSON.stringify(view));
+          else console.log(ended ? `ended sale ${view.id} at ${view.endsAt}` : `sale ${view.id} had ended already, at ${view.endsAt}`);
         })
       .demandCommand(1), () => {})
     .demandCommand(1)

@@ -29,6 +29,8 @@ export const ERRORS = {
   sale_exists: [409, 'A sale with this id already exists.'],
   order_expired: [409, 'The payment window of this order has closed.'],
   order_not_ready: [409, 'The order is still queued; retry in a moment.'],
+  order_paid: [409, 'This order is paid: it can no longer be cancelled.'],
+  order_cancelled: [409, 'This order was cancelled: it can no longer be paid.'],
   payload_too_large: [413, 'The body is too large.'],
   unsupported_media_type: [415, 'Send the body as application/json.'],
   headers_too_large: [431, 'The request headers are too large.'],

@@ -2,6 +2,8 @@
 // decides (a conditional update that only moves a pending order past its deadline); Redis is
 // restored afterwards through an idempotent script, and `restored_at` records it so a crash in
 // between is finished by the next sweep. The writer, the listener and the replay only decide when.
+// A buyer's cancel (shared/cancel.ts) gives its stock back through the same `restore`, and the same
+// sweep finishes a cancelled order's restore that a crash interrupted.
 import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { observeClosed, type ClosedBy } from './metrics.js';

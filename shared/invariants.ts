@@ -1,6 +1,6 @@
 // The invariants a sale keeps whatever crashed, restarted or raced, read from Postgres and Redis as
 // they are now. Each read goes Redis first, Postgres second: an order only ever moves from Redis to
-// Postgres (queued -> written) and from open to closed (pending -> expired -> restored), so reading
+// Postgres (queued -> written) and from open to closed (pending -> expired or cancelled -> restored), so reading
 // in that order can miss a change made in between but never invent a violation, even mid-sale.
 // Shared by the reliability suite and `flashsale check`.
 import type { RedisClient } from './redis.js';
@@ -19,6 +19,7 @@ export type InvariantName =
   | 'no_overdue_restore'
   | 'per_user_limit'
   | 'paid_never_expired'
+  | 'restored_once'
   | 'payments_match_orders'
   | 'accepted_has_one_order';
 
@@ -74,35 +75,41 @@ export async function checkInvariants(pool: Pool, redis: RedisClient, opts: Chec
   for (const sale of sales) {
     const r = await reconcile(pool, redis, sale.id, sale.stock);
     check(r.holds, 'conservation', () =>
-      `available ${r.available} + queued ${r.queued} + pending ${r.pending} + paid ${r.paid} + restoring ${r.restoring} != total ${r.total}`, sale.id);
+      `available ${r.available} + queued ${r.queued} + pending ${r.pending} + paid ${r.paid} + restoring ${r.restoring} != total ${r.total} (expired ${r.expired}, cancelled ${r.cancelled})`, sale.id);
     check(r.available >= 0, 'stock_never_negative', () => `available is ${r.available}`, sale.id);
 
     const late = await pool.query<{ pending: string[]; unrestored: string[] }>(
       `select coalesce(array_agg(id) filter (where status = 'pending'), '{}') as pending,
-              coalesce(array_agg(id) filter (where status = 'expired'), '{}') as unrestored
+              coalesce(array_agg(id) filter (where status <> 'pending'), '{}') as unrestored
        from orders
        where sale_id = $1 and ((status = 'pending' and expires_at < now() - make_interval(secs => $2))
-          or (status = 'expired' and restored_at is null and closed_at < now() - make_interval(secs => $2)))`,
+          or (status in ('expired', 'cancelled') and restored_at is null and closed_at < now() - make_interval(secs => $2)))`,
       [sale.id, lateSeconds],
     );
     const { pending, unrestored } = late.rows[0]!;
     check(pending.length === 0, 'no_overdue_pending', () => `pending more than ${lateSeconds} s past the deadline: ${sample(pending)}`, sale.id);
-    check(unrestored.length === 0, 'no_overdue_restore', () => `expired more than ${lateSeconds} s ago, stock not back: ${sample(unrestored)}`, sale.id);
+    check(unrestored.length === 0, 'no_overdue_restore', () => `expired or cancelled more than ${lateSeconds} s ago, stock not back: ${sample(unrestored)}`, sale.id);
 
     const over = await usersOverLimit(pool, redis, sale);
     check(over.length === 0, 'per_user_limit', () => `above ${sale.perUserLimit}: ${sample(over)}`, sale.id);
 
-    // The restored set is the guard of restore.lua: a member that is not expired in Postgres got
-    // its stock back while still sold (paid or pending).
-    const restored = await redis.smembers(saleKeys(sale.id).restored);
-    const expired = await pool.query<{ id: string }>(`select id from orders where id = any($1::text[]) and status = 'expired'`, [restored]);
-    const closed = new Set(expired.rows.map((row) => row.id));
-    const notExpired = restored.filter((id) => !closed.has(id));
+    // The restored set is the guard of restore.lua: a member that is not closed (expired or
+    // cancelled) in Postgres got its stock back while still sold (paid or pending). Closed and paid
+    // at once (an order both cancelled and paid) is the same fault seen from Postgres.
+    const [restored, restoredQty] = await restoredOf(redis, sale.id);
+    const closedRows = await pool.query<{ id: string; qty: number }>(
+      `select id, qty from orders where id = any($1::text[]) and status in ('expired', 'cancelled')`, [restored],
+    );
+    const closed = new Set(closedRows.rows.map((row) => row.id));
+    const notClosed = restored.filter((id) => !closed.has(id));
     const both = await pool.query<{ id: string }>(
       'select id from orders where sale_id = $1 and paid_at is not null and closed_at is not null', [sale.id],
     );
-    const bad = [...notExpired, ...both.rows.map((row) => row.id)];
-    check(bad.length === 0, 'paid_never_expired', () => `restored or closed while not expired: ${sample(bad)}`, sale.id);
+    const bad = [...notClosed, ...both.rows.map((row) => row.id)];
+    check(bad.length === 0, 'paid_never_expired', () => `restored, or paid and closed, while not expired or cancelled: ${sample(bad)}`, sale.id);
+    // Each restored order gave back its own qty once: the units restored are exactly its members' qty.
+    const members = closedRows.rows.reduce((n, row) => n + row.qty, 0);
+    check(notClosed.length > 0 || members === restoredQty, 'restored_once', () => `${restoredQty} units restored for orders of ${members}`, sale.id);
 
     // An applied payment's order is paid, by that payment alone; a refund_due one's is not paid by it.
     const mismatched = await paymentMismatches(pool, sale.id);
@@ -119,6 +126,14 @@ export async function checkInvariants(pool: Pool, redis: RedisClient, opts: Chec
         .filter(Boolean).join('; '));
   }
   return report;
+}
+
+/** The restored set and the units restored, read at one instant (one slot: a transaction). */
+async function restoredOf(redis: RedisClient, saleId: string): Promise<[string[], number]> {
+  const k = saleKeys(saleId);
+  const res = (await redis.multi().smembers(k.restored).get(k.restoredQty).exec()) ?? [];
+  for (const [err] of res) if (err) throw err;
+  return [res[0]![1] as string[], Number(res[1]![1] ?? 0)];
 }
 
 /** Buyers holding more than the limit: pending and paid orders plus winners not yet written. */

@@ -23,6 +23,8 @@ export function saleKeys(saleId: string) {
     deadlines: `${p}:deadlines`,
     restored: `${p}:restored`,
     restoredQty: `${p}:restored-qty`,
+    /** Orders whose buyer asked to cancel them while queued (cancel.lua). */
+    cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,
     buys: (userId: string) => `${p}:buys:${userId}`,
     expiry: (orderId: string) => `${p}:expiry:${orderId}`,

@@ -7,7 +7,8 @@ import type { ClosedOrder } from './order-queries.js';
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry, prefix: 'flashsale_process_' });
 
-export type ClosedBy = 'listener' | 'replay' | 'writer';
+/** Who closed an order: the expiry paths, or `cancel`, the buyer (through the API). */
+export type ClosedBy = 'listener' | 'replay' | 'writer' | 'cancel';
 
 export const metrics = {
   purchases: new Counter({ name: 'flashsale_purchases_total', help: 'Purchase attempts by outcome', labelNames: ['outcome'], registers: [registry] }),
@@ -24,12 +25,12 @@ export const metrics = {
     name: 'flashsale_writer_batch_size', help: 'Orders per writer batch', buckets: [1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000], registers: [registry],
   }),
   expiryEvents: new Counter({ name: 'flashsale_expiry_events_total', help: 'Order expiry key events received', registers: [registry] }),
-  ordersClosed: new Counter({ name: 'flashsale_orders_closed_total', help: 'Unpaid orders closed, by who closed them', labelNames: ['by'], registers: [registry] }),
+  ordersClosed: new Counter({ name: 'flashsale_orders_closed_total', help: 'Unpaid orders closed (expired, or cancelled by the buyer: by="cancel"), by who closed them', labelNames: ['by'], registers: [registry] }),
   closeLateness: new Histogram({
     name: 'flashsale_close_lateness_seconds', help: 'From payment deadline to order closed',
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], registers: [registry],
   }),
-  stockRestored: new Counter({ name: 'flashsale_stock_restored_total', help: 'Units of stock given back by expired orders', registers: [registry] }),
+  stockRestored: new Counter({ name: 'flashsale_stock_restored_total', help: 'Units of stock given back by expired and cancelled orders', registers: [registry] }),
   reconciliationFailures: new Counter({ name: 'flashsale_reconciliation_failures_total', help: 'Reconciliations where stock was not conserved', labelNames: ['sale'], registers: [registry] }),
   // applied | refund_due: recorded; duplicate: a redelivery, nothing changed; ignored: a type we do
   // not act on; refused: a bad or stale signature or a malformed event, nothing recorded.
@@ -43,7 +44,8 @@ export const metrics = {
 
 export function observeClosed(by: ClosedBy, closed: ClosedOrder[], restoredUnits: number): void {
   if (closed.length > 0) metrics.ordersClosed.inc({ by }, closed.length);
-  for (const o of closed) metrics.closeLateness.observe(Math.max(0, o.lateMs) / 1000);
+  // A cancel comes before the deadline by design: it is no late or early close.
+  if (by !== 'cancel') for (const o of closed) metrics.closeLateness.observe(Math.max(0, o.lateMs) / 1000);
   if (restoredUnits > 0) metrics.stockRestored.inc(restoredUnits);
 }
 

@@ -5,7 +5,7 @@
 import type { Pool, PoolClient } from './db.js';
 import type { Winner } from './ids.js';
 
-export type OrderState = 'pending' | 'paid' | 'expired';
+export type OrderState = 'pending' | 'paid' | 'expired' | 'cancelled';
 
 export interface WrittenOrder {
   id: string;
@@ -106,6 +106,48 @@ export async function closeDue(pool: Pool, ids: string[]): Promise<ClosedOrder[]
   return closedOrders(res.rows);
 }
 
+/** The buyer cancels a pending order inside its window (the mirror of markPaid): the row count decides a race with payment or expiry. */
+export async function cancelPending(pool: Pool, orderId: string, userId: string): Promise<ClosedOrder | undefined> {
+  const res = await pool.query<ClosedRow>(
+    `update orders set status = 'cancelled', closed_at = now()
+     where id = $1 and user_id = $2 and status = 'pending' and expires_at > now() ${CLOSED}`,
+    [orderId, userId],
+  );
+  return closedOrders(res.rows)[0];
+}
+
+/**
+ * Writes a still-queued order straight as cancelled, with the deadline the writer would have given
+ * it. The primary key decides a race with the writer: undefined when its row is already there.
+ */
+export async function insertCancelled(pool: Pool, saleId: string, w: Winner): Promise<ClosedOrder | undefined> {
+  const res = await pool.query<ClosedRow>(
+    `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at, closed_at)
+     select $2, $1, $3, $4, 'cancelled', $5, to_timestamp($6::float8 / 1000.0), date_trunc('milliseconds', now()),
+            date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds), now()
+     from sales s where s.id = $1
+     on conflict (id) do nothing ${CLOSED}`,
+    [saleId, w.orderId, w.userId, w.qty, w.seq, w.purchasedAt],
+  );
+  return closedOrders(res.rows)[0];
+}
+
+export interface BuyerOrderRow { id: string; sale_id: string; qty: number; status: OrderState; expires_at: Date; purchased_at: Date }
+
+/** A buyer's orders, newest purchase first, optionally of one sale and older than the order `before` (which must be theirs). */
+export async function buyerOrders(
+  pool: Pool, userId: string, o: { limit: number; saleId?: string; before?: string },
+): Promise<BuyerOrderRow[]> {
+  const res = await pool.query<BuyerOrderRow>(
+    `select o.id, o.sale_id, o.qty, o.status, o.expires_at, o.purchased_at from orders o
+     where o.user_id = $1 and ($2::text is null or o.sale_id = $2)
+       and ($3::text is null or (o.purchased_at, o.id) < (select c.purchased_at, c.id from orders c where c.id = $3 and c.user_id = $1))
+     order by o.purchased_at desc, o.id desc limit $4`,
+    [userId, o.saleId ?? null, o.before ?? null, o.limit],
+  );
+  return res.rows;
+}
+
 /** Closes up to `limit` overdue orders, oldest deadline first; concurrent sweepers skip each other's rows. */
 export async function closeOverdue(pool: Pool, limit: number): Promise<ClosedOrder[]> {
   const res = await pool.query<ClosedRow>(
@@ -118,11 +160,11 @@ export async function closeOverdue(pool: Pool, limit: number): Promise<ClosedOrd
   return closedOrders(res.rows);
 }
 
-/** Orders already expired in Postgres whose stock is not yet known to be back in Redis. */
+/** Orders already closed in Postgres (expired or cancelled) whose stock is not yet known to be back in Redis. */
 export async function unrestored(pool: Pool, limit: number): Promise<ClosedOrder[]> {
   const res = await pool.query<ClosedRow>(
     `select id, sale_id, user_id, qty, 0 as late_ms from orders
-     where status = 'expired' and restored_at is null order by closed_at limit $1`,
+     where status in ('expired', 'cancelled') and restored_at is null order by closed_at limit $1`,
     [limit],
   );
   return closedOrders(res.rows);

@@ -1,14 +1,15 @@
-// The buyer's view of an order, and its direct payment (DIRECT_PAY). Payment and expiry both
-// decide with one conditional update (shared/order-queries.ts), so exactly one of them wins.
+// The buyer's view of an order and of their orders, and an order's direct payment (DIRECT_PAY).
+// Payment, expiry and cancellation each decide with one conditional write (shared/order-queries.ts),
+// so exactly one of them wins.
 import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { HttpError } from './errors.js';
 import { saleKeys } from './keys.js';
 import { parseWinner, saleIdOfOrder, type Winner } from './ids.js';
-import { findOrder } from './order-queries.js';
+import { buyerOrders, findOrder, type OrderState } from './order-queries.js';
 import { PAYMENT_SUCCEEDED, receivePayment, signPayload, type PaymentDeps } from './payments.js';
 
-export type OrderStatus = 'queued' | 'pending_payment' | 'paid' | 'expired';
+export type OrderStatus = 'queued' | 'pending_payment' | 'paid' | 'expired' | 'cancelled';
 
 export interface OrderView {
   orderId: string;
@@ -26,7 +27,7 @@ async function queuedOrder(redis: RedisClient, saleId: string, orderId: string, 
   return w.userId === userId ? w : null;
 }
 
-function checkOrderId(orderId: string): string {
+export function checkOrderId(orderId: string): string {
   const saleId = saleIdOfOrder(orderId);
   if (!saleId) throw new HttpError('invalid_id', 'The order id is malformed.');
   return saleId;
@@ -38,12 +39,42 @@ export async function getOrder(pool: Pool, redis: RedisClient, orderId: string, 
   // Redis first: the writer forgets a queued entry only after the row is committed, so a miss
   // here followed by a miss in Postgres really means no such order.
   const queued = await queuedOrder(redis, saleId, orderId, userId);
-  if (queued) return { orderId, saleId, qty: queued.qty, status: 'queued' };
+  // A cancel of a queued order writes its row before the writer does: Postgres then has the answer.
+  const cancelAsked = queued !== null && (await redis.hexists(saleKeys(saleId).cancels, orderId)) === 1;
+  if (queued && !cancelAsked) return { orderId, saleId, qty: queued.qty, status: 'queued' };
   const row = await findOrder(pool, orderId);
+  if (!row && queued) return { orderId, saleId, qty: queued.qty, status: 'queued' };
   if (!row || row.user_id !== userId) throw new HttpError('order_not_found');
-  const view: OrderView = { orderId, saleId, qty: row.qty, status: row.status === 'pending' ? 'pending_payment' : row.status };
-  if (row.status === 'pending') view.expiresAt = row.expires_at.toISOString();
-  return view;
+  return viewOf(row);
+}
+
+const viewOf = (row: { id: string; sale_id: string; qty: number; status: OrderState; expires_at: Date }): OrderView => ({
+  orderId: row.id, saleId: row.sale_id, qty: row.qty,
+  ...(row.status === 'pending' ? { status: 'pending_payment', expiresAt: row.expires_at.toISOString() } : { status: row.status }),
+});
+
+/** Most orders one page of GET /api/me/orders lists. */
+export const MY_ORDERS_MAX = 100;
+
+export interface MyOrders {
+  orders: (OrderView & { purchasedAt: string })[];
+  /** The `before` of the next page; null on the last one. */
+  next: string | null;
+}
+
+/**
+ * The buyer's orders in Postgres, newest purchase first, a page at a time (`before`: the last order
+ * id of the previous page, which must be theirs). An order still queued (the writer takes
+ * milliseconds) is listed once written; GET /api/orders/:id shows it meanwhile.
+ */
+export async function myOrders(pool: Pool, userId: string, o: { limit: number; saleId?: string; before?: string }): Promise<MyOrders> {
+  if (o.before !== undefined) {
+    const cursor = await findOrder(pool, o.before);
+    if (cursor?.user_id !== userId) throw new HttpError('order_not_found', 'before must be the id of one of your orders.');
+  }
+  const rows = await buyerOrders(pool, userId, o);
+  const orders = rows.map((r) => ({ ...viewOf(r), purchasedAt: r.purchased_at.toISOString() }));
+  return { orders, next: rows.length === o.limit ? rows[rows.length - 1]!.id : null };
 }
 
 /**
@@ -66,5 +97,6 @@ export async function payOrder(deps: PaymentDeps, orderId: string, userId: strin
   const raw = JSON.stringify({ id: `direct.${orderId}`, type: PAYMENT_SUCCEEDED, orderId });
   const answer = await receivePayment(deps, Buffer.from(raw), signPayload(deps.secret, raw));
   if (answer.outcome === 'applied') return { orderId, status: 'paid' };
-  throw new HttpError('order_expired');
+  // refund_due: the order was closed first, by its deadline or by its buyer.
+  throw new HttpError((await findOrder(pool, orderId))?.status === 'cancelled' ? 'order_cancelled' : 'order_expired');
 }

@@ -3,8 +3,8 @@
 // several v1 entries allowed while a secret is rotated. Only verified bytes are ever parsed.
 // A verified payment.succeeded event is decided once, in one transaction with the order's change:
 // applied (the order was pending inside its window: paid by the same conditional update as ever)
-// or refund_due (closed, past its deadline, or paid by another event: the order and its unit stay
-// as they are, and the money is on record to be paid back).
+// or refund_due (closed: expired or cancelled by its buyer; past its deadline; or paid by another
+// event: the order and its unit stay as they are, and the money is on record to be paid back).
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { RedisClient } from './redis.js';
 import { withTransaction, type Pool } from './db.js';

@@ -1,6 +1,7 @@
 // The conservation check: every unit of a sale's stock is in exactly one place.
 //   Redis available + queued + pending + paid + restoring = total
-// (restoring: expired in Postgres, not yet back in Redis). Redis is read at one instant (a
+// (restoring: expired or cancelled in Postgres, not yet back in Redis: both give their stock back
+// through the same restored set). Redis is read at one instant (a
 // script); Postgres is then counted only up to that instant's purchase number, so purchases,
 // writes, payments and restores running meanwhile cannot skew the sum.
 import type { RedisClient } from './redis.js';
@@ -16,6 +17,7 @@ export interface Reconciliation {
   pending: number;
   paid: number;
   expired: number;
+  cancelled: number;
   restoring: number;
   holds: boolean;
   /** The sale is in Redis's registry with no row in Postgres: nothing to count its stock against. */
@@ -29,20 +31,21 @@ export async function reconcile(pool: Pool, redis: RedisClient, saleId: string, 
   // between insert and ack): count it once. Which winners are written is read in the same
   // statement as the sums: with two statements, a batch the writer commits in between is in
   // neither count.
-  const res = await pool.query<{ pending: number; paid: number; expired: number; written: string[] }>(
+  const res = await pool.query<{ pending: number; paid: number; expired: number; cancelled: number; written: string[] }>(
     `select coalesce(sum(qty) filter (where status = 'pending'), 0)::int as pending,
             coalesce(sum(qty) filter (where status = 'paid'), 0)::int as paid,
             coalesce(sum(qty) filter (where status = 'expired'), 0)::int as expired,
+            coalesce(sum(qty) filter (where status = 'cancelled'), 0)::int as cancelled,
             (select coalesce(array_agg(id), '{}') from orders where id = any($3::text[])) as written
      from orders where sale_id = $1 and seq <= $2`,
     [saleId, snap.seq, [...queuedEntries.keys()]],
   );
-  const { pending, paid, expired, written } = res.rows[0]!;
+  const { pending, paid, expired, cancelled, written } = res.rows[0]!;
   for (const id of written) queuedEntries.delete(id);
   const queued = [...queuedEntries.values()].reduce((sum, w) => sum + w.qty, 0);
-  const restoring = expired - snap.restoredQty;
+  const restoring = expired + cancelled - snap.restoredQty;
   const holds = snap.available >= 0 && restoring >= 0 && snap.available + queued + pending + paid + restoring === total;
-  return { saleId, total, available: snap.available, queued, pending, paid, expired, restoring, holds };
+  return { saleId, total, available: snap.available, queued, pending, paid, expired, cancelled, restoring, holds };
 }
 
 /**
@@ -54,7 +57,7 @@ export async function reconcileMissing(redis: RedisClient, saleId: string): Prom
   const queued = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w.qty]));
   const q = [...queued.values()].reduce((sum, n) => sum + n, 0);
   return {
-    saleId, total: 0, available: snap.available, queued: q, pending: 0, paid: 0, expired: 0, restoring: 0, holds: false, missingInPostgres: true,
+    saleId, total: 0, available: snap.available, queued: q, pending: 0, paid: 0, expired: 0, cancelled: 0, restoring: 0, holds: false, missingInPostgres: true,
   };
 }
 

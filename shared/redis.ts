@@ -5,14 +5,14 @@ import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { RedisTarget } from './config.js';
 import { saleKeys, STOCK_CHANNEL } from './keys.js';
 
-const SCRIPTS = ['purchase', 'load_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot'] as const;
+const SCRIPTS = ['purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot', 'cancel'] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 /**
  * How many KEYS each script takes, declared up front: ioredis's auto-pipelining routes a command
  * on a cluster by its first argument, which must then be a key, not the key count. ack's count
  * varies (it is never auto-pipelined).
  */
-const KEY_COUNTS: Partial<Record<ScriptName, number>> = { purchase: 7, load_sale: 2, claim: 3, recover_writer: 3, restore: 4, touch_due: 1, snapshot: 5 };
+const KEY_COUNTS: Partial<Record<ScriptName, number>> = { purchase: 7, load_sale: 2, end_sale: 1, claim: 3, recover_writer: 3, restore: 4, touch_due: 1, snapshot: 5, cancel: 2 };
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
 const luaDir = new URL('./lua/', import.meta.url);
@@ -138,6 +138,11 @@ export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules)
   return loaded === 1;
 }
 
+/** Brings a loaded sale's end forward to `endsAt` (ms): 1 moved, 0 ended at or before it already, -1 not loaded. */
+export async function endSaleScript(redis: RedisClient, saleId: string, endsAt: number): Promise<1 | 0 | -1> {
+  return (await run(redis, 'end_sale', [saleKeys(saleId).meta], [endsAt])) as 1 | 0 | -1;
+}
+
 export interface PurchaseArgs {
   saleId: string;
   userId: string;
@@ -183,6 +188,12 @@ export async function restoreStock(redis: RedisClient, o: { saleId: string; orde
     o.orderId, o.qty, o.saleId, STOCK_CHANNEL,
   ]);
   return res === 1;
+}
+
+/** cancel.lua: a still-queued order of this buyer, noted as being cancelled; its winner entry, or null. */
+export async function markCancelling(redis: RedisClient, saleId: string, orderId: string, userId: string, now: number): Promise<string | null> {
+  const k = saleKeys(saleId);
+  return ((await run(redis, 'cancel', [k.queued, k.cancels], [orderId, userId, now])) as string | null) ?? null;
 }
 
 /** Forgets a paid order's expiry key and its deadline entry, so the nudger no longer looks at it. */

@@ -23,7 +23,8 @@ export type SaleState = 'upcoming' | 'open' | 'sold_out' | 'ended';
  */
 export const MAX_PER_ORDER = 1000;
 
-const LIMITS = { stock: 10_000_000, perUserLimit: 1000, maxPerOrder: MAX_PER_ORDER, paymentWindowSeconds: 86_400 };
+/** The bounds of a sale definition's numbers (the OpenAPI document shows the same). */
+export const LIMITS = { stock: 10_000_000, perUserLimit: 1000, maxPerOrder: MAX_PER_ORDER, paymentWindowSeconds: 86_400 };
 
 function invalid(message: string): never {
   throw new HttpError('invalid_sale', message);
@@ -129,12 +130,13 @@ export async function createSale(pool: Pool, redis: RedisClient, sale: Sale): Pr
   });
 }
 
-interface SaleRow {
+/** A row of `sales` as `select *` returns it. */
+export interface SaleRow {
   id: string; name: string; stock: number; per_user_limit: number; max_per_order: number;
   starts_at: Date; ends_at: Date | null; payment_window_seconds: number;
 }
 
-function fromRow(r: SaleRow): Sale {
+export function fromRow(r: SaleRow): Sale {
   return {
     id: r.id, name: r.name, stock: r.stock, perUserLimit: r.per_user_limit, maxPerOrder: r.max_per_order,
     startsAt: r.starts_at, endsAt: r.ends_at, paymentWindowSeconds: r.payment_window_seconds,

@@ -1,4 +1,5 @@
-// Settling: a sale that has ended with every order final leaves every per-tick loop. The replay
+// Settling: a sale that has ended (at its set end, or early by POST /api/sales/:id/end, which brings
+// ends_at forward) with every order final leaves every per-tick loop. The replay
 // records it in Postgres (`settled_at`) and then drops the sale from the Redis registry, which the
 // writer and the listener's nudger walk each tick. In that order: a crash in between leaves a
 // settled sale in the registry, and the next pass drops every such sale it finds there (also one
@@ -33,9 +34,9 @@ export async function settledAmong(pool: Pool, ids: string[]): Promise<string[]>
   return res.rows.map((r) => r.id);
 }
 
-// An order not yet final: pending, or expired with its stock not yet back in Redis.
+// An order not yet final: pending, or expired or cancelled with its stock not yet back in Redis.
 const OPEN_ORDER = `exists (select 1 from orders o where o.sale_id = s.id
-  and (o.status = 'pending' or (o.status = 'expired' and o.restored_at is null)))`;
+  and (o.status = 'pending' or (o.status in ('expired', 'cancelled') and o.restored_at is null)))`;
 
 /** Unsettled sales past their end (and the grace) with no order left to close or restore. */
 export async function settleCandidates(pool: Pool, afterEndSeconds = SETTLE_AFTER_END_SECONDS): Promise<string[]> {

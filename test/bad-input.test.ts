@@ -395,7 +395,7 @@ describe('routes and methods', () => {
     const cases: [string, string, string][] = [
       ['DELETE', `/api/sales/${sale.id}`, 'GET, HEAD'], ['PUT', `/api/sales/${sale.id}`, 'GET, HEAD'], ['POST', `/api/sales/${sale.id}`, 'GET, HEAD'],
       ['GET', purchasePath(), 'POST'], ['PUT', purchasePath(), 'POST'], ['DELETE', purchasePath(), 'POST'], ['PATCH', purchasePath(), 'POST'],
-      ['OPTIONS', purchasePath(), 'POST'], ['GET', '/api/sales', 'POST'], ['DELETE', '/api/sales', 'POST'],
+      ['OPTIONS', purchasePath(), 'POST'], ['PUT', '/api/sales', 'POST, GET, HEAD'], ['DELETE', '/api/sales', 'POST, GET, HEAD'], ['GET', `/api/sales/${sale.id}/end`, 'POST'],
       ['POST', `/api/orders/${orders.alice}`, 'GET, HEAD'], ['DELETE', `/api/orders/${orders.alice}`, 'GET, HEAD'], ['GET', `/api/orders/${orders.alice}/pay`, 'POST'],
       ['POST', '/', 'GET, HEAD'], ['POST', '/healthz', 'GET, HEAD'],
     ];

@@ -59,10 +59,10 @@ test('invariants: a sale in every state at once (queued, pending, paid, expired 
   assert.equal(await restore(env.pool, env.redis, await closeDue(env.pool, [ids[1]!])), 1);
   assert.deepEqual(await broken(sale, ids), []);
   const r = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted: ids, replayIntervalMs: 1000 });
-  assert.equal(r.checks, 9, 'eight per sale, one for the accepted orders');
+  assert.equal(r.checks, 10, 'nine per sale, one for the accepted orders');
   const check = await cli(env, ['check', '--sale', sale.id, '--json']);
   assert.equal(check.code, 0, check.stderr);
-  assert.deepEqual(JSON.parse(check.stdout), { checks: 8, violations: [] });
+  assert.deepEqual(JSON.parse(check.stdout), { checks: 9, violations: [] });
 });
 
 test('invariants: stock made up or lost breaks conservation; below zero, stock_never_negative too', async () => {
@@ -74,7 +74,7 @@ test('invariants: stock made up or lost breaks conservation; below zero, stock_n
   assert.deepEqual(await broken(b.sale), ['conservation', 'stock_never_negative']);
   const check = await cli(env, ['check', '--sale', b.sale.id]);
   assert.equal(check.code, 3);
-  assert.match(check.stdout, /^8 checks, 2 violations\n {2}VIOLATED conservation \(sale .+\): available -1 \+ queued 0 \+ pending 2/);
+  assert.match(check.stdout, /^9 checks, 2 violations\n {2}VIOLATED conservation \(sale .+\): available -1 \+ queued 0 \+ pending 2/);
 });
 
 test('invariants: an order pending past its deadline beyond the replay interval, or expired with its stock never back', async () => {

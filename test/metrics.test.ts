@@ -41,14 +41,16 @@ function sample(text: string, series: string): number {
 
 test('/metrics after a load test with payments and expiry shows real values for every series', async () => {
   const url = `http://127.0.0.1:${api.port}`;
-  // A fresh sale with a 2 s window: create it through the API, then let the loadtest fire at it.
-  const created = await http(api.port, 'POST', '/api/sales', { body: { name: 'metrics', stock: 200, paymentWindowSeconds: 2 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  // A fresh sale with an 8 s window: create it through the API, then let the loadtest fire at it.
+  // The window must outlast the load test, or orders expire mid-run, their units sell again and
+  // payments come too late (on a busy machine 1,000 buyers took over 2 s).
+  const created = await http(api.port, 'POST', '/api/sales', { body: { name: 'metrics', stock: 200, paymentWindowSeconds: 8 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
   assert.equal(created.status, 201);
   const saleId = created.body.id as string;
   const r = await runLoadtest({ url, saleId, buyers: 1000, concurrency: 100, qty: 1, payRatio: 0.5, jwtSecret: JWT_SECRET, db: env });
   assert.equal(r.won, 200);
   assert.equal(r.payments.paid, 100);
-  await waitFor('unpaid orders expired and restored', async () => (await env.redis.get(`{sale:${saleId}}:available`)) === '100', 15_000);
+  await waitFor('unpaid orders expired and restored', async () => (await env.redis.get(`{sale:${saleId}}:available`)) === '100', 30_000);
   await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
 
   const text = (await http(api.port, 'GET', '/metrics')).body as string;

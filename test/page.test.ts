@@ -16,7 +16,7 @@ import { Purchaser } from '../shared/purchase.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
-import { newSale } from './support/fixtures.js';
+import { newSale, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { PAYMENT_WEBHOOK_SECRET, token } from './support/tokens.js';
 
@@ -107,6 +107,15 @@ async function see(page: Page, testId: string, text: string | RegExp, timeout = 
 
 const buyEnabled = (page: Page, timeout = 5000) => page.locator('[data-testid="buy"]:enabled').waitFor({ timeout });
 const shot = (page: Page, name: string) => page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage: true });
+
+/** A buyer's window on the sale, one click on Buy made. */
+async function buyOne(s: Sale, user: string): Promise<Page> {
+  const page = await open(`/?sale=${s.id}`);
+  await page.getByTestId('user-id').fill(user);
+  await buyEnabled(page);
+  await page.getByTestId('buy').click();
+  return page;
+}
 
 async function ordersOf(saleId: string): Promise<{ user_id: string; status: string }[]> {
   const res = await env.pool.query<{ user_id: string; status: string }>('select user_id, status from orders where sale_id = $1', [saleId]);
@@ -265,6 +274,57 @@ describe('buyer page', () => {
     await see(page, 'order-status', 'Paid');
     await see(page, 'order-detail', 'Thank you! Your order is paid.');
     assert.deepEqual(await ordersOf(s.id), [{ user_id: 'erin', status: 'paid' }]);
+  });
+
+  test('page: a reload shows the order as it was, from the buyer\'s list; Cancel gives the item back, and a reload still shows "Cancelled"', { timeout: 60_000 }, async () => {
+    const s = await sale({ name: 'Reload-proof drop', stock: 2, paymentWindowSeconds: 120 });
+    writer();
+    const page = await buyOne(s, 'hana');
+    await see(page, 'order-status', 'Waiting for payment');
+    await see(page, 'stock', '1 of 2 left');
+
+    await page.reload();
+    await see(page, 'order-status', 'Waiting for payment');
+    await see(page, 'order-detail', 'Pay before the timer runs out to keep your item.');
+    await see(page, 'payment-countdown', /^(1:[5-9]\d|2:00)$/);
+    await see(page, 'cancel', 'Cancel order');
+    await see(page, 'order-list', /^Waiting for payment · 1 item · bought .+$/);
+    assert.equal(await page.getByTestId('pay').isVisible(), true, 'Pay is back too');
+    assert.equal(await page.getByTestId('buy').isDisabled(), true, 'the order is still held');
+    assert.equal(await page.getByTestId('user-id').inputValue(), 'hana');
+    await shot(page, '08-reloaded');
+
+    await page.getByTestId('cancel').click();
+    await see(page, 'order-status', 'Cancelled');
+    await see(page, 'order-detail', 'You cancelled this order, so the item went back on sale.');
+    await see(page, 'stock', '2 of 2 left');
+    await see(page, 'order-list', /^Cancelled · 1 item · bought .+$/);
+    assert.equal(await page.getByTestId('pay').isHidden(), true);
+    assert.equal(await page.getByTestId('cancel').isHidden(), true);
+    assert.equal(await page.getByTestId('payment-countdown').isHidden(), true);
+    await buyEnabled(page);
+    await shot(page, '09-cancelled');
+    assert.deepEqual(await ordersOf(s.id), [{ user_id: 'hana', status: 'cancelled' }]);
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '2');
+
+    await page.reload();
+    await see(page, 'order-status', 'Cancelled');
+    await buyEnabled(page);
+    assert.equal(await page.getByTestId('message').isHidden(), true, 'no error shown');
+  });
+
+  test('page: an order still queued can be cancelled from the page', { timeout: 60_000 }, async () => {
+    const s = await sale({ name: 'Changed my mind', stock: 1, paymentWindowSeconds: 60 });
+    const page = await buyOne(s, 'ivan'); // no writer: the order stays queued
+    await see(page, 'order-status', 'Queued…');
+    await see(page, 'stock', '0 of 1 left');
+    await page.getByTestId('cancel').click();
+    await see(page, 'order-status', 'Cancelled');
+    await see(page, 'stock', '1 of 1 left');
+    assert.deepEqual(await ordersOf(s.id), [{ user_id: 'ivan', status: 'cancelled' }]);
+    writer(); // the queued winner is drained and stays cancelled
+    await waitFor('drained', async () => (await env.redis.hlen(saleKeys(s.id).queued)) === 0);
+    assert.deepEqual(await ordersOf(s.id), [{ user_id: 'ivan', status: 'cancelled' }]);
   });
 
   test('page: an unknown sale says so', async () => {

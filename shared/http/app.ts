@@ -1,5 +1,6 @@
 // The HTTP app, built by a factory apart from listen() so tests can inject requests: the
-// cross-cutting plugins first, then one routes plugin per resource, then the 405 pass.
+// cross-cutting plugins first, then the API's documentation, then one routes plugin per resource,
+// then the 405 pass.
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { RedisClient } from '../redis.js';
 import { createAuth } from '../auth.js';
@@ -8,6 +9,7 @@ import type { Pool } from '../db.js';
 import type { Logger } from '../logger.js';
 import type { Purchaser } from '../purchase.js';
 import { serverLimits } from './client-limits.js';
+import { docs } from './docs.js';
 import { errorHandler, errorMapping, onClientError, SCHEMA_OPTIONS } from './errors.js';
 import { jsonBody } from './json-body.js';
 import { loadShedding } from './load-shedding.js';
@@ -46,6 +48,8 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   void app.register(loadShedding, { limits: config });
   void app.register(requestMetrics);
   void app.register(jsonBody);
+  // Before the routes: it collects their schemas as they are added.
+  void app.register(docs);
 
   void app.register(ops, { config, pool, redis });
   void app.register(sales, { pool, redis, purchaser, auth });

@@ -1,23 +1,35 @@
 // What operators and developers ask: liveness, readiness, metrics, and in development a buyer token.
-import type { FastifyPluginCallback } from 'fastify';
+import type { FastifyPluginCallback, FastifySchema } from 'fastify';
 import type { RedisClient } from '../redis.js';
 import type { Config } from '../config.js';
 import type { Pool } from '../db.js';
 import { checkUserId, signJwt } from '../jwt.js';
 import { registry } from '../metrics.js';
 import { readiness } from '../ops-server.js';
+import { documentedOnly, errorResponses, textResponse } from './schemas.js';
+
+const status = (value: string) => ({ description: value, type: 'object', required: ['status'], properties: { status: { type: 'string', enum: [value] } } });
+const healthz = { summary: 'Liveness: the process answers (503 once it is shutting down)', tags: ['ops'], response: { 200: status('ok'), ...errorResponses('unavailable') } };
+const readyz: FastifySchema = { summary: 'Readiness: Redis and Postgres answer', tags: ['ops'], response: { 200: status('ready'), ...errorResponses('unavailable') } };
+const metricsDoc = { summary: 'Prometheus metrics of the process that answered', tags: ['ops'], response: { 200: textResponse('text/plain', 'Prometheus text exposition') } };
+const devToken = {
+  summary: 'A buyer token for this user (development mode only)', tags: ['ops'],
+  response: { 200: { description: 'a buyer JWT for this user', type: 'object', required: ['token'], properties: { token: { type: 'string' } } }, ...errorResponses('unauthorized') },
+};
+// Documented, never validated: checkUserId refuses a bad userId as 401, as a bad token's sub.
+const devTokenBody = { type: 'object', required: ['userId'], properties: { userId: { type: 'string', description: '1-128 printable ASCII characters without spaces' } } };
 
 export const ops: FastifyPluginCallback<{ config: Config; pool: Pool; redis: RedisClient }> = (app, { config, pool, redis }, done) => {
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
-  app.get('/readyz', async (_req, reply) => {
+  app.get('/healthz', { schema: healthz }, async () => ({ status: 'ok' }));
+  app.get('/metrics', { schema: metricsDoc }, async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
+  app.get('/readyz', { schema: readyz }, async (_req, reply) => {
     const problem = await readiness(redis, pool);
     return problem ? reply.code(503).send({ error: 'unavailable', message: `not ready: ${problem}` }) : { status: 'ready' };
   });
 
   if (config.development && config.jwtSecret) {
     // Development only: hands out a buyer token so the local page and curl can buy without an IdP.
-    app.post('/api/dev/token', async (req) => {
+    app.post('/api/dev/token', { schema: devToken, config: documentedOnly({ body: devTokenBody }) }, async (req) => {
       const userId = checkUserId((req.body as { userId?: unknown } | undefined)?.userId);
       return { token: signJwt(userId, config.jwtSecret!) };
     });

@@ -1,6 +1,7 @@
 // The buyer's page: three static files, read once at start and served from memory.
 import { readFileSync } from 'node:fs';
 import type { FastifyPluginCallback, FastifyReply } from 'fastify';
+import { textResponse } from './schemas.js';
 
 const PUBLIC_DIR = new URL('./public/', import.meta.url);
 
@@ -30,10 +31,10 @@ export const page: FastifyPluginCallback<{ development: boolean; directPay: bool
   const html = readFileSync(new URL('index.html', PUBLIC_DIR), 'utf8')
     .replace('data-mode="__MODE__"', `data-mode="${opts.development ? 'development' : 'production'}"`)
     .replace('data-pay="__PAY__"', `data-pay="${opts.directPay ? 'direct' : 'provider'}"`);
-  app.get('/', (_req, reply) => send(reply, 'text/html; charset=utf-8', html));
+  app.get('/', { schema: { summary: 'The buyer\'s page', tags: ['page'], response: { 200: textResponse('text/html', 'the page') } } }, (_req, reply) => send(reply, 'text/html; charset=utf-8', html));
   for (const [name, type] of Object.entries(ASSETS)) {
     const body = readFileSync(new URL(name, PUBLIC_DIR));
-    app.get(`/${name}`, (_req, reply) => send(reply, type, body));
+    app.get(`/${name}`, { schema: { summary: `The page's ${name}`, tags: ['page'], response: { 200: textResponse(type.split(';')[0]!, name) } } }, (_req, reply) => send(reply, type, body));
   }
   done();
 };

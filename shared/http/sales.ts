@@ -1,4 +1,4 @@
-// Sales: create (admin), view, and purchase, with the schemas of their input.
+// Sales: create, list and end (admin), view, and purchase, with the schemas of their input and answers.
 import type { FastifyPluginCallback, FastifyRequest } from 'fastify';
 import type { RedisClient } from '../redis.js';
 import type { Auth } from '../auth.js';
@@ -7,8 +7,10 @@ import { HttpError } from '../errors.js';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from '../ids.js';
 import { metrics } from '../metrics.js';
 import type { Purchaser } from '../purchase.js';
-import { createSale, getSale, MAX_PER_ORDER, parseSaleInput, SALE_FIELDS, saleView, type Sale } from '../sales.js';
+import { endSale, LIST_LIMIT, listSalePage } from '../sale-admin.js';
+import { createSale, getSale, MAX_PER_ORDER, parseSaleInput, SALE_FIELDS, saleView, type Sale, type SaleState } from '../sales.js';
 import { answerFor, refusal } from './errors.js';
+import { documentedOnly, errorResponses, saleDefinitionSchema, salePageSchema, saleViewSchema, SECURITY } from './schemas.js';
 
 export const PURCHASE_URL = '/api/sales/:saleId/purchases';
 
@@ -31,12 +33,38 @@ const saleBody = {
   ...refusal('invalid_sale', 'the body must be a JSON object', 'unknown field(s): {fields}'),
 };
 
+const STATES: SaleState[] = ['upcoming', 'open', 'sold_out', 'ended'];
+
+// Query strings are strings (the schemas never coerce): limit is checked as text.
+const listQuery = {
+  type: 'object', additionalProperties: false,
+  properties: {
+    state: { type: 'string', enum: STATES, ...refusal('bad_request', `state must be one of ${STATES.join(', ')}.`) },
+    limit: {
+      type: 'string', pattern: '^(?:[1-9][0-9]?|100)$', description: `sales per page, 1 to ${LIST_LIMIT.max} (default ${LIST_LIMIT.default})`,
+      ...refusal('bad_request', `limit must be a whole number from 1 to ${LIST_LIMIT.max}.`),
+    },
+    before: {
+      type: 'string', pattern: SALE_ID_PATTERN.source, description: 'the previous page\'s `next`: sales created before this one',
+      ...refusal('bad_request', 'before must be a sale id, the previous page\'s next.'),
+    },
+  },
+  ...refusal('bad_request', 'The query takes state, limit and before.', 'Unknown query parameter(s): {fields}.'),
+};
+
+const purchaseAnswer = {
+  description: 'reserved: the order is queued for writing', type: 'object', required: ['orderId', 'status'],
+  properties: { orderId: { type: 'string' }, status: { type: 'string', enum: ['queued'] } },
+};
+
 const SOLD_OUT_BODY = JSON.stringify(new HttpError('sold_out').body());
 
 type SaleId = { Params: { saleId: string } };
+type ListQuery = { Querystring: { state?: SaleState; limit?: string; before?: string } };
 
 export const sales: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; purchaser: Purchaser; auth: Auth }> = (app, { pool, redis, purchaser, auth }, done) => {
-  // Sale rules change only by creating a sale; a second of staleness is fine for the view.
+  // Rules change only when a sale is created or ended; a second of staleness is fine for the view
+  // (purchases are judged by Redis, never by this cache), and an end here drops the entry at once.
   const saleCache = new Map<string, { sale: Sale; until: number }>();
   const cachedSale = async (id: string): Promise<Sale> => {
     const hit = saleCache.get(id);
@@ -47,13 +75,51 @@ export const sales: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; purc
     return sale;
   };
 
-  app.post('/api/sales', { preValidation: auth.admin, schema: { body: saleBody } }, async (req, reply) => {
+  app.post('/api/sales', {
+    preValidation: auth.admin,
+    schema: {
+      summary: 'Create a sale and load it into Redis', tags: ['admin'], security: SECURITY.admin, body: saleBody,
+      response: { 201: saleViewSchema, ...errorResponses('invalid_sale', 'invalid_json', 'unauthorized', 'forbidden', 'sale_exists', 'payload_too_large', 'unsupported_media_type', 'unavailable') },
+    },
+    config: documentedOnly({ body: saleDefinitionSchema }),
+  }, async (req, reply) => {
     const sale = parseSaleInput(req.body);
     await createSale(pool, redis, sale);
     return reply.code(201).send(await saleView(redis, sale));
   });
 
-  app.get<SaleId>('/api/sales/:saleId', { schema: { params: saleIdParams } }, async (req) => saleView(redis, await cachedSale(req.params.saleId)));
+  app.get<ListQuery>('/api/sales', {
+    preValidation: auth.admin,
+    schema: {
+      summary: 'List sales, newest first, a page at a time', tags: ['admin'], security: SECURITY.admin, querystring: listQuery,
+      description: 'A page of `open` or `sold_out` may hold fewer than `limit` sales: follow `next` until it is null.',
+      response: { 200: salePageSchema, ...errorResponses('bad_request', 'unauthorized', 'forbidden', 'unavailable') },
+    },
+  }, async (req) => {
+    const { state, limit, before } = req.query;
+    return listSalePage(pool, redis, { state, limit: limit === undefined ? undefined : Number(limit), before });
+  });
+
+  app.get<SaleId>('/api/sales/:saleId', {
+    schema: {
+      summary: 'A sale, its stock left and its state', tags: ['sales'], params: saleIdParams,
+      response: { 200: saleViewSchema, ...errorResponses('invalid_id', 'sale_not_found', 'unavailable') },
+    },
+  }, async (req) => saleView(redis, await cachedSale(req.params.saleId)));
+
+  app.post<SaleId>('/api/sales/:saleId/end', {
+    preValidation: auth.admin, bodyLimit: 1024,
+    schema: {
+      summary: 'End a sale now: no new purchases; pending orders stay payable until their deadline', tags: ['admin'],
+      description: 'Ending a sale that has ended already changes nothing and answers the sale as it is.',
+      security: SECURITY.admin, params: saleIdParams,
+      response: { 200: saleViewSchema, ...errorResponses('invalid_id', 'unauthorized', 'forbidden', 'sale_not_found', 'unavailable') },
+    },
+  }, async (req) => {
+    const { sale } = await endSale(pool, redis, req.params.saleId);
+    saleCache.delete(sale.id);
+    return saleView(redis, sale);
+  });
 
   // The sale id before the buyer, the buyer before the body: a malformed path is a 400 whoever asks.
   const saleIdFirst = async (req: FastifyRequest) => {
@@ -65,7 +131,15 @@ export const sales: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; purc
     if (req.body === undefined) req.body = {};
   };
   app.post<SaleId & { Body: { qty?: number | null } }>(PURCHASE_URL, {
-    bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne], schema: { params: saleIdParams, body: purchaseBody },
+    bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
+    schema: {
+      summary: 'Buy: reserve stock for the buyer', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams, body: purchaseBody,
+      response: {
+        202: purchaseAnswer,
+        ...errorResponses('invalid_qty', 'qty_above_max', 'bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'not_started', 'ended',
+          'sale_not_found', 'sold_out', 'not_enough_stock', 'limit_reached', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
+      },
+    },
   }, async (req, reply) => {
     const { saleId } = req.params;
     const qty = req.body.qty ?? 1;

@@ -83,6 +83,6 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
   assert.deepEqual(c.errors('replay').filter((l) => l.includes('CONSERVATION_VIOLATED')), []);
   const check = await cli(env, ['check', '--sale', sale.id, '--interval', '1']);
   assert.equal(check.code, 0, check.stdout);
-  assert.equal(check.stdout, '8 checks, 0 violations\n');
+  assert.equal(check.stdout, '9 checks, 0 violations\n');
   assert.deepEqual(await c.stopAll(), { api: 0, writer: 0, listener: 0, replay: 0 }, 'every process stops cleanly on SIGTERM');
 });

@@ -170,3 +170,74 @@ test('races: 2000 orders expiring at once, closed by two listeners, the schedule
   assert.equal(await env.redis.scard(saleKeys(sale.id).restored), 2000);
   assert.equal(Number(await env.redis.get(saleKeys(sale.id).available)), 2000);
 });
+
+test('races: 400 orders cancelled and paid at once around their deadlines while two listeners and the replay expire them, 100 more cancelled while the writer drains them', async () => {
+  const { seed, log, rand, sale, base, owner, live } = await openRace('races/cancel-pay-expire', { stock: 400, paymentWindowSeconds: 4 }, 'cx-', 4, 400);
+  const apiBase = { cancelled: await c.metric('api', 'flashsale_orders_closed_total', 'by="cancel"'), restored: await c.metric('api', 'flashsale_stock_restored_total') };
+  const rows = (await env.pool.query<{ id: string; ms: number }>(
+    `select id, extract(epoch from expires_at) * 1000 as ms from orders where sale_id = $1`, [sale.id])).rows;
+  const asUser = (id: string) => ({ headers: { authorization: `Bearer ${token(owner.get(id)!)}` } });
+  const cancelOf = (id: string) => http(c.apiPort, 'POST', `/api/orders/${id}/cancel`, asUser(id));
+  const answers = new Map<string, { cancels: string[]; pay: string }>();
+  await Promise.all(rows.map(async (row) => {
+    // ms from the deadline, seeded: a hundred pairs fire per cluster of deadlines, and queue on the
+    // way in, so most are sent well before it for cancel and pay to meet, the rest meet the expiry.
+    const offset = Math.round(-250 + rand() * 300);
+    const cancels = rand() < 1 / 3 ? 2 : 1;
+    await delay(Math.max(0, Number(row.ms) + offset - Date.now()));
+    const [pay, ...cancelled] = await Promise.all([
+      http(c.apiPort, 'POST', `/api/orders/${row.id}/pay`, asUser(row.id)), ...Array.from({ length: cancels }, () => cancelOf(row.id)),
+    ]);
+    answers.set(row.id, { pay: outcome(pay), cancels: cancelled.map(outcome) });
+  }));
+  // A second wave on a sale of its own, cancelled straight after the 202: most are still queued, racing the writer.
+  const second = await newSale(env, { stock: 100, paymentWindowSeconds: 4 });
+  const queuedWave = await runConcurrently(100, 50, async (i) => {
+    const user = `cq-${i}`;
+    const bought = await http(c.apiPort, 'POST', `/api/sales/${second.id}/purchases`, { body: { qty: 1 }, user });
+    if (bought.status !== 202) return { id: '', answer: outcome(bought) };
+    owner.set(bought.body.orderId, user);
+    return { id: bought.body.orderId as string, answer: outcome(await cancelOf(bought.body.orderId)) };
+  });
+  log.fault(`${rows.length} orders each paid and cancelled (${[...answers.values()].filter((a) => a.cancels.length > 1).length} twice) from 250 ms before to 50 ms after its deadline; ${queuedWave.length} cancelled right after the purchase`);
+  await settle(env, sale.id);
+  await settle(env, second.id);
+  await live.stop();
+
+  const final = new Map((await env.pool.query<{ id: string; status: string; restored: boolean }>(
+    `select id, status, restored_at is not null as restored from orders where sale_id = any($1::text[])`, [[sale.id, second.id]])).rows.map((r) => [r.id, r]));
+  // What each answer says the order became.
+  const byCancel: Record<string, string> = { '200 cancelled': 'cancelled', '409 order_paid': 'paid', '409 order_expired': 'expired' };
+  const byPay: Record<string, string> = { '200 paid': 'paid', '409 order_cancelled': 'cancelled', '409 order_expired': 'expired' };
+  const problems: string[] = [];
+  for (const [id, a] of answers) {
+    const status = final.get(id)?.status;
+    for (const told of a.cancels) if (byCancel[told] !== status) problems.push(`${id}: cancel answered ${told}, is ${status}`);
+    if (byPay[a.pay] !== status) problems.push(`${id}: pay answered ${a.pay}, is ${status}`);
+  }
+  for (const q of queuedWave) if (q.answer !== '200 cancelled' || final.get(q.id)?.status !== 'cancelled') problems.push(`${q.id}: answered ${q.answer}, is ${final.get(q.id)?.status}`);
+  const count = (status: string) => [...final.values()].filter((r) => r.status === status).length;
+  const [paid, expired, cancelled] = [count('paid'), count('expired'), count('cancelled')];
+  const report = await checkSale(env, sale.id, [...answers.keys()]);
+  const secondReport = await checkSale(env, second.id, queuedWave.map((q) => q.id));
+  report.checks += secondReport.checks;
+  report.violations.push(...secondReport.violations);
+  log.note(`${paid} paid, ${expired} expired, ${cancelled} cancelled (${queuedWave.length} of them in the second wave)`);
+  summarize({
+    scenario: 'races/cancel-pay-expire', seed, buyers: owner.size, orders: final.size, faults: rows.length + queuedWave.length,
+    faultKinds: `${rows.length} cancel + pay pairs -250..+50 ms from the deadlines, 2 listeners + replay expiring; ${queuedWave.length} cancels of queued orders racing the writer`,
+    ...tally(live, report),
+  });
+
+  assert.deepEqual(problems, []);
+  assert.deepEqual(live.violations, []);
+  assert.deepEqual(report.violations, []);
+  assert.equal(paid + expired + cancelled, final.size, 'every order in one final state');
+  assert.ok([...final.values()].every((r) => r.status === 'paid' || r.restored), 'every closed order restored');
+  await waitFor('closer counters', async () => (await closed()) - base.closed >= expired);
+  assert.equal(await closed() - base.closed, expired, 'each expired order closed once');
+  assert.equal(await c.metric('api', 'flashsale_orders_closed_total', 'by="cancel"') - apiBase.cancelled, cancelled, 'each cancelled order closed once');
+  const restored = (await restoredUnits()) - base.restored + (await c.metric('api', 'flashsale_stock_restored_total')) - apiBase.restored;
+  assert.equal(restored, expired + cancelled, 'each closed order\'s unit restored once, by whoever got there first');
+  assert.equal(Number(await env.redis.get(saleKeys(sale.id).available)) + Number(await env.redis.get(saleKeys(second.id).available)), expired + cancelled);
+});

@@ -123,9 +123,9 @@ export class Cluster {
     });
   }
 
-  /** A counter's value from a daemon's /metrics (summed over its labels when `labels` is left out). */
+  /** A counter's value from a daemon's /metrics, or the API's own (summed over its labels when `labels` is left out). */
   async metric(name: string, series: string, labels?: string): Promise<number> {
-    const res = await http(this.opsPort(name), 'GET', '/metrics');
+    const res = await http(this.proc(name).kind === 'api' ? this.apiPort : this.opsPort(name), 'GET', '/metrics');
     const text = String(res.body);
     let sum = 0;
     for (const line of text.split('\n')) {

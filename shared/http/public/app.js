@@ -1,4 +1,6 @@
-// The buyer's page: polls the sale, buys one item, then follows the order to paid or expired.
+// The buyer's page: polls the sale, buys one item, then follows the order to paid, expired or
+// cancelled. On load (and for a new buyer) it asks the server for the buyer's orders in this sale,
+// so a reload shows the current order as it was.
 // All state is in `state`; render() draws all of it, so every change is an assignment and a render().
 
 const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
@@ -6,6 +8,7 @@ const el = {
   name: $('sale-name'), badge: $('sale-state'), countdown: $('countdown'), stock: $('stock'),
   userId: $('user-id'), token: $('token'), buy: $('buy'), buyHint: $('buy-hint'), message: $('message'),
   order: $('order'), orderStatus: $('order-status'), orderDetail: $('order-detail'), timer: $('payment-countdown'), pay: $('pay'),
+  cancel: $('cancel'), history: $('orders'), orderList: $('order-list'),
 };
 
 const development = document.body.dataset.mode === 'development';
@@ -27,12 +30,14 @@ const MESSAGES = {
   order_expired: 'Too late: the payment window has closed.',
   order_not_ready: 'Your order is still being confirmed; try again in a moment.',
   order_not_found: 'This order could not be found.',
+  order_paid: 'This order is already paid.',
+  order_cancelled: 'This order was cancelled.',
   busy: 'The shop is very busy right now; please try again.',
   unavailable: 'The shop is having trouble right now; please try again shortly.',
   network: 'Cannot reach the shop; retrying…',
 };
 const SALE_STATES = { upcoming: 'Upcoming', open: 'Open', sold_out: 'Sold out', ended: 'Ended' };
-const ORDER_RANK = { queued: 0, pending_payment: 1, paid: 2, expired: 2 };
+const ORDER_RANK = { queued: 0, pending_payment: 1, paid: 2, expired: 2, cancelled: 2 };
 
 const state = {
   sale: null, // the last GET /api/sales/:id answer
@@ -40,7 +45,9 @@ const state = {
   offline: false, // the last poll failed to reach the server
   buying: false, // a purchase request is in flight
   paying: false,
+  cancelling: false,
   order: null, // { orderId, token, status, expiresAt (ms), closed }
+  history: [], // this buyer's orders in this sale as GET /api/me/orders listed them, newest first
   message: '',
 };
 
@@ -86,8 +93,8 @@ async function buyerToken() {
 }
 
 const identityGiven = () => (development ? el.userId.value.trim() : el.token.value.trim()) !== '';
-// Queued, waiting for payment, or paid: one order per visit; an expired one frees the button again.
-const orderHeld = () => state.order !== null && state.order.status !== 'expired';
+// Queued, waiting for payment, or paid: one order per visit; an expired or cancelled one frees the button again.
+const orderHeld = () => state.order !== null && state.order.status !== 'expired' && state.order.status !== 'cancelled';
 const canBuy = () => state.sale?.state === 'open' && !state.buying && !orderHeld() && identityGiven();
 
 // Answers to overlapping requests can arrive in any order; only the newest sale view is shown.
@@ -139,6 +146,33 @@ async function followOrder(o) {
     }
     render();
   }
+  void loadOrders(); // the list shows the order's final state too
+}
+
+// The server's list of this buyer's orders in this sale. Without an order in hand (a reload, a new
+// buyer) the newest one becomes the current order again, followed as if just bought. An order still
+// queued is listed once written, within milliseconds.
+let ordersAsked = 0;
+async function loadOrders() {
+  if (!identityGiven()) return;
+  const seq = ++ordersAsked;
+  try {
+    const token = await buyerToken();
+    const { orders } = await api('GET', `/api/me/orders?sale=${encodeURIComponent(saleId)}&limit=20`, { token });
+    if (seq !== ordersAsked) return; // a newer question (another buyer) is on its way
+    state.history = orders;
+    const newest = orders[0];
+    if (!state.order && !state.buying && newest) {
+      state.order = { orderId: newest.orderId, token, status: newest.status, expiresAt: newest.expiresAt ? Date.parse(newest.expiresAt) : 0, closed: false };
+      void followOrder(state.order);
+    } else {
+      for (const view of orders) applyOrder(view);
+    }
+  } catch (err) {
+    if (err.code === 'network' || err.code === 'busy' || err.code === 'unavailable') state.offline = true;
+    else if (err.code !== 'invalid_id') state.message = plain(err); // a broken sale link is said once, by the sale poll
+  }
+  render();
 }
 
 async function buy() {
@@ -162,22 +196,37 @@ async function buy() {
   void refreshSale(); // the stock moved, or a refusal says our view of the sale is stale
 }
 
-async function pay() {
+// Pay and Cancel: one request for the order at a time; its answer moves the order, a refusal is shown.
+async function act(flag, action, onRefused) {
   const o = state.order;
-  if (!o || o.status !== 'pending_payment' || state.paying) return;
-  state.paying = true;
+  state[flag] = true;
   state.message = '';
   render();
   try {
-    applyOrder(await api('POST', `/api/orders/${encodeURIComponent(o.orderId)}/pay`, { token: o.token }));
+    applyOrder(await api('POST', `/api/orders/${encodeURIComponent(o.orderId)}/${action}`, { token: o.token }));
   } catch (err) {
-    // The poll, not this answer, turns the order into "Expired" once the server has closed it.
-    if (err.code === 'order_expired') o.closed = true;
+    onRefused?.(err, o);
     state.message = plain(err);
   } finally {
-    state.paying = false;
+    state[flag] = false;
     render();
   }
+}
+
+async function pay() {
+  const o = state.order;
+  if (!o || o.status !== 'pending_payment' || state.paying || state.cancelling) return;
+  // The poll, not this answer, turns the order into "Expired" once the server has closed it.
+  await act('paying', 'pay', (err) => {
+    if (err.code === 'order_expired') o.closed = true;
+  });
+}
+
+async function cancel() {
+  const o = state.order;
+  if (!o || ORDER_RANK[o.status] >= 2 || state.cancelling || state.paying) return;
+  await act('cancelling', 'cancel');
+  void refreshSale(); // the unit is back on sale
 }
 
 function setText(node, text) {
@@ -207,6 +256,7 @@ const ORDER_TEXT = {
     : 'Complete the payment with the payment provider before the timer runs out; this page updates by itself.'],
   paid: ['Paid', 'Thank you! Your order is paid.'],
   expired: ['Expired', 'The payment window closed, so the item went back on sale.'],
+  cancelled: ['Cancelled', 'You cancelled this order, so the item went back on sale.'],
 };
 
 function renderOrder(now) {
@@ -222,8 +272,22 @@ function renderOrder(now) {
   el.timer.hidden = !pending;
   setText(el.timer, pending ? duration(o.expiresAt - now) : '');
   el.pay.hidden = !directPay || !pending || o.closed;
-  el.pay.disabled = state.paying;
+  el.pay.disabled = state.paying || state.cancelling;
   setText(el.pay, state.paying ? 'Paying…' : 'Pay now');
+  el.cancel.hidden = ORDER_RANK[o.status] >= 2 || o.closed;
+  el.cancel.disabled = state.paying || state.cancelling;
+  setText(el.cancel, state.cancelling ? 'Cancelling…' : 'Cancel order');
+}
+
+function renderHistory() {
+  // The current order as the page follows it, the others as the server listed them.
+  const rows = state.history.map((v) => `${ORDER_TEXT[state.order?.orderId === v.orderId ? state.order.status : v.status][0]} · `
+    + `${v.qty} item${v.qty === 1 ? '' : 's'} · bought ${new Date(v.purchasedAt).toLocaleTimeString()}`);
+  el.history.hidden = rows.length === 0;
+  const key = rows.join('\n');
+  if (el.orderList.dataset.shown === key) return;
+  el.orderList.dataset.shown = key;
+  el.orderList.replaceChildren(...rows.map((text) => Object.assign(document.createElement('li'), { textContent: text })));
 }
 
 function render() {
@@ -246,6 +310,7 @@ function render() {
   el.message.hidden = message === '';
   setText(el.message, message);
   renderOrder(now);
+  renderHistory();
 }
 
 // The countdowns tick on the client; when the start passes, ask at once rather than at the next poll.
@@ -263,16 +328,24 @@ function changeIdentity() {
   // Someone else at the keyboard: a finished order belongs to the previous buyer. (The fields are
   // disabled while an order is queued or waiting for payment.)
   if (state.order && ORDER_RANK[state.order.status] === 2) state.order = null;
+  state.history = [];
+  ordersAsked++; // an answer still on its way is the previous buyer's
   state.message = '';
   render();
 }
 
 el.buy.addEventListener('click', () => void buy());
 el.pay.addEventListener('click', () => void pay());
+el.cancel.addEventListener('click', () => void cancel());
 el.userId.addEventListener('input', changeIdentity);
 el.token.addEventListener('input', changeIdentity);
 el.userId.value = localStorage.getItem('flashsale.userId') ?? '';
-el.userId.addEventListener('change', () => localStorage.setItem('flashsale.userId', el.userId.value.trim()));
+el.userId.addEventListener('change', () => {
+  localStorage.setItem('flashsale.userId', el.userId.value.trim());
+  void loadOrders();
+});
+el.token.addEventListener('change', () => void loadOrders());
 setInterval(tick, 250);
 render();
 void pollSale();
+void loadOrders();

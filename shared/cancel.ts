@@ -1,0 +1,73 @@
+// Cancellation: the buyer gives back an order that is pending or still queued. It becomes
+// `cancelled` (final), and its stock and the buyer's quota come back at once through the same
+// exactly-once restore as expiry (shared/expiry.ts `restore`), recorded in restored_at; a crash in
+// between is finished by the replay's sweep, as for an expired order.
+//
+// Postgres decides every race, by conditional writes on the order's one row:
+// - pending: `pending -> cancelled` only inside the window, the mirror of payment (`pending ->
+//   paid`, row locked) and of expiry (`pending -> expired` only past the deadline). Exactly one wins;
+//   a payment that loses is refund_due, a cancel that loses answers 409.
+// - still queued (reserved in Redis, no row yet): the API inserts the row itself, as cancelled. The
+//   primary key decides against the writer: if the writer's insert came first, the order is pending
+//   and cancelled as above; if the cancel came first, the writer's insert does nothing and it finds
+//   the order cancelled (no expiry key is set for it). No Redis state has to say "cancelled", so a
+//   writer stalled past its lease, holding an old view, cannot write the order as pending.
+import type { RedisClient } from './redis.js';
+import type { Pool } from './db.js';
+import { HttpError } from './errors.js';
+import { restore } from './expiry.js';
+import { parseWinner } from './ids.js';
+import { observeClosed } from './metrics.js';
+import { cancelPending, findOrder, insertCancelled, type ClosedOrder, type OrderRow } from './order-queries.js';
+import { checkOrderId } from './orders.js';
+import { dropExpiry, markCancelling } from './redis.js';
+import { confirmReplicated } from './replication.js';
+
+export interface Cancelled {
+  orderId: string;
+  status: 'cancelled';
+}
+
+/** Cancels the buyer's order (pending or queued); cancelling it again answers the same. Another buyer's order is not found. */
+export async function cancelOrder(pool: Pool, redis: RedisClient, orderId: string, userId: string): Promise<Cancelled> {
+  const saleId = checkOrderId(orderId);
+  let row = await findOrder(pool, orderId);
+  if (!row) {
+    const entry = await markCancelling(redis, saleId, orderId, userId, Date.now());
+    if (entry) {
+      // The reservation must be on the replicas before Postgres records the order (see cancel.lua).
+      await confirmReplicated(redis, [saleId]);
+      const closed = await insertCancelled(pool, saleId, parseWinner(entry));
+      if (closed) return giveBack(pool, redis, closed);
+    }
+    // The writer's row came first, or the order was written meanwhile (the writer forgets a queued
+    // entry only after its row is committed): Postgres has it now, or there is no such order.
+    row = await findOrder(pool, orderId);
+  }
+  if (row?.user_id !== userId) throw new HttpError('order_not_found');
+  return cancelWritten(pool, redis, row);
+}
+
+async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow): Promise<Cancelled> {
+  if (row.status === 'pending') {
+    const closed = await cancelPending(pool, row.id, row.user_id);
+    if (closed) {
+      // Best effort: a key left behind fires an event that finds the order closed and does nothing.
+      await dropExpiry(redis, closed.saleId, closed.id).catch(() => {});
+      return giveBack(pool, redis, closed);
+    }
+    // A payment, an expiry or another cancel decided first (or the deadline has passed): say which.
+    row = (await findOrder(pool, row.id))!;
+  }
+  switch (row.status) {
+    case 'cancelled': return { orderId: row.id, status: 'cancelled' };
+    case 'paid': throw new HttpError('order_paid');
+    default: throw new HttpError('order_expired');
+  }
+}
+
+async function giveBack(pool: Pool, redis: RedisClient, closed: ClosedOrder): Promise<Cancelled> {
+  const restored = await restore(pool, redis, [closed]);
+  observeClosed('cancel', [closed], restored);
+  return { orderId: closed.id, status: 'cancelled' };
+}

@@ -1,0 +1,48 @@
+// The API's OpenAPI 3 document, generated from the routes' own schemas, at /docs/json, with
+// Swagger UI at /docs. Registered before the routes, whose schemas it collects as they are added.
+// Only routes with a tag are documented: the 405 answers of method-not-allowed.ts have none.
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { wholeApp } from './plugin.js';
+
+const TAGS = [
+  { name: 'sales', description: 'sales and purchases' },
+  { name: 'orders', description: 'a buyer\'s orders' },
+  { name: 'payments', description: 'the payment provider\'s webhook' },
+  { name: 'admin', description: 'sales administration (ADMIN_TOKEN)' },
+  { name: 'ops', description: 'probes, metrics and development helpers' },
+  { name: 'page', description: 'the buyer\'s page' },
+];
+
+const SECURITY_SCHEMES = {
+  buyer: {
+    type: 'http', scheme: 'bearer', bearerFormat: 'JWT',
+    description: 'The buyer\'s JWT (`sub` is the buyer): HS256 with JWT_SECRET, or RS256/ES256 from JWT_JWKS_URL. '
+      + 'With AUTH_MODE=trusted-header, the X-User-Id header an authenticating gateway sets instead.',
+  },
+  admin: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' },
+  webhook: {
+    type: 'apiKey', in: 'header', name: 'Flashsale-Signature',
+    description: '`t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" under PAYMENT_WEBHOOK_SECRET>`; several v1= during a rotation',
+  },
+} as const;
+
+/** On the whole app: in a plugin's own context it would see none of the routes. */
+export const docs = wholeApp((app, _opts, done) => {
+  void app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'flashsale',
+        version: '0.1.0',
+        description: 'Flash-sale backend. Every error body is `{"error": code, "message": human text}`.',
+      },
+      tags: TAGS,
+      components: { securitySchemes: SECURITY_SCHEMES },
+    },
+    hideUntagged: true,
+  });
+  // The UI's assets come from the package itself: /docs works offline.
+  void app.register(swaggerUi, { routePrefix: '/docs' });
+  done();
+});

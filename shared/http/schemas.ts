@@ -1,0 +1,92 @@
+// What the routes answer, as JSON schemas: for the OpenAPI document (docs.ts) and for fastify,
+// which serializes each answer by the schema of its status. That serializer drops any property a
+// schema does not list, so each success schema names every property its route returns.
+import type { SwaggerTransform } from '@fastify/swagger';
+import { ERRORS, type ErrorCode } from '../errors.js';
+import { SALE_ID_PATTERN } from '../ids.js';
+import { LIMITS } from '../sales.js';
+
+/** Who may call a route, as the OpenAPI document's security schemes name them. */
+export const SECURITY = {
+  buyer: [{ buyer: [] }],
+  admin: [{ admin: [] }],
+  webhook: [{ webhook: [] }],
+};
+
+/** Every route may be shed under load or meet a bug of ours. */
+const ANY_ROUTE: ErrorCode[] = ['busy', 'internal'];
+
+/**
+ * The `{error, message}` body, one response per status: `error` enumerates the codes the route
+ * answers with that status, and the description gives each code's usual message.
+ */
+export function errorResponses(...codes: ErrorCode[]): Record<number, object> {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of [...codes, ...ANY_ROUTE]) {
+    const status = ERRORS[code][0];
+    const list = byStatus.get(status) ?? [];
+    if (!list.includes(code)) list.push(code);
+    byStatus.set(status, list);
+  }
+  return Object.fromEntries([...byStatus].map(([status, list]) => [status, {
+    description: list.map((c) => `\`${c}\`: ${ERRORS[c][1]}`).join(' '),
+    type: 'object', required: ['error', 'message'],
+    properties: { error: { type: 'string', enum: list }, message: { type: 'string', description: 'human text, often more precise than the usual one' } },
+  }]));
+}
+
+const integer = { type: 'integer' };
+const time = (description: string, nullable = false) => ({ type: 'string', format: 'date-time', description, ...(nullable ? { nullable: true } : {}) });
+
+const SALE_VIEW_PROPERTIES = {
+  id: { type: 'string' }, name: { type: 'string' }, stock: integer,
+  available: { type: 'integer', description: 'stock left in Redis' },
+  perUserLimit: integer, maxPerOrder: integer, paymentWindowSeconds: integer,
+  startsAt: time('the start'), endsAt: time('the end; null: the sale never ends', true),
+  state: { type: 'string', enum: ['upcoming', 'open', 'sold_out', 'ended'] },
+};
+
+/** A sale as GET /api/sales/:saleId shows it. */
+export const saleViewSchema = { description: 'the sale', type: 'object', required: Object.keys(SALE_VIEW_PROPERTIES), properties: SALE_VIEW_PROPERTIES };
+
+const ORDER_COUNTS = {
+  pending: { type: 'integer', description: 'orders awaiting payment' },
+  paid: { type: 'integer', description: 'orders paid' },
+  expired: { type: 'integer', description: 'orders closed unpaid' },
+};
+
+/** A page of GET /api/sales: each sale as its view shows it, with its orders by status. */
+export const salePageSchema = {
+  description: 'a page of sales', type: 'object', required: ['sales', 'next'],
+  properties: {
+    sales: { type: 'array', items: { type: 'object', required: [...Object.keys(SALE_VIEW_PROPERTIES), ...Object.keys(ORDER_COUNTS)], properties: { ...SALE_VIEW_PROPERTIES, ...ORDER_COUNTS } } },
+    next: { type: 'string', nullable: true, description: 'pass as `before` for the next page; null on the last' },
+  },
+};
+
+/** The sale definition POST /api/sales takes (parseSaleInput checks it, with its own messages). */
+export const saleDefinitionSchema = {
+  type: 'object', required: ['name', 'stock'], additionalProperties: false,
+  properties: {
+    id: { type: 'string', pattern: SALE_ID_PATTERN.source, description: 'default: generated' },
+    name: { type: 'string', minLength: 1, maxLength: 200 },
+    stock: { type: 'integer', minimum: 1, maximum: LIMITS.stock },
+    perUserLimit: { type: 'integer', minimum: 1, maximum: LIMITS.perUserLimit, default: 1 },
+    maxPerOrder: { type: 'integer', minimum: 1, maximum: LIMITS.maxPerOrder, default: 1, description: 'at most perUserLimit' },
+    startsAt: time('ISO 8601 with Z or an offset, years 2000-9999; default: now'),
+    endsAt: time('ISO 8601 with Z or an offset, after startsAt; null or absent: no end', true),
+    paymentWindowSeconds: { type: 'integer', minimum: 1, maximum: LIMITS.paymentWindowSeconds, default: 300 },
+  },
+};
+
+/** A route's answer that is not JSON (the page, its assets, metrics). */
+export const textResponse = (type: string, description: string) => ({ description, content: { [type]: { schema: { type: 'string' } } } });
+
+/**
+ * Schema parts shown in the OpenAPI document but never validated: for input a route checks in its
+ * own code with its own refusals (a signed body, a sale definition), where a validating schema
+ * would change the answers.
+ */
+export function documentedOnly(extra: Record<string, unknown>): { swaggerTransform: SwaggerTransform } {
+  return { swaggerTransform: ({ schema, url }) => ({ schema: { ...schema, ...extra }, url }) };
+}

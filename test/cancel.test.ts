@@ -1,0 +1,286 @@
+// Cancellation and the buyer's order list against the real API, Postgres and Redis: a cancel gives
+// stock and quota back at once and once, whether the order is pending or still queued, whoever it
+// races (the writer, a payment, the expiry); a refused cancel changes nothing; the list pages.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { startApi } from '../daemons/api.js';
+import { closeOrders, sweepOverdue } from '../shared/expiry.js';
+import { checkInvariants } from '../shared/invariants.js';
+import { saleKeys } from '../shared/keys.js';
+import { metrics } from '../shared/metrics.js';
+import { cancelPending } from '../shared/order-queries.js';
+import { signPayload } from '../shared/payments.js';
+import type { Sale } from '../shared/sales.js';
+import { OrderWriter } from '../shared/writer.js';
+import { assertConserved, testEnv, type TestEnv } from './support/env.js';
+import { newSale, runConcurrently } from './support/fixtures.js';
+import { http, outcome } from './support/http.js';
+import { stateSnapshot } from './support/snapshot.js';
+import { PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
+
+/** Every sale a test made: after each test, stock is conserved and every invariant holds on all of them. */
+const sales: Sale[] = [];
+let env: TestEnv;
+let api: Awaited<ReturnType<typeof startApi>>;
+
+before(async () => {
+  env = await testEnv();
+  api = await startApi(env.config, env.logger);
+});
+after(() => (api ? api.stop() : Promise.resolve()).then(() => env?.close()));
+afterEach(async () => {
+  await assertConserved(env, sales);
+  assert.deepEqual((await checkInvariants(env.pool, env.redis, { saleIds: sales.map((s) => s.id), replayIntervalMs: 3_600_000 })).violations, []);
+});
+
+async function sale(fields: Record<string, unknown> = {}): Promise<Sale> {
+  const s = await newSale(env, { stock: 10, perUserLimit: 1, paymentWindowSeconds: 3600, ...fields });
+  sales.push(s);
+  return s;
+}
+
+async function buy(s: Sale, user: string): Promise<string> {
+  const r = await http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { body: { qty: 1 }, user });
+  assert.equal(r.status, 202, outcome(r));
+  return r.body.orderId as string;
+}
+
+const drain = async (s: Sale) => {
+  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: `w-${s.id}`, writerLeaseMs: 1 } });
+  while ((await writer.drainOnce()) > 0);
+};
+const cancel = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/cancel`, { user });
+const pay = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/pay`, { user });
+const available = async (s: Sale) => Number(await env.redis.get(saleKeys(s.id).available));
+const quota = async (s: Sale, user: string) => Number((await env.redis.get(saleKeys(s.id).buys(user))) ?? 0);
+const row = async (id: string) => (await env.pool.query<{ status: string; closed: boolean; restored: boolean }>(
+  'select status, closed_at is not null as closed, restored_at is not null as restored from orders where id = $1', [id])).rows[0];
+const closedByCancel = async () => (await metrics.ordersClosed.get()).values.find((v) => v.labels.by === 'cancel')?.value ?? 0;
+const deliver = (orderId: string) => {
+  const raw = JSON.stringify({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId });
+  return http(api.port, 'POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, raw) } });
+};
+
+describe('cancel', () => {
+  test('cancel: a pending order becomes cancelled; its unit and the buyer\'s quota are back at once, once; cancelling again changes nothing', async () => {
+    const s = await sale();
+    const id = await buy(s, 'ann');
+    await drain(s);
+    assert.equal(await env.redis.exists(saleKeys(s.id).expiry(id)), 1);
+    assert.deepEqual([await available(s), await quota(s, 'ann')], [9, 1]);
+    const counted = await closedByCancel();
+
+    const r = await cancel(id, 'ann');
+    assert.equal(r.status, 200, outcome(r));
+    assert.deepEqual(r.body, { orderId: id, status: 'cancelled' });
+    assert.deepEqual(await row(id), { status: 'cancelled', closed: true, restored: true });
+    assert.deepEqual([await available(s), await quota(s, 'ann')], [10, 0], 'unit and quota back in the same request');
+    assert.equal(await env.redis.sismember(saleKeys(s.id).restored, id), 1);
+    assert.equal(await env.redis.exists(saleKeys(s.id).expiry(id)), 0, 'no expiry left to fire');
+    assert.equal(await closedByCancel(), counted + 1);
+    assert.deepEqual((await http(api.port, 'GET', `/api/orders/${id}`, { user: 'ann' })).body, { orderId: id, saleId: s.id, qty: 1, status: 'cancelled' });
+
+    const state = await stateSnapshot(env);
+    const again = await runConcurrently(5, 5, () => cancel(id, 'ann'));
+    assert.deepEqual(again.map(outcome), Array(5).fill('200 cancelled'));
+    assert.deepEqual(await stateSnapshot(env), state, 'a repeated cancel changes nothing');
+    assert.equal(await closedByCancel(), counted + 1);
+    // The quota came back: the same buyer (limit 1) may buy again.
+    await buy(s, 'ann');
+  });
+
+  test('cancel: a still-queued order is written cancelled with its stock back; the writer then leaves it cancelled and sets no expiry', async () => {
+    const s = await sale();
+    const id = await buy(s, 'bea');
+    assert.equal(await env.redis.hexists(saleKeys(s.id).queued, id), 1, 'no writer ran: still queued');
+    const r = await cancel(id, 'bea');
+    assert.deepEqual(r.body, { orderId: id, status: 'cancelled' });
+    assert.deepEqual(await row(id), { status: 'cancelled', closed: true, restored: true });
+    assert.deepEqual([await available(s), await quota(s, 'bea')], [10, 0]);
+    assert.equal((await http(api.port, 'GET', `/api/orders/${id}`, { user: 'bea' })).body.status, 'cancelled', 'not "queued" any more');
+    await assertConserved(env, [s]);
+
+    await drain(s);
+    assert.deepEqual(await row(id), { status: 'cancelled', closed: true, restored: true });
+    assert.equal(await env.redis.hlen(saleKeys(s.id).queued), 0);
+    assert.equal(await env.redis.exists(saleKeys(s.id).expiry(id)), 0);
+    assert.equal(await available(s), 10, 'restored once');
+  });
+
+  test('cancel: another buyer\'s, a paid, an expired, an overdue, an unknown or a malformed order is refused and nothing changes', async () => {
+    const s = await sale();
+    const [queued, pending, paid, expired, overdue] = [await buy(s, 'cy'), await buy(s, 'cal'), await buy(s, 'cat'), await buy(s, 'cob'), await buy(s, 'cid')];
+    await env.redis.rpop(saleKeys(s.id).winners); // leave the first purchase queued: the writer never sees it
+    const held = (await env.redis.lrange(saleKeys(s.id).winners, 0, -1));
+    await drain(s);
+    assert.equal((await pay(paid, 'cat')).status, 200);
+    await env.pool.query(`update orders set expires_at = now() where id = any($1::text[])`, [[expired, overdue]]);
+    await closeOrders(env.pool, env.redis, [expired], 'replay');
+    assert.equal(held.length, 4);
+
+    const state = await stateSnapshot(env);
+    const cases: [string, string, string, string][] = [
+      ['another buyer\'s queued order', queued, 'eve', '404 order_not_found'],
+      ['another buyer\'s pending order', pending, 'eve', '404 order_not_found'],
+      ['a paid order', paid, 'cat', '409 order_paid'],
+      ['an expired order', expired, 'cob', '409 order_expired'],
+      ['a pending order past its deadline', overdue, 'cid', '409 order_expired'],
+      ['no such order', `${s.id}.${randomUUID()}`, 'cal', '404 order_not_found'],
+      ['a malformed id', 'not-an-order', 'cal', '400 invalid_id'],
+    ];
+    for (const [what, id, user, expected] of cases) {
+      const r = await cancel(id, user);
+      assert.equal(outcome(r), expected, what);
+      assert.equal(typeof r.body.message, 'string');
+    }
+    assert.equal((await http(api.port, 'POST', `/api/orders/${pending}/cancel`)).status, 401);
+    // The queued order got no write either: the ownership check comes first in cancel.lua.
+    assert.deepEqual(await stateSnapshot(env), state);
+    await env.redis.lpush(saleKeys(s.id).winners, (await env.redis.hget(saleKeys(s.id).queued, queued))!);
+    await drain(s);
+    await closeOrders(env.pool, env.redis, [overdue], 'replay');
+  });
+
+  test('cancel: a payment for a cancelled order is recorded refund_due and moves no stock; DIRECT_PAY answers order_cancelled', async () => {
+    const s = await sale();
+    const [a, b] = [await buy(s, 'dot'), await buy(s, 'dan')];
+    await drain(s);
+    for (const [id, user] of [[a, 'dot'], [b, 'dan']] as const) assert.equal((await cancel(id!, user)).status, 200);
+    const stock = await available(s);
+    const webhook = await deliver(a!);
+    assert.equal(webhook.status, 200);
+    assert.equal(webhook.body.outcome, 'refund_due');
+    assert.equal(outcome(await pay(b!, 'dan')), '409 order_cancelled');
+    assert.deepEqual([await row(a!), await row(b!)].map((r) => r!.status), ['cancelled', 'cancelled']);
+    const payments = await env.pool.query<{ outcome: string }>('select outcome from payments where order_id = any($1::text[])', [[a, b]]);
+    assert.deepEqual(payments.rows.map((p) => p.outcome), ['refund_due', 'refund_due']);
+    assert.equal(await available(s), stock, 'no stock moved');
+  });
+
+  test('cancel: 60 queued orders cancelled while the writer drains them: each is written once, cancelled, its unit back once', async () => {
+    const s = await sale({ stock: 60 });
+    const users = Array.from({ length: 60 }, (_, i) => `q${i}`);
+    const ids = await runConcurrently(60, 20, (i) => buy(s, users[i]!));
+    const writing = drain(s);
+    const answers = await runConcurrently(60, 30, (i) => cancel(ids[i]!, users[i]!));
+    await writing;
+    await drain(s);
+    assert.deepEqual(answers.map(outcome), Array(60).fill('200 cancelled'));
+    const rows = await env.pool.query<{ n: number }>(`select count(*)::int as n from orders where sale_id = $1 and status = 'cancelled' and restored_at is not null`, [s.id]);
+    assert.equal(rows.rows[0]!.n, 60);
+    assert.equal(await available(s), 60);
+    assert.equal(Number(await env.redis.get(saleKeys(s.id).restoredQty)), 60);
+    // A cancel may come between the writer's insert and its ack, which then sets the expiry key: it
+    // fires at the deadline, finds the order closed and does nothing.
+    assert.deepEqual((await closeOrders(env.pool, env.redis, ids, 'listener')).closed, []);
+  });
+
+  test('cancel: racing payment and expiry on 90 orders around their deadlines, each ends in one state, as its answers say, restored once if closed', async () => {
+    const s = await sale({ stock: 90 });
+    const users = Array.from({ length: 90 }, (_, i) => `r${i}`);
+    const ids = await runConcurrently(90, 30, (i) => buy(s, users[i]!));
+    await drain(s);
+    // Deadlines spread over 1.5 s from half a second on; cancel, pay and the expiry all fire within
+    // 30 ms of each order's deadline, so every pair of them meets.
+    const deadlines = new Map((await env.pool.query<{ id: string; ms: number }>(
+      `update orders set expires_at = now() + ((seq % 30) * interval '50 milliseconds') + interval '500 milliseconds'
+       where sale_id = $1 returning id, extract(epoch from expires_at) * 1000 as ms`, [s.id])).rows.map((r) => [r.id, Number(r.ms)]));
+    const answers = await runConcurrently(90, 90, async (i) => {
+      const offset = ((i * 7) % 61) - 30;
+      await new Promise((r) => setTimeout(r, Math.max(0, deadlines.get(ids[i]!)! + offset - Date.now())));
+      const [c, p] = await Promise.all([cancel(ids[i]!, users[i]!), pay(ids[i]!, users[i]!), closeOrders(env.pool, env.redis, [ids[i]!], 'listener')]);
+      return { c: outcome(c), p: outcome(p) };
+    });
+    await sweepOverdue(env.pool, env.redis, 'replay');
+    const final = await env.pool.query<{ id: string; status: string; restored: boolean }>(
+      'select id, status, restored_at is not null as restored from orders where sale_id = $1', [s.id]);
+    const byId = new Map(final.rows.map((r) => [r.id, r]));
+    // What each answer says the order became.
+    const byCancel: Record<string, string> = { '200 cancelled': 'cancelled', '409 order_paid': 'paid', '409 order_expired': 'expired' };
+    const byPay: Record<string, string> = { '200 paid': 'paid', '409 order_cancelled': 'cancelled', '409 order_expired': 'expired' };
+    const problems: string[] = [];
+    ids.forEach((id, i) => {
+      const { c, p } = answers[i]!;
+      const { status, restored } = byId.get(id)!;
+      if (byCancel[c] !== status) problems.push(`${id}: cancel answered ${c}, is ${status}`);
+      if (byPay[p] !== status) problems.push(`${id}: pay answered ${p}, is ${status}`);
+      if (status !== 'paid' && !restored) problems.push(`${id}: ${status}, not restored`);
+    });
+    const tally = final.rows.reduce<Record<string, number>>((t, r) => ({ ...t, [r.status]: (t[r.status] ?? 0) + 1 }), {});
+    console.log(`# cancel/pay/expiry race: ${JSON.stringify(tally)}`);
+    assert.deepEqual(problems, []);
+    const closed = final.rows.filter((r) => r.status !== 'paid').length;
+    assert.equal(await available(s), closed, 'each closed order\'s unit back once');
+    assert.equal(Number(await env.redis.get(saleKeys(s.id).restoredQty)), closed);
+  });
+
+  test('cancel: a cancel whose restore a crash interrupted is finished by the replay\'s sweep', async () => {
+    const s = await sale();
+    const id = await buy(s, 'fin');
+    await drain(s);
+    assert.ok(await cancelPending(env.pool, id, 'fin'), 'closed in Postgres, then the process died');
+    assert.deepEqual(await row(id), { status: 'cancelled', closed: true, restored: false });
+    assert.equal(await available(s), 9);
+    const swept = await sweepOverdue(env.pool, env.redis, 'replay');
+    assert.equal(swept.restored, 1);
+    assert.deepEqual(await row(id), { status: 'cancelled', closed: true, restored: true });
+    assert.deepEqual([await available(s), await quota(s, 'fin')], [10, 0]);
+  });
+
+  test('cancel: the invariants catch a unit restored twice', async () => {
+    const s = await newSale(env, { stock: 3 });
+    const id = await buy(s, 'gil');
+    await drain(s);
+    assert.equal((await cancel(id, 'gil')).status, 200);
+    await env.redis.incr(saleKeys(s.id).restoredQty);
+    const r = await checkInvariants(env.pool, env.redis, { saleIds: [s.id], replayIntervalMs: 3_600_000 });
+    assert.deepEqual(r.violations.map((v) => v.invariant).sort(), ['conservation', 'restored_once']);
+  });
+});
+
+describe('my orders', () => {
+  test('me/orders: the buyer\'s own orders, newest first, a page at a time, of one sale if asked; bad queries are 400', async () => {
+    const [s1, s2] = [await sale({ perUserLimit: 5 }), await sale({ perUserLimit: 5 })];
+    const mine: string[] = [];
+    for (const s of [s1, s2, s1, s2, s1]) {
+      mine.unshift(await buy(s, 'hal'));
+      await new Promise((r) => setTimeout(r, 3)); // distinct purchase times: the order is then the buyer's
+    }
+    await buy(s1, 'ivy');
+    await drain(s1);
+    await drain(s2);
+    assert.equal((await cancel(mine[0]!, 'hal')).status, 200);
+
+    const list = async (query: string, user = 'hal') => http(api.port, 'GET', `/api/me/orders${query}`, { user });
+    const all = await list('');
+    assert.equal(all.status, 200, outcome(all));
+    assert.deepEqual(all.body.orders.map((o: { orderId: string }) => o.orderId), mine);
+    assert.equal(all.body.next, null);
+    assert.deepEqual(Object.keys(all.body.orders[0]).sort(), ['orderId', 'purchasedAt', 'qty', 'saleId', 'status']);
+    assert.equal(all.body.orders[0].status, 'cancelled');
+    assert.equal(all.body.orders[1].status, 'pending_payment');
+    assert.equal(typeof all.body.orders[1].expiresAt, 'string');
+
+    const pages: string[] = [];
+    let before = '';
+    for (let n = 0; n < 3; n++) {
+      const page = await list(`?limit=2${before}`);
+      pages.push(...page.body.orders.map((o: { orderId: string }) => o.orderId));
+      if (page.body.next === null) break;
+      before = `&before=${page.body.next}`;
+    }
+    assert.deepEqual(pages, mine, 'pages of 2 walk every order once, in order');
+    const ofSale = await list(`?sale=${s2.id}`);
+    assert.deepEqual(ofSale.body.orders.map((o: { saleId: string }) => o.saleId), [s2.id, s2.id]);
+    assert.deepEqual((await list('', 'nobody')).body, { orders: [], next: null });
+
+    for (const [query, expected] of [
+      ['?limit=0', '400 bad_request'], ['?limit=101', '400 bad_request'], ['?limit=x', '400 bad_request'], ['?when=now', '400 bad_request'],
+      ['?before=nope', '400 bad_request'], ['?sale=a%20b', '400 invalid_id'], [`?before=${s1.id}.${randomUUID()}`, '404 order_not_found'],
+    ]) assert.equal(outcome(await list(query!)), expected, query);
+    const ivys = (await list('', 'ivy')).body.orders[0].orderId as string;
+    assert.equal(outcome(await list(`?before=${ivys}`)), '404 order_not_found', 'another buyer\'s order is no cursor');
+    assert.equal((await http(api.port, 'GET', '/api/me/orders')).status, 401);
+  });
+});
