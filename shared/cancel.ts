@@ -19,6 +19,7 @@ import { restore } from './expiry.js';
 import { parseWinner } from './ids.js';
 import { observeClosed } from './metrics.js';
 import { cancelPending, findOrder, insertCancelled, type ClosedOrder, type OrderRow } from './order-queries.js';
+import { publishOrderEvents } from './order-events.js';
 import { checkOrderId } from './orders.js';
 import { dropExpiry, markCancelling } from './redis.js';
 import { confirmReplicated } from './replication.js';
@@ -67,6 +68,7 @@ async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow): Pro
 }
 
 async function giveBack(pool: Pool, redis: RedisClient, closed: ClosedOrder): Promise<Cancelled> {
+  await publishOrderEvents(redis, [{ orderId: closed.id, status: 'cancelled' }]);
   const restored = await restore(pool, redis, [closed]);
   observeClosed('cancel', [closed], restored);
   return { orderId: closed.id, status: 'cancelled' };

@@ -58,6 +58,10 @@ export interface Config {
   bodyTimeoutMs: number;
   /** Open connections one client address may hold; more are refused at once (0: no cap). */
   maxConnectionsPerClient: number;
+  /** Order event streams (GET /api/orders/:id/events) one API process keeps open at once; more get 429 busy. */
+  sseMaxStreams: number;
+  /** Order event streams one buyer may hold open in one API process (tabs, reloads); more get 429 busy. */
+  sseMaxStreamsPerBuyer: number;
   /** Margin on a buyer's count: it lives until the sale's end + payment window + this (no expiry without an end). */
   buyCountTtlSeconds: number;
   writerId: string;
@@ -157,6 +161,8 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     requestTimeoutMs: int('REQUEST_TIMEOUT_MS', pick('requestTimeoutMs', 'REQUEST_TIMEOUT_MS'), 10_000, 100),
     bodyTimeoutMs: int('BODY_TIMEOUT_MS', pick('bodyTimeoutMs', 'BODY_TIMEOUT_MS'), 2_000, 50),
     maxConnectionsPerClient: int('MAX_CONNECTIONS_PER_CLIENT', pick('maxConnectionsPerClient', 'MAX_CONNECTIONS_PER_CLIENT'), 1024, 0),
+    sseMaxStreams: int('SSE_MAX_STREAMS', pick('sseMaxStreams', 'SSE_MAX_STREAMS'), 10_000, 1),
+    sseMaxStreamsPerBuyer: int('SSE_MAX_STREAMS_PER_BUYER', pick('sseMaxStreamsPerBuyer', 'SSE_MAX_STREAMS_PER_BUYER'), 5, 1),
     buyCountTtlSeconds: int('BUY_COUNT_TTL_SECONDS', pick('buyCountTtlSeconds', 'BUY_COUNT_TTL_SECONDS'), 86_400, 60),
     writerId: str(pick('writerId', 'WRITER_ID')) ?? `${hostname()}:${env.pm_id ?? process.pid}`,
     writerBatchSize: int('WRITER_BATCH_SIZE', pick('writerBatchSize', 'WRITER_BATCH_SIZE'), 1000, 1),

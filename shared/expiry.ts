@@ -7,6 +7,7 @@
 import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { observeClosed, type ClosedBy } from './metrics.js';
+import { publishOrderEvents } from './order-events.js';
 import { closeDue, closeOverdue, markRestored, unrestored, type ClosedOrder } from './order-queries.js';
 import { restoreStock } from './redis.js';
 import { confirmReplicated } from './replication.js';
@@ -20,6 +21,9 @@ export interface Closed {
   /** Units of stock this call gave back. */
   restored: number;
 }
+
+/** Tells the buyers' event streams, one message per batch, before the restore: the order is final already. */
+const publishExpired = (redis: RedisClient, closed: ClosedOrder[]) => publishOrderEvents(redis, closed.map((o) => ({ orderId: o.id, status: 'expired' })));
 
 /** Restores each order's stock and quota (once per order, whoever else tries) and records it. Returns the units this call gave back. */
 export async function restore(pool: Pool, redis: RedisClient, orders: ClosedOrder[]): Promise<number> {
@@ -35,6 +39,7 @@ export async function restore(pool: Pool, redis: RedisClient, orders: ClosedOrde
 /** These ids are due: closes those that are pending and past their deadline, gives their stock back, records and counts it. */
 export async function closeOrders(pool: Pool, redis: RedisClient, ids: string[], by: ClosedBy): Promise<Closed> {
   const closed = await closeDue(pool, ids);
+  await publishExpired(redis, closed);
   const restored = await restore(pool, redis, closed);
   observeClosed(by, closed, restored);
   return { closed, restored };
@@ -48,6 +53,7 @@ export async function sweepOverdue(pool: Pool, redis: RedisClient, by: ClosedBy)
   const total = { closed: 0, restored: 0 };
   for (let n = CLOSE_BATCH; n === CLOSE_BATCH;) {
     const closed = await closeOverdue(pool, CLOSE_BATCH);
+    await publishExpired(redis, closed);
     const restored = await restore(pool, redis, closed);
     observeClosed(by, closed, restored);
     total.closed += closed.length;

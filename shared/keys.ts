@@ -5,6 +5,8 @@
 export const SALES_REGISTRY = 'flashsale:sales';
 /** Restores are announced here so API processes can drop a cached sold-out flag at once. */
 export const STOCK_CHANNEL = 'flashsale:stock';
+/** Order transitions (shared/order-events.ts): batches of `{orderId, status, expiresAt?}` for the API's event streams. */
+export const ORDERS_CHANNEL = 'flashsale:orders';
 export const EXPIRED_PATTERN = '__keyevent@*__:expired';
 /** A throwaway key the listener makes expire to see that events arrive where CONFIG is refused. */
 export const probeKey = (id: string) => `flashsale:probe:${id}`;

@@ -13,6 +13,7 @@ import { duplicateKey } from './http/json-body.js';
 import { ORDER_ID_PATTERN, saleIdOfOrder } from './ids.js';
 import { saleKeys } from './keys.js';
 import { metrics } from './metrics.js';
+import { publishOrderEvents } from './order-events.js';
 import { lockOrder, markPaid } from './order-queries.js';
 import { findPayment, insertPayment, type PaymentOutcome } from './payment-queries.js';
 import { dropExpiry } from './redis.js';
@@ -137,6 +138,7 @@ async function applyPayment({ pool, redis }: PaymentDeps, event: PaymentEvent & 
     if (outcome === 'applied') {
       // Best effort: a key left behind fires an event that finds the order paid and does nothing.
       await dropExpiry(redis, saleId, event.orderId).catch(() => {});
+      await publishOrderEvents(redis, [{ orderId: event.orderId, status: 'paid' }]);
     }
     if (outcome) return { id: event.id, outcome };
     // No row yet. A winner still queued in Redis is written within milliseconds: 503, and the

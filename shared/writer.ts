@@ -16,6 +16,7 @@ import { parseWinner } from './ids.js';
 import type { Logger } from './logger.js';
 import { writeOrders } from './order-queries.js';
 import { metrics } from './metrics.js';
+import { publishOrderEvents } from './order-events.js';
 import { ackBatch, claimBatch } from './redis.js';
 import { confirmReplicated } from './replication.js';
 import { recoverDeadWriters } from './writer-lease.js';
@@ -164,6 +165,9 @@ export class OrderWriter {
     await ackBatch(redis, saleId, config.writerId, now, pending.map((r) => ({ orderId: r.id, expiresAt: r.expiresAt })), orderIds);
     // Deadlines already past (this batch waited out its window): close now, no key was set.
     const overdue = pending.filter((r) => r.expiresAt <= now).map((r) => r.id);
+    // One message for the batch, published once the acknowledgement is in.
+    await publishOrderEvents(redis, pending.filter((r) => r.expiresAt > now)
+      .map((r) => ({ orderId: r.id, status: 'pending_payment', expiresAt: new Date(r.expiresAt).toISOString() })));
     if (overdue.length > 0) await closeOrders(pool, redis, overdue, 'writer');
     this.written += orderIds.length;
     metrics.ordersWritten.inc(orderIds.length);

@@ -149,7 +149,9 @@ describe('payments', () => {
     assert.equal(await status(id!), 'pending');
     assert.equal(await counted('refused'), refused + cases.length);
     // A rotation: the old secret's signature next to the new one's is accepted.
-    const rotated = `${signPayload('the-previous-secret-0123456', raw)},${good.replace(/^t=\d+,/, '')}`;
+    // Both signed at `good`'s timestamp: a second boundary crossed since would otherwise part them.
+    const t = Number(/^t=(\d+)/.exec(good)![1]);
+    const rotated = `${signPayload('the-previous-secret-0123456', raw, t)},${good.replace(/^t=\d+,/, '')}`;
     assert.equal((await deliver(event, { signature: rotated })).body.outcome, 'applied');
   });
 

@@ -8,12 +8,14 @@ import { ConfigError, type Config } from '../config.js';
 import type { Pool } from '../db.js';
 import type { Logger } from '../logger.js';
 import type { Purchaser } from '../purchase.js';
+import { admin } from './admin.js';
 import { serverLimits } from './client-limits.js';
 import { docs } from './docs.js';
 import { errorHandler, errorMapping, onClientError, SCHEMA_OPTIONS } from './errors.js';
 import { jsonBody } from './json-body.js';
 import { loadShedding } from './load-shedding.js';
 import { methodNotAllowed } from './method-not-allowed.js';
+import { orderEvents } from './order-events.js';
 import { orders } from './orders.js';
 import { ops } from './ops.js';
 import { page } from './page.js';
@@ -55,7 +57,9 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   void app.register(sales, { pool, redis, purchaser, auth });
   void app.register(payments, paymentDeps);
   void app.register(orders, { pool, redis, auth, directPay: config.directPay ? paymentDeps : undefined });
+  void app.register(orderEvents, { pool, redis, auth, limits: config, logger });
   void app.register(page, { development: config.development, directPay: config.directPay });
+  void app.register(admin, { pool, redis, auth });
   void app.register(otherMethods);
   return app;
 }

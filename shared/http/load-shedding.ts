@@ -1,6 +1,8 @@
 // Load shedding: past maxInflight requests in hand, answer 429 at once instead of queueing without
 // bound; a buyer retrying a moment later does better than one waiting in a queue. With it, what
 // one client may hold: its open connections, and the time to send a body (client-limits.ts).
+import type { ServerResponse } from 'node:http';
+import type { FastifyReply } from 'fastify';
 import type { Config } from '../config.js';
 import { HttpError } from '../errors.js';
 import { metrics } from '../metrics.js';
@@ -18,6 +20,17 @@ const pathOf = (url: string): string => {
   const q = url.indexOf('?');
   return q === -1 ? url : url.slice(0, q);
 };
+
+const releasers = new WeakMap<ServerResponse, () => void>();
+
+/**
+ * Gives the request's slot back before its response ends: for a long-lived stream, once its
+ * headers are out. Its work from then on is a write now and then, and holding a slot for hours
+ * would let a few hundred open streams shed every purchase.
+ */
+export function releaseSlot(reply: FastifyReply): void {
+  releasers.get(reply.raw)?.();
+}
 
 export const loadShedding = wholeApp<{ limits: Limits }>((app, { limits }, done) => {
   // Wired on the server, not as a hook: inject() has no connections, and a refused connection
@@ -40,7 +53,13 @@ export const loadShedding = wholeApp<{ limits: Limits }>((app, { limits }, done)
     inflight++;
     // Once per request, whether its response finished or the connection went first (client
     // gone): onResponse misses the latter, and each such request would keep its slot for good.
-    reply.raw.once('close', () => inflight--);
+    let held = true;
+    const release = () => {
+      if (held) inflight--;
+      held = false;
+    };
+    reply.raw.once('close', release);
+    releasers.set(reply.raw, release);
     if (inflight > limits.maxInflight && !UNSHED.has(pathOf(req.url))) {
       if (req.routeOptions.url === PURCHASE_URL) metrics.purchases.inc({ outcome: 'busy' });
       const e = new HttpError('busy');

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import type { FastifyPluginCallback, FastifyReply } from 'fastify';
 import { textResponse } from './schemas.js';
 
-const PUBLIC_DIR = new URL('./public/', import.meta.url);
+export const PUBLIC_DIR = new URL('./public/', import.meta.url);
 
 const ASSETS = {
   'app.js': 'text/javascript; charset=utf-8',
@@ -19,7 +19,7 @@ const HEADERS = {
   'cache-control': 'no-cache',
 };
 
-function send(reply: FastifyReply, type: string, body: string | Buffer): FastifyReply {
+export function send(reply: FastifyReply, type: string, body: string | Buffer): FastifyReply {
   return reply.headers(HEADERS).type(type).send(body);
 }
 

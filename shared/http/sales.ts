@@ -14,7 +14,7 @@ import { documentedOnly, errorResponses, saleDefinitionSchema, salePageSchema, s
 
 export const PURCHASE_URL = '/api/sales/:saleId/purchases';
 
-const saleIdParams = {
+export const saleIdParams = {
   type: 'object', required: ['saleId'],
   properties: { saleId: { type: 'string', pattern: SALE_ID_PATTERN.source, ...refusal('invalid_id', `The sale id must be ${SALE_ID_RULE}.`) } },
 };

@@ -45,7 +45,10 @@ export class Cluster {
     const proc: Proc = { kind, vars, child, expectExit: false, opsPort };
     this.procs.set(name, proc);
     child.once('exit', (code, signal) => {
-      if (!proc.expectExit) this.unexpectedExits.push(`${name} (pid ${child.pid}) exited by itself: code ${code}, signal ${signal}`);
+      if (proc.expectExit) return;
+      // With the process's last fatal or error lines: the log goes with the test's data directory.
+      const last = readFileSync(join(this.logDir, `${name}.log`), 'utf8').split('\n').filter((l) => /"level":(50|60)/.test(l)).slice(-3);
+      this.unexpectedExits.push(`${name} (pid ${child.pid}) exited by itself: code ${code}, signal ${signal}${last.length ? `; last errors:\n${last.join('\n')}` : ''}`);
     });
     await ready(child, `${name} (log: ${this.logDir}/${name}.log)`);
     return child;

@@ -1,6 +1,6 @@
 // The buyer's page: polls the sale, buys one item, then follows the order to paid, expired or
-// cancelled. On load (and for a new buyer) it asks the server for the buyer's orders in this sale,
-// so a reload shows the current order as it was.
+// cancelled (pushed by the server as events, polled if that fails). On load (and for a new buyer)
+// it asks the server for the buyer's orders in this sale, so a reload shows the current order as it was.
 // All state is in `state`; render() draws all of it, so every change is an assignment and a render().
 
 const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
@@ -133,7 +133,36 @@ function applyOrder(view) {
   if (view.expiresAt) o.expiresAt = Date.parse(view.expiresAt);
 }
 
+// The server pushes each change of the order (GET /api/orders/:id/events). EventSource cannot send
+// headers, so the token goes in the URL, which the server accepts on this route only. Resolves
+// false if the stream fails (an old server, a proxy that buffers, the network): polling takes over.
+function streamOrder(o) {
+  if (typeof EventSource !== 'function') return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const source = new EventSource(`/api/orders/${encodeURIComponent(o.orderId)}/events?access_token=${encodeURIComponent(o.token)}`);
+    const stop = (ok) => {
+      clearInterval(watch);
+      source.close(); // also after the final event: the server ends the stream, and EventSource would reconnect
+      resolve(ok);
+    };
+    // Another order took its place, or an answer of ours (pay, cancel) made it final.
+    const watch = setInterval(() => (state.order !== o || ORDER_RANK[o.status] === 2) && stop(true), 1000);
+    source.onmessage = (e) => {
+      applyOrder(JSON.parse(e.data));
+      state.offline = false;
+      render();
+      if (state.order !== o || ORDER_RANK[o.status] === 2) stop(true);
+    };
+    source.onerror = () => stop(false);
+  });
+}
+
 async function followOrder(o) {
+  if (!(await streamOrder(o))) await pollOrder(o);
+  void loadOrders(); // the list shows the order's final state too
+}
+
+async function pollOrder(o) {
   while (state.order === o && ORDER_RANK[o.status] < 2) {
     const overdue = o.status === 'pending_payment' && Date.now() >= o.expiresAt;
     await delay(o.status === 'queued' || overdue ? 300 : 1000);
@@ -146,7 +175,6 @@ async function followOrder(o) {
     }
     render();
   }
-  void loadOrders(); // the list shows the order's final state too
 }
 
 // The server's list of this buyer's orders in this sale. Without an order in hand (a reload, a new

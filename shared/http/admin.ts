@@ -1,0 +1,85 @@
+// The operator's page (/admin) and the one admin endpoint it polls: a sale's live numbers.
+// The page's chart library (uPlot) is served from the installed package, never from a CDN: the
+// page's CSP allows scripts from this origin only.
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import type { FastifyPluginCallback } from 'fastify';
+import type { RedisClient } from '../redis.js';
+import type { Auth } from '../auth.js';
+import type { Pool } from '../db.js';
+import { HttpError } from '../errors.js';
+import { getSale } from '../sales.js';
+import { LATENESS_SAMPLE, LATENESS_WINDOW_MS, saleLive } from '../sale-live.js';
+import { PUBLIC_DIR, send } from './page.js';
+import { saleIdParams } from './sales.js';
+import { errorResponses, saleViewSchema, SECURITY, textResponse } from './schemas.js';
+
+// Resolved like an import, so it works from the sources, from dist/ and from a PM2 deployment.
+const uplot = (file: string) => createRequire(import.meta.url).resolve(`uplot/dist/${file}`);
+
+const JS = 'text/javascript; charset=utf-8';
+const CSS = 'text/css; charset=utf-8';
+const ASSETS: { url: string; file: string | URL; type: string }[] = [
+  { url: '/admin.js', file: new URL('admin.js', PUBLIC_DIR), type: JS },
+  { url: '/admin.css', file: new URL('admin.css', PUBLIC_DIR), type: CSS },
+  { url: '/uplot.js', file: uplot('uPlot.iife.min.js'), type: JS },
+  { url: '/uplot.css', file: uplot('uPlot.min.css'), type: CSS },
+];
+
+const count = (description: string) => ({ type: 'integer', description });
+const ms = (description: string) => ({ type: 'integer', nullable: true, description });
+
+const UNITS = {
+  total: count('the sale\'s stock'), available: count('left in Redis'), queued: count('won, not yet written to Postgres'),
+  pending: count('awaiting payment'), paid: count('paid'), expired: count('closed unpaid'), cancelled: count('cancelled by the buyer'),
+  restoring: count('expired or cancelled, not yet back in Redis'),
+  holds: { type: 'boolean', description: 'available + queued + pending + paid + restoring = total' },
+};
+
+const liveSchema = {
+  description: 'the sale\'s numbers, read at `at`', type: 'object',
+  required: ['at', 'sale', 'reconciliation', 'purchases', 'writerLagMs', 'lateness', 'thisInstance'],
+  properties: {
+    at: { type: 'string', format: 'date-time', description: 'the server\'s clock when they were read' },
+    sale: saleViewSchema,
+    reconciliation: { type: 'object', description: 'units of the sale by where they are (expired and cancelled: ever)', required: Object.keys(UNITS), properties: UNITS },
+    purchases: count('purchases accepted so far, by every API instance (Redis\'s purchase counter)'),
+    writerLagMs: ms('age of the oldest winner still in Redis; null when none waits'),
+    lateness: {
+      type: 'object', required: ['closes', 'p50Ms', 'p99Ms'],
+      description: `expired orders closed in the last ${LATENESS_WINDOW_MS / 1000} s (at most ${LATENESS_SAMPLE}): how long after their deadline`,
+      properties: { closes: count('orders closed'), p50Ms: ms('median lateness'), p99Ms: ms('99th percentile') },
+    },
+    thisInstance: {
+      type: 'object', required: ['outcomes'],
+      description: 'the answering API process\'s own counters (all sales, since it started): refusals are counted per process only',
+      properties: { outcomes: { type: 'object', additionalProperties: { type: 'integer' }, description: 'purchase attempts by outcome' } },
+    },
+  },
+};
+
+export const admin: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth }> = (app, { pool, redis, auth }, done) => {
+  const html = readFileSync(new URL('admin.html', PUBLIC_DIR), 'utf8');
+  app.get('/admin', {
+    schema: { summary: 'The operator\'s page: sales, a sale\'s live view, create and end', tags: ['page'], response: { 200: textResponse('text/html', 'the page') } },
+  }, (_req, reply) => send(reply, 'text/html; charset=utf-8', html));
+  for (const { url, file, type } of ASSETS) {
+    const body = readFileSync(file);
+    app.get(url, { schema: { summary: `The operator's page's ${url.slice(1)}`, tags: ['page'], response: { 200: textResponse(type.split(';')[0]!, url.slice(1)) } } }, (_req, reply) => send(reply, type, body));
+  }
+
+  app.get<{ Params: { saleId: string } }>('/api/sales/:saleId/live', {
+    preValidation: auth.admin,
+    schema: {
+      summary: 'A sale\'s live numbers in one round trip: units by place, purchases, writer lag, expiry lateness', tags: ['admin'],
+      description: 'Polled every second by /admin. Everything but `thisInstance` comes from Redis and Postgres, whichever API instance answers.',
+      security: SECURITY.admin, params: saleIdParams,
+      response: { 200: liveSchema, ...errorResponses('invalid_id', 'unauthorized', 'forbidden', 'sale_not_found', 'unavailable') },
+    },
+  }, async (req) => {
+    const sale = await getSale(pool, req.params.saleId);
+    if (!sale) throw new HttpError('sale_not_found', `No sale with id "${req.params.saleId}".`);
+    return saleLive(pool, redis, sale);
+  });
+  done();
+};

@@ -1,0 +1,129 @@
+// GET /api/orders/:orderId/events: the owner's order as Server-Sent Events. The first event is the
+// order as GET /api/orders/:orderId shows it, then one per transition (queued -> pending_payment ->
+// paid | expired | cancelled) as shared/order-events.ts hands them over; after a final state the
+// stream ends. Polling GET /api/orders/:orderId works as before.
+import type { FastifyPluginCallback, onRequestHookHandler } from 'fastify';
+import type { RedisClient } from '../redis.js';
+import type { Auth } from '../auth.js';
+import type { Config } from '../config.js';
+import type { Pool } from '../db.js';
+import { ORDER_ID_PATTERN } from '../ids.js';
+import type { Logger } from '../logger.js';
+import { OrderFeed, type OrderEvent } from '../order-events.js';
+import { getOrder, type OrderStatus, type OrderView } from '../orders.js';
+import { refusal } from './errors.js';
+import { releaseSlot } from './load-shedding.js';
+import { errorResponses, SECURITY, textResponse } from './schemas.js';
+
+/** A comment line this often keeps proxies from closing a quiet stream. */
+export const HEARTBEAT_MS = 15_000;
+/** A pending order this long past its deadline with no news is read again (its close was missed, or not made yet). */
+const OVERDUE_GRACE_MS = 2000;
+const RANK: Record<OrderStatus, number> = { queued: 0, pending_payment: 1, paid: 2, expired: 2, cancelled: 2 };
+const FINAL = 2;
+
+const schema = {
+  summary: 'The buyer\'s order as Server-Sent Events: its state now, then each transition; the stream ends after paid, expired or cancelled',
+  description: 'Each event\'s data is the order as GET /api/orders/:orderId shows it. A comment line comes every 15 s. '
+    + 'Browsers\' EventSource cannot send headers: the token may come as ?access_token= on this route only.',
+  tags: ['orders'], security: SECURITY.buyer,
+  params: {
+    type: 'object', required: ['orderId'],
+    properties: { orderId: { type: 'string', pattern: ORDER_ID_PATTERN.source, ...refusal('invalid_id', 'The order id is malformed.') } },
+  },
+  querystring: {
+    type: 'object', additionalProperties: false,
+    properties: { access_token: { type: 'string', minLength: 1, description: 'the buyer token, for clients that cannot send Authorization', ...refusal('bad_request', 'access_token must be a token.') } },
+    ...refusal('bad_request', 'The query takes access_token only.', 'Unknown query parameter(s): {fields}.'),
+  },
+  response: {
+    200: textResponse('text/event-stream', 'the order\'s events: `data: {"orderId", "saleId", "qty", "status", "expiresAt"?}`'),
+    ...errorResponses('invalid_id', 'bad_request', 'unauthorized', 'order_not_found', 'busy', 'unavailable'),
+  },
+};
+
+/**
+ * The token in the URL, for EventSource. A URL travels further than a header: proxies' and access
+ * logs may keep it. So it is taken on this route only (a header, when sent, wins), and taken off
+ * req.url before anything of ours can log the request.
+ */
+const tokenFromQuery: onRequestHookHandler = (req, _reply, done) => {
+  const given = (req.query as { access_token?: unknown }).access_token;
+  if (typeof given === 'string' && req.headers.authorization === undefined) req.headers.authorization = `Bearer ${given}`;
+  if (req.raw.url?.includes('access_token')) req.raw.url = req.raw.url.replace(/([?&]access_token)=[^&]*/g, '$1=redacted');
+  done();
+};
+
+type Stream = { Params: { orderId: string }; Querystring: { access_token?: string } };
+
+export const orderEvents: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth; limits: Pick<Config, 'sseMaxStreams' | 'sseMaxStreamsPerBuyer'>; logger: Logger }> = (
+  app, { pool, redis, auth, limits, logger }, done,
+) => {
+  const feed = new OrderFeed(redis, limits, logger);
+  /** How to end each open stream, for a shutdown: the server cannot close while one is open. */
+  const open = new Set<() => void>();
+  app.addHook('preClose', (next) => {
+    for (const end of [...open]) end();
+    next();
+  });
+  app.addHook('onClose', () => feed.close());
+
+  app.get<Stream>('/api/orders/:orderId/events', { onRequest: tokenFromQuery, preValidation: auth.buyer, schema }, async (req, reply) => {
+    const { orderId } = req.params;
+    const buyer = req.buyer;
+    // Joined before the order is read: a transition published meanwhile waits here, not lost.
+    const early: (OrderEvent | null)[] = [];
+    let deliver: (e: OrderEvent | null) => void = (e) => void early.push(e);
+    const leave = await feed.join(orderId, buyer, (e) => deliver(e));
+    let first: OrderView;
+    try {
+      first = await getOrder(pool, redis, orderId, buyer);
+    } catch (err) {
+      leave();
+      throw err;
+    }
+
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
+    releaseSlot(reply);
+    let sent: OrderView | undefined;
+    let reading = false;
+    const heartbeat = setInterval(() => {
+      res.write(': heartbeat\n\n');
+      // A queued order is written within milliseconds, a pending one closed at its deadline: one
+      // still showing either is read again, in case its message was lost with a crashed producer.
+      if (sent?.status === 'queued' || (sent?.status === 'pending_payment' && Date.now() > Date.parse(sent.expiresAt!) + OVERDUE_GRACE_MS)) reread();
+    }, HEARTBEAT_MS).unref();
+    const end = () => {
+      if (!open.delete(end)) return;
+      clearInterval(heartbeat);
+      leave();
+      res.end();
+    };
+    open.add(end);
+    res.once('close', end);
+    // Transitions only go forward: an older state read or published late is never sent.
+    const send = (view: OrderView) => {
+      if (!open.has(end) || (sent && RANK[view.status] <= RANK[sent.status])) return;
+      sent = view;
+      res.write(`data: ${JSON.stringify(view)}\n\n`);
+      if (RANK[view.status] === FINAL) end();
+    };
+    const reread = () => {
+      if (reading || !open.has(end)) return;
+      reading = true;
+      getOrder(pool, redis, orderId, buyer).then(send, () => {}).finally(() => (reading = false));
+    };
+    const { saleId, qty } = first;
+    deliver = (e) => {
+      if (e) send({ orderId, saleId, qty, status: e.status, ...(e.status === 'pending_payment' && e.expiresAt ? { expiresAt: e.expiresAt } : {}) });
+      else reread();
+    };
+    send(first);
+    for (const e of early.splice(0)) deliver(e);
+    // Gone while its order was read: its 'close' has fired already.
+    if (res.destroyed) end();
+  });
+  done();
+};

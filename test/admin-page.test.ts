@@ -1,0 +1,320 @@
+// The operator's page (/admin) in real headless Chromium against the real API, and the endpoint it
+// polls, GET /api/sales/:saleId/live. The page's numbers are checked as text in the DOM; the
+// endpoint's against the reconciliation, Redis's winners and Postgres's closes read directly.
+// UPDATE_SCREENSHOTS=1 also writes the README's screenshots into docs/.
+import assert from 'node:assert/strict';
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { after, afterEach, before, describe, test } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { sweepOverdue } from '../shared/expiry.js';
+import { buildApp } from '../shared/http/app.js';
+import { parseWinner } from '../shared/ids.js';
+import { saleKeys } from '../shared/keys.js';
+import { Purchaser } from '../shared/purchase.js';
+import { reconcile } from '../shared/reconcile.js';
+import type { Sale } from '../shared/sales.js';
+import { OrderWriter } from '../shared/writer.js';
+import { assertConserved, testEnv, type TestEnv } from './support/env.js';
+import { newSale } from './support/fixtures.js';
+import { http } from './support/http.js';
+import { ADMIN_TOKEN } from './support/tokens.js';
+
+const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync'];
+const SCREENSHOTS = fileURLToPath(new URL('../test-output/screenshots/', import.meta.url));
+const DOCS = fileURLToPath(new URL('../docs/', import.meta.url));
+
+let env: TestEnv;
+let app: FastifyInstance;
+let port: number;
+let browser: Browser;
+const sales: Sale[] = [];
+const pageErrors: string[] = [];
+
+before(async () => {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  env = await testEnv();
+  app = buildApp({ config: env.config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, env.config), logger: env.logger });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  port = (app.server.address() as { port: number }).port;
+  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+});
+after(async () => {
+  await browser?.close();
+  await app?.close();
+  await env?.close();
+});
+afterEach(async () => {
+  assert.deepEqual(pageErrors.splice(0), [], 'the page logged no errors');
+  await assertConserved(env, sales);
+});
+
+const ADMIN = { authorization: `Bearer ${ADMIN_TOKEN}` };
+const live = (saleId: string, headers: Record<string, string> = ADMIN) => http(port, 'GET', `/api/sales/${saleId}/live`, { headers });
+const buy = (saleId: string, user: string) => http(port, 'POST', `/api/sales/${saleId}/purchases`, { user, body: { qty: 1 } });
+const orderAction = (orderId: string, user: string, action: 'pay' | 'cancel') => http(port, 'POST', `/api/orders/${orderId}/${action}`, { user });
+
+async function sale(fields: Record<string, unknown>): Promise<Sale> {
+  const s = await newSale(env, fields);
+  sales.push(s);
+  return s;
+}
+
+/** Writes every queued winner, as the order writer would. */
+async function drain(): Promise<void> {
+  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: 'w-admin-page', writerLeaseMs: 1 } });
+  while ((await writer.drainOnce()) > 0);
+}
+
+/** Puts orders `agoMs` past their deadline and lets the sweep close them (expired, stock back). */
+async function expire(orderIds: string[], agoMs: number[]): Promise<void> {
+  await env.pool.query(
+    `update orders o set expires_at = now() - make_interval(secs => a.ms / 1000.0)
+     from unnest($1::text[], $2::int[]) as a(id, ms) where o.id = a.id and o.status = 'pending'`,
+    [orderIds, agoMs],
+  );
+  await sweepOverdue(env.pool, env.redis, 'replay');
+}
+
+async function outcomes(saleId: string): Promise<Record<string, number>> {
+  return (await live(saleId)).body.thisInstance.outcomes;
+}
+
+describe('GET /api/sales/:saleId/live', () => {
+  test('live: the units are the reconciliation\'s, purchases Redis\'s counter, writer lag the oldest waiting winner\'s age', async () => {
+    const s = await sale({ stock: 10, paymentWindowSeconds: 600 });
+    for (const user of ['a1', 'a2']) assert.equal((await buy(s.id, user)).status, 202);
+    await drain();
+    const idle = await live(s.id);
+    assert.equal(idle.status, 200, JSON.stringify(idle.body));
+    assert.equal(idle.body.writerLagMs, null, 'nothing waits for the writer');
+    assert.equal((await buy(s.id, 'a3')).status, 202);
+
+    const res = await live(s.id);
+    const rec = await reconcile(env.pool, env.redis, s.id, s.stock);
+    const { saleId: _, ...units } = rec;
+    assert.deepEqual(res.body.reconciliation, units);
+    assert.deepEqual(
+      [rec.available, rec.queued, rec.pending, rec.holds], [7, 1, 2, true],
+      'the case this checks: one winner queued, two written',
+    );
+    assert.equal(res.body.purchases, 3);
+    assert.equal(res.body.sale.id, s.id);
+    assert.equal(res.body.sale.state, 'open');
+    const waiting = parseWinner((await env.redis.lindex(saleKeys(s.id).winners, -1))!);
+    assert.equal(res.body.writerLagMs, Date.parse(res.body.at) - waiting.purchasedAt);
+
+    // A writer claimed it and died: it waits in that writer's processing list, and still counts.
+    const k = saleKeys(s.id);
+    await env.redis.lmove(k.winners, k.processing('w-dead'), 'RIGHT', 'LEFT');
+    await env.redis.zadd(k.writers, Date.now() + 60_000, 'w-dead');
+    const held = await live(s.id);
+    assert.equal(await env.redis.llen(k.winners), 0);
+    assert.equal(held.body.writerLagMs, Date.parse(held.body.at) - waiting.purchasedAt);
+    assert.equal(held.body.reconciliation.queued, 1);
+    await env.redis.zadd(k.writers, 0, 'w-dead'); // lease over: the writer below re-drives it
+    await drain();
+    assert.equal((await live(s.id)).body.writerLagMs, null);
+  });
+
+  test('live: expiry lateness is the p50/p99 of closed_at - expires_at over the sale\'s expired orders of the last minute', async () => {
+    const s = await sale({ stock: 10, perUserLimit: 1, paymentWindowSeconds: 600 });
+    const ids: string[] = [];
+    for (const user of ['b1', 'b2', 'b3', 'b4']) ids.push((await buy(s.id, user)).body.orderId);
+    await drain();
+    assert.equal((await live(s.id)).body.lateness.closes, 0);
+    await expire(ids.slice(0, 3), [2000, 4000, 9000]);
+    // An older close is outside the window, and a cancel is no late close.
+    await env.pool.query(`update orders set closed_at = now() - interval '2 minutes' where id = $1`, [ids[2]]);
+    assert.equal((await orderAction(ids[3]!, 'b4', 'cancel')).status, 200);
+
+    const { lateness, reconciliation } = (await live(s.id)).body;
+    const late = (await env.pool.query<{ ms: number }>(
+      `select extract(epoch from closed_at - expires_at) * 1000 as ms from orders where id = any($1) order by 1`, [ids.slice(0, 2)],
+    )).rows.map((r) => Number(r.ms));
+    assert.ok(late[0]! >= 2000 && late[1]! >= 4000, `backdated: ${late.join(', ')}`);
+    // percentile_cont between two values: linear interpolation.
+    assert.deepEqual(lateness, {
+      closes: 2, p50Ms: Math.round(late[0]! + 0.5 * (late[1]! - late[0]!)), p99Ms: Math.round(late[0]! + 0.99 * (late[1]! - late[0]!)),
+    });
+    assert.deepEqual([reconciliation.expired, reconciliation.cancelled, reconciliation.available, reconciliation.holds], [3, 1, 10, true]);
+  });
+
+  test('live: refusals are this instance\'s counters, by reason', async () => {
+    const s = await sale({ stock: 1, perUserLimit: 1 });
+    const before = await outcomes(s.id);
+    assert.equal((await buy(s.id, 'c1')).status, 202);
+    assert.equal((await buy(s.id, 'c1')).body.error, 'limit_reached');
+    assert.equal((await buy(s.id, 'c2')).body.error, 'sold_out');
+    const after = await outcomes(s.id);
+    for (const outcome of ['queued', 'limit_reached', 'sold_out']) assert.equal((after[outcome] ?? 0) - (before[outcome] ?? 0), 1, outcome);
+    await drain();
+  });
+
+  test('live: no token 401, another token 403, a malformed id 400, an unknown sale 404', async () => {
+    const s = await sale({});
+    const none = await live(s.id, {});
+    assert.deepEqual([none.status, none.body.error], [401, 'unauthorized']);
+    const wrong = await live(s.id, { authorization: 'Bearer not-the-admin-token' });
+    assert.deepEqual([wrong.status, wrong.body.error, wrong.body.message], [403, 'forbidden', 'This token is not the admin token.']);
+    // Who asks comes first: a malformed id is 401 to a stranger.
+    assert.equal((await live('bad!id', {})).status, 401);
+    const malformed = await live('bad!id');
+    assert.deepEqual([malformed.status, malformed.body.error], [400, 'invalid_id']);
+    const unknown = await live('no-such-sale');
+    assert.deepEqual([unknown.status, unknown.body.error, unknown.body.message], [404, 'sale_not_found', 'No sale with id "no-such-sale".']);
+    assert.equal((await http(port, 'POST', `/api/sales/${s.id}/live`, { headers: ADMIN })).status, 405);
+  });
+});
+
+async function open(path: string): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
+  context.setDefaultTimeout(5000);
+  const page = await context.newPage();
+  page.on('pageerror', (err) => pageErrors.push(err.message));
+  page.on('console', (msg) => {
+    if (msg.type() === 'error' && !/the server responded with a status of 4\d\d/.test(msg.text())) pageErrors.push(msg.text());
+  });
+  // Served by this app alone: no CDN, nothing from elsewhere.
+  page.on('request', (req) => {
+    if (!req.url().startsWith(`http://127.0.0.1:${port}/`)) pageErrors.push(`a request elsewhere: ${req.url()}`);
+  });
+  await page.goto(`http://127.0.0.1:${port}${path}`);
+  return page;
+}
+
+/** Waits until [data-testid=testId] is visible with exactly `text` (or text matching it). */
+async function see(page: Page, testId: string, text: string | RegExp, timeout = 5000): Promise<void> {
+  const pattern = typeof text === 'string' ? new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`) : text;
+  const el = page.getByTestId(testId);
+  await el.filter({ hasText: pattern }).first().waitFor({ state: 'visible', timeout }).catch(async () => {
+    assert.fail(`[data-testid=${testId}] should show ${pattern}; it shows ${JSON.stringify(await el.first().textContent())}`);
+  });
+}
+
+/** A screenshot for the test's output; with UPDATE_SCREENSHOTS=1, also the README's copy in docs/. */
+async function shot(page: Page, name: string, docsName?: string): Promise<void> {
+  const path = `${SCREENSHOTS}${name}.png`;
+  await page.screenshot({ path, fullPage: true });
+  if (docsName && process.env.UPDATE_SCREENSHOTS === '1') {
+    mkdirSync(DOCS, { recursive: true });
+    copyFileSync(path, `${DOCS}${docsName}`);
+  }
+}
+
+const saleRow = (page: Page, id: string) => page.locator(`[data-testid="sale-row"][data-sale="${id}"]`);
+const storedToken = (page: Page) => page.evaluate(() => sessionStorage.getItem('flashsale.adminToken'));
+const orderOf = async (saleId: string, user: string) => (await env.pool.query<{ id: string }>('select id from orders where sale_id = $1 and user_id = $2', [saleId, user])).rows[0]!.id;
+
+describe('operator page', () => {
+  test('admin page: the token is asked for, a wrong one refused, the right one kept for the session; sales are listed; a bad sale definition is refused as the server says', { timeout: 60_000 }, async () => {
+    const existing = await sale({ name: 'Spring restock', stock: 40 });
+    const page = await open('/admin');
+    await see(page, 'sign-in-button', 'Sign in');
+    assert.equal(await page.getByTestId('console').isHidden(), true, 'nothing shown before the token');
+
+    await page.getByTestId('token').fill('not-the-admin-token');
+    await page.getByTestId('sign-in-button').click();
+    await see(page, 'message', 'This token is not the admin token.');
+    assert.equal(await page.getByTestId('console').isHidden(), true);
+    assert.equal(await storedToken(page), null, 'a refused token is not kept');
+
+    await page.getByTestId('token').fill(ADMIN_TOKEN);
+    await page.getByTestId('sign-in-button').click();
+    await saleRow(page, existing.id).getByText('Spring restock').waitFor();
+    assert.equal(await saleRow(page, existing.id).locator('td').nth(2).innerText(), '40 of 40');
+    assert.equal(await page.getByTestId('message').isHidden(), true);
+    assert.equal(await storedToken(page), ADMIN_TOKEN);
+    await page.reload();
+    await saleRow(page, existing.id).waitFor();
+    assert.equal(await page.getByTestId('sign-in').isHidden(), true, 'a reload keeps the session');
+
+    const salesBefore = (await env.pool.query('select id from sales')).rowCount;
+    await page.getByTestId('create-name').fill('Too generous');
+    await page.getByTestId('create-stock').fill('5');
+    await page.getByTestId('create-max-per-order').fill('3');
+    await page.getByTestId('create-button').click();
+    await see(page, 'create-message', 'maxPerOrder (3) must not be above perUserLimit (1): raise perUserLimit or lower maxPerOrder');
+    assert.equal((await env.pool.query('select id from sales')).rowCount, salesBefore, 'no sale created');
+    await shot(page, 'admin-01-sales', 'admin-sales.png');
+
+    await page.getByTestId('sign-out').click();
+    await see(page, 'sign-in-button', 'Sign in');
+    assert.equal(await storedToken(page), null);
+    await page.context().close();
+  });
+
+  test('admin page: a sale created from the form, followed live through purchases, payment, expiry and cancel, then ended', { timeout: 90_000 }, async () => {
+    const page = await open('/admin');
+    await page.getByTestId('token').fill(ADMIN_TOKEN);
+    await page.getByTestId('sign-in-button').click();
+    await page.getByTestId('create-form').waitFor();
+    await page.getByTestId('create-name').fill('Launch day drop');
+    await page.getByTestId('create-id').fill('launch-day');
+    await page.getByTestId('create-stock').fill('5');
+    await page.getByTestId('create-payment-window').fill('600');
+    await page.getByTestId('create-button').click();
+
+    await see(page, 'live-name', 'Launch day drop');
+    await see(page, 'live-state', 'Open');
+    await see(page, 'live-available', '5');
+    const created = (await env.pool.query('select stock, per_user_limit, payment_window_seconds, ends_at from sales where id = $1', ['launch-day'])).rows;
+    assert.deepEqual(created, [{ stock: 5, per_user_limit: 1, payment_window_seconds: 600, ends_at: null }]);
+    sales.push({ id: 'launch-day', stock: 5 } as Sale);
+    await saleRow(page, 'launch-day').waitFor();
+    assert.equal(await page.evaluate(() => typeof (window as unknown as { uPlot?: unknown }).uPlot), 'function', 'the chart library loaded');
+
+    // Buyers, by HTTP; no writer yet: the winners wait in Redis.
+    for (const user of ['u1', 'u2', 'u3']) assert.equal((await buy('launch-day', user)).status, 202);
+    await see(page, 'live-queued', '3');
+    await see(page, 'live-available', '2');
+    await see(page, 'purchases', '3 accepted so far');
+    await see(page, 'writer-lag', /^\d+(?: ms|\.\d s)$/);
+
+    await drain();
+    await see(page, 'live-pending', '3');
+    await see(page, 'live-queued', '0');
+    await see(page, 'writer-lag', 'none waiting');
+
+    assert.equal((await orderAction(await orderOf('launch-day', 'u1'), 'u1', 'pay')).status, 200);
+    await expire([await orderOf('launch-day', 'u2')], [1500]);
+    assert.equal((await orderAction(await orderOf('launch-day', 'u3'), 'u3', 'cancel')).status, 200);
+    assert.equal((await buy('launch-day', 'u1')).body.error, 'limit_reached');
+    await see(page, 'live-paid', '1');
+    await see(page, 'live-expired', '1');
+    await see(page, 'live-cancelled', '1');
+    await see(page, 'live-pending', '0');
+    await see(page, 'live-available', '4');
+    await see(page, 'lateness', /^p50 \d\.\d s · p99 \d\.\d s$/);
+    await see(page, 'lateness-closes', '1 order closed unpaid in the last minute');
+    await see(page, 'reconciliation', 'Holds');
+    await see(page, 'reconciliation-detail', '4 available + 0 queued + 0 pending + 1 paid + 0 restoring = 5 of 5');
+    await see(page, 'purchase-rate', /^\d+\.\d\/s$/);
+    await page.locator('[data-outcome="limit_reached"]').waitFor();
+    const points = Number(await page.getByTestId('chart').getAttribute('data-points'));
+    assert.ok(points >= 3, `the chart holds the samples so far: ${points}`);
+    assert.equal(await page.locator('[data-testid="chart"] canvas').count(), 1, 'the chart is drawn');
+    await saleRow(page, 'launch-day').getByText('4 of 5').waitFor({ timeout: 10_000 }); // the list follows too
+    await shot(page, 'admin-02-live', 'admin-live.png');
+
+    // Ending asks first: declined, nothing changes.
+    page.once('dialog', (d) => void d.dismiss());
+    await page.getByTestId('end-sale').click();
+    await see(page, 'live-state', 'Open');
+    assert.equal((await env.pool.query('select ends_at from sales where id = $1', ['launch-day'])).rows[0].ends_at, null);
+
+    page.once('dialog', (d) => void d.accept());
+    const clicked = Date.now();
+    await page.getByTestId('end-sale').click();
+    await see(page, 'live-state', 'Ended');
+    assert.equal(await page.getByTestId('end-sale').isHidden(), true, 'nothing left to end');
+    await see(page, 'live-available', '4');
+    const endsAt = (await env.pool.query<{ ends_at: Date }>('select ends_at from sales where id = $1', ['launch-day'])).rows[0]!.ends_at;
+    assert.ok(endsAt && endsAt.getTime() >= clicked - 1000 && endsAt.getTime() <= Date.now(), `ended now: ${endsAt?.toISOString()}`);
+    assert.equal((await buy('launch-day', 'u9')).body.error, 'ended');
+    await saleRow(page, 'launch-day').locator('td[data-state="ended"]').waitFor({ timeout: 10_000 });
+    await shot(page, 'admin-03-ended');
+    await page.context().close();
+  });
+});
