@@ -28,18 +28,37 @@ export function createPool(url: string, max = 10): Pool {
   return pool;
 }
 
-/** Runs fn in one transaction on one checked-out client. */
-export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
+/**
+ * Runs fn on one client checked out of the pool. pg-pool takes its error listener off a client it
+ * hands out, so a server that ends the connection while we hold the client between queries (a
+ * Postgres restart while the replay holds its lock, or a transaction waits on Redis) would emit an
+ * unhandled 'error' and crash the process. Here the error is kept: the next query on the client
+ * fails as `unavailable`, and the client is destroyed on release instead of going back to the pool.
+ */
+export async function withClient<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  let lost: Error | undefined;
+  const onError = (err: Error) => { lost = err; };
+  client.on('error', onError);
   try {
-    await client.query('begin');
-    const result = await fn(client);
-    await client.query('commit');
-    return result;
-  } catch (err) {
-    await client.query('rollback').catch(() => {});
-    throw err;
+    return await fn(client);
   } finally {
-    client.release();
+    client.off('error', onError);
+    client.release(lost);
   }
+}
+
+/** Runs fn in one transaction on one checked-out client. */
+export function withTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
+  return withClient(pool, async (client) => {
+    try {
+      await client.query('begin');
+      const result = await fn(client);
+      await client.query('commit');
+      return result;
+    } catch (err) {
+      await client.query('rollback').catch(() => {});
+      throw err;
+    }
+  });
 }

@@ -5,7 +5,7 @@
 // script); Postgres is then counted only up to that instant's purchase number, so purchases,
 // writes, payments and restores running meanwhile cannot skew the sum.
 import type { RedisClient } from './redis.js';
-import type { Pool } from './db.js';
+import { withClient, type Pool } from './db.js';
 import { parseWinner } from './ids.js';
 import { snapshotSale } from './redis.js';
 
@@ -73,23 +73,23 @@ export async function missingInPostgres(pool: Pool, ids: string[]): Promise<stri
   const seen = new Set(visible.rows.map((r) => r.id));
   const unseen = [...new Set(ids)].filter((id) => !seen.has(id));
   if (unseen.length === 0) return [];
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
-    await client.query(`set local lock_timeout = '5s'`);
-    const res = await client.query<{ id: string }>(
-      `insert into sales (id, name, stock) select id, id, 0 from unnest($1::text[]) as id on conflict (id) do nothing returning id`,
-      [unseen],
-    );
-    return res.rows.map((r) => r.id);
-  } catch (err) {
-    const code = (err as { code?: string }).code;
-    if (code === '55P03') return [];
-    // A role without INSERT on sales cannot probe: report what it cannot see.
-    if (code === '42501') return unseen;
-    throw err;
-  } finally {
-    await client.query('rollback').catch(() => {});
-    client.release();
-  }
+  return withClient(pool, async (client) => {
+    try {
+      await client.query('begin');
+      await client.query(`set local lock_timeout = '5s'`);
+      const res = await client.query<{ id: string }>(
+        `insert into sales (id, name, stock) select id, id, 0 from unnest($1::text[]) as id on conflict (id) do nothing returning id`,
+        [unseen],
+      );
+      return res.rows.map((r) => r.id);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code === '55P03') return [];
+      // A role without INSERT on sales cannot probe: report what it cannot see.
+      if (code === '42501') return unseen;
+      throw err;
+    } finally {
+      await client.query('rollback').catch(() => {});
+    }
+  });
 }

@@ -8,7 +8,7 @@
 import cron, { type ScheduledTask } from 'node-cron';
 import type { RedisClient } from './redis.js';
 import { delay, failureSignal, Retries } from './daemon.js';
-import type { Pool } from './db.js';
+import { withClient, type Pool } from './db.js';
 import { sweepOverdue } from './expiry.js';
 import { SALES_REGISTRY } from './keys.js';
 import type { Logger } from './logger.js';
@@ -41,10 +41,9 @@ export interface ReplayReport {
 
 export async function replayOnce({ pool, redis, logger, summary = new PassSummary() }: ReplayDeps): Promise<ReplayReport> {
   const report: ReplayReport = { ran: false, redriven: 0, closed: 0, restored: 0, settled: 0, unregistered: 0, reconciliations: [] };
-  const lock = await pool.connect();
-  try {
+  await withClient(pool, async (lock) => {
     const got = await lock.query<{ ok: boolean }>('select pg_try_advisory_lock($1) as ok', [REPLAY_LOCK]);
-    if (!got.rows[0]!.ok) return report;
+    if (!got.rows[0]!.ok) return;
     report.ran = true;
     try {
       const registry = await redis.smembers(SALES_REGISTRY);
@@ -77,9 +76,7 @@ export async function replayOnce({ pool, redis, logger, summary = new PassSummar
     } finally {
       await lock.query('select pg_advisory_unlock($1)', [REPLAY_LOCK]);
     }
-  } finally {
-    lock.release();
-  }
+  });
   if (report.ran) {
     metrics.replayPasses.inc();
     summary.add(report);
