@@ -35,7 +35,9 @@ async function replica(name: string): Promise<{ link: Redis; stop(): Promise<voi
   return { link, stop };
 }
 
-const inSync = (link: Redis) => waitFor('the replica in sync', async () => /master_link_status:up/.test(await link.info('replication')), 20_000, 100);
+/** In sync as both sides see it: the replica's link is up and the master counts it online (only then does WAIT). */
+const inSync = (link: Redis) => waitFor('the replica in sync', async () =>
+  /master_link_status:up/.test(await link.info('replication')) && /connected_slaves:1\b[\s\S]*state=online/.test(await env.redis.info('replication')), 20_000, 100);
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'flashsale-replica-'));
