@@ -3,6 +3,7 @@
 import { expiryTable, growthTable, headline, memoryTable, purchaseTable, roundRatio, table, writerTable, type BenchResults } from './report.js';
 import type { ClusterResults, Measured } from './cluster.js';
 import { analysis } from './analysis.js';
+import { rateLimitSection } from './rate-limit.js';
 import { existsSync, readFileSync } from 'node:fs';
 import type { Machine } from './machine.js';
 
@@ -189,6 +190,8 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
   if (jwt) out.push(jwt);
   const cluster = r.cluster ? { c: r.cluster, mode: r.mode } : saved.quick?.cluster ? { c: saved.quick.cluster, mode: 'quick' as const } : undefined;
   if (cluster) out.push(clusterSection(cluster.c, cluster.mode));
+  const limits = r.rateLimit ? { l: r.rateLimit, mode: r.mode } : saved.quick?.rateLimit ? { l: saved.quick.rateLimit, mode: 'quick' as const } : undefined;
+  if (limits) out.push(rateLimitSection(limits.l, limits.mode));
   out.push('## Targets: what limits each, and what was changed', '', analysis(r), '');
   return `${out.join('\n')}\n`;
 }

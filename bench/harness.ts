@@ -100,7 +100,7 @@ export interface Proc { name: string; child: ChildProcess; pid: number; stop(): 
  * --cpu-prof, profiles under bench/results/profiles/<name>-<time>/.
  */
 /** Every service refuses to start without secrets of its own; these are the bench's throwaway ones. */
-const BENCH_SECRETS = { JWT_SECRET: 'bench-secret-0123456789', ADMIN_TOKEN: 'bench-admin-token-0123456789' };
+const BENCH_SECRETS = { JWT_SECRET: 'bench-secret-0123456789', ADMIN_TOKEN: 'bench-admin-token-0123456789', PAYMENT_WEBHOOK_SECRET: 'bench-webhook-secret-0123456789' };
 
 export async function spawnNode(name: string, args: string[], env: Record<string, string>, cleanup: Cleanup): Promise<Proc> {
   // One directory per process: tsx's loader thread writes a profile of its own beside the main one.

@@ -5,6 +5,7 @@ import type { CaseResult, TimelinessRun } from './expiry.js';
 import type { GrowthRow, MemoryResult } from './cost.js';
 import type { Machine } from './machine.js';
 import type { DesignResult, PurchaseSettings } from './purchase.js';
+import type { RateLimitResults } from './rate-limit.js';
 import type { Summary } from './stats.js';
 import type { WriterResult } from './writer.js';
 
@@ -21,6 +22,8 @@ export interface BenchResults {
   cost?: { memory: MemoryResult; growth: GrowthRow[] };
   /** Replication (REDIS_MIN_REPLICAS_ACK) and Redis Cluster: bench/cluster.ts. */
   cluster?: ClusterResults;
+  /** What the purchase rate limits cost: bench/rate-limit.ts. */
+  rateLimit?: RateLimitResults;
 }
 
 const n = (v: number) => Math.round(v).toLocaleString('en-US');

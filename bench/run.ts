@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [--only purchase,writer,expiry,cost,cluster] [--render]`: starts its own
+// `npm run bench [-- --quick] [--only purchase,writer,expiry,cost,cluster,ratelimit] [--render]`: starts its own
 // Postgres and Redis servers, runs each comparison, saves bench/results/bench.json and writes
 // BENCHMARKS.md (--render: only rewrites BENCHMARKS.md from the saved results).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -11,6 +11,7 @@ import { Cleanup, progress, startBenchPostgres } from './harness.js';
 import { WRK_INSTALL, wrkVersion } from './load.js';
 import { machine } from './machine.js';
 import { runPurchase } from './purchase.js';
+import { runRateLimit } from './rate-limit.js';
 import type { BenchResults } from './report.js';
 import { runWriter } from './writer.js';
 import { execFileSync } from 'node:child_process';
@@ -24,12 +25,13 @@ if (flags.render) {
   writeFileSync(benchmarksFile, document(JSON.parse(readFileSync(resultsFile, 'utf8')) as Partial<Record<'quick' | 'full', BenchResults>>));
   process.exit(0);
 }
-const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost,cluster').split(','));
+const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost,cluster,ratelimit').split(','));
 
 const P = quick
   ? {
     purchase: { stock: 2_500, buyers: 50_000, connections: 500, rounds: 1, warmupBuyers: 10_000 },
     allWin: { stock: 10_000, buyers: 10_000, connections: 500, rounds: 1, warmupBuyers: 5_000 },
+    rateLimit: { crowd: { stock: 2_500, buyers: 50_000, connections: 500, rounds: 5, warmupBuyers: 10_000 }, allWin: { stock: 20_000, buyers: 20_000, connections: 500, rounds: 5, warmupBuyers: 5_000 } },
     writer: { winners: 50_000, baselineWinners: 5_000, batchSizes: [1000], rounds: 1 },
     // The timeliness bench's own presets take minutes even with --quick: a shorter custom run.
     timelinessArgs: ['--orders', '10000', '--window-s', '20', '--noise', '100000', '--baseline-orders', '2000', '--baseline-window-s', '10', '--grace-s', '10', '--lead-s', '5'],
@@ -42,6 +44,7 @@ const P = quick
   : {
     purchase: { stock: 10_000, buyers: 200_000, connections: 500, rounds: 3, warmupBuyers: 20_000 },
     allWin: { stock: 40_000, buyers: 40_000, connections: 500, rounds: 3, warmupBuyers: 10_000 },
+    rateLimit: { crowd: { stock: 10_000, buyers: 200_000, connections: 500, rounds: 3, warmupBuyers: 20_000 }, allWin: { stock: 40_000, buyers: 40_000, connections: 500, rounds: 3, warmupBuyers: 10_000 } },
     writer: { winners: 100_000, baselineWinners: 20_000, batchSizes: [1000, 100, 5000], rounds: 3 },
     timelinessArgs: [] as string[],
     spread: { kind: 'spread', ...TIMELINESS_PRESET.full, leadS: 40, graceS: 60 } as CaseSpec,
@@ -52,7 +55,7 @@ const P = quick
   };
 
 const wrk = wrkVersion();
-if (!wrk && (parts.has('purchase') || parts.has('cost') || parts.has('cluster'))) {
+if (!wrk && (parts.has('purchase') || parts.has('cost') || parts.has('cluster') || parts.has('ratelimit'))) {
   console.error(`wrk (the load generator) is not installed. Install it with:\n\n  ${WRK_INSTALL}\n\nor run only the parts that need no load generator: npm run bench -- --only writer,expiry`);
   process.exit(2);
 }
@@ -87,6 +90,7 @@ try {
     results.cost = { memory, growth };
   }
   if (parts.has('cluster')) results.cluster = await runCluster(pg, P.cluster);
+  if (parts.has('ratelimit')) results.rateLimit = await runRateLimit(pg, P.rateLimit.crowd, P.rateLimit.allWin);
   results.seconds = Math.round((performance.now() - started) / 1000);
 
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });

@@ -45,7 +45,8 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   // Instances in PM2 cluster mode share PORT, so its /metrics is whichever instance took the
   // request; each one's own ops port (OPS_PORT + its instance number) is what Prometheus scrapes.
   const ops = await startOpsServer(config.opsPort, config.host, redis, pool);
-  log.info({ port, opsPort: config.opsPort || undefined, host: config.host, authMode: config.authMode }, 'api listening');
+  const purchaseRate = { perBuyer: config.purchaseRatePerBuyer, perIp: config.purchaseRatePerIp, windowMs: config.purchaseRateWindowMs };
+  log.info({ port, opsPort: config.opsPort || undefined, host: config.host, authMode: config.authMode, purchaseRate }, 'api listening');
   let stopping: Promise<void> | undefined;
   return {
     port,

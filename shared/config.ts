@@ -62,6 +62,12 @@ export interface Config {
   sseMaxStreams: number;
   /** Order event streams one buyer may hold open in one API process (tabs, reloads); more get 429 busy. */
   sseMaxStreamsPerBuyer: number;
+  /** Purchases one buyer may attempt per window, across every API process (counted in Redis); 0: no limit. */
+  purchaseRatePerBuyer: number;
+  /** Purchases one client address may attempt per window, across every API process; 0: no limit (behind a proxy every buyer shares its address). */
+  purchaseRatePerIp: number;
+  /** The window both purchase rate limits count over. */
+  purchaseRateWindowMs: number;
   /** Margin on a buyer's count: it lives until the sale's end + payment window + this (no expiry without an end). */
   buyCountTtlSeconds: number;
   writerId: string;
@@ -163,6 +169,9 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     maxConnectionsPerClient: int('MAX_CONNECTIONS_PER_CLIENT', pick('maxConnectionsPerClient', 'MAX_CONNECTIONS_PER_CLIENT'), 1024, 0),
     sseMaxStreams: int('SSE_MAX_STREAMS', pick('sseMaxStreams', 'SSE_MAX_STREAMS'), 10_000, 1),
     sseMaxStreamsPerBuyer: int('SSE_MAX_STREAMS_PER_BUYER', pick('sseMaxStreamsPerBuyer', 'SSE_MAX_STREAMS_PER_BUYER'), 5, 1),
+    purchaseRatePerBuyer: int('PURCHASE_RATE_PER_BUYER', pick('purchaseRatePerBuyer', 'PURCHASE_RATE_PER_BUYER'), 10, 0),
+    purchaseRatePerIp: int('PURCHASE_RATE_PER_IP', pick('purchaseRatePerIp', 'PURCHASE_RATE_PER_IP'), 0, 0),
+    purchaseRateWindowMs: int('PURCHASE_RATE_WINDOW_MS', pick('purchaseRateWindowMs', 'PURCHASE_RATE_WINDOW_MS'), 1000, 100),
     buyCountTtlSeconds: int('BUY_COUNT_TTL_SECONDS', pick('buyCountTtlSeconds', 'BUY_COUNT_TTL_SECONDS'), 86_400, 60),
     writerId: str(pick('writerId', 'WRITER_ID')) ?? `${hostname()}:${env.pm_id ?? process.pid}`,
     writerBatchSize: int('WRITER_BATCH_SIZE', pick('writerBatchSize', 'WRITER_BATCH_SIZE'), 1000, 1),

@@ -35,6 +35,7 @@ export const ERRORS = {
   unsupported_media_type: [415, 'Send the body as application/json.'],
   headers_too_large: [431, 'The request headers are too large.'],
   busy: [429, 'The service is busy; retry shortly.'],
+  rate_limited: [429, 'Too many purchase attempts; retry after Retry-After seconds.'],
   internal: [500, 'Internal error.'],
   unavailable: [503, 'A backing service is unavailable; retry shortly.'],
 } as const satisfies Record<string, readonly [number, string]>;

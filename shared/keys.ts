@@ -10,6 +10,8 @@ export const ORDERS_CHANNEL = 'flashsale:orders';
 export const EXPIRED_PATTERN = '__keyevent@*__:expired';
 /** A throwaway key the listener makes expire to see that events arrive where CONFIG is refused. */
 export const probeKey = (id: string) => `flashsale:probe:${id}`;
+/** One purchase rate limit's counters (the limiter appends the buyer or the address): a key per counter, any slot. */
+export const rateLimitPrefix = (limit: 'buyer' | 'ip') => `flashsale:rl:${limit}:`;
 
 export function saleKeys(saleId: string) {
   const p = `{sale:${saleId}}`;

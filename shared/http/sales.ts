@@ -10,6 +10,7 @@ import type { Purchaser } from '../purchase.js';
 import { endSale, LIST_LIMIT, listSalePage } from '../sale-admin.js';
 import { createSale, getSale, MAX_PER_ORDER, parseSaleInput, SALE_FIELDS, saleView, type Sale, type SaleState } from '../sales.js';
 import { answerFor, refusal } from './errors.js';
+import { purchaseLimits, type RateLimitSettings } from './rate-limit.js';
 import { documentedOnly, errorResponses, saleDefinitionSchema, salePageSchema, saleViewSchema, SECURITY } from './schemas.js';
 
 export const PURCHASE_URL = '/api/sales/:saleId/purchases';
@@ -62,7 +63,9 @@ const SOLD_OUT_BODY = JSON.stringify(new HttpError('sold_out').body());
 type SaleId = { Params: { saleId: string } };
 type ListQuery = { Querystring: { state?: SaleState; limit?: string; before?: string } };
 
-export const sales: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; purchaser: Purchaser; auth: Auth }> = (app, { pool, redis, purchaser, auth }, done) => {
+type SalesDeps = { pool: Pool; redis: RedisClient; purchaser: Purchaser; auth: Auth; limits: RateLimitSettings };
+
+export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purchaser, auth, limits }, done) => {
   // Rules change only when a sale is created or ended; a second of staleness is fine for the view
   // (purchases are judged by Redis, never by this cache), and an end here drops the entry at once.
   const saleCache = new Map<string, { sale: Sale; until: number }>();
@@ -130,14 +133,16 @@ export const sales: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; purc
   const noBodyBuysOne = async (req: FastifyRequest) => {
     if (req.body === undefined) req.body = {};
   };
+  // Per address on arrival, per buyer once known; refused before the handler, so nothing changes.
+  const rateLimits = purchaseLimits(app, redis, limits, (saleId) => purchaser.soldOut(saleId));
   app.post<SaleId & { Body: { qty?: number | null } }>(PURCHASE_URL, {
-    bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
+    ...rateLimits, bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
     schema: {
       summary: 'Buy: reserve stock for the buyer', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams, body: purchaseBody,
       response: {
         202: purchaseAnswer,
         ...errorResponses('invalid_qty', 'qty_above_max', 'bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'not_started', 'ended',
-          'sale_not_found', 'sold_out', 'not_enough_stock', 'limit_reached', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
+          'sale_not_found', 'sold_out', 'not_enough_stock', 'limit_reached', 'rate_limited', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
       },
     },
   }, async (req, reply) => {

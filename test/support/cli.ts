@@ -17,7 +17,7 @@ export type Vars = Record<string, string | undefined>;
 function cliEnv(env: TestEnv | undefined, vars: Vars): NodeJS.ProcessEnv {
   return {
     ...process.env, NODE_ENV: 'production', DATABASE_URL: env?.config.databaseUrl, ...redisVars(env),
-    JWT_SECRET, ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET, DIRECT_PAY: 'on', ...vars,
+    JWT_SECRET, ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET, DIRECT_PAY: 'on', PURCHASE_RATE_PER_BUYER: '0', ...vars,
   };
 }
 
