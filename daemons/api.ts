@@ -7,7 +7,7 @@ import type { Logger } from '../shared/logger.js';
 import { migrate } from '../shared/migrate.js';
 import { startOpsServer } from '../shared/ops-server.js';
 import { Purchaser } from '../shared/purchase.js';
-import { duplicateRedis, quitRedis } from '../shared/redis.js';
+import { hintSubscriber, quitRedis } from '../shared/redis.js';
 import { connect } from '../shared/services.js';
 
 const LISTEN_BACKLOG = 4096;
@@ -24,17 +24,7 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   });
   await migrate(pool, log);
   const purchaser = new Purchaser(redis, config);
-  // The subscription may wait for a connection: it carries only a hint.
-  const subscriber = duplicateRedis(redis, { enableOfflineQueue: true, commandTimeout: undefined });
-  // ioredis reconnects by itself; each distinct failure is logged once, not at every retry.
-  let lastSubscriberError = '';
-  subscriber.on('error', (err: Error) => {
-    if (err.message !== lastSubscriberError) log.warn({ err: err.message }, 'redis subscriber connection error');
-    lastSubscriberError = err.message;
-  });
-  subscriber.on('ready', () => {
-    lastSubscriberError = ''; // the next outage is news again
-  });
+  const subscriber = hintSubscriber(redis, log, 'redis subscriber');
   subscriber.on('message', (_channel: string, saleId: string) => purchaser.stockRestored(saleId));
   await subscriber.subscribe(STOCK_CHANNEL);
   const app = buildApp({ config, pool, redis, purchaser, logger: log });

@@ -15,11 +15,9 @@
 import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { HttpError } from './errors.js';
-import { restore } from './expiry.js';
+import { finishClosed } from './expiry.js';
 import { parseWinner } from './ids.js';
-import { observeClosed } from './metrics.js';
 import { cancelPending, findOrder, insertCancelled, type ClosedOrder, type OrderRow } from './order-queries.js';
-import { publishOrderEvents } from './order-events.js';
 import { checkOrderId } from './orders.js';
 import { dropExpiry, markCancelling } from './redis.js';
 import { confirmReplicated } from './replication.js';
@@ -68,8 +66,6 @@ async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow): Pro
 }
 
 async function giveBack(pool: Pool, redis: RedisClient, closed: ClosedOrder): Promise<Cancelled> {
-  await publishOrderEvents(redis, [{ orderId: closed.id, status: 'cancelled' }]);
-  const restored = await restore(pool, redis, [closed]);
-  observeClosed('cancel', [closed], restored);
+  await finishClosed(pool, redis, [closed], 'cancel', 'cancelled');
   return { orderId: closed.id, status: 'cancelled' };
 }

@@ -22,8 +22,17 @@ export interface Closed {
   restored: number;
 }
 
-/** Tells the buyers' event streams, one message per batch, before the restore: the order is final already. */
-const publishExpired = (redis: RedisClient, closed: ClosedOrder[]) => publishOrderEvents(redis, closed.map((o) => ({ orderId: o.id, status: 'expired' })));
+/**
+ * Orders just closed (expired, or cancelled by their buyer): tells the buyers' event streams, one
+ * message per batch, before the restore (the order is final already), gives their stock back and
+ * counts it. Returns the units this call gave back.
+ */
+export async function finishClosed(pool: Pool, redis: RedisClient, closed: ClosedOrder[], by: ClosedBy, status: 'expired' | 'cancelled' = 'expired'): Promise<number> {
+  await publishOrderEvents(redis, closed.map((o) => ({ orderId: o.id, status })));
+  const restored = await restore(pool, redis, closed);
+  observeClosed(by, closed, restored);
+  return restored;
+}
 
 /** Restores each order's stock and quota (once per order, whoever else tries) and records it. Returns the units this call gave back. */
 export async function restore(pool: Pool, redis: RedisClient, orders: ClosedOrder[]): Promise<number> {
@@ -39,10 +48,7 @@ export async function restore(pool: Pool, redis: RedisClient, orders: ClosedOrde
 /** These ids are due: closes those that are pending and past their deadline, gives their stock back, records and counts it. */
 export async function closeOrders(pool: Pool, redis: RedisClient, ids: string[], by: ClosedBy): Promise<Closed> {
   const closed = await closeDue(pool, ids);
-  await publishExpired(redis, closed);
-  const restored = await restore(pool, redis, closed);
-  observeClosed(by, closed, restored);
-  return { closed, restored };
+  return { closed, restored: await finishClosed(pool, redis, closed, by) };
 }
 
 /**
@@ -53,11 +59,8 @@ export async function sweepOverdue(pool: Pool, redis: RedisClient, by: ClosedBy)
   const total = { closed: 0, restored: 0 };
   for (let n = CLOSE_BATCH; n === CLOSE_BATCH;) {
     const closed = await closeOverdue(pool, CLOSE_BATCH);
-    await publishExpired(redis, closed);
-    const restored = await restore(pool, redis, closed);
-    observeClosed(by, closed, restored);
     total.closed += closed.length;
-    total.restored += restored;
+    total.restored += await finishClosed(pool, redis, closed, by);
     n = closed.length;
   }
   for (let n = CLOSE_BATCH; n === CLOSE_BATCH;) {

@@ -11,7 +11,7 @@ import { HttpError } from './errors.js';
 import { ORDERS_CHANNEL } from './keys.js';
 import type { Logger } from './logger.js';
 import type { OrderStatus } from './orders.js';
-import { duplicateRedis, quitRedis } from './redis.js';
+import { hintSubscriber, quitRedis } from './redis.js';
 
 export interface OrderEvent {
   orderId: string;
@@ -112,17 +112,11 @@ export class OrderFeed {
   private subscribe(): Promise<unknown> {
     if (this.closing) return Promise.reject(new HttpError('unavailable', 'The server is shutting down.'));
     if (!this.subscribed) {
-      // It may wait for a connection: it carries only hints, and the streams re-read on 'ready'.
-      const sub = duplicateRedis(this.redis, { enableOfflineQueue: true, commandTimeout: undefined });
+      // It carries only hints: the streams re-read their orders once it is back.
+      const sub = hintSubscriber(this.redis, this.logger, 'order events subscriber');
       this.subscriber = sub;
-      let lastError = '';
       let connectedBefore = false;
-      sub.on('error', (err: Error) => {
-        if (err.message !== lastError) this.logger.warn({ err: err.message }, 'order events subscriber connection error');
-        lastError = err.message;
-      });
       sub.on('ready', () => {
-        lastError = '';
         if (connectedBefore) this.resync();
         connectedBefore = true;
       });

@@ -6,7 +6,6 @@
 // or refund_due (closed: expired or cancelled by its buyer; past its deadline; or paid by another
 // event: the order and its unit stay as they are, and the money is on record to be paid back).
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { RedisClient } from './redis.js';
 import { withTransaction, type Pool } from './db.js';
 import { HttpError } from './errors.js';
 import { duplicateKey } from './http/json-body.js';
@@ -16,7 +15,7 @@ import { metrics } from './metrics.js';
 import { publishOrderEvents } from './order-events.js';
 import { lockOrder, markPaid } from './order-queries.js';
 import { findPayment, insertPayment, type PaymentOutcome } from './payment-queries.js';
-import { dropExpiry } from './redis.js';
+import { dropExpiry, type RedisClient } from './redis.js';
 
 export const SIGNATURE_HEADER = 'flashsale-signature';
 /** How far a signature's timestamp may be from now, either way: a captured event replays for this long at most. */

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { RedisTarget } from './config.js';
 import { saleKeys, STOCK_CHANNEL } from './keys.js';
+import type { Logger } from './logger.js';
 
 const SCRIPTS = ['purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot', 'cancel'] as const;
 type ScriptName = (typeof SCRIPTS)[number];
@@ -77,6 +78,24 @@ export async function quitRedis(redis: RedisClient): Promise<void> {
   } finally {
     redis.disconnect();
   }
+}
+
+/**
+ * A connection for subscriptions that carry hints (stock back on sale, order transitions): it may
+ * wait for a connection (offline queue, no command timeout), and ioredis reconnects by itself, so
+ * each distinct connection failure is logged once, not at every retry, until it is back.
+ */
+export function hintSubscriber(redis: RedisClient, logger: Logger, what: string): RedisClient {
+  const subscriber = duplicateRedis(redis, { enableOfflineQueue: true, commandTimeout: undefined });
+  let lastError = '';
+  subscriber.on('error', (err: Error) => {
+    if (err.message !== lastError) logger.warn({ err: err.message }, `${what} connection error`);
+    lastError = err.message;
+  });
+  subscriber.on('ready', () => {
+    lastError = ''; // the next outage is news again
+  });
+  return subscriber;
 }
 
 /** Another connection to the same Redis (a subscriber), with `options` on top. */

@@ -10,9 +10,9 @@ import type { Pool } from '../db.js';
 import { HttpError } from '../errors.js';
 import { getSale } from '../sales.js';
 import { LATENESS_SAMPLE, LATENESS_WINDOW_MS, saleLive } from '../sale-live.js';
-import { PUBLIC_DIR, send } from './page.js';
+import { PUBLIC_DIR, staticRoute } from './page.js';
 import { saleIdParams } from './sales.js';
-import { errorResponses, saleViewSchema, SECURITY, textResponse } from './schemas.js';
+import { errorResponses, saleViewSchema, SECURITY } from './schemas.js';
 
 // Resolved like an import, so it works from the sources, from dist/ and from a PM2 deployment.
 const uplot = (file: string) => createRequire(import.meta.url).resolve(`uplot/dist/${file}`);
@@ -60,13 +60,8 @@ const liveSchema = {
 
 export const admin: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth }> = (app, { pool, redis, auth }, done) => {
   const html = readFileSync(new URL('admin.html', PUBLIC_DIR), 'utf8');
-  app.get('/admin', {
-    schema: { summary: 'The operator\'s page: sales, a sale\'s live view, create and end', tags: ['page'], response: { 200: textResponse('text/html', 'the page') } },
-  }, (_req, reply) => send(reply, 'text/html; charset=utf-8', html));
-  for (const { url, file, type } of ASSETS) {
-    const body = readFileSync(file);
-    app.get(url, { schema: { summary: `The operator's page's ${url.slice(1)}`, tags: ['page'], response: { 200: textResponse(type.split(';')[0]!, url.slice(1)) } } }, (_req, reply) => send(reply, type, body));
-  }
+  staticRoute(app, '/admin', 'text/html; charset=utf-8', html, 'The operator\'s page: sales, a sale\'s live view, create and end');
+  for (const { url, file, type } of ASSETS) staticRoute(app, url, type, readFileSync(file), `The operator's page's ${url.slice(1)}`);
 
   app.get<{ Params: { saleId: string } }>('/api/sales/:saleId/live', {
     preValidation: auth.admin,

@@ -7,11 +7,11 @@ import type { RedisClient } from '../redis.js';
 import type { Auth } from '../auth.js';
 import type { Config } from '../config.js';
 import type { Pool } from '../db.js';
-import { ORDER_ID_PATTERN } from '../ids.js';
 import type { Logger } from '../logger.js';
 import { OrderFeed, type OrderEvent } from '../order-events.js';
 import { getOrder, type OrderStatus, type OrderView } from '../orders.js';
 import { refusal } from './errors.js';
+import { orderIdParams } from './orders.js';
 import { releaseSlot } from './load-shedding.js';
 import { errorResponses, SECURITY, textResponse } from './schemas.js';
 
@@ -27,10 +27,7 @@ const schema = {
   description: 'Each event\'s data is the order as GET /api/orders/:orderId shows it. A comment line comes every 15 s. '
     + 'Browsers\' EventSource cannot send headers: the token may come as ?access_token= on this route only.',
   tags: ['orders'], security: SECURITY.buyer,
-  params: {
-    type: 'object', required: ['orderId'],
-    properties: { orderId: { type: 'string', pattern: ORDER_ID_PATTERN.source, ...refusal('invalid_id', 'The order id is malformed.') } },
-  },
+  params: orderIdParams,
   querystring: {
     type: 'object', additionalProperties: false,
     properties: { access_token: { type: 'string', minLength: 1, description: 'the buyer token, for clients that cannot send Authorization', ...refusal('bad_request', 'access_token must be a token.') } },

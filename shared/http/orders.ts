@@ -12,7 +12,7 @@ import { refusal } from './errors.js';
 import { errorResponses, SECURITY } from './schemas.js';
 
 // Checked after the buyer (a preValidation hook): a stranger learns nothing about the id.
-const orderIdParams = {
+export const orderIdParams = {
   type: 'object', required: ['orderId'],
   properties: { orderId: { type: 'string', pattern: ORDER_ID_PATTERN.source, ...refusal('invalid_id', 'The order id is malformed.') } },
 };

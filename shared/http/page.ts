@@ -1,6 +1,6 @@
 // The buyer's page: three static files, read once at start and served from memory.
 import { readFileSync } from 'node:fs';
-import type { FastifyPluginCallback, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyPluginCallback, FastifyReply } from 'fastify';
 import { textResponse } from './schemas.js';
 
 export const PUBLIC_DIR = new URL('./public/', import.meta.url);
@@ -23,6 +23,12 @@ export function send(reply: FastifyReply, type: string, body: string | Buffer): 
   return reply.headers(HEADERS).type(type).send(body);
 }
 
+/** GET `url` answers `body` (read once, at start) with the pages' headers, documented as a page. */
+export function staticRoute(app: FastifyInstance, url: string, type: string, body: string | Buffer, summary: string): void {
+  const schema = { summary, tags: ['page'], response: { 200: textResponse(type.split(';')[0]!, summary) } };
+  app.get(url, { schema }, (_req, reply) => send(reply, type, body));
+}
+
 /**
  * GET / and its assets. The page learns from the HTML the mode (dev tokens or a pasted token) and
  * whether it may pay itself (DIRECT_PAY) or waits for the payment provider's confirmation.
@@ -31,10 +37,7 @@ export const page: FastifyPluginCallback<{ development: boolean; directPay: bool
   const html = readFileSync(new URL('index.html', PUBLIC_DIR), 'utf8')
     .replace('data-mode="__MODE__"', `data-mode="${opts.development ? 'development' : 'production'}"`)
     .replace('data-pay="__PAY__"', `data-pay="${opts.directPay ? 'direct' : 'provider'}"`);
-  app.get('/', { schema: { summary: 'The buyer\'s page', tags: ['page'], response: { 200: textResponse('text/html', 'the page') } } }, (_req, reply) => send(reply, 'text/html; charset=utf-8', html));
-  for (const [name, type] of Object.entries(ASSETS)) {
-    const body = readFileSync(new URL(name, PUBLIC_DIR));
-    app.get(`/${name}`, { schema: { summary: `The page's ${name}`, tags: ['page'], response: { 200: textResponse(type.split(';')[0]!, name) } } }, (_req, reply) => send(reply, type, body));
-  }
+  staticRoute(app, '/', 'text/html; charset=utf-8', html, 'The buyer\'s page');
+  for (const [name, type] of Object.entries(ASSETS)) staticRoute(app, `/${name}`, type, readFileSync(new URL(name, PUBLIC_DIR)), `The page's ${name}`);
   done();
 };
