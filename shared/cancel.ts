@@ -17,7 +17,7 @@ import type { Pool } from './db.js';
 import { HttpError } from './errors.js';
 import { finishClosed } from './expiry.js';
 import { parseWinner } from './ids.js';
-import { cancelPending, findOrder, insertCancelled, type ClosedOrder, type OrderRow } from './order-queries.js';
+import { cancelPending, findOrder, insertCancelled, settledOrder, type ClosedOrder, type OrderRow } from './order-queries.js';
 import { checkOrderId } from './orders.js';
 import { dropExpiry, markCancelling } from './redis.js';
 import { confirmReplicated } from './replication.js';
@@ -55,8 +55,9 @@ async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow): Pro
       await dropExpiry(redis, closed.saleId, closed.id).catch(() => {});
       return giveBack(pool, redis, closed);
     }
-    // A payment, an expiry or another cancel decided first (or the deadline has passed): say which.
-    row = (await findOrder(pool, row.id))!;
+    // A payment, an expiry or another cancel decided first (or the deadline has passed): say which,
+    // once a payment that took the row before the deadline has committed.
+    row = (await settledOrder(pool, row.id))!;
   }
   switch (row.status) {
     case 'cancelled': return { orderId: row.id, status: 'cancelled' };

@@ -74,17 +74,28 @@ export async function findOrder(pool: Pool, orderId: string): Promise<OrderRow |
   return res.rows[0];
 }
 
+/** The order once any payment or close holding its row has committed or rolled back. */
+export async function settledOrder(pool: Pool, orderId: string): Promise<OrderRow | undefined> {
+  const res = await pool.query<OrderRow>(`select ${ORDER_COLUMNS} from orders where id = $1 for share`, [orderId]);
+  return res.rows[0];
+}
+
 /** The order, locked until the transaction ends: a payment decided on it cannot race another one. */
 export async function lockOrder(client: PoolClient, orderId: string): Promise<OrderRow | undefined> {
   const res = await client.query<OrderRow>(`select ${ORDER_COLUMNS} from orders where id = $1 for update`, [orderId]);
   return res.rows[0];
 }
 
-/** Pays the buyer's order if it is still pending and before its deadline; true when this call paid it. */
+/**
+ * Pays the buyer's order if it is still pending and before its deadline; true when this call paid it.
+ * The deadline is checked at this statement, after the row is locked (not at the transaction's
+ * start): a payment that wins held the row before the deadline, so anything that reads the row
+ * for share after the deadline (a late cancel) waits for it and sees it paid.
+ */
 export async function markPaid(pool: Pool | PoolClient, orderId: string, userId: string): Promise<boolean> {
   const paid = await pool.query(
     `update orders set status = 'paid', paid_at = now()
-     where id = $1 and user_id = $2 and status = 'pending' and expires_at > now()`,
+     where id = $1 and user_id = $2 and status = 'pending' and expires_at > statement_timestamp()`,
     [orderId, userId],
   );
   return paid.rowCount === 1;

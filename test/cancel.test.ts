@@ -9,7 +9,8 @@ import { closeOrders, sweepOverdue } from '../shared/expiry.js';
 import { checkInvariants } from '../shared/invariants.js';
 import { saleKeys } from '../shared/keys.js';
 import { metrics } from '../shared/metrics.js';
-import { cancelPending } from '../shared/order-queries.js';
+import { cancelPending, lockOrder, markPaid } from '../shared/order-queries.js';
+import { insertPayment } from '../shared/payment-queries.js';
 import { signPayload } from '../shared/payments.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
@@ -174,6 +175,31 @@ describe('cancel', () => {
     // A cancel may come between the writer's insert and its ack, which then sets the expiry key: it
     // fires at the deadline, finds the order closed and does nothing.
     assert.deepEqual((await closeOrders(env.pool, env.redis, ids, 'listener')).closed, []);
+  });
+
+  test('cancel: a cancel asked after the deadline while a payment that locked the order in time is committing answers order_paid', async () => {
+    const s = await sale();
+    const id = await buy(s, 'late');
+    await drain(s);
+    await env.pool.query(`update orders set expires_at = now() + interval '300 milliseconds' where id = $1`, [id]);
+    // The payment's transaction as payments.ts runs it: the row locked and paid inside the window,
+    // the commit held back until after the deadline.
+    const payment = await env.pool.connect();
+    try {
+      await payment.query('begin');
+      await lockOrder(payment, id);
+      assert.equal(await markPaid(payment, id, 'late'), true);
+      await insertPayment(payment, { id: `evt-${id}`, orderId: id, outcome: 'applied', amount: undefined, payload: '{}' });
+      await new Promise((r) => setTimeout(r, 400));
+      const answer = cancel(id, 'late');
+      await new Promise((r) => setTimeout(r, 200));
+      await payment.query('commit');
+      assert.equal(outcome(await answer), '409 order_paid');
+    } finally {
+      payment.release();
+    }
+    assert.deepEqual(await row(id), { status: 'paid', closed: false, restored: false });
+    assert.equal(await available(s), 9);
   });
 
   test('cancel: racing payment and expiry on 90 orders around their deadlines, each ends in one state, as its answers say, restored once if closed', async () => {
