@@ -35,9 +35,15 @@ async function replica(name: string): Promise<{ link: Redis; stop(): Promise<voi
   return { link, stop };
 }
 
-/** In sync as both sides see it: the replica's link is up and the master counts it online (only then does WAIT). */
+/**
+ * In sync as both sides see it: the replica's link is up, the master counts it online, and it has
+ * acknowledged a write made now. After a full sync the master starts the command stream only at the
+ * replica's first acknowledgement (up to a second later); until then a WAIT after a write fails. A
+ * PUBLISH is replicated, and WAIT covers it.
+ */
 const inSync = (link: Redis) => waitFor('the replica in sync', async () =>
-  /master_link_status:up/.test(await link.info('replication')) && /connected_slaves:1\b[\s\S]*state=online/.test(await env.redis.info('replication')), 20_000, 100);
+  /master_link_status:up/.test(await link.info('replication')) && /connected_slaves:1\b[\s\S]*state=online/.test(await env.redis.info('replication'))
+  && (await env.redis.publish('test:replica-sync', '1'), await env.redis.wait(1, 100)) === 1, 20_000, 100);
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'flashsale-replica-'));

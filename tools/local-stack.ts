@@ -104,9 +104,12 @@ export async function startRedis(dir: string, opts: { port?: number; appendonly?
   child.once('exit', () => process.off('exit', killChild));
   return {
     url, port, child,
+    // A server writing its first AOF (a replica just after a full sync, say) refuses SIGTERM
+    // ("Writing initial AOF, can't exit") and runs on: ask again until it goes.
     stop: () => new Promise<void>((res) => {
       if (child.exitCode !== null || child.signalCode !== null) return res();
-      child.once('exit', () => res());
+      const again = setInterval(() => child.kill('SIGTERM'), 500);
+      child.once('exit', () => (clearInterval(again), res()));
       child.kill('SIGTERM');
     }),
   };

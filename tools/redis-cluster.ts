@@ -58,12 +58,7 @@ export async function startNode(dir: string, args: string[], port?: number): Pro
   const n: RedisNode = {
     port: server.port, url: server.url, pid: server.child.pid!,
     kill: async () => { server.child.kill('SIGKILL'); await exited(server.child); },
-    // A replica that got SIGTERM while it wrote its first AOF after a full sync refuses it ("can't
-    // exit") and never tries again: ask until it goes.
-    stop: async () => {
-      const again = setInterval(() => server.child.kill('SIGTERM'), 1000);
-      await server.stop().finally(() => clearInterval(again));
-    },
+    stop: server.stop,
   };
   children.set(n, server.child);
   return n;
