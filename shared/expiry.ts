@@ -6,7 +6,7 @@
 // sweep finishes a cancelled order's restore that a crash interrupted.
 import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
-import { observeClosed, type ClosedBy } from './metrics.js';
+import { metrics, observeClosed, type ClosedBy } from './metrics.js';
 import { publishOrderEvents } from './order-events.js';
 import { closeDue, closeOverdue, markRestored, unrestored, type ClosedOrder } from './order-queries.js';
 import { restoreStock } from './redis.js';
@@ -28,21 +28,23 @@ export interface Closed {
  * counts it. Returns the units this call gave back.
  */
 export async function finishClosed(pool: Pool, redis: RedisClient, closed: ClosedOrder[], by: ClosedBy, status: 'expired' | 'cancelled' = 'expired'): Promise<number> {
+  // Counted as soon as Postgres has closed them: whatever fails next, they are closed, once.
+  observeClosed(by, closed);
   await publishOrderEvents(redis, closed.map((o) => ({ orderId: o.id, status })));
-  const restored = await restore(pool, redis, closed);
-  observeClosed(by, closed, restored);
-  return restored;
+  return restore(pool, redis, closed);
 }
 
 /** Restores each order's stock and quota (once per order, whoever else tries) and records it. Returns the units this call gave back. */
 export async function restore(pool: Pool, redis: RedisClient, orders: ClosedOrder[]): Promise<number> {
   if (orders.length === 0) return 0;
   const results = await Promise.all(orders.map((o) => restoreStock(redis, { saleId: o.saleId, orderId: o.id, userId: o.userId, qty: o.qty })));
+  const units = orders.reduce((sum, o, i) => (results[i] ? sum + o.qty : sum), 0);
+  if (units > 0) metrics.stockRestored.inc(units);
   // Recorded only once the replicas have it (REDIS_MIN_REPLICAS_ACK): a restore a failover lost
   // is then still unrecorded, and the next sweep runs it again.
   await confirmReplicated(redis, orders.map((o) => o.saleId));
   await markRestored(pool, orders.map((o) => o.id));
-  return orders.reduce((units, o, i) => (results[i] ? units + o.qty : units), 0);
+  return units;
 }
 
 /** These ids are due: closes those that are pending and past their deadline, gives their stock back, records and counts it. */
@@ -65,9 +67,7 @@ export async function sweepOverdue(pool: Pool, redis: RedisClient, by: ClosedBy)
   }
   for (let n = CLOSE_BATCH; n === CLOSE_BATCH;) {
     const left = await unrestored(pool, CLOSE_BATCH);
-    const restored = await restore(pool, redis, left);
-    observeClosed(by, [], restored);
-    total.restored += restored;
+    total.restored += await restore(pool, redis, left);
     n = left.length;
   }
   return total;

@@ -42,11 +42,10 @@ export const metrics = {
   backendErrors: new Counter({ name: 'flashsale_backend_errors_total', help: 'Redis and Postgres errors', labelNames: ['backend'], registers: [registry] }),
 };
 
-export function observeClosed(by: ClosedBy, closed: ClosedOrder[], restoredUnits: number): void {
+export function observeClosed(by: ClosedBy, closed: ClosedOrder[]): void {
   if (closed.length > 0) metrics.ordersClosed.inc({ by }, closed.length);
   // A cancel comes before the deadline by design: it is no late or early close.
   if (by !== 'cancel') for (const o of closed) metrics.closeLateness.observe(Math.max(0, o.lateMs) / 1000);
-  if (restoredUnits > 0) metrics.stockRestored.inc(restoredUnits);
 }
 
 /** Counts a failure against the backend it came from, as errors.ts tells it. */
