@@ -66,6 +66,44 @@ export function jwtTable(r: JwtResults): string {
   ].join('\n');
 }
 
+/** bench/results/challenge.json, written by `npm run bench:challenge` (bench/challenge.ts). */
+export interface ChallengeResults {
+  at: string;
+  settings: { rounds: number; secondsPerRound: number; complexity: number };
+  machine: Machine;
+  results: { name: string; what: string; perSec: number; cpuUsPerOp: number; rounds: { perSec: number; cpuUsPerOp: number }[] }[];
+  solveMs: { median: number; max: number; all: number[] };
+}
+
+export function challengeTable(r: ChallengeResults): string {
+  const n = (x: number) => x.toLocaleString('en-US');
+  return [
+    '| step | per second, one process | CPU µs each | rounds per second |',
+    '| --- | ---: | ---: | ---: |',
+    ...r.results.map((x) => `| ${x.what} | ${n(x.perSec)} | ${x.cpuUsPerOp} | ${x.rounds.map((m) => n(m.perSec)).join(' / ')} |`),
+    `| the buyer solving a challenge of complexity ${n(r.settings.complexity)} (Node, one thread) | | | median ${n(r.solveMs.median)} ms, max ${n(r.solveMs.max)} ms of ${r.solveMs.all.length} |`,
+  ].join('\n');
+}
+
+/** The proof-of-work section, when bench/results/challenge.json exists: its check against a winning purchase's CPU from section 1. */
+function challengeSection(purchase: BenchResults['purchase'] | undefined): string | undefined {
+  const file = new URL('./results/challenge.json', import.meta.url);
+  if (!existsSync(file)) return undefined;
+  const r = JSON.parse(readFileSync(file, 'utf8')) as ChallengeResults;
+  const m = r.machine;
+  const check = r.results.find((x) => x.name === 'check')!;
+  const won = purchase?.allWin.find((d) => d.design === 'flashsale');
+  const serverCpu = won?.load.procs.find((p) => p.name === 'server')?.cpuPct;
+  const perPurchase = won && serverCpu ? (serverCpu / 100) * 1e6 / won.load.rps : undefined;
+  return ['## 8. Proof-of-work challenge', '',
+    `What a sale with \`challenge: pow\` costs, measured by \`npm run bench:challenge\` (\`bench/challenge.ts\`; raw figures \`bench/results/challenge.json\`): shared/challenge.ts itself in one process against a local redis-server, ${r.settings.rounds} interleaved rounds of ${r.settings.secondsPerRound} s, median shown. Run ${r.at} on ${m.cores} × ${m.cpu}, Node ${m.node}, load average ${m.loadAvgAtStart.join(' / ')}.`,
+    '', challengeTable(r), '',
+    perPurchase
+      ? `On the purchase path only the token check runs: ${check.cpuUsPerOp} µs of CPU against about ${Math.round(perPurchase)} µs for a winning purchase in the API process (section 1: ${Math.round(serverCpu!)}% of a core at ${won!.load.rps.toLocaleString('en-US')} purchases/s), about ${((check.cpuUsPerOp / perPurchase) * 100).toFixed(1)}%; purchase.lua reads one more field of the sale's hash. Issuing and exchanging run once per buyer (a client may fetch and solve its challenge while the sale is upcoming and exchange it once the sale opens; the page does both at the buyer's first click), at about 300 µs of CPU each.`
+      : `On the purchase path only the token check runs: ${check.cpuUsPerOp} µs of CPU per purchase.`,
+    ''].join('\n');
+}
+
 /** The buyer-token section, when bench/results/jwt.json exists. */
 function jwtSection(): string | undefined {
   const file = new URL('./results/jwt.json', import.meta.url);
@@ -192,6 +230,8 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
   if (cluster) out.push(clusterSection(cluster.c, cluster.mode));
   const limits = r.rateLimit ? { l: r.rateLimit, mode: r.mode } : saved.quick?.rateLimit ? { l: saved.quick.rateLimit, mode: 'quick' as const } : undefined;
   if (limits) out.push(rateLimitSection(limits.l, limits.mode));
+  const challenge = challengeSection(r.purchase ?? saved.quick?.purchase);
+  if (challenge) out.push(challenge);
   out.push('## Targets: what limits each, and what was changed', '', analysis(r), '');
   return `${out.join('\n')}\n`;
 }

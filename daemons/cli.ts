@@ -204,11 +204,14 @@ try {
           .option('per-user', { type: 'number' }).option('max-per-order', { type: 'number' })
           .option('starts-at', { type: 'string', describe: 'ISO 8601' }).option('ends-at', { type: 'string', describe: 'ISO 8601' })
           .option('payment-window', { type: 'number', describe: 'seconds (default 300)' })
+          .option('challenge', { type: 'string', choices: ['none', 'pow'], describe: 'pow: buyers solve a proof-of-work challenge first (default none)' })
+          .option('challenge-complexity', { type: 'number', describe: 'about how many hashes a challenge takes (default 50000)' })
           .option('id', { type: 'string' }).option('json', { type: 'boolean' }),
         async (argv) => {
           const sale = parseSaleInput(Object.fromEntries(Object.entries({
             id: argv.id, name: argv.name, stock: argv.stock, perUserLimit: argv['per-user'], maxPerOrder: argv['max-per-order'],
             startsAt: argv['starts-at'], endsAt: argv['ends-at'], paymentWindowSeconds: argv['payment-window'],
+            challenge: argv.challenge, challengeComplexity: argv['challenge-complexity'],
           }).filter(([, v]) => v !== undefined)));
           const view = await withConnections(argv, async ({ pool, redis }) => {
             await createSale(pool, redis, sale);

@@ -15,6 +15,7 @@ export enum Refusal {
   LimitReached = -5,
   SoldOut = -6,
   NotEnoughStock = -7,
+  TokenRequired = -8,
 }
 
 function refusalError(code: number, n: number): Error {
@@ -26,6 +27,7 @@ function refusalError(code: number, n: number): Error {
     case Refusal.LimitReached: return new HttpError('limit_reached', `This buyer already holds ${n}, the most this sale allows.`);
     case Refusal.SoldOut: return new HttpError('sold_out');
     case Refusal.NotEnoughStock: return new HttpError('not_enough_stock', `Only ${n} left.`);
+    case Refusal.TokenRequired: return new HttpError('purchase_token_required');
     // The script and this enum disagree: a bug, answered 500 internal and logged with its stack.
     default: return new Error(`Unknown purchase result ${code}.`);
   }
@@ -67,11 +69,12 @@ export class Purchaser {
     return false;
   }
 
-  async purchase(saleId: string, userId: string, qty: number, now = Date.now()): Promise<PurchaseResult> {
+  /** `tokenChecked`: the buyer's purchase token for this sale was checked (shared/challenge.ts). */
+  async purchase(saleId: string, userId: string, qty: number, now = Date.now(), tokenChecked = false): Promise<PurchaseResult> {
     if (this.soldOut(saleId, now)) throw new HttpError('sold_out');
     const orderId = newOrderId(saleId);
     const [code, n] = await purchaseScript(this.redis, {
-      saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds,
+      saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, tokenChecked,
     });
     if (code === 1) {
       await this.confirm(saleId, orderId);

@@ -147,12 +147,14 @@ export interface SaleRules {
   perUserLimit: number;
   maxPerOrder: number;
   paymentWindowSeconds: number;
+  /** 'pow': purchase.lua sells only to a buyer whose purchase token the API has checked (default none). */
+  challenge?: 'none' | 'pow';
 }
 
 export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules): Promise<boolean> {
   const k = saleKeys(saleId);
   const loaded = await run(redis, 'load_sale', [k.meta, k.available], [
-    r.stock, r.startsAt, r.endsAt ?? 0, r.perUserLimit, r.maxPerOrder, r.paymentWindowSeconds,
+    r.stock, r.startsAt, r.endsAt ?? 0, r.perUserLimit, r.maxPerOrder, r.paymentWindowSeconds, r.challenge ?? 'none',
   ]);
   return loaded === 1;
 }
@@ -170,13 +172,15 @@ export interface PurchaseArgs {
   now: number;
   /** BUY_COUNT_TTL_SECONDS: the buyer's count outlives the sale's end + payment window by this much (no end: it never expires). */
   buyCountTtlSeconds: number;
+  /** The API checked a purchase token for this buyer and sale (a `pow` sale requires one). */
+  tokenChecked?: boolean;
 }
 
 /** Raw {code, n} from purchase.lua; shared/purchase.ts gives it meaning. */
 export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {
   const k = saleKeys(a.saleId);
   const res = (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased], [
-    a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds,
+    a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, a.tokenChecked ? 1 : 0,
   ])) as [number, number];
   return res;
 }

@@ -8,12 +8,19 @@ import { SALES_REGISTRY, saleKeys } from './keys.js';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from './ids.js';
 import { loadSale, type SaleRules } from './redis.js';
 
-export interface Sale extends Omit<SaleRules, 'startsAt' | 'endsAt'> {
+export interface Sale extends Omit<SaleRules, 'startsAt' | 'endsAt' | 'challenge'> {
   id: string;
   name: string;
   startsAt: Date;
   endsAt: Date | null;
+  /** 'pow': a purchase needs a token earned by solving a proof-of-work challenge (shared/challenge.ts). */
+  challenge: Challenge;
+  /** About how many hashes a challenge of this sale takes to solve. */
+  challengeComplexity: number;
 }
+
+export const CHALLENGES = ['none', 'pow'] as const;
+export type Challenge = NonNullable<SaleRules['challenge']>;
 
 export type SaleState = 'upcoming' | 'open' | 'sold_out' | 'ended';
 
@@ -24,7 +31,10 @@ export type SaleState = 'upcoming' | 'open' | 'sold_out' | 'ended';
 export const MAX_PER_ORDER = 1000;
 
 /** The bounds of a sale definition's numbers (the OpenAPI document shows the same). */
-export const LIMITS = { stock: 10_000_000, perUserLimit: 1000, maxPerOrder: MAX_PER_ORDER, paymentWindowSeconds: 86_400 };
+export const LIMITS = { stock: 10_000_000, perUserLimit: 1000, maxPerOrder: MAX_PER_ORDER, paymentWindowSeconds: 86_400, challengeComplexity: 10_000_000 };
+
+/** Solved in about 80 ms by Node on this 2-core machine (BENCHMARKS.md section 8); a slow phone takes several times that. */
+export const DEFAULT_COMPLEXITY = 50_000;
 
 function invalid(message: string): never {
   throw new HttpError('invalid_sale', message);
@@ -69,7 +79,7 @@ function timeField(body: Record<string, unknown>, key: 'startsAt' | 'endsAt'): D
 }
 
 /** The fields a sale definition may have (the HTTP route's schema lists the same). */
-export const SALE_FIELDS = ['id', 'name', 'stock', 'perUserLimit', 'maxPerOrder', 'startsAt', 'endsAt', 'paymentWindowSeconds'] as const;
+export const SALE_FIELDS = ['id', 'name', 'stock', 'perUserLimit', 'maxPerOrder', 'startsAt', 'endsAt', 'paymentWindowSeconds', 'challenge', 'challengeComplexity'] as const;
 const FIELDS = new Set<string>(SALE_FIELDS);
 
 /** Checks a sale definition as POST /api/sales and `sale create` take it. */
@@ -94,6 +104,8 @@ export function parseSaleInput(body: unknown, now = new Date()): Sale {
   if (maxPerOrder > perUserLimit) {
     invalid(`maxPerOrder (${maxPerOrder}) must not be above perUserLimit (${perUserLimit}): raise perUserLimit or lower maxPerOrder`);
   }
+  const challenge = b.challenge ?? 'none';
+  if (!CHALLENGES.includes(challenge as Challenge)) invalid(`challenge must be one of ${CHALLENGES.join(', ')}`);
   return {
     id,
     name: b.name,
@@ -103,6 +115,8 @@ export function parseSaleInput(body: unknown, now = new Date()): Sale {
     paymentWindowSeconds: intField(b, 'paymentWindowSeconds', 300, 1),
     startsAt,
     endsAt,
+    challenge: challenge as Challenge,
+    challengeComplexity: intField(b, 'challengeComplexity', DEFAULT_COMPLEXITY, 1000),
   };
 }
 
@@ -121,9 +135,9 @@ export async function loadSaleIntoRedis(redis: RedisClient, sale: Sale): Promise
 export async function createSale(pool: Pool, redis: RedisClient, sale: Sale): Promise<void> {
   await withTransaction(pool, async (client) => {
     const res = await client.query(
-      `insert into sales (id, name, stock, per_user_limit, max_per_order, starts_at, ends_at, payment_window_seconds)
-       values ($1, $2, $3, $4, $5, $6, $7, $8) on conflict (id) do nothing`,
-      [sale.id, sale.name, sale.stock, sale.perUserLimit, sale.maxPerOrder, sale.startsAt, sale.endsAt, sale.paymentWindowSeconds],
+      `insert into sales (id, name, stock, per_user_limit, max_per_order, starts_at, ends_at, payment_window_seconds, challenge, challenge_complexity)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) on conflict (id) do nothing`,
+      [sale.id, sale.name, sale.stock, sale.perUserLimit, sale.maxPerOrder, sale.startsAt, sale.endsAt, sale.paymentWindowSeconds, sale.challenge, sale.challengeComplexity],
     );
     if (res.rowCount === 0) throw new HttpError('sale_exists', `A sale with id "${sale.id}" already exists.`);
     await loadSaleIntoRedis(redis, sale);
@@ -133,13 +147,14 @@ export async function createSale(pool: Pool, redis: RedisClient, sale: Sale): Pr
 /** A row of `sales` as `select *` returns it. */
 export interface SaleRow {
   id: string; name: string; stock: number; per_user_limit: number; max_per_order: number;
-  starts_at: Date; ends_at: Date | null; payment_window_seconds: number;
+  starts_at: Date; ends_at: Date | null; payment_window_seconds: number; challenge: Challenge; challenge_complexity: number;
 }
 
 export function fromRow(r: SaleRow): Sale {
   return {
     id: r.id, name: r.name, stock: r.stock, perUserLimit: r.per_user_limit, maxPerOrder: r.max_per_order,
     startsAt: r.starts_at, endsAt: r.ends_at, paymentWindowSeconds: r.payment_window_seconds,
+    challenge: r.challenge, challengeComplexity: r.challenge_complexity,
   };
 }
 
@@ -162,6 +177,7 @@ export function saleState(sale: Sale, available: number, now: number): SaleState
 export interface SaleView {
   id: string; name: string; stock: number; available: number; perUserLimit: number; maxPerOrder: number;
   paymentWindowSeconds: number; startsAt: string; endsAt: string | null; state: SaleState;
+  challenge: Challenge; challengeComplexity: number;
 }
 
 export async function saleView(redis: RedisClient, sale: Sale, now = Date.now()): Promise<SaleView> {
@@ -170,6 +186,6 @@ export async function saleView(redis: RedisClient, sale: Sale, now = Date.now())
     id: sale.id, name: sale.name, stock: sale.stock, available, perUserLimit: sale.perUserLimit,
     maxPerOrder: sale.maxPerOrder, paymentWindowSeconds: sale.paymentWindowSeconds,
     startsAt: sale.startsAt.toISOString(), endsAt: sale.endsAt?.toISOString() ?? null,
-    state: saleState(sale, available, now),
+    state: saleState(sale, available, now), challenge: sale.challenge, challengeComplexity: sale.challengeComplexity,
   };
 }

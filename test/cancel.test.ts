@@ -3,8 +3,7 @@
 // races (the writer, a payment, the expiry); a refused cancel changes nothing; the list pages.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, afterEach, before, describe, test } from 'node:test';
-import { startApi } from '../daemons/api.js';
+import { afterEach, describe, test } from 'node:test';
 import { closeOrders, sweepOverdue } from '../shared/expiry.js';
 import { checkInvariants } from '../shared/invariants.js';
 import { saleKeys } from '../shared/keys.js';
@@ -14,7 +13,8 @@ import { insertPayment } from '../shared/payment-queries.js';
 import { signPayload } from '../shared/payments.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
-import { assertConserved, testEnv, type TestEnv } from './support/env.js';
+import { assertConserved, type TestEnv } from './support/env.js';
+import { apiEnv, type ApiEnv } from './support/api.js';
 import { newSale, runConcurrently } from './support/fixtures.js';
 import { http, outcome } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
@@ -23,13 +23,8 @@ import { PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
 /** Every sale a test made: after each test, stock is conserved and every invariant holds on all of them. */
 const sales: Sale[] = [];
 let env: TestEnv;
-let api: Awaited<ReturnType<typeof startApi>>;
-
-before(async () => {
-  env = await testEnv();
-  api = await startApi(env.config, env.logger);
-});
-after(() => (api ? api.stop() : Promise.resolve()).then(() => env?.close()));
+let api: ApiEnv['api'];
+apiEnv((s) => ({ env, api } = s));
 afterEach(async () => {
   await assertConserved(env, sales);
   assert.deepEqual((await checkInvariants(env.pool, env.redis, { saleIds: sales.map((s) => s.id), replayIntervalMs: 3_600_000 })).violations, []);

@@ -327,6 +327,27 @@ describe('buyer page', () => {
     assert.deepEqual(await ordersOf(s.id), [{ user_id: 'ivan', status: 'cancelled' }]);
   });
 
+  test('page: a sale with a proof-of-work challenge: the widget solves it, the purchase carries the token it earned', { timeout: 60_000 }, async () => {
+    const s = await sale({ name: 'Bot-proof drop', stock: 2, challenge: 'pow', challengeComplexity: 20_000 });
+    const requests: { url: string; token?: string }[] = [];
+    const page = await open(`/?sale=${s.id}`);
+    page.on('request', (r) => requests.push({ url: r.url(), token: r.headers()['flashsale-purchase-token'] }));
+    await page.getByTestId('user-id').fill('jill');
+    await buyEnabled(page);
+    assert.equal(await page.getByTestId('challenge').isVisible(), false, 'no widget before the buyer buys');
+    await page.getByTestId('buy').click();
+    await see(page, 'order-status', 'Queued…', 20_000);
+    assert.equal(await page.getByTestId('challenge').isVisible(), true, 'the widget showed its work');
+    await shot(page, 'pow-solved');
+    const purchase = requests.find((r) => r.url.endsWith(`/api/sales/${s.id}/purchases`));
+    assert.ok(purchase?.token, 'the purchase carried a purchase token');
+    assert.ok(requests.some((r) => r.url.endsWith('/altcha-sha.js')), 'solved in the widget\'s worker');
+    await see(page, 'stock', '1 of 2 left');
+    const queued = await env.redis.hvals(saleKeys(s.id).queued);
+    assert.equal(queued.length, 1);
+    assert.match(queued[0]!, /jill/);
+  });
+
   test('page: an unknown sale says so', async () => {
     const page = await open('/?sale=no-such-sale');
     await see(page, 'sale-name', 'No such sale');

@@ -158,7 +158,7 @@ describe('listing sales', () => {
     const first = page.sales[0];
     assert.deepEqual({ state: first.state, available: first.available, pending: first.pending, paid: first.paid, expired: first.expired },
       { state: 'open', available: 2, pending: 1, paid: 1, expired: 0 });
-    assert.deepEqual(Object.keys(first).sort(), ['available', 'endsAt', 'expired', 'id', 'maxPerOrder', 'name', 'paid', 'paymentWindowSeconds', 'pending',
+    assert.deepEqual(Object.keys(first).sort(), ['available', 'challenge', 'challengeComplexity', 'endsAt', 'expired', 'id', 'maxPerOrder', 'name', 'paid', 'paymentWindowSeconds', 'pending',
       'perUserLimit', 'startsAt', 'state', 'stock']);
     assert.deepEqual(page.sales.map((s: { state: string }) => s.state), ['open', 'sold_out', 'ended', 'upcoming']);
 

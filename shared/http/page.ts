@@ -1,4 +1,5 @@
-// The buyer's page: three static files, read once at start and served from memory.
+// The buyer's page: its static files, and the altcha widget's (a sale with a proof-of-work
+// challenge), read once at start and served from memory.
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply } from 'fastify';
 import { textResponse } from './schemas.js';
@@ -8,6 +9,15 @@ export const PUBLIC_DIR = new URL('./public/', import.meta.url);
 const ASSETS = {
   'app.js': 'text/javascript; charset=utf-8',
   'style.css': 'text/css; charset=utf-8',
+} as const;
+
+// The widget's build without inline styles or workers (the page's CSP allows neither), its
+// stylesheet, and the SHA-256 worker the page registers for it.
+const ALTCHA = new URL('.', import.meta.resolve('altcha/external'));
+const WIDGET_ASSETS = {
+  'altcha.js': [new URL('altcha.js', ALTCHA), 'text/javascript; charset=utf-8'],
+  'altcha.css': [new URL('altcha.css', ALTCHA), 'text/css; charset=utf-8'],
+  'altcha-sha.js': [new URL('../workers/sha.js', ALTCHA), 'text/javascript; charset=utf-8'],
 } as const;
 
 // The page only talks to this origin; a pasted token must not be readable by anything injected.
@@ -39,5 +49,6 @@ export const page: FastifyPluginCallback<{ development: boolean; directPay: bool
     .replace('data-pay="__PAY__"', `data-pay="${opts.directPay ? 'direct' : 'provider'}"`);
   staticRoute(app, '/', 'text/html; charset=utf-8', html, 'The buyer\'s page');
   for (const [name, type] of Object.entries(ASSETS)) staticRoute(app, `/${name}`, type, readFileSync(new URL(name, PUBLIC_DIR)), `The page's ${name}`);
+  for (const [name, [file, type]] of Object.entries(WIDGET_ASSETS)) staticRoute(app, `/${name}`, type, readFileSync(file), `The proof-of-work widget's ${name}`);
   done();
 };

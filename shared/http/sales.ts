@@ -3,6 +3,7 @@ import type { FastifyPluginCallback, FastifyRequest } from 'fastify';
 import type { RedisClient } from '../redis.js';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
+import { CHALLENGE_SECONDS, Challenges, PURCHASE_TOKEN_SECONDS } from '../challenge.js';
 import { HttpError } from '../errors.js';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from '../ids.js';
 import { metrics } from '../metrics.js';
@@ -14,6 +15,7 @@ import { purchaseLimits, type RateLimitSettings } from './rate-limit.js';
 import { documentedOnly, errorResponses, saleDefinitionSchema, salePageSchema, saleViewSchema, SECURITY } from './schemas.js';
 
 export const PURCHASE_URL = '/api/sales/:saleId/purchases';
+export const PURCHASE_TOKEN_HEADER = 'flashsale-purchase-token';
 
 export const saleIdParams = {
   type: 'object', required: ['saleId'],
@@ -124,6 +126,37 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
     return saleView(redis, sale);
   });
 
+  const challenges = new Challenges(redis);
+  app.get<SaleId>('/api/sales/:saleId/challenge', {
+    preValidation: auth.buyer,
+    schema: {
+      summary: 'A proof-of-work challenge for this buyer and sale (a sale with challenge: pow)', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams,
+      description: `Solve it with the altcha widget (or altcha-lib's solveChallenge, SHA-256); valid for ${CHALLENGE_SECONDS} s.`,
+      response: { 200: { description: 'the challenge, as altcha-lib makes it', type: 'object', additionalProperties: true }, ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'no_challenge', 'unavailable') },
+    },
+  }, async (req) => challenges.challenge(await cachedSale(req.params.saleId), req.buyer));
+
+  app.post<SaleId & { Body: { payload: string } }>('/api/sales/:saleId/purchase-token', {
+    preValidation: auth.buyer, bodyLimit: 16 * 1024,
+    schema: {
+      summary: 'Exchange a solved challenge for a purchase token, once the sale is open', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams,
+      description: `Send the token as \`${PURCHASE_TOKEN_HEADER}\` with each purchase; it lasts ${PURCHASE_TOKEN_SECONDS} s.`,
+      body: {
+        type: 'object', required: ['payload'], additionalProperties: false,
+        properties: { payload: { type: 'string', minLength: 1, maxLength: 8192, description: 'the widget\'s base64 payload' } },
+        ...refusal('bad_request', 'The body must be {"payload": "<the solved challenge>"}.', 'Unknown field(s): {fields}.'),
+      },
+      response: {
+        200: { description: 'the purchase token', type: 'object', required: ['token', 'expiresAt'], properties: { token: { type: 'string' }, expiresAt: { type: 'string', format: 'date-time' } } },
+        ...errorResponses('bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'challenge_failed', 'not_started', 'ended', 'sale_not_found', 'no_challenge', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
+      },
+    },
+  }, async (req) => {
+    const sale = await cachedSale(req.params.saleId);
+    const { available } = await saleView(redis, sale);
+    return challenges.exchange(sale, req.buyer, req.body.payload, available);
+  });
+
   // The sale id before the buyer, the buyer before the body: a malformed path is a 400 whoever asks.
   const saleIdFirst = async (req: FastifyRequest) => {
     const valid = req.getValidationFunction('params');
@@ -139,9 +172,11 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
     ...rateLimits, bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
     schema: {
       summary: 'Buy: reserve stock for the buyer', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams, body: purchaseBody,
+      description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token).`,
       response: {
         202: purchaseAnswer,
         ...errorResponses('invalid_qty', 'qty_above_max', 'bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'not_started', 'ended',
+          'purchase_token_required', 'invalid_purchase_token',
           'sale_not_found', 'sold_out', 'not_enough_stock', 'limit_reached', 'rate_limited', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
       },
     },
@@ -155,7 +190,10 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
       return reply.code(409).type('application/json; charset=utf-8').send(SOLD_OUT_BODY);
     }
     try {
-      const { orderId } = await purchaser.purchase(saleId, req.buyer, qty);
+      // A token is checked when given (one HMAC); purchase.lua refuses a `pow` sale without one.
+      const token = req.headers[PURCHASE_TOKEN_HEADER];
+      if (token !== undefined) await challenges.check(saleId, req.buyer, String(token));
+      const { orderId } = await purchaser.purchase(saleId, req.buyer, qty, Date.now(), token !== undefined);
       metrics.purchases.inc({ outcome: 'queued' });
       return await reply.code(202).send({ orderId, status: 'queued' });
     } catch (err) {

@@ -4,7 +4,7 @@
 import type { SwaggerTransform } from '@fastify/swagger';
 import { ERRORS, type ErrorCode } from '../errors.js';
 import { SALE_ID_PATTERN } from '../ids.js';
-import { LIMITS } from '../sales.js';
+import { CHALLENGES, DEFAULT_COMPLEXITY, LIMITS } from '../sales.js';
 
 /** Who may call a route, as the OpenAPI document's security schemes name them. */
 export const SECURITY = {
@@ -44,6 +44,8 @@ const SALE_VIEW_PROPERTIES = {
   perUserLimit: integer, maxPerOrder: integer, paymentWindowSeconds: integer,
   startsAt: time('the start'), endsAt: time('the end; null: the sale never ends', true),
   state: { type: 'string', enum: ['upcoming', 'open', 'sold_out', 'ended'] },
+  challenge: { type: 'string', enum: CHALLENGES, description: '`pow`: a purchase needs a purchase token (GET .../challenge, POST .../purchase-token)' },
+  challengeComplexity: { type: 'integer', description: 'about how many hashes a challenge takes' },
 };
 
 /** A sale as GET /api/sales/:saleId shows it. */
@@ -76,6 +78,8 @@ export const saleDefinitionSchema = {
     startsAt: time('ISO 8601 with Z or an offset, years 2000-9999; default: now'),
     endsAt: time('ISO 8601 with Z or an offset, after startsAt; null or absent: no end', true),
     paymentWindowSeconds: { type: 'integer', minimum: 1, maximum: LIMITS.paymentWindowSeconds, default: 300 },
+    challenge: { type: 'string', enum: CHALLENGES, default: 'none', description: '`pow`: buyers first solve a proof-of-work challenge' },
+    challengeComplexity: { type: 'integer', minimum: 1000, maximum: LIMITS.challengeComplexity, default: DEFAULT_COMPLEXITY, description: 'about how many hashes a challenge takes' },
   },
 };
 

@@ -5,13 +5,13 @@
   KEYS[1] meta
   KEYS[2] available
   ARGV[1] stock  ARGV[2] startsAt (ms)  ARGV[3] endsAt (ms, 0 = none)
-  ARGV[4] perUser  ARGV[5] maxPerOrder  ARGV[6] payment window (s)
+  ARGV[4] perUser  ARGV[5] maxPerOrder  ARGV[6] payment window (s)  ARGV[7] challenge (none | pow)
 
   Returns 1 loaded, 0 already there.
 ]]
 local rcall = redis.call
 if rcall('EXISTS', KEYS[1]) == 1 then return 0 end
 rcall('HSET', KEYS[1], 'stock', ARGV[1], 'startsAt', ARGV[2], 'endsAt', ARGV[3],
-  'perUser', ARGV[4], 'maxPerOrder', ARGV[5], 'paymentWindow', ARGV[6])
+  'perUser', ARGV[4], 'maxPerOrder', ARGV[5], 'paymentWindow', ARGV[6], 'challenge', ARGV[7])
 rcall('SET', KEYS[2], ARGV[1])
 return 1

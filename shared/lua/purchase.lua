@@ -1,7 +1,8 @@
 --[[
   Reserve stock for one buyer: every check and every write in one atomic step.
 
-  KEYS[1] meta       sale rules (hash: startsAt, endsAt (0 = no end), perUser, maxPerOrder, paymentWindow)
+  KEYS[1] meta       sale rules (hash: startsAt, endsAt (0 = no end), perUser, maxPerOrder, paymentWindow,
+                     challenge (absent = none))
   KEYS[2] available  stock left
   KEYS[3] buys       this buyer's count; expires ARGV[5] s after end + payment window, never for a
                      sale without end
@@ -16,6 +17,7 @@
   ARGV[4] userId
   ARGV[5] buy-count margin (s): added past end + payment window (BUY_COUNT_TTL_SECONDS), covering a
           writer or restore that runs late
+  ARGV[6] 1 when the API checked this buyer's purchase token for this sale (a 'pow' sale needs it)
 
   Returns {code, n}:
     { 1, available after}   reserved (or reserved before under this order id: nothing changes)
@@ -26,6 +28,7 @@
     {-5, bought}            per-user limit reached
     {-6, 0}                 sold out
     {-7, available}         fewer left than asked
+    {-8, 0}                 a purchase token is required
 ]]
 local rcall = redis.call
 local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey =
@@ -41,7 +44,7 @@ if rcall('SISMEMBER', purchasedKey, orderId) == 1 then
   return {1, tonumber(rcall('GET', availableKey) or '0')}
 end
 
-local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder', 'paymentWindow')
+local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder', 'paymentWindow', 'challenge')
 if not meta[1] then return {-1, 0} end
 local startsAt, endsAt = tonumber(meta[1]), tonumber(meta[2])
 local perUser, maxPerOrder = tonumber(meta[3]), tonumber(meta[4])
@@ -54,6 +57,7 @@ local hasEnd = endsAt ~= 0
 
 if now < startsAt then return {-2, 0} end
 if hasEnd and now >= endsAt then return {-3, 0} end
+if meta[6] == 'pow' and ARGV[6] ~= '1' then return {-8, 0} end
 if qty > maxPerOrder then return {-4, maxPerOrder} end
 
 -- The buyer's limit is checked before stock is touched: a repeat click never burns stock.

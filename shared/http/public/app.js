@@ -8,7 +8,7 @@ const el = {
   name: $('sale-name'), badge: $('sale-state'), countdown: $('countdown'), stock: $('stock'),
   userId: $('user-id'), token: $('token'), buy: $('buy'), buyHint: $('buy-hint'), message: $('message'),
   order: $('order'), orderStatus: $('order-status'), orderDetail: $('order-detail'), timer: $('payment-countdown'), pay: $('pay'),
-  cancel: $('cancel'), history: $('orders'), orderList: $('order-list'),
+  cancel: $('cancel'), history: $('orders'), orderList: $('order-list'), challenge: $('challenge'),
 };
 
 const development = document.body.dataset.mode === 'development';
@@ -32,6 +32,8 @@ const MESSAGES = {
   order_not_found: 'This order could not be found.',
   order_paid: 'This order is already paid.',
   order_cancelled: 'This order was cancelled.',
+  challenge_failed: 'The anti-bot check did not pass; please try again.',
+  invalid_purchase_token: 'The anti-bot check has expired; please try again.',
   busy: 'The shop is very busy right now; please try again.',
   unavailable: 'The shop is having trouble right now; please try again shortly.',
   network: 'Cannot reach the shop; retrying…',
@@ -58,8 +60,8 @@ class ApiError extends Error {
   }
 }
 
-async function api(method, path, { token, body } = {}) {
-  const headers = {};
+async function api(method, path, { token, body, headers: extra } = {}) {
+  const headers = { ...extra };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (token) headers.authorization = `Bearer ${token}`;
   let res;
@@ -90,6 +92,35 @@ async function buyerToken() {
   const userId = el.userId.value.trim();
   if (!tokens.has(userId)) tokens.set(userId, (await api('POST', '/api/dev/token', { body: { userId } })).token);
   return tokens.get(userId);
+}
+
+// A sale with `challenge: pow`: before the first purchase, the buyer's browser solves a
+// proof-of-work challenge in the altcha widget (loaded only for such a sale) and exchanges it for a
+// purchase token, kept per buyer until shortly before it expires.
+const purchaseTokens = new Map(); // buyer token -> { token, until }
+async function purchaseToken(token) {
+  const held = purchaseTokens.get(token);
+  if (held && held.until > Date.now()) return held.token;
+  const sale = encodeURIComponent(saleId);
+  const challenge = await api('GET', `/api/sales/${sale}/challenge`, { token });
+  await import('./altcha.js');
+  globalThis.$altcha.algorithms.set('SHA-256', () => new Worker('./altcha-sha.js'));
+  // A fresh widget per challenge, configured by its attributes, starting as soon as it is shown.
+  const widget = document.createElement('altcha-widget');
+  const solved = new Promise((resolve, reject) => {
+    widget.addEventListener('verified', (e) => resolve(e.detail.payload));
+    widget.addEventListener('statechange', (e) => {
+      if (e.detail.state === 'error' || e.detail.state === 'expired') reject(new ApiError('challenge_failed', ''));
+    });
+  });
+  widget.setAttribute('challenge', JSON.stringify(challenge));
+  widget.setAttribute('auto', 'onload');
+  widget.setAttribute('configuration', JSON.stringify({ hideLogo: true, hideFooter: true }));
+  el.challenge.replaceChildren(widget);
+  el.challenge.hidden = false;
+  const earned = await api('POST', `/api/sales/${sale}/purchase-token`, { token, body: { payload: await solved } });
+  purchaseTokens.set(token, { token: earned.token, until: Date.parse(earned.expiresAt) - 10_000 });
+  return earned.token;
 }
 
 const identityGiven = () => (development ? el.userId.value.trim() : el.token.value.trim()) !== '';
@@ -212,7 +243,8 @@ async function buy() {
   render();
   try {
     const token = await buyerToken();
-    const { orderId } = await api('POST', `/api/sales/${encodeURIComponent(saleId)}/purchases`, { token, body: { qty: 1 } });
+    const headers = state.sale.challenge === 'pow' ? { 'flashsale-purchase-token': await purchaseToken(token) } : {};
+    const { orderId } = await api('POST', `/api/sales/${encodeURIComponent(saleId)}/purchases`, { token, body: { qty: 1 }, headers });
     state.order = { orderId, token, status: 'queued', expiresAt: 0, closed: false };
     void followOrder(state.order);
   } catch (err) {

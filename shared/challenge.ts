@@ -1,0 +1,89 @@
+// Bot defence for a sale with `challenge: 'pow'`. A buyer fetches a proof-of-work challenge (signed,
+// bound to the buyer and the sale, altcha-lib's SHA-256 scheme), solves it in the browser (the
+// altcha widget, about `challengeComplexity` hashes) and, once the sale is open, exchanges the
+// solution for a purchase token: the buyer, the sale and an expiry, signed. The purchase checks the
+// token with one HMAC, no round trip; Redis still decides who wins.
+//
+// The signing key is random, made once in Redis and shared by every API process (SET NX): no
+// setting to deploy, and a Redis that lost it only sends buyers back to solve a new challenge.
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createChallenge, randomInt, verifySolution, type Challenge, type Payload } from 'altcha-lib';
+import { deriveKey } from 'altcha-lib/algorithms/sha';
+import { HttpError } from './errors.js';
+import { CHALLENGE_KEY } from './keys.js';
+import type { RedisClient } from './redis.js';
+import { saleState, type Sale } from './sales.js';
+
+/** How long a challenge may take to solve, and how long a purchase token lasts. */
+export const CHALLENGE_SECONDS = 600;
+export const PURCHASE_TOKEN_SECONDS = 120;
+
+export class Challenges {
+  private key: Promise<string> | undefined;
+
+  constructor(private readonly redis: RedisClient) {}
+
+  private signingKey(): Promise<string> {
+    this.key ??= (async () => {
+      await this.redis.set(CHALLENGE_KEY, randomBytes(32).toString('hex'), 'NX');
+      const key = await this.redis.get(CHALLENGE_KEY);
+      if (!key) throw new Error(`${CHALLENGE_KEY} is missing from Redis`);
+      return key;
+    })().catch((err: unknown) => {
+      this.key = undefined;
+      throw err;
+    });
+    return this.key;
+  }
+
+  /** A new challenge for this buyer and sale: the counter to find lies in [complexity/2, complexity]. */
+  async challenge(sale: Sale, userId: string, now = Date.now()): Promise<Challenge> {
+    if (sale.challenge !== 'pow') throw new HttpError('no_challenge');
+    const key = await this.signingKey();
+    return createChallenge({
+      algorithm: 'SHA-256', cost: 1, deriveKey,
+      counter: randomInt(Math.floor(sale.challengeComplexity / 2), sale.challengeComplexity),
+      expiresAt: Math.floor(now / 1000) + CHALLENGE_SECONDS,
+      data: { saleId: sale.id, userId },
+      hmacSignatureSecret: key, hmacKeySignatureSecret: key,
+    });
+  }
+
+  /** Checks a solved challenge (the widget's base64 payload) and, if the sale is open, answers a purchase token. */
+  async exchange(sale: Sale, userId: string, payload: string, available: number, now = Date.now()): Promise<{ token: string; expiresAt: string }> {
+    if (sale.challenge !== 'pow') throw new HttpError('no_challenge');
+    const state = saleState(sale, available, now);
+    if (state === 'upcoming') throw new HttpError('not_started');
+    if (state === 'ended') throw new HttpError('ended');
+    let solved: Payload;
+    try {
+      solved = JSON.parse(Buffer.from(payload, 'base64').toString('utf8')) as Payload;
+    } catch {
+      throw new HttpError('challenge_failed', 'The payload is not the widget\'s base64 JSON.');
+    }
+    const data = solved?.challenge?.parameters?.data;
+    if (data?.saleId !== sale.id || data?.userId !== userId || typeof solved.solution !== 'object') throw new HttpError('challenge_failed');
+    const key = await this.signingKey();
+    const result = await verifySolution({ challenge: solved.challenge, solution: solved.solution, deriveKey, hmacSignatureSecret: key, hmacKeySignatureSecret: key })
+      .catch(() => ({ verified: false, expired: false }));
+    if (!result.verified) throw new HttpError('challenge_failed', result.expired ? 'The challenge has expired: fetch a new one.' : undefined);
+    const expiresAt = now + PURCHASE_TOKEN_SECONDS * 1000;
+    const body = Buffer.from(JSON.stringify({ s: sale.id, u: userId, e: expiresAt })).toString('base64url');
+    return { token: `${body}.${sign(key, body)}`, expiresAt: new Date(expiresAt).toISOString() };
+  }
+
+  /** The purchase's check: a token for this buyer and sale, not expired. */
+  async check(saleId: string, userId: string, token: string | undefined, now = Date.now()): Promise<void> {
+    if (!token) throw new HttpError('purchase_token_required');
+    const [body, mac, extra] = token.split('.');
+    if (!body || !mac || extra !== undefined) throw new HttpError('invalid_purchase_token');
+    const expected = Buffer.from(sign(await this.signingKey(), body), 'base64url');
+    const given = Buffer.from(mac, 'base64url');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new HttpError('invalid_purchase_token');
+    const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { s?: unknown; u?: unknown; e?: unknown };
+    if (claims.s !== saleId || claims.u !== userId) throw new HttpError('invalid_purchase_token');
+    if (typeof claims.e !== 'number' || claims.e <= now) throw new HttpError('invalid_purchase_token', 'The purchase token has expired: solve a new challenge.');
+  }
+}
+
+const sign = (key: string, body: string) => createHmac('sha256', key).update(body).digest('base64url');
