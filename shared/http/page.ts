@@ -15,7 +15,7 @@ const ASSETS = {
 // stylesheet, and the SHA-256 worker the page registers for it.
 const ALTCHA = new URL('.', import.meta.resolve('altcha/external'));
 const WIDGET_ASSETS = {
-  'altcha.js': [new URL('altcha.js', ALTCHA), 'text/javascript; charset=utf-8'],
+  'altcha.js': [new URL('altcha.min.js', ALTCHA), 'text/javascript; charset=utf-8'],
   'altcha.css': [new URL('altcha.css', ALTCHA), 'text/css; charset=utf-8'],
   'altcha-sha.js': [new URL('../workers/sha.js', ALTCHA), 'text/javascript; charset=utf-8'],
 } as const;
