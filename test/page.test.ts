@@ -334,7 +334,6 @@ describe('buyer page', () => {
     page.on('request', (r) => requests.push({ url: r.url(), token: r.headers()['flashsale-purchase-token'] }));
     await page.getByTestId('user-id').fill('jill');
     await buyEnabled(page);
-    assert.equal(await page.getByTestId('challenge').isVisible(), false, 'no widget before the buyer buys');
     await page.getByTestId('buy').click();
     await see(page, 'order-status', 'Queued…', 20_000);
     assert.equal(await page.getByTestId('challenge').isVisible(), true, 'the widget showed its work');
@@ -346,6 +345,26 @@ describe('buyer page', () => {
     const queued = await env.redis.hvals(saleKeys(s.id).queued);
     assert.equal(queued.length, 1);
     assert.match(queued[0]!, /jill/);
+  });
+
+  test('page: a proof-of-work sale not yet open: the buyer\'s browser solves the challenge while waiting; the click only exchanges it and buys', { timeout: 60_000 }, async () => {
+    const s = await sale({ name: 'Pre-solved drop', stock: 1, challenge: 'pow', challengeComplexity: 20_000, startsAt: new Date(Date.now() + 4000).toISOString() });
+    const page = await open(`/?sale=${s.id}`);
+    const asked: string[] = [];
+    page.on('request', (r) => asked.push(new URL(r.url()).pathname));
+    await page.getByTestId('user-id').fill('kim');
+    await page.getByTestId('user-id').press('Tab'); // the buyer is known: the page starts solving
+    await page.locator('[data-testid="challenge"] .altcha[data-state="verified"]').waitFor({ timeout: 10_000 });
+    assert.equal(await page.getByTestId('buy').isDisabled(), true, 'solved before the sale opened');
+    assert.equal(asked.filter((p) => p.endsWith('/challenge')).length, 1);
+    await buyEnabled(page, 10_000);
+    const clickedAt = asked.length;
+    await page.getByTestId('buy').click();
+    await see(page, 'order-status', 'Queued…');
+    const afterClick = asked.slice(clickedAt).filter((p) => p.startsWith(`/api/sales/${s.id}/`));
+    assert.deepEqual(afterClick.slice(0, 2), [`/api/sales/${s.id}/purchase-token`, `/api/sales/${s.id}/purchases`]);
+    assert.ok(!afterClick.some((p) => p.endsWith('/challenge')), 'no challenge fetched at the click');
+    assert.equal(await env.redis.hlen(saleKeys(s.id).queued), 1);
   });
 
   test('page: an unknown sale says so', async () => {

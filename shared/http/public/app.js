@@ -94,15 +94,27 @@ async function buyerToken() {
   return tokens.get(userId);
 }
 
-// A sale with `challenge: pow`: before the first purchase, the buyer's browser solves a
-// proof-of-work challenge in the altcha widget (loaded only for such a sale) and exchanges it for a
-// purchase token, kept per buyer until shortly before it expires.
-const purchaseTokens = new Map(); // buyer token -> { token, until }
-async function purchaseToken(token) {
-  const held = purchaseTokens.get(token);
-  if (held && held.until > Date.now()) return held.token;
-  const sale = encodeURIComponent(saleId);
-  const challenge = await api('GET', `/api/sales/${sale}/challenge`, { token });
+// A sale with `challenge: pow`: as soon as the buyer is known (the sale upcoming or open), their
+// browser solves a proof-of-work challenge in the altcha widget (loaded only for such a sale); the
+// click on Buy then exchanges the solution for a purchase token, kept per buyer until shortly before
+// it expires. A solution is good for 600 s: an older one is solved again.
+// Both by buyer (the user id, or the pasted token): the challenge is bound to the buyer, and one
+// widget solves for one buyer at a time.
+const solutions = new Map(); // buyer -> { payload: Promise<string>, until }
+const purchaseTokens = new Map(); // buyer -> { token, until }
+const buyerKey = () => (development ? el.userId.value.trim() : el.token.value.trim());
+
+function solvedPayload(buyer, token) {
+  const held = solutions.get(buyer);
+  if (held && held.until > Date.now()) return held.payload;
+  const payload = solveChallenge(token);
+  solutions.set(buyer, { payload, until: Date.now() + 540_000 });
+  payload.catch(() => solutions.delete(buyer));
+  return payload;
+}
+
+async function solveChallenge(token) {
+  const challenge = await api('GET', `/api/sales/${encodeURIComponent(saleId)}/challenge`, { token });
   await import('./altcha.js');
   globalThis.$altcha.algorithms.set('SHA-256', () => new Worker('./altcha-sha.js'));
   // A fresh widget per challenge, configured by its attributes, starting as soon as it is shown.
@@ -118,9 +130,33 @@ async function purchaseToken(token) {
   widget.setAttribute('configuration', JSON.stringify({ hideLogo: true, hideFooter: true }));
   el.challenge.replaceChildren(widget);
   el.challenge.hidden = false;
-  const earned = await api('POST', `/api/sales/${sale}/purchase-token`, { token, body: { payload: await solved } });
-  purchaseTokens.set(token, { token: earned.token, until: Date.parse(earned.expiresAt) - 10_000 });
-  return earned.token;
+  return solved;
+}
+
+/**
+ * Starts solving ahead of the click, for a buyer already known (a user id whose token the page
+ * holds, or a pasted token): never for a half-typed id.
+ */
+function prepareChallenge() {
+  const s = state.sale;
+  if (s?.challenge !== 'pow' || (s.state !== 'upcoming' && s.state !== 'open') || orderHeld()) return;
+  const buyer = buyerKey();
+  const token = development ? tokens.get(buyer) : buyer;
+  if (token) solvedPayload(buyer, token).catch(() => {}); // a failure is met again, and said, at the click
+}
+
+async function purchaseToken(token) {
+  const buyer = buyerKey();
+  const held = purchaseTokens.get(buyer);
+  if (held && held.until > Date.now()) return held.token;
+  const payload = await solvedPayload(buyer, token);
+  try {
+    const earned = await api('POST', `/api/sales/${encodeURIComponent(saleId)}/purchase-token`, { token, body: { payload } });
+    purchaseTokens.set(buyer, { token: earned.token, until: Date.parse(earned.expiresAt) - 10_000 });
+    return earned.token;
+  } finally {
+    solutions.delete(buyer); // used, or refused: the next purchase token takes a new solution
+  }
 }
 
 const identityGiven = () => (development ? el.userId.value.trim() : el.token.value.trim()) !== '';
@@ -140,6 +176,7 @@ async function refreshSale() {
       if (sale.state === 'open' && state.sale?.state !== 'open') state.message = '';
       saleShown = seq;
       state.sale = sale;
+      prepareChallenge();
     }
     state.offline = false;
   } catch (err) {
@@ -217,6 +254,7 @@ async function loadOrders() {
   const seq = ++ordersAsked;
   try {
     const token = await buyerToken();
+    prepareChallenge();
     const { orders } = await api('GET', `/api/me/orders?sale=${encodeURIComponent(saleId)}&limit=20`, { token });
     if (seq !== ordersAsked) return; // a newer question (another buyer) is on its way
     state.history = orders;
