@@ -17,7 +17,7 @@ import { reconcile } from '../shared/reconcile.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
-import { newSale } from './support/fixtures.js';
+import { newSale, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
 
@@ -315,6 +315,26 @@ describe('operator page', () => {
     assert.equal((await buy('launch-day', 'u9')).body.error, 'ended');
     await saleRow(page, 'launch-day').locator('td[data-state="ended"]').waitFor({ timeout: 10_000 });
     await shot(page, 'admin-03-ended');
+    await page.context().close();
+  });
+
+  test('admin page: past 50 sales, "More sales" lists the next page, and every refresh keeps what was asked for', { timeout: 60_000 }, async () => {
+    const have = (await env.pool.query('select id from sales')).rowCount!;
+    for (let i = have; i < 60; i++) await sale({ name: `Batch ${i}`, stock: 1 });
+    const all = (await env.pool.query<{ id: string }>('select id from sales')).rows.map((r) => r.id).sort();
+    const rows = async (page: Page) => (await page.locator('[data-testid="sale-row"]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.sale!))).sort();
+    const page = await open('/admin');
+    await page.getByTestId('token').fill(ADMIN_TOKEN);
+    await page.getByTestId('sign-in-button').click();
+    await page.getByTestId('sales-more').waitFor({ state: 'visible' });
+    assert.equal((await rows(page)).length, 50);
+    await page.getByTestId('sales-more').click();
+    await page.getByTestId('sales-more').waitFor({ state: 'hidden' });
+    await waitFor('every sale listed', async () => (await rows(page)).length === all.length, 5000, 100);
+    assert.deepEqual(await rows(page), all, 'each sale once');
+    // The next refresh reads both pages again.
+    await page.waitForTimeout(5500); // admin.js refreshes the list every 5 s (SALES_POLL_MS)
+    assert.deepEqual(await rows(page), all);
     await page.context().close();
   });
 });

@@ -90,10 +90,28 @@ function renderSales(sales) {
   }));
 }
 
+// The newest SALES_PAGE sales, and a page more for each click on "More sales": every refresh reads
+// again as many pages as were asked for.
+const SALES_PAGE = 50;
+let salesPages = 1;
+
+async function fetchSales() {
+  const sales = [];
+  let next = null;
+  for (let page = 0; page < salesPages; page++) {
+    const answer = await api('GET', `/api/sales?limit=${SALES_PAGE}${next ? `&before=${encodeURIComponent(next)}` : ''}`);
+    sales.push(...answer.sales);
+    next = answer.next;
+    if (!next) break;
+  }
+  return { sales, next };
+}
+
 async function loadSales() {
   try {
-    const { sales } = await api('GET', '/api/sales?limit=50');
+    const { sales, next } = await fetchSales();
     renderSales(sales);
+    $('sales-more').hidden = next === null;
     if (!$('console').hidden || !token) return sales;
     // The token works: keep it for this tab.
     sessionStorage.setItem(TOKEN_KEY, token);
@@ -288,6 +306,10 @@ $('token-form').addEventListener('submit', (event) => {
   void loadSales();
 });
 $('sign-out').addEventListener('click', () => signOut());
+$('sales-more').addEventListener('click', () => {
+  salesPages++;
+  void loadSales();
+});
 $('create-form').addEventListener('submit', (event) => void createSale(event));
 $('end-sale').addEventListener('click', () => void endSale());
 $('close-live').addEventListener('click', () => {
