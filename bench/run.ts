@@ -32,7 +32,7 @@ const P = quick
     purchase: { stock: 2_500, buyers: 50_000, connections: 500, rounds: 1, warmupBuyers: 10_000 },
     allWin: { stock: 10_000, buyers: 10_000, connections: 500, rounds: 1, warmupBuyers: 5_000 },
     rateLimit: { crowd: { stock: 2_500, buyers: 50_000, connections: 500, rounds: 5, warmupBuyers: 10_000 }, allWin: { stock: 20_000, buyers: 20_000, connections: 500, rounds: 5, warmupBuyers: 5_000 } },
-    writer: { winners: 50_000, baselineWinners: 5_000, batchSizes: [1000], rounds: 1 },
+    writer: { winners: 50_000, baselineWinners: 5_000, drains: [{ batchSize: 1000, concurrency: 2 }, { batchSize: 1000, concurrency: 1 }], rounds: 1 },
     // The timeliness bench's own presets take minutes even with --quick: a shorter custom run.
     timelinessArgs: ['--orders', '10000', '--window-s', '20', '--noise', '100000', '--baseline-orders', '2000', '--baseline-window-s', '10', '--grace-s', '10', '--lead-s', '5'],
     spread: { kind: 'spread', orders: 10_000, windowS: 20, noise: 100_000, leadS: 8, graceS: 10 } as CaseSpec,
@@ -45,7 +45,7 @@ const P = quick
     purchase: { stock: 10_000, buyers: 200_000, connections: 500, rounds: 3, warmupBuyers: 20_000 },
     allWin: { stock: 40_000, buyers: 40_000, connections: 500, rounds: 3, warmupBuyers: 10_000 },
     rateLimit: { crowd: { stock: 10_000, buyers: 200_000, connections: 500, rounds: 3, warmupBuyers: 20_000 }, allWin: { stock: 40_000, buyers: 40_000, connections: 500, rounds: 3, warmupBuyers: 10_000 } },
-    writer: { winners: 100_000, baselineWinners: 20_000, batchSizes: [1000, 100, 5000], rounds: 3 },
+    writer: { winners: 100_000, baselineWinners: 20_000, drains: [{ batchSize: 1000, concurrency: 2 }, { batchSize: 1000, concurrency: 1 }, { batchSize: 1000, concurrency: 4 }, { batchSize: 5000, concurrency: 2 }], rounds: 3 },
     timelinessArgs: [] as string[],
     spread: { kind: 'spread', ...TIMELINESS_PRESET.full, leadS: 40, graceS: 60 } as CaseSpec,
     burst: { kind: 'burst', orders: 50_000, windowS: 300, noise: TIMELINESS_PRESET.full.noise, leadS: 30, graceS: 60 } as CaseSpec,

@@ -14,6 +14,8 @@ import { Monitor, type ProcCost } from './procstat.js';
 export interface WriterResult {
   label: string;
   batchSize: number | null;
+  /** Batches in flight in the writer process (WRITER_CONCURRENCY); null for the baseline. */
+  concurrency?: number | null;
   orders: number;
   seconds: number;
   perSecond: number;
@@ -58,8 +60,11 @@ async function until(done: () => Promise<boolean>, timeoutMs: number): Promise<v
   }
 }
 
-/** One drain on fresh servers. `batchSize` null: the one-at-a-time baseline. */
-export async function runDrain(pg: BenchPostgres, n: number, batchSize: number | null): Promise<WriterResult> {
+/** A drain to measure: the product's writer with these settings, or (batchSize null) the one-at-a-time baseline. */
+export interface Drain { batchSize: number | null; concurrency: number | null }
+
+/** One drain on fresh servers. */
+export async function runDrain(pg: BenchPostgres, n: number, { batchSize, concurrency }: Drain): Promise<WriterResult> {
   const cleanup = new Cleanup();
   try {
     const db = await freshDatabase(pg.url, 'bench_writer');
@@ -69,7 +74,7 @@ export async function runDrain(pg: BenchPostgres, n: number, batchSize: number |
     // Out of the registry until the clock starts: the writer finds nothing to do before then.
     await r.redis.srem(SALES_REGISTRY, SALE);
     await seedWinners(r.redis, SALE, n);
-    const env = { DATABASE_URL: db.url, REDIS_URL: r.url, SALE_ID: SALE, WRITER_BATCH_SIZE: String(batchSize ?? 1) };
+    const env = { DATABASE_URL: db.url, REDIS_URL: r.url, SALE_ID: SALE, WRITER_BATCH_SIZE: String(batchSize ?? 1), WRITER_CONCURRENCY: String(concurrency ?? 1) };
     const proc = batchSize === null
       ? await spawnNode('drain-one', tsScript('bench/baselines/drain-one.ts'), env, cleanup)
       : await spawnNode('order-writer', cli('order-writer'), env, cleanup);
@@ -84,9 +89,9 @@ export async function runDrain(pg: BenchPostgres, n: number, batchSize: number |
     const seconds = (performance.now() - t0) / 1000;
     const procs = monitor.stop();
     const { correct, expiryKeys } = await check(db.pool, r.redis, n);
-    const label = batchSize === null ? 'one-at-a-time drain' : `flashsale order-writer, batch ${batchSize}`;
+    const label = batchSize === null ? 'one-at-a-time drain' : `flashsale order-writer, batch ${batchSize}, ${concurrency} in flight`;
     progress(`  ${label}: ${n} orders in ${seconds.toFixed(2)} s = ${Math.round(n / seconds)}/s, correct ${correct}`);
-    return { label, batchSize, orders: n, seconds: Math.round(seconds * 100) / 100, perSecond: Math.round(n / seconds), expiryKeys, correct, procs, rounds: [], loadAvg };
+    return { label, batchSize, concurrency, orders: n, seconds: Math.round(seconds * 100) / 100, perSecond: Math.round(n / seconds), expiryKeys, correct, procs, rounds: [], loadAvg };
   } finally {
     await cleanup.run();
   }
@@ -96,18 +101,18 @@ export async function runDrain(pg: BenchPostgres, n: number, batchSize: number |
  * Each drain `rounds` times, the drains interleaved within a round so machine noise falls on all
  * alike; per drain the round with the median rate, with every round's rate beside it.
  */
-export async function runWriter(pg: BenchPostgres, opts: { winners: number; baselineWinners: number; batchSizes: number[]; rounds: number }): Promise<WriterResult[]> {
-  const drains: (number | null)[] = [...opts.batchSizes, null];
-  const runs = new Map<number | null, WriterResult[]>(drains.map((b) => [b, []]));
+export async function runWriter(pg: BenchPostgres, opts: { winners: number; baselineWinners: number; drains: Drain[]; rounds: number }): Promise<WriterResult[]> {
+  const drains: Drain[] = [...opts.drains, { batchSize: null, concurrency: null }];
+  const runs = new Map<Drain, WriterResult[]>(drains.map((d) => [d, []]));
   for (let round = 1; round <= opts.rounds; round++) {
-    for (const b of drains) {
-      const n = b === null ? opts.baselineWinners : opts.winners;
-      progress(`writer round ${round}/${opts.rounds}: draining ${n} winners ${b === null ? 'one at a time' : `in batches of ${b}`}`);
-      runs.get(b)!.push(await runDrain(pg, n, b));
+    for (const d of drains) {
+      const n = d.batchSize === null ? opts.baselineWinners : opts.winners;
+      progress(`writer round ${round}/${opts.rounds}: draining ${n} winners ${d.batchSize === null ? 'one at a time' : `in batches of ${d.batchSize}, ${d.concurrency} in flight`}`);
+      runs.get(d)!.push(await runDrain(pg, n, d));
     }
   }
-  return drains.map((b) => {
-    const all = runs.get(b)!;
+  return drains.map((d) => {
+    const all = runs.get(d)!;
     const median = [...all].sort((x, y) => x.perSecond - y.perSecond)[Math.floor((all.length - 1) / 2)]!;
     return { ...median, rounds: all.map((r) => r.perSecond), correct: all.every((r) => r.correct) };
   });

@@ -72,6 +72,8 @@ export interface Config {
   buyCountTtlSeconds: number;
   writerId: string;
   writerBatchSize: number;
+  /** Batches one writer process has in flight at once, each under a writer id of its own (WRITER_ID, WRITER_ID/1, ...). */
+  writerConcurrency: number;
   /** A writer that has not renewed its lease for this long is presumed dead; its batch is re-driven. */
   writerLeaseMs: number;
   writerIdleMs: number;
@@ -175,6 +177,7 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     buyCountTtlSeconds: int('BUY_COUNT_TTL_SECONDS', pick('buyCountTtlSeconds', 'BUY_COUNT_TTL_SECONDS'), 86_400, 60),
     writerId: str(pick('writerId', 'WRITER_ID')) ?? `${hostname()}:${env.pm_id ?? process.pid}`,
     writerBatchSize: int('WRITER_BATCH_SIZE', pick('writerBatchSize', 'WRITER_BATCH_SIZE'), 1000, 1),
+    writerConcurrency: int('WRITER_CONCURRENCY', pick('writerConcurrency', 'WRITER_CONCURRENCY'), 2, 1),
     writerLeaseMs: int('WRITER_LEASE_MS', pick('writerLeaseMs', 'WRITER_LEASE_MS'), 15_000, 100),
     writerIdleMs: int('WRITER_IDLE_MS', pick('writerIdleMs', 'WRITER_IDLE_MS'), 20, 1),
     replayIntervalSeconds: replayInterval(pick('replayIntervalSeconds', 'REPLAY_INTERVAL_SECONDS')),

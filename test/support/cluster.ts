@@ -115,11 +115,11 @@ export class Cluster {
     }
   }
 
-  /** Log lines at error level or above (pino level >= 50) a process wrote, across its restarts. */
-  errors(name: string): string[] {
+  /** Log lines at error level or above (pino level >= 50, or `level`) a process wrote, across its restarts. */
+  errors(name: string, level = 50): string[] {
     return readFileSync(join(this.logDir, `${name}.log`), 'utf8').split('\n').filter((l) => {
       try {
-        return (JSON.parse(l) as { level: number }).level >= 50;
+        return (JSON.parse(l) as { level: number }).level >= level;
       } catch {
         return false;
       }
