@@ -26,14 +26,18 @@ export interface ClosedOrder {
   lateMs: number;
 }
 
-interface WrittenRow { id: string; status: OrderState; expires_at: Date }
+/** expires_ms: int8 comes back as a string; epoch milliseconds spare a Date parse per row. */
+interface WrittenRow { id: string; status: OrderState; expires_ms: string }
 interface ClosedRow { id: string; sale_id: string; user_id: string; qty: number; late_ms: number }
+
+const EXPIRES_MS = '(extract(epoch from expires_at) * 1000)::int8 as expires_ms';
 
 /**
  * Inserts a batch of winners, idempotent on the order id, and returns every order of the batch
  * with its state: fresh rows and rows an earlier (crashed) attempt wrote. One round trip when the
  * batch is new; only ids the insert skipped are looked up, in a second statement that sees rows a
- * concurrent writer committed meanwhile. (Joining the whole batch back against orders in the same
+ * concurrent writer committed meanwhile. The sale's row is read FOR KEY SHARE once per statement
+ * (sql/0006: the guarantee the per-row foreign key gave). (Joining the whole batch back against orders in the same
  * statement made the planner scan the table: a cost that grew with every order ever written.)
  * Deadlines are cut to whole milliseconds so the Redis key (PXAT) and the row agree exactly.
  */
@@ -45,9 +49,9 @@ export async function writeOrders(pool: Pool, saleId: string, winners: Winner[])
             date_trunc('milliseconds', now()),
             date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds)
      from unnest($2::text[], $3::text[], $4::int[], $5::bigint[], $6::float8[]) as i(id, user_id, qty, seq, purchased_ms)
-       cross join (select payment_window_seconds from sales where id = $1) s
+       cross join (select payment_window_seconds from sales where id = $1 for key share) s
      on conflict (id) do nothing
-     returning id, status, expires_at`,
+     returning id, status, ${EXPIRES_MS}`,
     [
       saleId,
       ids,
@@ -61,10 +65,10 @@ export async function writeOrders(pool: Pool, saleId: string, winners: Winner[])
   if (rows.length < ids.length) {
     const fresh = new Set(rows.map((r) => r.id));
     const skipped = ids.filter((id) => !fresh.has(id));
-    const existing = await pool.query<WrittenRow>('select id, status, expires_at from orders where id = any($1::text[])', [skipped]);
+    const existing = await pool.query<WrittenRow>(`select id, status, ${EXPIRES_MS} from orders where id = any($1::text[])`, [skipped]);
     rows.push(...existing.rows);
   }
-  return rows.map((r) => ({ id: r.id, status: r.status, expiresAt: r.expires_at.getTime() }));
+  return rows.map((r) => ({ id: r.id, status: r.status, expiresAt: Number(r.expires_ms) }));
 }
 
 const ORDER_COLUMNS = 'id, sale_id, user_id, qty, status, expires_at, expires_at <= now() as due';
@@ -136,7 +140,7 @@ export async function insertCancelled(pool: Pool, saleId: string, w: Winner): Pr
     `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at, closed_at)
      select $2, $1, $3, $4, 'cancelled', $5, to_timestamp($6::float8 / 1000.0), date_trunc('milliseconds', now()),
             date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds), now()
-     from sales s where s.id = $1
+     from sales s where s.id = $1 for key share
      on conflict (id) do nothing ${CLOSED}`,
     [saleId, w.orderId, w.userId, w.qty, w.seq, w.purchasedAt],
   );

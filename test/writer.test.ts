@@ -16,6 +16,7 @@ import { freePort } from '../tools/local-stack.js';
 import { metrics } from '../shared/metrics.js';
 import { purchaseScript } from '../shared/redis.js';
 import type { Sale } from '../shared/sales.js';
+import { writeOrders } from '../shared/order-queries.js';
 import { OrderWriter } from '../shared/writer.js';
 import { newOrderId } from '../shared/ids.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
@@ -98,6 +99,41 @@ test('durable commits: every connection of ours commits with synchronous_commit=
   } finally {
     await pool.end();
   }
+});
+
+test('no order without its sale: a sale with orders can be neither deleted nor given another id, also while a batch is being inserted', async () => {
+  const s = await sale();
+  await queueWinners(s.id, 3);
+  const w = writer(pino({ level: 'silent' }), `w-${randomUUID()}`, 100);
+  assert.equal(await w.drainOnce(), 3);
+  await assert.rejects(env.pool.query('delete from sales where id = $1', [s.id]), { code: '23503' });
+  await assert.rejects(env.pool.query("update sales set id = id || '-renamed' where id = $1", [s.id]), { code: '23503' });
+  // Its other columns stay editable.
+  assert.equal((await env.pool.query('update sales set name = name where id = $1', [s.id])).rowCount, 1);
+
+  // A batch in flight holds the sale's row: a delete waits for it, then finds its orders.
+  // (Its order is written straight to Postgres: the sale leaves the registry so no pass walks it.)
+  const empty = await newSale(env, { stock: 10, paymentWindowSeconds: 3600 });
+  await env.redis.srem(SALES_REGISTRY, empty.id);
+  const inserting = await env.pool.connect();
+  try {
+    await inserting.query('begin');
+    const written = await writeOrders(inserting as unknown as Pool, empty.id, [{ orderId: newOrderId(empty.id), seq: 1, qty: 1, purchasedAt: Date.now(), userId: 'u-inflight' }]);
+    assert.equal(written.length, 1);
+    let settled = false;
+    const deleting = env.pool.query('delete from sales where id = $1', [empty.id]).finally(() => { settled = true; });
+    deleting.catch(() => {});
+    await delay(300);
+    assert.equal(settled, false, 'the delete waits for the insert in flight');
+    await inserting.query('commit');
+    await assert.rejects(deleting, { code: '23503' });
+  } finally {
+    inserting.release();
+  }
+  // A sale without orders can still go (the writer's tests take rows out that way).
+  const unused = await newSale(env, { stock: 10, paymentWindowSeconds: 3600 });
+  await env.redis.srem(SALES_REGISTRY, unused.id);
+  assert.equal((await env.pool.query('delete from sales where id = $1', [unused.id])).rowCount, 1);
 });
 
 test('one bad sale: a sale missing in Postgres is set aside while every other sale drains; its winners wait intact in Redis; once its row exists they are written', async () => {
