@@ -16,7 +16,23 @@ export const probeKey = (id: string) => `flashsale:probe:${id}`;
 /** One purchase rate limit's counters (the limiter appends the buyer or the address): a key per counter, any slot. */
 export const rateLimitPrefix = (limit: 'buyer' | 'ip') => `flashsale:rl:${limit}:`;
 
+/**
+ * A sale's key names, built once per sale: every purchase needs seven of them. Bounded, since a
+ * purchase for a sale that does not exist asks too.
+ */
+const built = new Map<string, ReturnType<typeof buildSaleKeys>>();
+
 export function saleKeys(saleId: string) {
+  let keys = built.get(saleId);
+  if (keys === undefined) {
+    if (built.size >= 4096) built.clear();
+    keys = buildSaleKeys(saleId);
+    built.set(saleId, keys);
+  }
+  return keys;
+}
+
+function buildSaleKeys(saleId: string) {
   const p = `{sale:${saleId}}`;
   return {
     meta: `${p}:meta`,

@@ -5,7 +5,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
 import type { Config } from '../config.js';
 import { HttpError } from '../errors.js';
-import { metrics } from '../metrics.js';
+import { purchaseOutcome } from '../metrics.js';
 import { bodyDeadline, capConnectionsPerClient } from './client-limits.js';
 import { wholeApp } from './plugin.js';
 import { PURCHASE_URL } from './sales.js';
@@ -21,7 +21,9 @@ const pathOf = (url: string): string => {
   return q === -1 ? url : url.slice(0, q);
 };
 
-const releasers = new WeakMap<ServerResponse, () => void>();
+/** The request's slot release, kept on its response (a property costs less than a WeakMap entry per request). */
+const RELEASE = Symbol('release');
+type Releasable = ServerResponse & { [RELEASE]?: () => void };
 
 /**
  * Gives the request's slot back before its response ends: for a long-lived stream, once its
@@ -29,7 +31,7 @@ const releasers = new WeakMap<ServerResponse, () => void>();
  * would let a few hundred open streams shed every purchase.
  */
 export function releaseSlot(reply: FastifyReply): void {
-  releasers.get(reply.raw)?.();
+  (reply.raw as Releasable)[RELEASE]?.();
 }
 
 export const loadShedding = wholeApp<{ limits: Limits }>((app, { limits }, done) => {
@@ -59,9 +61,9 @@ export const loadShedding = wholeApp<{ limits: Limits }>((app, { limits }, done)
       held = false;
     };
     reply.raw.once('close', release);
-    releasers.set(reply.raw, release);
+    (reply.raw as Releasable)[RELEASE] = release;
     if (inflight > limits.maxInflight && !UNSHED.has(pathOf(req.url))) {
-      if (req.routeOptions.url === PURCHASE_URL) metrics.purchases.inc({ outcome: 'busy' });
+      if (req.routeOptions.url === PURCHASE_URL) purchaseOutcome('busy').inc();
       const e = new HttpError('busy');
       void reply.code(e.status).header('retry-after', '1').send(e.body());
       return;

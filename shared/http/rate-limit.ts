@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 import { HttpError } from '../errors.js';
 import { rateLimitPrefix } from '../keys.js';
-import { metrics } from '../metrics.js';
+import { purchaseOutcome } from '../metrics.js';
 import type { RedisClient } from '../redis.js';
 
 export type RateLimitSettings = Pick<Config, 'purchaseRatePerBuyer' | 'purchaseRatePerIp' | 'purchaseRateWindowMs'>;
@@ -57,7 +57,7 @@ export function purchaseLimits(app: FastifyInstance, redis: RedisClient, limits:
       check!(req).then((r) => {
         if (r.isAllowed || !r.isExceeded) return done();
         const seconds = Math.max(1, r.ttlInSeconds);
-        metrics.purchases.inc({ outcome: 'rate_limited' });
+        purchaseOutcome('rate_limited').inc();
         const e = new HttpError('rate_limited', `${MESSAGES[limit]}; retry in ${seconds} s.`);
         void reply.code(e.status).header('retry-after', String(seconds)).send(e.body());
       }, done);
