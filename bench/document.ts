@@ -104,6 +104,20 @@ function challengeSection(purchase: BenchResults['purchase'] | undefined): strin
     ''].join('\n');
 }
 
+/** The top of each profile (bench/profiles.ts). */
+function profileSection(p: ProfileResults, mode: string): string {
+  const shares = (rows: [string, number][]) => rows.map(([name, pct]) => `| ${name.replace(/\|/g, '\\|')} | ${pct.toFixed(1)}% |`).join('\n');
+  return ['## 10. Profiles', '',
+    `\`bench/profiles.ts\` (${mode} run; \`npm run bench -- --only profile\`): the product as in section 1, every buyer wins (${p.crowd.buyers.toLocaleString('en-US')} buyers, concurrency ${p.crowd.connections}, ${p.crowd.rps.toLocaleString('en-US')} purchases/s with the profiler on).`, '',
+    ...(p.api ? [`**The API process** (\`node --cpu-prof\`, ${p.api.busyS} s busy), share of its busy CPU by package, then the top functions by self time:`, '',
+      '| package | share |', '| --- | ---: |', shares(p.api.byPackage), '', '| function | self |', '| --- | ---: |', shares(p.api.byFunction), ''] : ['The API profile was not written.', '']),
+    '**Redis** (`INFO commandstats` over the crowd and its drain; commands a script runs count on their own line as well as in its `evalsha`):', '',
+    table(['command', 'calls', 'µs per call', 'µs total'], p.commandstats.map((c) => [c.command, c.calls.toLocaleString('en-US'), c.usecPerCall, c.usecTotal.toLocaleString('en-US')])), '',
+    '**Postgres** (`EXPLAIN (ANALYZE, BUFFERS)`, each inside a transaction rolled back):', '',
+    ...p.explain.flatMap((e) => [`${e.what}:`, '', '```', ...e.plan, '```', '']),
+  ].join('\n');
+}
+
 /** The buyer-token section, when bench/results/jwt.json exists. */
 function jwtSection(): string | undefined {
   const file = new URL('./results/jwt.json', import.meta.url);
@@ -232,6 +246,8 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
   if (limits) out.push(rateLimitSection(limits.l, limits.mode));
   const challenge = challengeSection(r.purchase ?? saved.quick?.purchase);
   if (challenge) out.push(challenge);
+  const profiles = r.profile ? { p: r.profile, mode: r.mode } : saved.quick?.profile ? { p: saved.quick.profile, mode: 'quick' as const } : undefined;
+  if (profiles) out.push(profileSection(profiles.p, profiles.mode));
   out.push('## Targets: what limits each, and what was changed', '', analysis(r), '');
   return `${out.join('\n')}\n`;
 }

@@ -5,6 +5,7 @@ import type { CaseResult, TimelinessRun } from './expiry.js';
 import type { GrowthRow, MemoryResult } from './cost.js';
 import type { Machine } from './machine.js';
 import type { DesignResult, PurchaseSettings } from './purchase.js';
+import type { ProfileResults } from './profiles.js';
 import type { RateLimitResults } from './rate-limit.js';
 import type { Summary } from './stats.js';
 import type { WriterResult } from './writer.js';
@@ -24,6 +25,8 @@ export interface BenchResults {
   cluster?: ClusterResults;
   /** What the purchase rate limits cost: bench/rate-limit.ts. */
   rateLimit?: RateLimitResults;
+  /** The top of each profile: bench/profiles.ts. */
+  profile?: ProfileResults;
 }
 
 const n = (v: number) => Math.round(v).toLocaleString('en-US');

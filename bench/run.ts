@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [--only purchase,writer,expiry,cost,cluster,ratelimit] [--render]`: starts its own
+// `npm run bench [-- --quick] [--only purchase,writer,expiry,cost,cluster,ratelimit,profile] [--render]`: starts its own
 // Postgres and Redis servers, runs each comparison, saves bench/results/bench.json and writes
 // BENCHMARKS.md (--render: only rewrites BENCHMARKS.md from the saved results).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -11,6 +11,7 @@ import { Cleanup, progress, startBenchPostgres } from './harness.js';
 import { WRK_INSTALL, wrkVersion } from './load.js';
 import { machine } from './machine.js';
 import { runPurchase } from './purchase.js';
+import { runProfiles } from './profiles.js';
 import { runRateLimit } from './rate-limit.js';
 import type { BenchResults } from './report.js';
 import { runWriter } from './writer.js';
@@ -25,7 +26,7 @@ if (flags.render) {
   writeFileSync(benchmarksFile, document(JSON.parse(readFileSync(resultsFile, 'utf8')) as Partial<Record<'quick' | 'full', BenchResults>>));
   process.exit(0);
 }
-const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost,cluster,ratelimit').split(','));
+const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost,cluster,ratelimit,profile').split(','));
 
 const P = quick
   ? {
@@ -39,6 +40,7 @@ const P = quick
     burst: { kind: 'burst', orders: 20_000, windowS: 300, noise: 100_000, leadS: 10, graceS: 20 } as CaseSpec,
     growth: { buyers: 20_000, stock: 1_000, concurrencies: [100, 500, 2000], ratios: [1, 10, 100], warmupBuyers: 5_000 },
     memoryWinners: 20_000,
+    profile: { buyers: 20_000, connections: 500, tableOrders: 100_000 },
     cluster: { buyers: 20_000, warmupBuyers: 5_000, connections: 500, rounds: 2, sales: 30, expiry: { orders: 5_000, windowS: 5, leadS: 6, graceS: 20 } },
   }
   : {
@@ -51,11 +53,12 @@ const P = quick
     burst: { kind: 'burst', orders: 50_000, windowS: 300, noise: TIMELINESS_PRESET.full.noise, leadS: 30, graceS: 60 } as CaseSpec,
     growth: { buyers: 200_000, stock: 10_000, concurrencies: [100, 500, 2000], ratios: [1, 10, 100], warmupBuyers: 20_000 },
     memoryWinners: 100_000,
+    profile: { buyers: 40_000, connections: 500, tableOrders: 200_000 },
     cluster: { buyers: 40_000, warmupBuyers: 10_000, connections: 500, rounds: 3, sales: 30, expiry: { orders: 20_000, windowS: 5, leadS: 10, graceS: 30 } },
   };
 
 const wrk = wrkVersion();
-if (!wrk && (parts.has('purchase') || parts.has('cost') || parts.has('cluster') || parts.has('ratelimit'))) {
+if (!wrk && (parts.has('purchase') || parts.has('cost') || parts.has('cluster') || parts.has('ratelimit') || parts.has('profile'))) {
   console.error(`wrk (the load generator) is not installed. Install it with:\n\n  ${WRK_INSTALL}\n\nor run only the parts that need no load generator: npm run bench -- --only writer,expiry`);
   process.exit(2);
 }
@@ -90,6 +93,7 @@ try {
     results.cost = { memory, growth };
   }
   if (parts.has('cluster')) results.cluster = await runCluster(pg, P.cluster);
+  if (parts.has('profile')) results.profile = await runProfiles(pg, P.profile);
   if (parts.has('ratelimit')) results.rateLimit = await runRateLimit(pg, P.rateLimit.crowd, P.rateLimit.allWin);
   results.seconds = Math.round((performance.now() - started) / 1000);
 
