@@ -46,8 +46,8 @@ async function check(pool: Pool, redis: Redis, n: number): Promise<{ correct: bo
   const k = saleKeys(SALE);
   const rows = (await pool.query<{ n: number }>('select count(*)::int as n from orders where sale_id = $1 and status = $2', [SALE, 'pending'])).rows[0]!.n;
   const [deadlines, queued, winners] = await Promise.all([redis.zcard(k.deadlines), redis.hlen(k.queued), redis.llen(k.winners)]);
-  // Every deadline entry must have its key (sampled: 1,000 of them).
-  const sample = await redis.zrange(k.deadlines, '0', '999');
+  // Every deadline entry (an order id) must have its key (sampled: 1,000 of them).
+  const sample = (await redis.zrange(k.deadlines, '0', '999')).map((id) => k.expiry(id));
   const live = sample.length ? await redis.exists(...sample) : 0;
   return { correct: rows === n && deadlines === n && queued === 0 && winners === 0 && live === sample.length, expiryKeys: deadlines };
 }
