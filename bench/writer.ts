@@ -1,9 +1,9 @@
 // Comparison 2: the order writer. N queued winners (made by the real purchase script) drained into
 // Postgres with their expiry keys set: the product's writer daemon against a one-at-a-time drain,
 // each as its own process, on fresh servers each.
-import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import type { Redis } from 'ioredis';
+import { newOrderId } from '../shared/ids.js';
 import { saleKeys, SALES_REGISTRY } from '../shared/keys.js';
 import { purchaseScript } from '../shared/redis.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
@@ -35,7 +35,7 @@ export async function seedWinners(redis: Redis, saleId: string, n: number, prefi
   for (let from = 0; from < n; from += 5000) {
     const calls = [];
     for (let i = from; i < Math.min(from + 5000, n); i++) {
-      calls.push(purchaseScript(redis, { saleId, userId: `${prefix}${i}`, qty: 1, orderId: `${saleId}.${randomUUID()}`, now, buyCountTtlSeconds: 86_400 }));
+      calls.push(purchaseScript(redis, { saleId, userId: `${prefix}${i}`, qty: 1, orderId: newOrderId(saleId), now, buyCountTtlSeconds: 86_400 }));
     }
     const res = await Promise.all(calls);
     if (res.some(([code]) => code !== 1)) throw new Error('seeding winners: a purchase was refused');
@@ -46,8 +46,8 @@ async function check(pool: Pool, redis: Redis, n: number): Promise<{ correct: bo
   const k = saleKeys(SALE);
   const rows = (await pool.query<{ n: number }>('select count(*)::int as n from orders where sale_id = $1 and status = $2', [SALE, 'pending'])).rows[0]!.n;
   const [deadlines, queued, winners] = await Promise.all([redis.zcard(k.deadlines), redis.hlen(k.queued), redis.llen(k.winners)]);
-  // Every deadline entry must have its key (sampled: 1,000 of them).
-  const sample = await redis.zrange(k.deadlines, '0', '999');
+  // Every deadline entry (an order id) must have its key (sampled: 1,000 of them).
+  const sample = (await redis.zrange(k.deadlines, '0', '999')).map((id) => k.expiry(id));
   const live = sample.length ? await redis.exists(...sample) : 0;
   return { correct: rows === n && deadlines === n && queued === 0 && winners === 0 && live === sample.length, expiryKeys: deadlines };
 }

@@ -1,15 +1,21 @@
 // Ids and the winner entry: their formats, made and parsed here and nowhere else.
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 
 /** Sale ids: what the admin may choose, and what a key's hash tag may hold. */
 export const SALE_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 export const SALE_ID_RULE = '1-64 characters of A-Z a-z 0-9 _ -';
 
-/** Order ids are `<saleId>.<uuid>`: the sale is readable from the id, so lookups need no index. */
-export const ORDER_ID_PATTERN = /^([A-Za-z0-9_-]{1,64})\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/**
+ * Order ids are `<saleId>.<16 random bytes in base64url>` (22 characters: the last one holds 4 bits,
+ * so it is one of A Q g w): the sale is readable from the id, so lookups need no index. The id is
+ * stored several times per order in Redis, so it is kept short. Ids minted before were
+ * `<saleId>.<uuid>`; those orders live on in Postgres and in flight, so both forms are accepted.
+ */
+export const ORDER_ID_PATTERN =
+  /^([A-Za-z0-9_-]{1,64})\.(?:[A-Za-z0-9_-]{21}[AQgw]|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
 
 export function newOrderId(saleId: string): string {
-  return `${saleId}.${randomUUID()}`;
+  return `${saleId}.${randomBytes(16).toString('base64url')}`;
 }
 
 export function saleIdOfOrder(orderId: string): string | null {

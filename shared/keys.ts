@@ -1,5 +1,20 @@
 // Every Redis key name is built here and nowhere else. Per-sale keys share the hash tag
 // {sale:<id>} so each script touches one cluster slot.
+//
+// Where an order id is kept. From purchase to payment an id is in exactly one of two places, so a
+// purchase resent after a reconnect always finds it (purchase.lua looks in both) while a pending
+// order costs one entry, not two:
+//   purchased  from the purchase (purchase.lua) until the writer gives it a deadline, and again once
+//              its expiry key is gone (paid, closed or expired: touch_due.lua, dropExpiry);
+//   deadlines  while its expiry key is set (ack.lua).
+// Older processes wrote `deadlines` members as whole expiry key names (they start with `{`) and kept
+// every id in `purchased`; touch_due.lua and dropExpiry still handle those members.
+//
+// Upgrading from those versions, in this order: the API first (its purchase.lua looks in both
+// places, and it accepts the shorter order ids), then the expiry listeners (their touch_due.lua reads
+// order-id members and moves ids back), then the order writers (their ack.lua moves ids out of
+// `purchased`). An older listener beside a newer writer would drop ids it cannot read from
+// `deadlines`; an older API beside one would not find a pending order's id.
 
 /** Ids of every sale loaded into Redis; the writer and the listener walk it. */
 export const SALES_REGISTRY = 'flashsale:sales';
@@ -40,9 +55,10 @@ function buildSaleKeys(saleId: string) {
     seq: `${p}:seq`,
     winners: `${p}:winners`,
     queued: `${p}:queued`,
-    /** Order ids ever reserved: a purchase resent after a reconnect finds its id here and changes nothing. */
+    /** Order ids reserved and not pending with a deadline (see above): queued, paid or closed. */
     purchased: `${p}:purchased`,
     writers: `${p}:writers`,
+    /** Pending orders by deadline (zset orderId -> deadline ms), for the listener's nudger. */
     deadlines: `${p}:deadlines`,
     restored: `${p}:restored`,
     restoredQty: `${p}:restored-qty`,
@@ -50,6 +66,8 @@ function buildSaleKeys(saleId: string) {
     cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,
     buys: (userId: string) => `${p}:buys:${userId}`,
+    /** The expiry key of order O is this prefix followed by O (touch_due.lua builds it so). */
+    expiryPrefix: `${p}:expiry:`,
     expiry: (orderId: string) => `${p}:expiry:${orderId}`,
   };
 }

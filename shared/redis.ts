@@ -13,7 +13,7 @@ type ScriptName = (typeof SCRIPTS)[number];
  * on a cluster by its first argument, which must then be a key, not the key count. ack's count
  * varies (it is never auto-pipelined).
  */
-const KEY_COUNTS: Partial<Record<ScriptName, number>> = { purchase: 7, load_sale: 2, end_sale: 1, claim: 3, recover_writer: 3, restore: 4, touch_due: 1, snapshot: 5, cancel: 2 };
+const KEY_COUNTS: Partial<Record<ScriptName, number>> = { purchase: 8, load_sale: 2, end_sale: 1, claim: 3, recover_writer: 3, restore: 4, touch_due: 2, snapshot: 5, cancel: 2 };
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
 const luaDir = new URL('./lua/', import.meta.url);
@@ -179,7 +179,7 @@ export interface PurchaseArgs {
 /** Raw {code, n} from purchase.lua; shared/purchase.ts gives it meaning. */
 export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {
   const k = saleKeys(a.saleId);
-  const res = (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased], [
+  const res = (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased, k.deadlines], [
     a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, a.tokenChecked ? 1 : 0,
   ])) as [number, number];
   return res;
@@ -195,8 +195,8 @@ export async function ackBatch(
   pending: { orderId: string; expiresAt: number }[], orderIds: string[],
 ): Promise<number> {
   const k = saleKeys(saleId);
-  const keys = [k.processing(writerId), k.queued, k.deadlines, ...pending.map((p) => k.expiry(p.orderId))];
-  const args = [now, ...pending.map((p) => p.expiresAt), ...orderIds];
+  const keys = [k.processing(writerId), k.queued, k.deadlines, k.purchased, ...pending.map((p) => k.expiry(p.orderId))];
+  const args = [now, ...pending.map((p) => p.expiresAt), ...pending.map((p) => p.orderId), ...orderIds];
   return (await run(redis, 'ack', keys, args)) as number;
 }
 
@@ -219,15 +219,20 @@ export async function markCancelling(redis: RedisClient, saleId: string, orderId
   return ((await run(redis, 'cancel', [k.queued, k.cancels], [orderId, userId, now])) as string | null) ?? null;
 }
 
-/** Forgets a paid order's expiry key and its deadline entry, so the nudger no longer looks at it. */
+/**
+ * Forgets a paid or cancelled order's expiry key and its deadline entry, so the nudger no longer
+ * looks at it, and puts its id back in the purchased set in the same transaction (see keys.ts).
+ * The entry may be the expiry key name an older writer stored.
+ */
 export async function dropExpiry(redis: RedisClient, saleId: string, orderId: string): Promise<void> {
   const k = saleKeys(saleId);
   const expiryKey = k.expiry(orderId);
-  await redis.multi().del(expiryKey).zrem(k.deadlines, expiryKey).exec();
+  await redis.multi().del(expiryKey).zrem(k.deadlines, orderId, expiryKey).sadd(k.purchased, orderId).exec();
 }
 
 export async function touchDue(redis: RedisClient, saleId: string, now: number, limit: number): Promise<number> {
-  return (await run(redis, 'touch_due', [saleKeys(saleId).deadlines], [now, limit])) as number;
+  const k = saleKeys(saleId);
+  return (await run(redis, 'touch_due', [k.deadlines, k.purchased], [now, limit, k.expiryPrefix])) as number;
 }
 
 export interface SaleSnapshot {

@@ -1,7 +1,7 @@
 // The bad-input battery: every hostile or malformed request gets its exact 4xx with a
 // {error, message} body, and leaves Redis and Postgres byte-for-byte as they were.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { startApi } from '../daemons/api.js';
@@ -184,6 +184,7 @@ describe('oversized bodies', () => {
 
 describe('malformed and foreign ids', () => {
   const uuid = randomUUID();
+  const short = randomBytes(16).toString('base64url');
   const badSaleIds = [
     'a'.repeat(65), 'a'.repeat(256), 'a'.repeat(257), 'a'.repeat(4000), '..', '.', 'a..b', 'a.b', '%2e%2e', '%00', 'a%00b', 'caf%C3%A9',
     '%F0%9F%98%80', '%D0%B0', 'a%20b', '%20', 'a%2Fb', '%5C', "a'b", 'a%22b', '%3Cscript%3E', '%E0%A4%A', '%ZZ', '%',
@@ -202,6 +203,9 @@ describe('malformed and foreign ids', () => {
       'x', 'not-an-order', sale.id, `${sale.id}.`, `${sale.id}.not-a-uuid`, `${sale.id}.${uuid.toUpperCase()}`, `${sale.id}.${uuid}x`,
       `${sale.id}..${uuid}`, `${'a'.repeat(65)}.${uuid}`, `a%20b.${uuid}`, `%00.${uuid}`, `${sale.id}.${uuid}%00`,
       'a'.repeat(300), '%ZZ', `caf%C3%A9.${uuid}`,
+      // The short form: 22 base64url characters, the last holding 4 bits (A, Q, g or w).
+      `${sale.id}.${'A'.repeat(21)}B`, `${sale.id}.${'A'.repeat(21)}`, `${sale.id}.${'A'.repeat(23)}`, `${sale.id}.${'A'.repeat(20)}+A`,
+      `${sale.id}.${'A'.repeat(20)}%2FA`, `${sale.id}.${'A'.repeat(20)}.A`, `${sale.id}.${short}%00`, `${sale.id}..${short}`,
     ];
     for (const id of ids) {
       assertError(await http(api.port, 'GET', `/api/orders/${id}`, { user: 'alice' }), 400, 'invalid_id', `GET ${id}`);
@@ -210,7 +214,7 @@ describe('malformed and foreign ids', () => {
   });
 
   test('a well-formed order id that does not exist is 404 order_not_found', async () => {
-    for (const id of [`${sale.id}.${uuid}`, `no-such-sale.${uuid}`]) {
+    for (const id of [`${sale.id}.${uuid}`, `no-such-sale.${uuid}`, `${sale.id}.${short}`, `no-such-sale.${short}`]) {
       assertError(await http(api.port, 'GET', `/api/orders/${id}`, { user: 'alice' }), 404, 'order_not_found', id);
       assertError(await http(api.port, 'POST', `/api/orders/${id}/pay`, { user: 'alice' }), 404, 'order_not_found', id);
     }

@@ -2,10 +2,11 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
-import { closeDue } from '../shared/order-queries.js';
+import { closeDue, writeOrders } from '../shared/order-queries.js';
 import { ExpiryListener } from '../shared/listener.js';
+import { newOrderId, parseWinner } from '../shared/ids.js';
 import { saleKeys } from '../shared/keys.js';
-import { purchaseScript } from '../shared/redis.js';
+import { purchaseScript, touchDue } from '../shared/redis.js';
 import { reconcile } from '../shared/reconcile.js';
 import { replayOnce } from '../shared/replay.js';
 import type { Sale } from '../shared/sales.js';
@@ -300,5 +301,122 @@ describe('expiry listener and replay', () => {
     await waitFor('stock of expired orders back', async () => Number(await env.redis.get(saleKeys(s.id).available)) === 300 - paid);
     assert.equal(won.length, 300);
     console.log(`# deadline race: ${paid} paid, ${300 - paid} expired`);
+  });
+});
+
+describe('where an order id is kept in Redis', () => {
+  const cancel = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/cancel`, { user });
+  const resend = (saleId: string, orderId: string, userId: string) =>
+    purchaseScript(env.redis, { saleId, userId, qty: 1, orderId, now: Date.now(), buyCountTtlSeconds: 3600 });
+
+  /** Where the id is: the purchased set, the deadlines zset (its score), or, wrongly, both or neither. */
+  async function place(saleId: string, orderId: string): Promise<string> {
+    const k = saleKeys(saleId);
+    const [purchased, deadline] = await Promise.all([env.redis.sismember(k.purchased, orderId), env.redis.zscore(k.deadlines, orderId)]);
+    if (purchased === 1 && deadline === null) return 'purchased';
+    if (purchased === 0 && deadline !== null) return `deadline ${deadline}`;
+    return `purchased ${purchased}, deadline ${deadline}`;
+  }
+
+  /** Everything a purchase could change, for every buyer of the sale. */
+  async function reservations(saleId: string, users: string[]): Promise<unknown[]> {
+    const k = saleKeys(saleId);
+    return Promise.all([
+      env.redis.get(k.available), env.redis.get(k.seq), env.redis.llen(k.winners), env.redis.hlen(k.queued),
+      env.redis.get(k.restoredQty), ...users.map((u) => env.redis.get(k.buys(u))),
+    ]);
+  }
+
+  async function deadlineOf(orderId: string): Promise<string> {
+    const row = await env.pool.query<{ ms: string }>(`select (extract(epoch from expires_at) * 1000)::bigint::text as ms from orders where id = $1`, [orderId]);
+    return `deadline ${row.rows[0]!.ms}`;
+  }
+
+  test('an id is in exactly one of purchased and deadlines at each stage, and a purchase resent at any stage changes nothing', async () => {
+    const s = await sale({ stock: 3, paymentWindowSeconds: 3 });
+    const users = ['paid', 'cancelled', 'expired'];
+    const ids = users.map(() => newOrderId(s.id));
+    const resendAll = async (stage: string) => {
+      const before = await reservations(s.id, users);
+      for (const [i, id] of ids.entries()) assert.equal((await resend(s.id, id, users[i]!))[0], 1, `${stage}: resent purchase of ${users[i]}`);
+      assert.deepEqual(await reservations(s.id, users), before, `${stage}: a resent purchase changes nothing`);
+    };
+    for (const [i, id] of ids.entries()) assert.equal((await resend(s.id, id, users[i]!))[0], 1);
+    for (const id of ids) assert.equal(await place(s.id, id), 'purchased', 'queued');
+    await resendAll('queued');
+
+    const w = writer();
+    await waitFor('written', async () => w.written === 3);
+    for (const id of ids) assert.equal(await place(s.id, id), await deadlineOf(id), 'pending');
+    await resendAll('pending');
+
+    assert.equal((await pay(ids[0]!, 'paid')).status, 200);
+    assert.equal((await cancel(ids[1]!, 'cancelled')).status, 200);
+    assert.equal(await place(s.id, ids[0]!), 'purchased', 'paid');
+    assert.equal(await place(s.id, ids[1]!), 'purchased', 'cancelled');
+    assert.equal(await place(s.id, ids[2]!), await deadlineOf(ids[2]!), 'still pending');
+    await resendAll('paid and cancelled');
+
+    // The listener's nudger finds the expired order's key gone and moves its id back.
+    await listener();
+    await waitFor('expired and restored', async () => (await orderCount(env, s.id, 'expired')) === 1 && (await env.redis.get(saleKeys(s.id).available)) === '2', 10_000);
+    await waitFor('id back in purchased', async () => (await place(s.id, ids[2]!)) === 'purchased', 5_000);
+    assert.equal(await env.redis.zcard(saleKeys(s.id).deadlines), 0);
+    await resendAll('closed');
+    assert.deepEqual(await reservations(s.id, users), ['2', '3', 0, 0, '2', '1', null, null]);
+    assert.equal(await env.redis.scard(saleKeys(s.id).restored), 2);
+  });
+
+  test('an order whose deadline passed before the writer acknowledged it keeps its id in purchased and is closed and restored once', async () => {
+    const s = await sale({ stock: 1, paymentWindowSeconds: 1 });
+    const k = saleKeys(s.id);
+    const id = newOrderId(s.id);
+    assert.equal((await resend(s.id, id, 'slow'))[0], 1);
+    // A writer that inserted the row and died before its ack: the entry is still in Redis.
+    const [entry] = await env.redis.lrange(k.winners, 0, -1);
+    assert.equal((await writeOrders(env.pool, s.id, [parseWinner(entry!)])).length, 1);
+    await new Promise((r) => setTimeout(r, 1100));
+    const w = writer();
+    await waitFor('written', async () => w.written === 1);
+    await waitFor('closed and restored', async () => (await orderCount(env, s.id, 'expired')) === 1 && (await env.redis.get(k.available)) === '1');
+    assert.equal(await place(s.id, id), 'purchased');
+    assert.equal(await env.redis.exists(k.expiry(id)), 0, 'no key set for a deadline already past');
+    const before = await reservations(s.id, ['slow']);
+    assert.equal((await resend(s.id, id, 'slow'))[0], 1);
+    assert.deepEqual(await reservations(s.id, ['slow']), before, 'a resent purchase changes nothing');
+    assert.equal(await env.redis.scard(k.restored), 1);
+  });
+
+  test('an order with a uuid id whose deadlines entry an older writer left (the expiry key name) still pays or closes, restores once, and a resent purchase changes nothing', async () => {
+    const s = await sale({ stock: 2, paymentWindowSeconds: 2 });
+    const k = saleKeys(s.id);
+    const [expiring, paid] = [`${s.id}.${randomUUID()}`, `${s.id}.${randomUUID()}`];
+    assert.equal((await resend(s.id, expiring, 'old-1'))[0], 1);
+    assert.equal((await resend(s.id, paid, 'old-2'))[0], 1);
+    const w = writer();
+    await waitFor('written', async () => w.written === 2);
+    // What an older writer's ack left: the expiry key name in deadlines, the id still in purchased.
+    for (const id of [expiring, paid]) {
+      const score = (await env.redis.zscore(k.deadlines, id))!;
+      await env.redis.multi().zrem(k.deadlines, id).zadd(k.deadlines, score, k.expiry(id)).sadd(k.purchased, id).exec();
+    }
+    assert.equal((await order(expiring, 'old-1')).body.status, 'pending_payment');
+    assert.equal((await pay(paid, 'old-2')).status, 200);
+    assert.equal(await env.redis.zscore(k.deadlines, k.expiry(paid)), null, 'paying drops the old entry');
+    assert.equal(await place(s.id, paid), 'purchased');
+
+    await listener();
+    await waitFor('expired and restored', async () => (await orderCount(env, s.id, 'expired')) === 1 && (await env.redis.get(k.available)) === '1', 10_000);
+    await waitFor('old entry gone', async () => (await env.redis.zcard(k.deadlines)) === 0, 5_000);
+    assert.equal(await place(s.id, expiring), 'purchased');
+    // Nothing more for anyone to do: no second restore.
+    assert.equal((await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger })).restored, 0);
+    assert.equal(await touchDue(env.redis, s.id, Date.now(), 100), 0);
+    const before = await reservations(s.id, ['old-1', 'old-2']);
+    assert.deepEqual(before, ['1', '2', 0, 0, '1', null, '1']);
+    assert.equal((await resend(s.id, expiring, 'old-1'))[0], 1);
+    assert.equal((await resend(s.id, paid, 'old-2'))[0], 1);
+    assert.deepEqual(await reservations(s.id, ['old-1', 'old-2']), before, 'a resent purchase changes nothing');
+    assert.deepEqual(await env.redis.smembers(k.restored), [expiring]);
   });
 });

@@ -9,7 +9,8 @@
   KEYS[4] winners    list the order writer drains
   KEYS[5] queued     hash orderId -> entry, for status lookups until the order is in Postgres
   KEYS[6] seq        purchase counter
-  KEYS[7] purchased  set of order ids reserved so far
+  KEYS[7] purchased  set of order ids reserved and not pending with a deadline
+  KEYS[8] deadlines  zset of pending order ids (ack.lua moves an id here from purchased)
 
   ARGV[1] now (ms, from the caller's clock)
   ARGV[2] qty
@@ -31,16 +32,17 @@
     {-8, 0}                 a purchase token is required
 ]]
 local rcall = redis.call
-local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now = tonumber(ARGV[1])
 local qty = tonumber(ARGV[2])
 local orderId, userId = ARGV[3], ARGV[4]
 local ttlMargin = tonumber(ARGV[5])
 
 -- A client resends a script whose reply a dropped connection lost (ioredis does after a Redis
--- restart); run twice, it would take the stock twice for one order.
-if rcall('SISMEMBER', purchasedKey, orderId) == 1 then
+-- restart); run twice, it would take the stock twice for one order. The id is in exactly one of
+-- the two: purchased, or deadlines once the writer has given the order its deadline.
+if rcall('SISMEMBER', purchasedKey, orderId) == 1 or rcall('ZSCORE', deadlinesKey, orderId) then
   return {1, tonumber(rcall('GET', availableKey) or '0')}
 end
 

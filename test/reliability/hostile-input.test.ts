@@ -96,7 +96,8 @@ const tokens: fc.Arbitrary<Token> = fc.oneof(
 function orderIds(): fc.Arbitrary<string> {
   const real = [...owner.keys()];
   const bend = (id: string, i: number, how: number): string => {
-    const at = id.length - 1 - (i % 36);
+    // A character of the random part (22 base64url characters, or a uuid's 36 for older ids).
+    const at = id.length - 1 - (i % (id.length - 1 - id.indexOf('.')));
     const ch = id[at]!;
     switch (how) {
       case 0: return id.slice(0, at) + ch.toUpperCase() + id.slice(at + 1);
