@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [--only purchase,writer,expiry,cost,cluster,ratelimit] [--render]`: starts its own
+// `npm run bench [-- --quick] [--only purchase,writer,expiry,cost,cluster,ratelimit,machine] [--render]`: starts its own
 // Postgres and Redis servers, runs each comparison, saves bench/results/bench.json and writes
 // BENCHMARKS.md (--render: only rewrites BENCHMARKS.md from the saved results).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -13,6 +13,7 @@ import { machine } from './machine.js';
 import { runPurchase } from './purchase.js';
 import { runRateLimit } from './rate-limit.js';
 import type { BenchResults } from './report.js';
+import { runWholeMachine } from './whole-machine.js';
 import { runWriter } from './writer.js';
 import { execFileSync } from 'node:child_process';
 
@@ -25,7 +26,7 @@ if (flags.render) {
   writeFileSync(benchmarksFile, document(JSON.parse(readFileSync(resultsFile, 'utf8')) as Partial<Record<'quick' | 'full', BenchResults>>));
   process.exit(0);
 }
-const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost,cluster,ratelimit').split(','));
+const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost,cluster,ratelimit,machine').split(','));
 
 const P = quick
   ? {
@@ -40,6 +41,7 @@ const P = quick
     growth: { buyers: 20_000, stock: 1_000, concurrencies: [100, 500, 2000], ratios: [1, 10, 100], warmupBuyers: 5_000 },
     memoryWinners: 20_000,
     cluster: { buyers: 20_000, warmupBuyers: 5_000, connections: 500, rounds: 2, sales: 30, expiry: { orders: 5_000, windowS: 5, leadS: 6, graceS: 20 } },
+    machine: { crowd: { stock: 2_500, buyers: 50_000, connections: 500, rounds: 3, warmupBuyers: 10_000 }, allWin: { stock: 40_000, buyers: 40_000, connections: 500, rounds: 3, warmupBuyers: 5_000 } },
   }
   : {
     purchase: { stock: 10_000, buyers: 200_000, connections: 500, rounds: 3, warmupBuyers: 20_000 },
@@ -52,10 +54,11 @@ const P = quick
     growth: { buyers: 200_000, stock: 10_000, concurrencies: [100, 500, 2000], ratios: [1, 10, 100], warmupBuyers: 20_000 },
     memoryWinners: 100_000,
     cluster: { buyers: 40_000, warmupBuyers: 10_000, connections: 500, rounds: 3, sales: 30, expiry: { orders: 20_000, windowS: 5, leadS: 10, graceS: 30 } },
+    machine: { crowd: { stock: 10_000, buyers: 200_000, connections: 500, rounds: 3, warmupBuyers: 20_000 }, allWin: { stock: 100_000, buyers: 100_000, connections: 500, rounds: 3, warmupBuyers: 10_000 } },
   };
 
 const wrk = wrkVersion();
-if (!wrk && (parts.has('purchase') || parts.has('cost') || parts.has('cluster') || parts.has('ratelimit'))) {
+if (!wrk && (parts.has('purchase') || parts.has('cost') || parts.has('cluster') || parts.has('ratelimit') || parts.has('machine'))) {
   console.error(`wrk (the load generator) is not installed. Install it with:\n\n  ${WRK_INSTALL}\n\nor run only the parts that need no load generator: npm run bench -- --only writer,expiry`);
   process.exit(2);
 }
@@ -91,6 +94,7 @@ try {
   }
   if (parts.has('cluster')) results.cluster = await runCluster(pg, P.cluster);
   if (parts.has('ratelimit')) results.rateLimit = await runRateLimit(pg, P.rateLimit.crowd, P.rateLimit.allWin);
+  if (parts.has('machine')) results.wholeMachine = await runWholeMachine(pg, P.machine.crowd, P.machine.allWin);
   results.seconds = Math.round((performance.now() - started) / 1000);
 
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
