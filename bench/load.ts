@@ -49,6 +49,10 @@ export async function runLoad(url: string, opts: { buyers: number; connections: 
   child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
   child.stderr.on('data', (c: Buffer) => { out += c.toString(); });
   const exited = new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
+  // wrk would outlive a bench that exits mid-run (its signal handler exits without waiting): up to -d900s.
+  const killWrk = () => child.kill('SIGKILL');
+  process.once('exit', killWrk);
+  void exited.then(() => process.off('exit', killWrk));
   // CPU is counted from the end of the hold, when the crowd starts.
   await new Promise((res) => setTimeout(res, hold));
   const monitor = new Monitor([{ name: 'wrk', pid: child.pid! }, ...opts.watch]);
