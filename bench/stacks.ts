@@ -1,14 +1,14 @@
 // Each purchase design as a running stack: its own processes (spawned apart from the load
 // generator), its own Redis and database, a way to create a sale, to wait until every buyer has
 // been decided and written, and to check the outcome in Postgres.
+import { cpus } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import { saleKeys } from '../shared/keys.js';
 import type { Pool } from '../shared/db.js';
 import { PURCHASE_QUEUE } from './baselines/common.js';
 import { ROWLOCK_SCHEMA } from './baselines/rowlock-tx.js';
-import { cpus } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { Cleanup, cli, freePort, freshDatabase, freshRedis, spawnNode, tsScript, until, type BenchPostgres, type BenchRedis, type Proc } from './harness.js';
 import { freeOpsPortBase, pm2Watch, startPm2 } from './pm2.js';
 import type { Watched } from './procstat.js';
