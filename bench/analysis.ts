@@ -35,8 +35,8 @@ function purchaseNotes(r: BenchResults): string[] {
     'they leave. What was changed in the product: an `HttpError` no longer captures a stack trace (it was 9.6% of the',
     "API's CPU with a sold-out crowd; its stack was never logged), and a sale this process has just seen sold out is",
     'answered without building and throwing an error at all (measured while building this bench, same machine and',
-    'crowd: 11.4k to 14.5k req/s). Not done: dropping the histogram or the shedding (features), or counting two API',
-    `processes (PM2 runs \`API_INSTANCES=2\`; every server here is one process).`,
+    'crowd: 11.4k to 14.5k req/s). Not done: dropping the histogram or the shedding (features). Every server here is',
+    'one process; section 9 runs the PM2 deployment (`API_INSTANCES` = cores) against the ceiling run the same way.',
     '',
   ];
   if (lock) {

@@ -4,6 +4,7 @@ import { expiryTable, growthTable, headline, memoryTable, purchaseTable, roundRa
 import type { ClusterResults, Measured } from './cluster.js';
 import { analysis } from './analysis.js';
 import { rateLimitSection } from './rate-limit.js';
+import { wholeMachineSection } from './whole-machine.js';
 import { existsSync, readFileSync } from 'node:fs';
 import type { Machine } from './machine.js';
 
@@ -246,6 +247,8 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
   if (limits) out.push(rateLimitSection(limits.l, limits.mode));
   const challenge = challengeSection(r.purchase ?? saved.quick?.purchase);
   if (challenge) out.push(challenge);
+  const whole = r.wholeMachine ? { w: r.wholeMachine, mode: r.mode } : saved.quick?.wholeMachine ? { w: saved.quick.wholeMachine, mode: 'quick' as const } : undefined;
+  if (whole) out.push(wholeMachineSection(whole.w, whole.mode));
   const profiles = r.profile ? { p: r.profile, mode: r.mode } : saved.quick?.profile ? { p: saved.quick.profile, mode: 'quick' as const } : undefined;
   if (profiles) out.push(profileSection(profiles.p, profiles.mode));
   out.push('## Targets: what limits each, and what was changed', '', analysis(r), '');

@@ -94,20 +94,32 @@ export async function freshRedis(cleanup: Cleanup): Promise<BenchRedis> {
 
 export interface Proc { name: string; child: ChildProcess; pid: number; stop(): Promise<void> }
 
+/** Polls `done` every 50 ms until it holds; throws, naming `what`, after `timeoutMs`. */
+export async function until(what: string, timeoutMs: number, done: () => Promise<boolean>): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await done())) {
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** Every service refuses to start without secrets of its own; these are the bench's throwaway ones. */
+const BENCH_SECRETS = { JWT_SECRET: 'bench-secret-0123456789', ADMIN_TOKEN: 'bench-admin-token-0123456789', PAYMENT_WEBHOOK_SECRET: 'bench-webhook-secret-0123456789' };
+
+/** The environment of every process under test, whether the bench spawns it or PM2 does: quiet logs, production, the bench's secrets, then `env`. */
+export const benchEnv = (env: Record<string, string>): NodeJS.ProcessEnv => ({ ...process.env, LOG_LEVEL: 'warn', NODE_ENV: 'production', ...BENCH_SECRETS, ...env });
+
 /**
  * Spawns a Node process under test and resolves once it reports ready over IPC (the product's
  * daemons do, as PM2's wait_ready hears it; the baselines do the same). BENCH_CPU_PROF=1 adds
  * --cpu-prof, profiles under bench/results/profiles/<name>-<time>/.
  */
-/** Every service refuses to start without secrets of its own; these are the bench's throwaway ones. */
-const BENCH_SECRETS = { JWT_SECRET: 'bench-secret-0123456789', ADMIN_TOKEN: 'bench-admin-token-0123456789', PAYMENT_WEBHOOK_SECRET: 'bench-webhook-secret-0123456789' };
-
 export async function spawnNode(name: string, args: string[], env: Record<string, string>, cleanup: Cleanup): Promise<Proc> {
   // One directory per process: tsx's loader thread writes a profile of its own beside the main one.
   const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', `bench/results/profiles/${name}-${Date.now()}`] : [];
   const child = spawn(process.execPath, [...prof, ...args], {
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-    env: { ...process.env, LOG_LEVEL: 'warn', NODE_ENV: 'production', ...BENCH_SECRETS, ...env },
+    env: benchEnv(env),
   });
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => { stderr = (stderr + c.toString()).slice(-4000); });

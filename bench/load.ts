@@ -2,7 +2,7 @@
 // A Node load generator would compete with the server for the same two cores far more than wrk.
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Monitor, type ProcCost, type Watched } from './procstat.js';
+import { machineBusyPct, machineTicks, Monitor, type ProcCost, type Watched } from './procstat.js';
 
 const SCRIPT = fileURLToPath(new URL('./wrk/purchase.lua', import.meta.url));
 export const WRK_INSTALL = 'sudo apt-get update && sudo apt-get install -y wrk';
@@ -25,6 +25,8 @@ export interface LoadResult {
   latencyMs: { p50: number; p90: number; p99: number; p999: number; max: number; mean: number };
   /** CPU and peak memory of wrk and each process under test during the run. */
   procs: ProcCost[];
+  /** The whole machine's CPU busy during the run, % of one core (every process, ours or not; absent in older results). */
+  machineCpuPct?: number;
 }
 
 interface WrkJson {
@@ -47,12 +49,18 @@ export async function runLoad(url: string, opts: { buyers: number; connections: 
   child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
   child.stderr.on('data', (c: Buffer) => { out += c.toString(); });
   const exited = new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
+  // wrk would outlive a bench that exits mid-run (its signal handler exits without waiting): up to -d900s.
+  const killWrk = () => child.kill('SIGKILL');
+  process.once('exit', killWrk);
+  void exited.then(() => process.off('exit', killWrk));
   // CPU is counted from the end of the hold, when the crowd starts.
   await new Promise((res) => setTimeout(res, hold));
   const monitor = new Monitor([{ name: 'wrk', pid: child.pid! }, ...opts.watch]);
   monitor.start();
+  const machineAtStart = machineTicks();
   const started = performance.now();
   const code = await exited;
+  const machineCpuPct = machineBusyPct(machineAtStart, machineTicks());
   const procs = monitor.stop();
   const wallS = (performance.now() - started) / 1000;
   const line = /^BENCH_JSON (.*)$/m.exec(out)?.[1];
@@ -69,6 +77,6 @@ export async function runLoad(url: string, opts: { buyers: number; connections: 
     buyers: opts.buyers, connections: opts.connections, answered: r.answered, seconds: Math.round(seconds * 100) / 100,
     rps: Math.round(r.answered / seconds), statuses: r.statuses, errors: r.errors,
     latencyMs: { p50: ms(l.p50), p90: ms(l.p90), p99: ms(l.p99), p999: ms(l.p999), max: ms(l.max), mean: ms(l.mean) },
-    procs,
+    procs, machineCpuPct,
   };
 }

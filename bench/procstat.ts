@@ -2,6 +2,7 @@
 // measured in the same run as its throughput. A "tree" (Postgres) counts the process and its
 // children (backends), with proportional set size so shared buffers are not counted per backend.
 import { readdirSync, readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 
 const TICKS_PER_S = 100;
 
@@ -80,10 +81,22 @@ export class Monitor {
   }
 }
 
-/** Whole-machine CPU busy share over an interval, from /proc/stat (2 cores: 100% = both busy). */
+/**
+ * The whole machine's CPU ticks so far, from /proc/stat's `cpu` line (user nice system idle iowait
+ * irq softirq steal guest guest_nice): busy is user, nice, system, irq and softirq; the total adds
+ * idle, iowait and steal (guest time is already inside user and nice).
+ */
 export function machineTicks(): { busy: number; total: number } {
   const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-  const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0);
-  const total = cpu.reduce((a, b) => a + b, 0);
-  return { busy: total - idle, total };
+  const sum = (fields: number[]) => fields.reduce((n, i) => n + (cpu[i] ?? 0), 0);
+  return { busy: sum([0, 1, 2, 5, 6]), total: sum([0, 1, 2, 3, 4, 5, 6, 7]) };
+}
+
+/**
+ * The whole machine's CPU busy between two readings, in the unit of the per-process figures: % of
+ * one core, so 2 cores give at most 200%. Every process counts, the other work sharing the machine too.
+ */
+export function machineBusyPct(from: { busy: number; total: number }, to: { busy: number; total: number }): number {
+  const total = to.total - from.total;
+  return total > 0 ? Math.round(((to.busy - from.busy) / total) * cpus().length * 100) : 0;
 }

@@ -8,6 +8,7 @@ import type { DesignResult, PurchaseSettings } from './purchase.js';
 import type { ProfileResults } from './profiles.js';
 import type { RateLimitResults } from './rate-limit.js';
 import type { Summary } from './stats.js';
+import type { WholeMachineResults } from './whole-machine.js';
 import type { WriterResult } from './writer.js';
 
 export interface BenchResults {
@@ -25,6 +26,8 @@ export interface BenchResults {
   cluster?: ClusterResults;
   /** What the purchase rate limits cost: bench/rate-limit.ts. */
   rateLimit?: RateLimitResults;
+  /** The PM2 deployment (API_INSTANCES = cores) against the hello-world ceiling under PM2: bench/whole-machine.ts. */
+  wholeMachine?: WholeMachineResults;
   /** The top of each profile: bench/profiles.ts. */
   profile?: ProfileResults;
 }
@@ -52,15 +55,17 @@ function byDesign(rs: DesignResult[], d: string): DesignResult | undefined {
   return rs.find((r) => r.design === d);
 }
 
+/** "55% (rounds 54%, 57%; median req/s 20,000 / 36,000)": a against b, round by round. */
+const vs = (a: DesignResult, b: DesignResult, f: (v: number) => string) => {
+  const r = roundRatio(a, b);
+  return `${f(r.median)} (rounds ${r.each.map(f).join(', ')}; median req/s ${n(a.load.rps)} / ${n(b.load.rps)})`;
+};
+
 export function targets(r: BenchResults): Target[] {
   const out: Target[] = [];
   const p = r.purchase;
   if (p) {
     const [fs, hello, lock, queue] = ['flashsale', 'hello', 'rowlock', 'enqueue'].map((d) => byDesign(p.crowd, d));
-    const vs = (a: DesignResult, b: DesignResult, f: (v: number) => string) => {
-      const r = roundRatio(a, b);
-      return `${f(r.median)} (rounds ${r.each.map(f).join(', ')}; median req/s ${n(a.load.rps)} / ${n(b.load.rps)})`;
-    };
     if (fs && hello) out.push({ what: 'purchase throughput / hello-world ceiling', target: '>= 75%', measured: vs(fs, hello, pct), met: roundRatio(fs, hello).median >= 0.75 });
     if (fs && lock) out.push({ what: 'purchase throughput / Postgres row lock', target: '>= 10x', measured: vs(fs, lock, x), met: roundRatio(fs, lock).median >= 10 });
     if (fs && queue) out.push({ what: 'purchase throughput / BullMQ job per request', target: '>= 2x', measured: vs(fs, queue, x), met: roundRatio(fs, queue).median >= 2 });
@@ -73,6 +78,11 @@ export function targets(r: BenchResults): Target[] {
     if (fs) out.push({ what: `purchase p99 at concurrency ${p.settings.connections}`, target: '<= 50 ms', measured: `${fs.load.latencyMs.p99} ms (p50 ${fs.load.latencyMs.p50} ms)`, met: fs.load.latencyMs.p99 <= 50 });
     const all = [...p.crowd, ...p.allWin].filter((d) => d.correct !== null);
     out.push({ what: 'orders = stock, no oversell, <= 1 per buyer (every design, every run)', target: 'all', measured: all.every((d) => d.correct) ? 'all correct' : `wrong: ${all.filter((d) => !d.correct).map((d) => d.design).join(', ')}`, met: all.every((d) => d.correct) });
+  }
+  const m = r.wholeMachine;
+  for (const [c, what] of m ? [[m.crowd, 'sold-out crowd'], [m.allWin, 'every buyer wins']] as const : []) {
+    const [fs, hello] = ['pm2-flashsale', 'pm2-hello'].map((d) => byDesign(c.designs, d));
+    if (fs && hello) out.push({ what: `whole machine under PM2 (${m!.cores} API instances), ${what} / hello-world under PM2`, target: '', measured: `${vs(fs, hello, pct)}${fs.correct === false ? '; **orders wrong**' : ''}`, met: null });
   }
   const w = r.writer;
   // The product's defaults: batch 1000, WRITER_CONCURRENCY 2 (results from before it existed had one in flight).

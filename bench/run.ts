@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [--only purchase,writer,expiry,cost,cluster,ratelimit,profile] [--render]`: starts its own
+// `npm run bench [-- --quick] [--only purchase,writer,expiry,cost,cluster,ratelimit,machine,profile] [--render]`: starts its own
 // Postgres and Redis servers, runs each comparison, saves bench/results/bench.json and writes
 // BENCHMARKS.md (--render: only rewrites BENCHMARKS.md from the saved results).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -14,6 +14,7 @@ import { runPurchase } from './purchase.js';
 import { runProfiles } from './profiles.js';
 import { runRateLimit } from './rate-limit.js';
 import type { BenchResults } from './report.js';
+import { runWholeMachine } from './whole-machine.js';
 import { runWriter } from './writer.js';
 import { execFileSync } from 'node:child_process';
 
@@ -26,7 +27,7 @@ if (flags.render) {
   writeFileSync(benchmarksFile, document(JSON.parse(readFileSync(resultsFile, 'utf8')) as Partial<Record<'quick' | 'full', BenchResults>>));
   process.exit(0);
 }
-const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost,cluster,ratelimit,profile').split(','));
+const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost,cluster,ratelimit,machine,profile').split(','));
 
 const P = quick
   ? {
@@ -42,6 +43,7 @@ const P = quick
     memoryWinners: 20_000,
     profile: { buyers: 20_000, connections: 500, tableOrders: 100_000 },
     cluster: { buyers: 20_000, warmupBuyers: 5_000, connections: 500, rounds: 2, sales: 30, expiry: { orders: 5_000, windowS: 5, leadS: 6, graceS: 20 } },
+    machine: { crowd: { stock: 2_500, buyers: 50_000, connections: 500, rounds: 3, warmupBuyers: 10_000 }, allWin: { stock: 40_000, buyers: 40_000, connections: 500, rounds: 3, warmupBuyers: 5_000 } },
   }
   : {
     purchase: { stock: 10_000, buyers: 200_000, connections: 500, rounds: 3, warmupBuyers: 20_000 },
@@ -55,10 +57,11 @@ const P = quick
     memoryWinners: 100_000,
     profile: { buyers: 40_000, connections: 500, tableOrders: 200_000 },
     cluster: { buyers: 40_000, warmupBuyers: 10_000, connections: 500, rounds: 3, sales: 30, expiry: { orders: 20_000, windowS: 5, leadS: 10, graceS: 30 } },
+    machine: { crowd: { stock: 10_000, buyers: 200_000, connections: 500, rounds: 3, warmupBuyers: 20_000 }, allWin: { stock: 100_000, buyers: 100_000, connections: 500, rounds: 3, warmupBuyers: 10_000 } },
   };
 
 const wrk = wrkVersion();
-if (!wrk && (parts.has('purchase') || parts.has('cost') || parts.has('cluster') || parts.has('ratelimit') || parts.has('profile'))) {
+if (!wrk && (parts.has('purchase') || parts.has('cost') || parts.has('cluster') || parts.has('ratelimit') || parts.has('machine') || parts.has('profile'))) {
   console.error(`wrk (the load generator) is not installed. Install it with:\n\n  ${WRK_INSTALL}\n\nor run only the parts that need no load generator: npm run bench -- --only writer,expiry`);
   process.exit(2);
 }
@@ -95,6 +98,7 @@ try {
   if (parts.has('cluster')) results.cluster = await runCluster(pg, P.cluster);
   if (parts.has('profile')) results.profile = await runProfiles(pg, P.profile);
   if (parts.has('ratelimit')) results.rateLimit = await runRateLimit(pg, P.rateLimit.crowd, P.rateLimit.allWin);
+  if (parts.has('machine')) results.wholeMachine = await runWholeMachine(pg, P.machine.crowd, P.machine.allWin);
   results.seconds = Math.round((performance.now() - started) / 1000);
 
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });

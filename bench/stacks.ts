@@ -1,16 +1,19 @@
 // Each purchase design as a running stack: its own processes (spawned apart from the load
 // generator), its own Redis and database, a way to create a sale, to wait until every buyer has
 // been decided and written, and to check the outcome in Postgres.
+import { cpus } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import { saleKeys } from '../shared/keys.js';
 import type { Pool } from '../shared/db.js';
 import { PURCHASE_QUEUE } from './baselines/common.js';
 import { ROWLOCK_SCHEMA } from './baselines/rowlock-tx.js';
-import { Cleanup, cli, freePort, freshDatabase, freshRedis, sleep, spawnNode, tsScript, type BenchPostgres, type BenchRedis, type Proc } from './harness.js';
+import { Cleanup, cli, freePort, freshDatabase, freshRedis, spawnNode, tsScript, until, type BenchPostgres, type BenchRedis, type Proc } from './harness.js';
+import { freeOpsPortBase, pm2Watch, startPm2 } from './pm2.js';
 import type { Watched } from './procstat.js';
 
-export type Design = 'flashsale' | 'hello' | 'rowlock' | 'enqueue' | 'flashsale-nomem' | 'rowlock-nomem';
+export type Design = 'flashsale' | 'hello' | 'rowlock' | 'enqueue' | 'flashsale-nomem' | 'rowlock-nomem' | 'pm2-hello' | 'pm2-flashsale';
 
 export const DESIGNS: Record<Design, string> = {
   flashsale: 'flashsale (this endpoint)',
@@ -19,6 +22,8 @@ export const DESIGNS: Record<Design, string> = {
   enqueue: 'BullMQ job per request',
   'flashsale-nomem': 'flashsale, no sold-out memory',
   'rowlock-nomem': 'Postgres row lock, no sold-out memory',
+  'pm2-hello': 'hello-world POST under PM2, one instance per core (ceiling)',
+  'pm2-flashsale': 'flashsale under PM2 (ecosystem.config.js, API_INSTANCES = cores)',
 };
 
 /** The designs run with SOLD_OUT_CACHE_MS=0: every buyer reaches Redis or Postgres. */
@@ -60,18 +65,15 @@ async function outcome(pool: Pool, saleId: string, left: number): Promise<Outcom
   return { orders: r.orders, units: r.units, maxPerUser: r.max_per_user, selloutS: Math.round(r.sellout_s * 100) / 100, left };
 }
 
-async function until(what: string, timeoutMs: number, done: () => Promise<boolean>): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await done())) {
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
 async function insertRowLockSale(pool: Pool, id: string, stock: number): Promise<void> {
   await pool.query(`insert into sales (id, name, stock, payment_window_seconds) values ($1, $1, $2, 3600)`, [id, stock]);
   await pool.query('insert into bench_stock (sale_id, stock) values ($1, $2)', [id, stock]);
 }
+
+/** The PM2 designs: one API (or hello-world) instance per core, as the README tells an operator to run it. */
+const CORES = cpus().length;
+const HELLO_ECOSYSTEM = fileURLToPath(new URL('./baselines/hello.config.js', import.meta.url));
+const ECOSYSTEM = fileURLToPath(new URL('../ecosystem.config.js', import.meta.url));
 
 const stockLeft = async (pool: Pool, id: string) =>
   (await pool.query<{ stock: number }>('select stock from bench_stock where sale_id = $1', [id])).rows[0]?.stock ?? -1;
@@ -85,6 +87,13 @@ export async function startStack(design: Design, pg: BenchPostgres, opts: { prod
       const server = await spawnNode('hello', tsScript('bench/baselines/hello.ts'), { PORT: String(port) }, cleanup);
       return {
         design, port, procs: [server], watch: [{ name: 'server', pid: server.pid }],
+        createSale: async () => {}, settle: async () => {}, outcome: async () => null, stop: () => cleanup.run(),
+      };
+    }
+    if (design === 'pm2-hello') {
+      const pm2 = await startPm2(HELLO_ECOSYSTEM, CORES, { PORT: String(port), API_INSTANCES: String(CORES) }, cleanup);
+      return {
+        design, port, procs: [], watch: pm2Watch(pm2),
         createSale: async () => {}, settle: async () => {}, outcome: async () => null, stop: () => cleanup.run(),
       };
     }
@@ -128,12 +137,7 @@ export async function startStack(design: Design, pg: BenchPostgres, opts: { prod
       };
     }
     const env = { PORT: String(port), DATABASE_URL: db.url, REDIS_URL: redis.url, ...PRODUCT_ENV, ...(design === 'flashsale-nomem' ? NO_MEMORY : {}), ...opts.productEnv };
-    const api = await spawnNode('api', cli('api'), env, cleanup);
-    const writer = await spawnNode('order-writer', cli('order-writer'), env, cleanup);
-    const listener = await spawnNode('expiry-listener', cli('expiry-listener'), env, cleanup);
-    return {
-      design, port, procs: [api, writer, listener], redis,
-      watch: [{ name: 'server', pid: api.pid }, { name: 'writer', pid: writer.pid }, { name: 'listener', pid: listener.pid }, redisWatch, pgWatch],
+    const sale: Pick<Stack, 'createSale' | 'settle' | 'outcome' | 'stop'> = {
       createSale: (id, stock) => createSale(db.pool, redis.redis, parseSaleInput({ id, name: id, stock, paymentWindowSeconds: 3600 })),
       settle: (id, timeoutMs = 600_000) => until('the order writer to drain', timeoutMs, async () => {
         const k = saleKeys(id);
@@ -142,6 +146,20 @@ export async function startStack(design: Design, pg: BenchPostgres, opts: { prod
       }),
       outcome: async (id) => outcome(db.pool, id, Number(await redis.redis.get(saleKeys(id).available))),
       stop: () => cleanup.run(),
+    };
+    if (design === 'pm2-flashsale') {
+      // The real ecosystem file with real servers (no `servers` app) and the bench's secrets; ops ports that are free.
+      const opsBase = await freeOpsPortBase([1, 2, 3, ...Array.from({ length: CORES }, (_, i) => 10 + i)]);
+      const pm2 = await startPm2(ECOSYSTEM, CORES + 3, { ...env, OPS_PORT_BASE: String(opsBase), API_INSTANCES: String(CORES) }, cleanup);
+      return { design, port, procs: [], redis, watch: [...pm2Watch(pm2), redisWatch, pgWatch], ...sale };
+    }
+    const api = await spawnNode('api', cli('api'), env, cleanup);
+    const writer = await spawnNode('order-writer', cli('order-writer'), env, cleanup);
+    const listener = await spawnNode('expiry-listener', cli('expiry-listener'), env, cleanup);
+    return {
+      design, port, procs: [api, writer, listener], redis,
+      watch: [{ name: 'server', pid: api.pid }, { name: 'writer', pid: writer.pid }, { name: 'listener', pid: listener.pid }, redisWatch, pgWatch],
+      ...sale,
     };
   } catch (err) {
     await cleanup.run();
