@@ -3,6 +3,7 @@
 import { expiryTable, growthTable, headline, memoryTable, purchaseTable, roundRatio, table, writerTable, type BenchResults } from './report.js';
 import type { ClusterResults, Measured } from './cluster.js';
 import { analysis } from './analysis.js';
+import type { ProfileResults } from './profiles.js';
 import { rateLimitSection } from './rate-limit.js';
 import { wholeMachineSection } from './whole-machine.js';
 import { existsSync, readFileSync } from 'node:fs';

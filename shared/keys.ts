@@ -66,7 +66,7 @@ function buildSaleKeys(saleId: string) {
     cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,
     buys: (userId: string) => `${p}:buys:${userId}`,
-    /** The expiry key of order O is this prefix followed by O (touch_due.lua builds it so). */
+    /** The expiry key of order O is this prefix followed by O (ack.lua and touch_due.lua build it so). */
     expiryPrefix: `${p}:expiry:`,
     expiry: (orderId: string) => `${p}:expiry:${orderId}`,
   };

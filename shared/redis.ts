@@ -13,7 +13,7 @@ type ScriptName = (typeof SCRIPTS)[number];
  * on a cluster by its first argument, which must then be a key, not the key count. ack's count
  * varies (it is never auto-pipelined).
  */
-const KEY_COUNTS: Partial<Record<ScriptName, number>> = { purchase: 8, load_sale: 2, end_sale: 1, claim: 3, recover_writer: 3, restore: 4, touch_due: 2, snapshot: 5, cancel: 2 };
+const KEY_COUNTS: Partial<Record<ScriptName, number>> = { purchase: 8, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: 4, touch_due: 2, snapshot: 5, cancel: 2 };
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
 const luaDir = new URL('./lua/', import.meta.url);
@@ -195,9 +195,11 @@ export async function ackBatch(
   pending: { orderId: string; expiresAt: number }[], orderIds: string[],
 ): Promise<number> {
   const k = saleKeys(saleId);
-  const keys = [k.processing(writerId), k.queued, k.deadlines, k.purchased, ...pending.map((p) => k.expiry(p.orderId))];
-  const args = [now, ...pending.map((p) => p.expiresAt), ...pending.map((p) => p.orderId), ...orderIds];
-  return (await run(redis, 'ack', keys, args)) as number;
+  // Expiry key names are built in the script from the prefix: half the arguments to send and parse.
+  const args: (string | number)[] = [now, k.expiryPrefix, pending.length];
+  for (const p of pending) args.push(p.orderId, p.expiresAt);
+  for (const id of orderIds) args.push(id);
+  return (await run(redis, 'ack', [k.processing(writerId), k.queued, k.deadlines, k.purchased], args)) as number;
 }
 
 export async function recoverWriter(redis: RedisClient, saleId: string, writerId: string, now: number): Promise<number> {

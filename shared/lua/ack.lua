@@ -7,11 +7,11 @@
   KEYS[2] queued hash
   KEYS[3] deadlines zset (orderId -> deadline ms)
   KEYS[4] purchased set
-  KEYS[5..] expiry keys of the orders still pending (P of them)
   ARGV[1] now (ms)
-  ARGV[2..P+1] deadline (ms) of each expiry key, in KEYS order
-  ARGV[P+2..2P+1] order id of each expiry key, in KEYS order
-  ARGV[2P+2..] order ids of the whole batch
+  ARGV[2] expiry key prefix (order O's key is prefix .. O: the sale's hash tag, so the same slot)
+  ARGV[3] P, the number of pending orders
+  ARGV[4..2P+3] order id and deadline (ms) of each pending order, in pairs
+  ARGV[2P+4..] ids whose queued entries go: the batch (which holds the pending orders too)
 
   Returns the number of expiry keys set. Keys whose deadline has already passed are not set
   (SET with a past PXAT emits `del`, not `expired`); the caller closes those orders itself, and
@@ -19,21 +19,19 @@
 ]]
 local rcall = redis.call
 local processingKey, queuedKey, deadlinesKey, purchasedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local now = tonumber(ARGV[1])
-local pending = #KEYS - 4
+local now, prefix, pending = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local set = 0
-for i = 1, pending do
-  local deadline = tonumber(ARGV[1 + i])
+for i = 4, 2 * pending + 3, 2 do
+  local orderId, deadline = ARGV[i], tonumber(ARGV[i + 1])
   if deadline > now then
-    local orderId = ARGV[1 + pending + i]
-    rcall('SET', KEYS[4 + i], '1', 'PXAT', deadline)
+    rcall('SET', prefix .. orderId, '1', 'PXAT', deadline)
     -- One step, so the id is never in both places nor in neither.
     rcall('ZADD', deadlinesKey, deadline, orderId)
     rcall('SREM', purchasedKey, orderId)
     set = set + 1
   end
 end
-for i = 2 * pending + 2, #ARGV, 500 do
+for i = 2 * pending + 4, #ARGV, 500 do
   rcall('HDEL', queuedKey, unpack(ARGV, i, math.min(i + 499, #ARGV)))
 end
 rcall('DEL', processingKey)
