@@ -2,7 +2,7 @@
 // admin (ADMIN_TOKEN). Route hooks that run before input validation, so a request nobody may make
 // is refused as such (401/403) whatever its body says.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { FastifyRequest, preValidationAsyncHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest, preValidationAsyncHookHandler } from 'fastify';
 import type { Config } from './config.js';
 import { HttpError } from './errors.js';
 import { checkUserId, createVerifier } from './jwt.js';
@@ -16,8 +16,8 @@ declare module 'fastify' {
 }
 
 export interface Auth {
-  /** Sets req.buyer, or refuses with 401 unauthorized. */
-  buyer: preValidationAsyncHookHandler;
+  /** Sets req.buyer, or refuses with 401 unauthorized (a callback hook: every purchase runs it). */
+  buyer: (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => void;
   /** Refuses anyone but the admin: 401 without a bearer token, 403 with another one. */
   admin: preValidationAsyncHookHandler;
 }
@@ -35,8 +35,21 @@ const digest = (s: string) => createHash('sha256').update(s).digest();
 export function createAuth(config: Config, logger: Logger): Auth {
   const verify = config.authMode === 'jwt' ? createVerifier(config, { logger }) : undefined;
   return {
-    async buyer(req) {
-      req.buyer = verify ? await verify(bearer(req)) : checkUserId(req.headers['x-user-id']);
+    buyer(req, _reply, done) {
+      let verified: Promise<string>;
+      try {
+        if (!verify) {
+          req.buyer = checkUserId(req.headers['x-user-id']);
+          return done();
+        }
+        verified = verify(bearer(req));
+      } catch (err) {
+        return done(err as Error);
+      }
+      verified.then((buyer) => {
+        req.buyer = buyer;
+        done();
+      }, done);
     },
     async admin(req) {
       if (!config.adminToken) throw new HttpError('forbidden', 'The admin API is off: set ADMIN_TOKEN to turn it on.');

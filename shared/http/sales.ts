@@ -1,5 +1,5 @@
 // Sales: create, list and end (admin), view, and purchase, with the schemas of their input and answers.
-import type { FastifyPluginCallback, FastifyRequest } from 'fastify';
+import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import type { RedisClient } from '../redis.js';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
@@ -158,13 +158,16 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
   });
 
   // The sale id before the buyer, the buyer before the body: a malformed path is a 400 whoever asks.
-  const saleIdFirst = async (req: FastifyRequest) => {
+  // Callback hooks, not async: every purchase runs them, and an async hook costs a promise each.
+  const saleIdFirst = (req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
     const valid = req.getValidationFunction('params');
-    if (valid && !valid(req.params)) throw Object.assign(new Error('invalid params'), { validation: valid.errors });
+    if (valid && !valid(req.params)) return done(Object.assign(new Error('invalid params'), { validation: valid.errors }));
+    done();
   };
   // No body at all buys one; a body of null is refused like any other body that is no object.
-  const noBodyBuysOne = async (req: FastifyRequest) => {
+  const noBodyBuysOne = (req: FastifyRequest, _reply: FastifyReply, done: () => void) => {
     if (req.body === undefined) req.body = {};
+    done();
   };
   // Per address on arrival, per buyer once known; refused before the handler, so nothing changes.
   const rateLimits = purchaseLimits(app, redis, limits, (saleId) => purchaser.soldOut(saleId));
