@@ -53,7 +53,13 @@ test('/metrics after a load test with payments and expiry shows real values for 
   await waitFor('unpaid orders expired and restored', async () => (await env.redis.get(`{sale:${saleId}}:available`)) === '100', 30_000);
   await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
 
+  // Requests no route takes count once each under route="unmatched"; a 405 under its path.
+  for (let i = 0; i < 3; i++) assert.equal((await http(api.port, 'GET', '/no/such/path')).status, 404);
+  assert.equal((await http(api.port, 'DELETE', `/api/sales/${saleId}/purchases`)).status, 405);
+
   const text = (await http(api.port, 'GET', '/metrics')).body as string;
+  assert.equal(sample(text, 'flashsale_http_request_duration_seconds_count{route="unmatched",method="GET",status="404"}'), 3);
+  assert.equal(sample(text, 'flashsale_http_request_duration_seconds_count{route="/api/sales/:saleId/purchases",method="DELETE",status="405"}'), 1);
   assert.equal(sample(text, 'flashsale_purchases_total{outcome="queued"}'), 200);
   assert.equal(sample(text, 'flashsale_purchases_total{outcome="sold_out"}'), 800);
   assert.equal(sample(text, 'flashsale_http_request_duration_seconds_count{route="/api/sales/:saleId/purchases",method="POST",status="202"}'), 200);
