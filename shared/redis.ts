@@ -10,10 +10,10 @@ const SCRIPTS = ['purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_w
 type ScriptName = (typeof SCRIPTS)[number];
 /**
  * How many KEYS each script takes, declared up front: ioredis's auto-pipelining routes a command
- * on a cluster by its first argument, which must then be a key, not the key count. ack's count
- * varies (it is never auto-pipelined).
+ * on a cluster by its first argument, which must then be a key, not the key count. ack's and
+ * restore's counts vary (they are never auto-pipelined).
  */
-const KEY_COUNTS: Partial<Record<ScriptName, number>> = { purchase: 7, load_sale: 2, end_sale: 1, claim: 3, recover_writer: 3, restore: 4, touch_due: 1, snapshot: 5, cancel: 2 };
+const KEY_COUNTS: Partial<Record<ScriptName, number>> = { purchase: 7, load_sale: 2, end_sale: 1, claim: 3, recover_writer: 3, touch_due: 1, snapshot: 5, cancel: 2 };
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
 const luaDir = new URL('./lua/', import.meta.url);
@@ -205,12 +205,27 @@ export async function recoverWriter(redis: RedisClient, saleId: string, writerId
   return (await run(redis, 'recover_writer', [k.winners, k.processing(writerId), k.writers], [writerId, now])) as number;
 }
 
+export interface Restorable { orderId: string; userId: string; qty: number }
+
+/** Most orders one restore.lua call takes: a bigger batch is split, so no single call holds Redis long. */
+export const RESTORE_CHUNK = 1000;
+
+/** Gives one sale's orders their stock and quota back (restore.lua); for each order, true if this call restored it. */
+export async function restoreStocks(redis: RedisClient, saleId: string, orders: Restorable[]): Promise<boolean[]> {
+  const k = saleKeys(saleId);
+  const calls: Promise<boolean[]>[] = [];
+  for (let from = 0; from < orders.length; from += RESTORE_CHUNK) {
+    const chunk = orders.slice(from, from + RESTORE_CHUNK);
+    const keys = [k.available, k.restored, k.restoredQty, ...chunk.map((o) => k.buys(o.userId))];
+    const args = [saleId, STOCK_CHANNEL, ...chunk.flatMap((o) => [o.orderId, o.qty])];
+    calls.push(run(redis, 'restore', keys, args).then((res) => (res as number[]).map((r) => r === 1)));
+  }
+  return (await Promise.all(calls)).flat();
+}
+
 export async function restoreStock(redis: RedisClient, o: { saleId: string; orderId: string; userId: string; qty: number }): Promise<boolean> {
-  const k = saleKeys(o.saleId);
-  const res = await run(redis, 'restore', [k.available, k.restored, k.restoredQty, k.buys(o.userId)], [
-    o.orderId, o.qty, o.saleId, STOCK_CHANNEL,
-  ]);
-  return res === 1;
+  const [restored] = await restoreStocks(redis, o.saleId, [o]);
+  return restored!;
 }
 
 /** cancel.lua: a still-queued order of this buyer, noted as being cancelled; its winner entry, or null. */
