@@ -9,7 +9,7 @@ import type { Pool } from './db.js';
 import { metrics, observeClosed, type ClosedBy } from './metrics.js';
 import { publishOrderEvents } from './order-events.js';
 import { closeDue, closeOverdue, markRestored, unrestored, type ClosedOrder } from './order-queries.js';
-import { restoreStock } from './redis.js';
+import { restoreStocks } from './redis.js';
 import { confirmReplicated } from './replication.js';
 
 /** Most orders one close statement takes; a burst of deadlines closes in fewer, larger statements. */
@@ -37,8 +37,18 @@ export async function finishClosed(pool: Pool, redis: RedisClient, closed: Close
 /** Restores each order's stock and quota (once per order, whoever else tries) and records it. Returns the units this call gave back. */
 export async function restore(pool: Pool, redis: RedisClient, orders: ClosedOrder[]): Promise<number> {
   if (orders.length === 0) return 0;
-  const results = await Promise.all(orders.map((o) => restoreStock(redis, { saleId: o.saleId, orderId: o.id, userId: o.userId, qty: o.qty })));
-  const units = orders.reduce((sum, o, i) => (results[i] ? sum + o.qty : sum), 0);
+  const bySale = new Map<string, ClosedOrder[]>();
+  for (const o of orders) {
+    const of = bySale.get(o.saleId);
+    if (of) of.push(o);
+    else bySale.set(o.saleId, [o]);
+  }
+  // One script call per sale (per RESTORE_CHUNK orders), not one per order.
+  const restored = await Promise.all([...bySale].map(async ([saleId, of]) => {
+    const done = await restoreStocks(redis, saleId, of.map((o) => ({ orderId: o.id, userId: o.userId, qty: o.qty })));
+    return of.reduce((sum, o, i) => (done[i] ? sum + o.qty : sum), 0);
+  }));
+  const units = restored.reduce((a, b) => a + b, 0);
   if (units > 0) metrics.stockRestored.inc(units);
   // Recorded only once the replicas have it (REDIS_MIN_REPLICAS_ACK): a restore a failover lost
   // is then still unrecorded, and the next sweep runs it again.

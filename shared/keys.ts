@@ -65,6 +65,8 @@ function buildSaleKeys(saleId: string) {
     /** Orders whose buyer asked to cancel them while queued (cancel.lua). */
     cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,
+    /** Buyer U's count is this prefix followed by U (restore.lua builds it so). */
+    buysPrefix: `${p}:buys:`,
     buys: (userId: string) => `${p}:buys:${userId}`,
     /** The expiry key of order O is this prefix followed by O (ack.lua and touch_due.lua build it so). */
     expiryPrefix: `${p}:expiry:`,

@@ -10,10 +10,11 @@ const SCRIPTS = ['purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_w
 type ScriptName = (typeof SCRIPTS)[number];
 /**
  * How many KEYS each script takes, declared up front: ioredis's auto-pipelining routes a command
- * on a cluster by its first argument, which must then be a key, not the key count. ack's count
- * varies (it is never auto-pipelined).
+ * on a cluster by its first argument, which must then be a key, not the key count. Scripts that
+ * take a key per order (ack, touch_due, restore) take a prefix instead and build those keys, which
+ * share the sale's hash tag and so its slot.
  */
-const KEY_COUNTS: Partial<Record<ScriptName, number>> = { purchase: 8, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: 4, touch_due: 2, snapshot: 5, cancel: 2 };
+const KEY_COUNTS: Record<ScriptName, number> = { purchase: 8, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: 3, touch_due: 2, snapshot: 5, cancel: 2 };
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
 const luaDir = new URL('./lua/', import.meta.url);
@@ -135,7 +136,6 @@ export async function pingMasters(redis: RedisClient): Promise<void> {
 function run(redis: RedisClient, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
   const fn = (redis as unknown as Record<ScriptName, ScriptFn>)[name];
   const fixed = KEY_COUNTS[name];
-  if (fixed === undefined) return fn.call(redis, keys.length, ...keys, ...args);
   if (keys.length !== fixed) throw new Error(`${name}.lua takes ${fixed} keys, given ${keys.length}`);
   return fn.call(redis, ...keys, ...args);
 }
@@ -207,12 +207,27 @@ export async function recoverWriter(redis: RedisClient, saleId: string, writerId
   return (await run(redis, 'recover_writer', [k.winners, k.processing(writerId), k.writers], [writerId, now])) as number;
 }
 
+export interface Restorable { orderId: string; userId: string; qty: number }
+
+/** Most orders one restore.lua call takes: a bigger batch is split, so no single call holds Redis long. */
+export const RESTORE_CHUNK = 1000;
+
+/** Gives one sale's orders their stock and quota back (restore.lua); for each order, true if this call restored it. */
+export async function restoreStocks(redis: RedisClient, saleId: string, orders: Restorable[]): Promise<boolean[]> {
+  const k = saleKeys(saleId);
+  const calls: Promise<boolean[]>[] = [];
+  for (let from = 0; from < orders.length; from += RESTORE_CHUNK) {
+    const chunk = orders.slice(from, from + RESTORE_CHUNK);
+    const args: (string | number)[] = [saleId, STOCK_CHANNEL, k.buysPrefix];
+    for (const o of chunk) args.push(o.orderId, o.qty, o.userId);
+    calls.push(run(redis, 'restore', [k.available, k.restored, k.restoredQty], args).then((res) => (res as number[]).map((r) => r === 1)));
+  }
+  return (await Promise.all(calls)).flat();
+}
+
 export async function restoreStock(redis: RedisClient, o: { saleId: string; orderId: string; userId: string; qty: number }): Promise<boolean> {
-  const k = saleKeys(o.saleId);
-  const res = await run(redis, 'restore', [k.available, k.restored, k.restoredQty, k.buys(o.userId)], [
-    o.orderId, o.qty, o.saleId, STOCK_CHANNEL,
-  ]);
-  return res === 1;
+  const [restored] = await restoreStocks(redis, o.saleId, [o]);
+  return restored!;
 }
 
 /** cancel.lua: a still-queued order of this buyer, noted as being cancelled; its winner entry, or null. */

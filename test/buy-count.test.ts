@@ -6,9 +6,9 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
 import { HttpError } from '../shared/errors.js';
-import { saleKeys } from '../shared/keys.js';
 import { Purchaser, Refusal } from '../shared/purchase.js';
-import { loadSale, purchaseScript, restoreStock } from '../shared/redis.js';
+import { saleKeys, STOCK_CHANNEL } from '../shared/keys.js';
+import { duplicateRedis, loadSale, purchaseScript, RESTORE_CHUNK, restoreStock, restoreStocks } from '../shared/redis.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { newSale } from './support/fixtures.js';
 import { http } from './support/http.js';
@@ -101,6 +101,37 @@ describe('buy count', () => {
       assert.equal(await env.redis.exists(key), 0, `${sale.id}: a count back at zero is deleted`);
       assert.equal(await env.redis.get(k.available), '10');
     }
+  });
+
+  test('a batch restore gives each order back once (a repeat in the batch, one restored before, the call resent), each buyer\'s quota, one announcement', async () => {
+    const sale = await newSale(env, { stock: 10, perUserLimit: 3, maxPerOrder: 2 });
+    const k = saleKeys(sale.id);
+    const [x1, x2, y1] = [await buy(sale.id, 'x', 1), await buy(sale.id, 'x', 2), await buy(sale.id, 'y', 1)].map((r) => r.body.orderId as string);
+    assert.equal(await env.redis.get(k.available), '6');
+    assert.equal(await restoreStock(env.redis, { saleId: sale.id, orderId: y1!, userId: 'y', qty: 1 }), true);
+
+    const sub = duplicateRedis(env.redis);
+    let announced = 0;
+    sub.on('message', (_channel: string, saleId: string) => { if (saleId === sale.id) announced++; });
+    await sub.subscribe(STOCK_CHANNEL);
+    try {
+      const batch = [{ orderId: x1!, userId: 'x', qty: 1 }, { orderId: x2!, userId: 'x', qty: 2 }, { orderId: y1!, userId: 'y', qty: 1 }, { orderId: x1!, userId: 'x', qty: 1 }];
+      assert.deepEqual(await restoreStocks(env.redis, sale.id, batch), [true, true, false, false]);
+      assert.deepEqual(await restoreStocks(env.redis, sale.id, batch), [false, false, false, false], 'a resent call changes nothing');
+      assert.equal(await env.redis.get(k.available), '10');
+      assert.equal(await env.redis.get(k.restoredQty), '4');
+      assert.deepEqual([await env.redis.exists(k.buys('x')), await env.redis.exists(k.buys('y'))], [0, 0], 'both buyers\' quota back in full');
+      for (let i = 0; i < 50 && announced < 1; i++) await new Promise((r) => setTimeout(r, 10));
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(announced, 1, 'one announcement for the batch, none for the resent call');
+    } finally {
+      await sub.quit();
+    }
+
+    // A batch past one call's size is split, and still gives each order back once.
+    const many = Array.from({ length: RESTORE_CHUNK + 1 }, (_, i) => ({ orderId: `${sale.id}.chunk-${i}`, userId: `c${i}`, qty: 1 }));
+    assert.deepEqual(await restoreStocks(env.redis, sale.id, [...many, many[0]!]), [...many.map(() => true), false]);
+    assert.equal(await env.redis.get(k.restoredQty), String(4 + RESTORE_CHUNK + 1));
   });
 
   test('only endsAt 0 means "no end": an end at or before 1970 closes the sale', async () => {

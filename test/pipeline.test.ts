@@ -246,6 +246,27 @@ describe('expiry listener and replay', () => {
     assert.equal(unrestored.rowCount, 0);
   });
 
+  test('a burst of 5,000 deadlines within a second: the listener alone closes each once and gives stock and quota back once', async () => {
+    const s = await sale({ stock: 5000, paymentWindowSeconds: 2 });
+    await queueWinners(s.id, 5000);
+    const w = writer();
+    await waitFor('written', async () => w.written === 5000, 30_000);
+    const spread = await env.pool.query<{ ms: number }>(
+      'select extract(epoch from max(expires_at) - min(expires_at)) * 1000 as ms from orders where sale_id = $1', [s.id]);
+    assert.ok(Number(spread.rows[0]!.ms) < 1000, `deadlines spread over ${spread.rows[0]!.ms} ms`);
+    const l = await listener();
+    await waitFor('all expired and restored', async () => (await env.pool.query(
+      `select 1 from orders where sale_id = $1 and (status <> 'expired' or restored_at is null)`, [s.id])).rowCount === 0, 30_000, 100);
+    await stops.pop()!();
+    assert.equal(l.closed, 5000, 'the listener closed every order, the replay none');
+    assert.equal(l.restored, 5000);
+    const k = saleKeys(s.id);
+    assert.equal(await env.redis.get(k.available), '5000');
+    assert.equal(await env.redis.get(k.restoredQty), '5000');
+    assert.equal(await env.redis.scard(k.restored), 5000);
+    assert.deepEqual(await env.redis.keys(`${k.buys('')}*`), [], 'every buyer\'s quota back');
+  });
+
   test('a crash between the Postgres close and the Redis restore is finished by the replay, once', async () => {
     const s = await sale({ stock: 20, paymentWindowSeconds: 1 });
     const ids = await queueWinners(s.id, 20);

@@ -1,29 +1,43 @@
 --[[
-  Give an expired order's stock and the buyer's quota back, exactly once per order: the restored
+  Give closed orders' stock and their buyers' quota back, exactly once per order: the restored
   set is the guard, so a duplicate event, a second listener, the replay or a resent command
-  after a reconnect all find the order already restored.
+  after a reconnect all find the order already restored. One call takes a batch of one sale's
+  orders (a burst of deadlines is restored in a few calls, not one per order).
 
   KEYS[1] available
   KEYS[2] restored set (order ids)
   KEYS[3] restored qty counter
-  KEYS[4] buyer's count (no TTL for a sale without end, else the one purchase.lua set)
-  ARGV[1] orderId  ARGV[2] qty  ARGV[3] sale id (announced on the stock channel)  ARGV[4] channel
+  ARGV[1] sale id (announced on the stock channel)  ARGV[2] channel
+  ARGV[3] buyer count prefix (buyer U's count is prefix .. U: the sale's hash tag, so the same
+          slot; no TTL for a sale without end, else the one purchase.lua set)
+  ARGV[1+3i], ARGV[2+3i], ARGV[3+3i] order i's id, qty and buyer
 
-  Returns 1 restored now, 0 restored before.
+  A fixed key count: on a cluster, ioredis's auto-pipelining routes a script by its first key.
+
+  Returns one entry per order, in order: 1 restored now, 0 restored before.
 ]]
 local rcall = redis.call
-local availableKey, restoredKey, restoredQtyKey, buysKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local orderId, qty = ARGV[1], tonumber(ARGV[2])
-if rcall('SADD', restoredKey, orderId) == 0 then return 0 end
-rcall('INCRBY', availableKey, qty)
-rcall('INCRBY', restoredQtyKey, qty)
-local bought = tonumber(rcall('GET', buysKey) or '0')
--- DECRBY keeps the key's TTL (or its lack of one): giving quota back never changes how long the
--- limit holds. A count that reaches zero is deleted; the next purchase sets it afresh.
-if bought > qty then
-  rcall('DECRBY', buysKey, qty)
-elseif bought > 0 then
-  rcall('DEL', buysKey)
+local availableKey, restoredKey, restoredQtyKey = KEYS[1], KEYS[2], KEYS[3]
+local saleId, channel, buysPrefix = ARGV[1], ARGV[2], ARGV[3]
+local results, units = {}, 0
+for i = 1, (#ARGV - 3) / 3 do
+  local orderId, qty, buysKey = ARGV[1 + 3 * i], tonumber(ARGV[2 + 3 * i]), buysPrefix .. ARGV[3 + 3 * i]
+  results[i] = rcall('SADD', restoredKey, orderId)
+  if results[i] == 1 then
+    units = units + qty
+    local bought = tonumber(rcall('GET', buysKey) or '0')
+    -- DECRBY keeps the key's TTL (or its lack of one): giving quota back never changes how long
+    -- the limit holds. A count that reaches zero is deleted; the next purchase sets it afresh.
+    if bought > qty then
+      rcall('DECRBY', buysKey, qty)
+    elseif bought > 0 then
+      rcall('DEL', buysKey)
+    end
+  end
 end
-rcall('PUBLISH', ARGV[4], ARGV[3])
-return 1
+if units > 0 then
+  rcall('INCRBY', availableKey, units)
+  rcall('INCRBY', restoredQtyKey, units)
+  rcall('PUBLISH', channel, saleId)
+end
+return results
