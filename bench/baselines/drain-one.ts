@@ -1,7 +1,7 @@
 // Baseline: a one-at-a-time drain of the winners list. Per winner: move it to a processing list
 // (so a crash loses nothing, as the product's writer guarantees), insert its order, then in one
-// MULTI set its expiry key at the deadline, index the deadline, forget the queued entry and drop
-// it from the processing list. Same keys, same rows, same idempotence as the product's writer;
+// MULTI set its expiry key at the deadline, move its id from the purchased set to the deadlines
+// index, forget the queued entry and drop it from the processing list. Same keys, same rows, same idempotence as the product's writer;
 // only one order per round trip. Starts draining SALE_ID on the parent's 'go', exits when empty.
 import { createPool } from '../../shared/db.js';
 import { saleKeys } from '../../shared/keys.js';
@@ -27,9 +27,9 @@ async function drainOne(): Promise<boolean> {
      on conflict (id) do nothing returning expires_at`,
     [saleId, w.orderId, w.userId, w.qty, w.seq, w.purchasedAt]);
   const row = inserted.rows[0] ?? (await pool.query<{ expires_at: Date }>('select expires_at from orders where id = $1', [w.orderId])).rows[0]!;
-  const expiryKey = k.expiry(w.orderId);
   const deadline = row.expires_at.getTime();
-  await redis.multi().set(expiryKey, '1', 'PXAT', deadline).zadd(k.deadlines, deadline, expiryKey)
+  // As ack.lua does: the id moves from the purchased set to the deadlines index.
+  await redis.multi().set(k.expiry(w.orderId), '1', 'PXAT', deadline).zadd(k.deadlines, deadline, w.orderId).srem(k.purchased, w.orderId)
     .hdel(k.queued, w.orderId).lrem(processing, 1, entry).exec();
   return true;
 }
