@@ -162,7 +162,7 @@ function memoryNotes(r: BenchResults): string[] {
     'moves it, touch_due.lua and a payment or cancel move it back), which is where a resent purchase looks. 526 B before',
     'these changes on this machine. A sale with an end costs about 45 B more per buyer: its buyer counts carry a TTL',
     '(424 B measured); a per-sale hash of counts with one TTL would bring that to about 365 B, and needs a release that',
-    'reads both formats before one that writes the new one (a rolling upgrade would otherwise lose counts). Not cut: the',
+    'reads both formats before one that writes the new one (mid-upgrade a buyer could otherwise pass the limit). Not cut: the',
     'queued hash\'s copy of each winner entry: the order view, cancels, payments and the reconciliation look winners up in it by id.',
   ];
 }
