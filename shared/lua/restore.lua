@@ -13,25 +13,37 @@
   ARGV[1+3i], ARGV[2+3i], ARGV[3+3i] order i's id, qty and buyer
 
   A fixed key count: on a cluster, ioredis's auto-pipelining routes a script by its first key.
+  The buyers' counts are not declared, so every one is read before anything is written: while a
+  reshard moves the slot, reading one that has left fails the script here, having changed nothing
+  (a script is not rolled back: failing after a write would lose that order's unit for good).
 
   Returns one entry per order, in order: 1 restored now, 0 restored before.
 ]]
 local rcall = redis.call
 local availableKey, restoredKey, restoredQtyKey = KEYS[1], KEYS[2], KEYS[3]
 local saleId, channel, buysPrefix = ARGV[1], ARGV[2], ARGV[3]
+local n = (#ARGV - 3) / 3
+local bought = {}
+for i = 1, n do
+  local buysKey = buysPrefix .. ARGV[3 + 3 * i]
+  if bought[buysKey] == nil then bought[buysKey] = tonumber(rcall('GET', buysKey) or '0') end
+end
 local results, units = {}, 0
-for i = 1, (#ARGV - 3) / 3 do
+for i = 1, n do
   local orderId, qty, buysKey = ARGV[1 + 3 * i], tonumber(ARGV[2 + 3 * i]), buysPrefix .. ARGV[3 + 3 * i]
   results[i] = rcall('SADD', restoredKey, orderId)
   if results[i] == 1 then
     units = units + qty
-    local bought = tonumber(rcall('GET', buysKey) or '0')
     -- DECRBY keeps the key's TTL (or its lack of one): giving quota back never changes how long
     -- the limit holds. A count that reaches zero is deleted; the next purchase sets it afresh.
-    if bought > qty then
+    -- (A buyer with two orders in the batch: the count as the first left it.)
+    local left = bought[buysKey]
+    if left > qty then
       rcall('DECRBY', buysKey, qty)
-    elseif bought > 0 then
+      bought[buysKey] = left - qty
+    elseif left > 0 then
       rcall('DEL', buysKey)
+      bought[buysKey] = 0
     end
   end
 end
