@@ -108,11 +108,11 @@ function challengeSection(purchase: BenchResults['purchase'] | undefined): strin
 
 /** The top of each profile (bench/profiles.ts). */
 function profileSection(p: ProfileResults, mode: string): string {
-  const shares = (rows: [string, number][]) => rows.map(([name, pct]) => `| ${name.replace(/\|/g, '\\|')} | ${pct.toFixed(1)}% |`).join('\n');
+  const shares = (head: string[], rows: [string, number][]) => table(head, rows.map(([name, pct]) => [name.replace(/\|/g, '\\|'), `${pct.toFixed(1)}%`]));
   return ['## 10. Profiles', '',
     `\`bench/profiles.ts\` (${mode} run; \`npm run bench -- --only profile\`): the product as in section 1, every buyer wins (${p.crowd.buyers.toLocaleString('en-US')} buyers, concurrency ${p.crowd.connections}, ${p.crowd.rps.toLocaleString('en-US')} purchases/s with the profiler on).`, '',
     ...(p.api ? [`**The API process** (\`node --cpu-prof\`, ${p.api.busyS} s busy), share of its busy CPU by package, then the top functions by self time:`, '',
-      '| package | share |', '| --- | ---: |', shares(p.api.byPackage), '', '| function | self |', '| --- | ---: |', shares(p.api.byFunction), ''] : ['The API profile was not written.', '']),
+      shares(['package', 'share'], p.api.byPackage), '', shares(['function', 'self'], p.api.byFunction), ''] : ['The API profile was not written.', '']),
     '**Redis** (`INFO commandstats` over the crowd and its drain; commands a script runs count on their own line as well as in its `evalsha`):', '',
     table(['command', 'calls', 'µs per call', 'µs total'], p.commandstats.map((c) => [c.command, c.calls.toLocaleString('en-US'), c.usecPerCall, c.usecTotal.toLocaleString('en-US')])), '',
     '**Postgres** (`EXPLAIN (ANALYZE, BUFFERS)`, each inside a transaction rolled back):', '',

@@ -94,12 +94,12 @@ export async function freshRedis(cleanup: Cleanup): Promise<BenchRedis> {
 
 export interface Proc { name: string; child: ChildProcess; pid: number; stop(): Promise<void> }
 
-/** Polls `done` every 50 ms until it holds; throws, naming `what`, after `timeoutMs`. */
-export async function until(what: string, timeoutMs: number, done: () => Promise<boolean>): Promise<void> {
+/** Polls `done` every `everyMs` until it holds; throws, naming `what`, after `timeoutMs`. */
+export async function until(what: string, timeoutMs: number, done: () => Promise<boolean>, everyMs = 50): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!(await done())) {
     if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(50);
+    await sleep(everyMs);
   }
 }
 

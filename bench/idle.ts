@@ -21,7 +21,7 @@ import { purchaseScript } from '../shared/redis.js';
 import { replayOnce } from '../shared/replay.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import type { Pool } from '../shared/db.js';
-import { Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, startBenchPostgres } from './harness.js';
+import { Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, startBenchPostgres, until } from './harness.js';
 import { machine } from './machine.js';
 import { Monitor, type ProcCost } from './procstat.js';
 
@@ -37,14 +37,6 @@ async function pool<T>(n: number, concurrency: number, fn: (i: number) => Promis
   await Promise.all(Array.from({ length: concurrency }, async () => {
     while (next < n) await fn(next++);
   }));
-}
-
-async function until(what: string, timeoutMs: number, done: () => Promise<boolean>): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await done())) {
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(200);
-  }
 }
 
 const count = async (db: Pool, sql: string) => (await db.query<{ n: number }>(sql)).rows[0]!.n;
@@ -66,7 +58,7 @@ async function samplePhase(label: string, redis: Redis, db: Pool, monitor: Monit
     await sleep(100);
   }
   const cpu = monitor.stop();
-  await until('the live orders to be written', 60_000, async () => (await redis.hlen(saleKeys('live').queued)) === 0);
+  await until('the live orders to be written', 60_000, async () => (await redis.hlen(saleKeys('live').queued)) === 0, 200);
   const res = await db.query<{ ms: number }>(
     `select extract(epoch from created_at - purchased_at)::float8 * 1000 as ms from orders where id = any($1::text[]) order by 1`, [ids]);
   const ms = res.rows.map((r) => r.ms);
@@ -119,7 +111,7 @@ try {
       orders.push({ id: orderId, user });
     }
   });
-  await until('the writer to write every past order', 300_000, async () => (await count(db.pool, `select count(*)::int as n from orders where sale_id <> 'live'`)) === 2 * SALES);
+  await until('the writer to write every past order', 300_000, async () => (await count(db.pool, `select count(*)::int as n from orders where sale_id <> 'live'`)) === 2 * SALES, 200);
   const toPay = orders.filter((o) => o.user === 'u1');
   let late = 0;
   await pool(toPay.length, 50, async (i) => {
@@ -132,7 +124,7 @@ try {
   });
   if (late > 0) progress(`${late} payments came after their deadline; those orders expire instead`);
   await until('the listener to close and restore every unpaid past order', 300_000, async () =>
-    (await count(db.pool, `select count(*)::int as n from orders where sale_id <> 'live' and (status = 'pending' or (status = 'expired' and restored_at is null))`)) === 0);
+    (await count(db.pool, `select count(*)::int as n from orders where sale_id <> 'live' and (status = 'pending' or (status = 'expired' and restored_at is null))`)) === 0, 200);
   // Sweep whatever a lost event left (none expected): every past order is final before measuring.
   await restore(db.pool, r.redis, await closeDue(db.pool, orders.map((o) => o.id)));
 

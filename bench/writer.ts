@@ -8,7 +8,7 @@ import { saleKeys, SALES_REGISTRY } from '../shared/keys.js';
 import { purchaseScript } from '../shared/redis.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import type { Pool } from '../shared/db.js';
-import { Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, tsScript, type BenchPostgres } from './harness.js';
+import { Cleanup, cli, freshDatabase, freshRedis, progress, spawnNode, tsScript, until, type BenchPostgres } from './harness.js';
 import { Monitor, type ProcCost } from './procstat.js';
 
 export interface WriterResult {
@@ -52,14 +52,6 @@ async function check(pool: Pool, redis: Redis, n: number): Promise<{ correct: bo
   return { correct: rows === n && deadlines === n && queued === 0 && winners === 0 && live === sample.length, expiryKeys: deadlines };
 }
 
-async function until(done: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await done())) {
-    if (Date.now() > end) throw new Error('timed out waiting for the drain');
-    await sleep(20);
-  }
-}
-
 /** A drain to measure: the product's writer with these settings, or (batchSize null) the one-at-a-time baseline. */
 export interface Drain { batchSize: number | null; concurrency: number | null }
 
@@ -85,7 +77,8 @@ export async function runDrain(pg: BenchPostgres, n: number, { batchSize, concur
     if (batchSize === null) proc.child.send('go');
     else await r.redis.sadd(SALES_REGISTRY, SALE);
     const k = saleKeys(SALE);
-    await until(async () => (await r.redis.hlen(k.queued)) === 0 && (await r.redis.llen(k.winners)) === 0, 1_800_000);
+    // Polled every 20 ms: the drain's clock stops here.
+    await until('the drain', 1_800_000, async () => (await r.redis.hlen(k.queued)) === 0 && (await r.redis.llen(k.winners)) === 0, 20);
     const seconds = (performance.now() - t0) / 1000;
     const procs = monitor.stop();
     const { correct, expiryKeys } = await check(db.pool, r.redis, n);

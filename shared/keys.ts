@@ -49,6 +49,8 @@ export function saleKeys(saleId: string) {
 
 function buildSaleKeys(saleId: string) {
   const p = `{sale:${saleId}}`;
+  const buysPrefix = `${p}:buys:`;
+  const expiryPrefix = `${p}:expiry:`;
   return {
     meta: `${p}:meta`,
     available: `${p}:available`,
@@ -66,11 +68,11 @@ function buildSaleKeys(saleId: string) {
     cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,
     /** Buyer U's count is this prefix followed by U (restore.lua builds it so). */
-    buysPrefix: `${p}:buys:`,
-    buys: (userId: string) => `${p}:buys:${userId}`,
+    buysPrefix,
+    buys: (userId: string) => buysPrefix + userId,
     /** The expiry key of order O is this prefix followed by O (ack.lua and touch_due.lua build it so). */
-    expiryPrefix: `${p}:expiry:`,
-    expiry: (orderId: string) => `${p}:expiry:${orderId}`,
+    expiryPrefix,
+    expiry: (orderId: string) => expiryPrefix + orderId,
   };
 }
 

@@ -28,7 +28,7 @@ const pathOf = (url: string): string => {
  * closes, which a listener per connection catches for all of that connection's requests at once.
  */
 const HELD = Symbol('slotsHeld');
-/** A connection: how many of its requests hold a slot, and whether it has closed. */
+/** A connection: how many of its requests hold a slot (0 from its close on: their slots came back then). */
 type Conn = Socket & { [HELD]?: number };
 /** A response: its connection while it holds a slot, and how to give the slot back (its app's release). */
 type Holder = ServerResponse & { [HELD]?: Conn | null; [RELEASE]?: (res: Holder) => void };
