@@ -49,7 +49,6 @@ export function saleKeys(saleId: string) {
 
 function buildSaleKeys(saleId: string) {
   const p = `{sale:${saleId}}`;
-  const buysPrefix = `${p}:buys:`;
   const expiryPrefix = `${p}:expiry:`;
   return {
     meta: `${p}:meta`,
@@ -67,10 +66,8 @@ function buildSaleKeys(saleId: string) {
     /** Orders whose buyer asked to cancel them while queued (cancel.lua). */
     cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,
-    /** Buyer U's count is this prefix followed by U (restore.lua builds it so). */
-    buysPrefix,
-    buys: (userId: string) => buysPrefix + userId,
-    /** The expiry key of order O is this prefix followed by O (ack.lua and touch_due.lua build it so). */
+    buys: (userId: string) => `${p}:buys:${userId}`,
+    /** The expiry key of order O is this prefix followed by O (ack.lua builds it so). */
     expiryPrefix,
     expiry: (orderId: string) => expiryPrefix + orderId,
   };

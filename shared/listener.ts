@@ -167,12 +167,11 @@ export class ExpiryListener {
         // A whole batch gone means more may be due (a burst of deadlines in the same second): touch
         // again at once, with the clock read again, rather than one batch per tick, which capped
         // closes at 10k/s; then several calls at once, since a round trip each capped them at ~13k/s.
-        // An idle sale still costs one call a tick.
+        // An idle sale still costs one read a tick.
         await Promise.all(saleIds.map(async (id) => {
           for (let width = 1; !this.abort.signal.aborted; width = NUDGE_PIPELINE) {
             const now = Date.now();
-            const gone = await Promise.all(Array.from({ length: width }, () => touchDue(redis, id, now, NUDGE_BATCH)));
-            if (gone.reduce((a, b) => a + b, 0) < width * NUDGE_BATCH) break;
+            if ((await touchDue(redis, id, now, NUDGE_BATCH, width)) < width * NUDGE_BATCH) break;
           }
         }));
         this.nudgeRetries.succeeded();

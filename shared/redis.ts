@@ -10,11 +10,14 @@ const SCRIPTS = ['purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_w
 type ScriptName = (typeof SCRIPTS)[number];
 /**
  * How many KEYS each script takes, declared up front: ioredis's auto-pipelining routes a command
- * on a cluster by its first argument, which must then be a key, not the key count. Scripts that
- * take a key per order (ack, touch_due, restore) take a prefix instead and build those keys, which
- * share the sale's hash tag and so its slot.
+ * on a cluster by its first argument, which must then be a key, not the key count. ack takes a
+ * prefix instead and builds its new expiry keys. Those that read or change a key per order or per
+ * writer (null: the count goes first) declare every key, so that while a reshard moves the slot
+ * Redis refuses them whole (ASK, TRYAGAIN) rather than run them where some keys have not arrived
+ * (see their headers); auto-pipelining is off for them.
  */
-const KEY_COUNTS: Record<ScriptName, number> = { purchase: 8, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: 3, touch_due: 2, snapshot: 5, cancel: 2 };
+const KEY_COUNTS: Record<ScriptName, number | null> = { purchase: 8, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2 };
+const PER_CALL_KEYS = SCRIPTS.filter((name) => KEY_COUNTS[name] === null);
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
 const luaDir = new URL('./lua/', import.meta.url);
@@ -37,6 +40,7 @@ export function createRedis(where: RedisTarget | string, options: RedisOptions =
     // A master demoted under us (a failover) answers writes with READONLY, having run nothing:
     // reconnect (which asks the sentinels or the slot map again) and resend.
     reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),
+    autoPipeliningIgnoredCommands: PER_CALL_KEYS,
     ...options,
   };
   const auth = target.kind === 'single' ? {} : {
@@ -58,13 +62,14 @@ export function createRedis(where: RedisTarget | string, options: RedisOptions =
       redisOptions: { ...common, ...auth },
       enableOfflineQueue: options.enableOfflineQueue ?? true,
       enableAutoPipelining: options.enableAutoPipelining ?? false,
+      autoPipeliningIgnoredCommands: PER_CALL_KEYS,
       // Every command goes to its slot's master; replicas are for failover only.
       scaleReads: 'master',
       slotsRefreshInterval: SLOTS_REFRESH_MS,
       clusterRetryStrategy: (times) => Math.min(100 * times, 2000),
     });
   }
-  for (const name of SCRIPTS) redis.defineCommand(name, { lua: sources.get(name)!, numberOfKeys: KEY_COUNTS[name] });
+  for (const name of SCRIPTS) redis.defineCommand(name, { lua: sources.get(name)!, ...(KEY_COUNTS[name] === null ? {} : { numberOfKeys: KEY_COUNTS[name] }) });
   return redis;
 }
 
@@ -136,6 +141,7 @@ export async function pingMasters(redis: RedisClient): Promise<void> {
 function run(redis: RedisClient, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
   const fn = (redis as unknown as Record<ScriptName, ScriptFn>)[name];
   const fixed = KEY_COUNTS[name];
+  if (fixed === null) return fn.call(redis, keys.length, ...keys, ...args);
   if (keys.length !== fixed) throw new Error(`${name}.lua takes ${fixed} keys, given ${keys.length}`);
   return fn.call(redis, ...keys, ...args);
 }
@@ -217,10 +223,15 @@ export async function restoreStocks(redis: RedisClient, saleId: string, orders: 
   const k = saleKeys(saleId);
   const calls: Promise<boolean[]>[] = [];
   for (let from = 0; from < orders.length; from += RESTORE_CHUNK) {
-    const chunk = orders.slice(from, from + RESTORE_CHUNK);
-    const args: (string | number)[] = [saleId, STOCK_CHANNEL, k.buysPrefix];
-    for (const o of chunk) args.push(o.orderId, o.qty, o.userId);
-    calls.push(run(redis, 'restore', [k.available, k.restored, k.restoredQty], args).then((res) => (res as number[]).map((r) => r === 1)));
+    const keys = [k.available, k.restored, k.restoredQty];
+    const countAt = new Map<string, number>(); // buyer -> index of their count in KEYS (1-based, as Lua)
+    const args: (string | number)[] = [saleId, STOCK_CHANNEL];
+    for (const o of orders.slice(from, from + RESTORE_CHUNK)) {
+      let at = countAt.get(o.userId);
+      if (at === undefined) countAt.set(o.userId, (at = keys.push(k.buys(o.userId))));
+      args.push(o.orderId, o.qty, at);
+    }
+    calls.push(run(redis, 'restore', keys, args).then((res) => (res as number[]).map((r) => r === 1)));
   }
   return (await Promise.all(calls)).flat();
 }
@@ -247,9 +258,26 @@ export async function dropExpiry(redis: RedisClient, saleId: string, orderId: st
   await redis.multi().del(expiryKey).zrem(k.deadlines, orderId, expiryKey).sadd(k.purchased, orderId).exec();
 }
 
-export async function touchDue(redis: RedisClient, saleId: string, now: number, limit: number): Promise<number> {
+/**
+ * touch_due.lua over the deadlines due at `now`: up to `limit` members per call, `calls` calls at
+ * once on disjoint members (read first, so the script can declare their keys). Returns the keys found gone.
+ */
+export async function touchDue(redis: RedisClient, saleId: string, now: number, limit: number, calls = 1): Promise<number> {
   const k = saleKeys(saleId);
-  return (await run(redis, 'touch_due', [k.deadlines, k.purchased], [now, limit, k.expiryPrefix])) as number;
+  const due = await redis.zrangebyscore(k.deadlines, '-inf', now, 'LIMIT', 0, limit * calls);
+  const runs: Promise<unknown>[] = [];
+  for (let from = 0; from < due.length; from += limit) {
+    const keys = [k.deadlines, k.purchased];
+    const args: string[] = [];
+    for (const member of due.slice(from, from + limit)) {
+      // An older writer's member is the expiry key name itself.
+      const orderId = member.startsWith('{') ? member.slice(k.expiryPrefix.length) : member;
+      keys.push(k.expiry(orderId));
+      args.push(member, orderId);
+    }
+    runs.push(run(redis, 'touch_due', keys, args));
+  }
+  return (await Promise.all(runs)).reduce<number>((sum, gone) => sum + (gone as number), 0);
 }
 
 export interface SaleSnapshot {
@@ -259,11 +287,19 @@ export interface SaleSnapshot {
   entries: string[];
 }
 
+/** Re-reads of the writers a snapshot allows: each means a writer joined between the read and the script. */
+const SNAPSHOT_TRIES = 5;
+
 export async function snapshotSale(redis: RedisClient, saleId: string): Promise<SaleSnapshot> {
   const k = saleKeys(saleId);
-  const res = (await run(redis, 'snapshot', [k.available, k.seq, k.winners, k.writers, k.restoredQty], [k.processing('')])) as [
-    number, number, number, ...string[],
-  ];
-  const [available, seq, restoredQty, ...entries] = res;
-  return { available, seq, restoredQty, entries };
+  for (let tries = 1; ; tries++) {
+    const writers = await redis.zrange(k.writers, '0', '-1');
+    const res = (await run(redis, 'snapshot', [k.available, k.seq, k.winners, k.writers, k.restoredQty, ...writers.map((w) => k.processing(w))], writers)) as
+      [number, number, number, ...string[]] | null;
+    if (res) {
+      const [available, seq, restoredQty, ...entries] = res;
+      return { available, seq, restoredQty, entries };
+    }
+    if (tries === SNAPSHOT_TRIES) throw new Error(`sale ${saleId}: its writers changed during each of ${SNAPSHOT_TRIES} snapshots`);
+  }
 }

@@ -13,6 +13,10 @@
   ARGV[4..2P+3] order id and deadline (ms) of each pending order, in pairs
   ARGV[2P+4..] ids whose queued entries go: the batch (which holds the pending orders too)
 
+  The expiry keys are new, so they are not declared (half the arguments): while a reshard moves
+  the slot, the old master refuses the first SET before anything is written (`Script attempted to
+  access a non local key`, retried), and on the new master they are set where they belong.
+
   Returns the number of expiry keys set. Keys whose deadline has already passed are not set
   (SET with a past PXAT emits `del`, not `expired`); the caller closes those orders itself, and
   their ids stay in the purchased set.

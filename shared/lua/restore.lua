@@ -7,43 +7,34 @@
   KEYS[1] available
   KEYS[2] restored set (order ids)
   KEYS[3] restored qty counter
+  KEYS[4..] each buyer's count, once per buyer (no TTL for a sale without end, else the one
+          purchase.lua set)
   ARGV[1] sale id (announced on the stock channel)  ARGV[2] channel
-  ARGV[3] buyer count prefix (buyer U's count is prefix .. U: the sale's hash tag, so the same
-          slot; no TTL for a sale without end, else the one purchase.lua set)
-  ARGV[1+3i], ARGV[2+3i], ARGV[3+3i] order i's id, qty and buyer
+  ARGV[3i], ARGV[3i+1], ARGV[3i+2] order i's id, qty and the index in KEYS of its buyer's count
 
-  A fixed key count: on a cluster, ioredis's auto-pipelining routes a script by its first key.
-  The buyers' counts are not declared, so every one is read before anything is written: while a
-  reshard moves the slot, reading one that has left fails the script here, having changed nothing
-  (a script is not rolled back: failing after a write would lose that order's unit for good).
+  Every key is declared, the buyers' counts too: while a reshard moves the slot, Redis then
+  answers the whole call with ASK or TRYAGAIN (the client follows or retries it) instead of
+  running it on the new master, where a count not moved yet reads as 0 and would never be given
+  back. (A variable key count: the callers' connections must not auto-pipeline it.)
 
   Returns one entry per order, in order: 1 restored now, 0 restored before.
 ]]
 local rcall = redis.call
 local availableKey, restoredKey, restoredQtyKey = KEYS[1], KEYS[2], KEYS[3]
-local saleId, channel, buysPrefix = ARGV[1], ARGV[2], ARGV[3]
-local n = (#ARGV - 3) / 3
-local bought = {}
-for i = 1, n do
-  local buysKey = buysPrefix .. ARGV[3 + 3 * i]
-  if bought[buysKey] == nil then bought[buysKey] = tonumber(rcall('GET', buysKey) or '0') end
-end
+local saleId, channel = ARGV[1], ARGV[2]
 local results, units = {}, 0
-for i = 1, n do
-  local orderId, qty, buysKey = ARGV[1 + 3 * i], tonumber(ARGV[2 + 3 * i]), buysPrefix .. ARGV[3 + 3 * i]
+for i = 1, (#ARGV - 2) / 3 do
+  local orderId, qty, buysKey = ARGV[3 * i], tonumber(ARGV[3 * i + 1]), KEYS[tonumber(ARGV[3 * i + 2])]
   results[i] = rcall('SADD', restoredKey, orderId)
   if results[i] == 1 then
     units = units + qty
     -- DECRBY keeps the key's TTL (or its lack of one): giving quota back never changes how long
     -- the limit holds. A count that reaches zero is deleted; the next purchase sets it afresh.
-    -- (A buyer with two orders in the batch: the count as the first left it.)
-    local left = bought[buysKey]
+    local left = tonumber(rcall('GET', buysKey) or '0')
     if left > qty then
       rcall('DECRBY', buysKey, qty)
-      bought[buysKey] = left - qty
     elseif left > 0 then
       rcall('DEL', buysKey)
-      bought[buysKey] = 0
     end
   end
 end

@@ -4,18 +4,31 @@
   restored so far. Processing lists are found through the writers zset; they share the sale's slot.
 
   KEYS[1] available  KEYS[2] seq  KEYS[3] winners  KEYS[4] writers  KEYS[5] restored qty
-  ARGV[1] processing key prefix (the key of writer W is prefix .. W)
+  KEYS[5+i] the processing list of writer i of the writers zset, as the caller read it
+  ARGV[i] writer i's id
 
-  Returns {available, seq, restoredQty, entries...}.
+  The caller reads the writers first so that every key is declared: while a reshard moves the
+  slot, Redis then answers the whole call with ASK or TRYAGAIN (the client follows or retries it)
+  instead of running it on the new master, where a batch not moved yet reads as empty. (A
+  variable key count: the callers' connections must not auto-pipeline it.)
+
+  Returns {available, seq, restoredQty, entries...}, or false when the writers zset names a writer
+  not in ARGV (one joined since the caller read it): the caller reads the writers again.
 ]]
 local rcall = redis.call
+local lists = {}
+for i = 1, #ARGV do lists[ARGV[i]] = KEYS[5 + i] end
+local writers = rcall('ZRANGE', KEYS[4], 0, -1)
+for _, w in ipairs(writers) do
+  if not lists[w] then return false end
+end
 local out = {
   tonumber(rcall('GET', KEYS[1]) or '0'),
   tonumber(rcall('GET', KEYS[2]) or '0'),
   tonumber(rcall('GET', KEYS[5]) or '0'),
 }
 for _, e in ipairs(rcall('LRANGE', KEYS[3], 0, -1)) do out[#out + 1] = e end
-for _, w in ipairs(rcall('ZRANGE', KEYS[4], 0, -1)) do
-  for _, e in ipairs(rcall('LRANGE', ARGV[1] .. w, 0, -1)) do out[#out + 1] = e end
+for _, w in ipairs(writers) do
+  for _, e in ipairs(rcall('LRANGE', lists[w], 0, -1)) do out[#out + 1] = e end
 end
 return out

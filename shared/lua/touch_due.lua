@@ -8,21 +8,23 @@
   KEYS[1] deadlines zset (orderId -> deadline ms; older writers stored the expiry key name, which
           starts with `{`)
   KEYS[2] purchased set
-  ARGV[1] now (ms)  ARGV[2] most keys to touch  ARGV[3] expiry key prefix (order O's key is prefix .. O)
+  KEYS[2+i] the expiry key of due member i
+  ARGV[2i-1], ARGV[2i] due member i of the deadlines zset, as the caller read it, and its order id
+
+  The caller reads the due members first so that every key is declared: while a reshard moves the
+  slot, Redis then answers the whole call with ASK or TRYAGAIN (the client follows or retries it)
+  instead of running it on the new master, where a key not moved yet reads as gone and its order
+  would leave the index with its key still set. A member that left the index meanwhile (paid or
+  closed) is skipped. (A variable key count: the callers' connections must not auto-pipeline it.)
 
   Returns the number of keys found gone.
 ]]
 local rcall = redis.call
 local deadlinesKey, purchasedKey = KEYS[1], KEYS[2]
-local prefix = ARGV[3]
-local due = rcall('ZRANGEBYSCORE', deadlinesKey, '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local gone = 0
-for _, member in ipairs(due) do
-  local key, orderId = prefix .. member, member
-  if string.byte(member, 1) == 123 then -- '{': an expiry key name from an older writer
-    key, orderId = member, string.sub(member, #prefix + 1)
-  end
-  if rcall('EXISTS', key) == 0 then
+for i = 1, #ARGV / 2 do
+  local member, orderId = ARGV[2 * i - 1], ARGV[2 * i]
+  if rcall('ZSCORE', deadlinesKey, member) and rcall('EXISTS', KEYS[2 + i]) == 0 then
     rcall('ZREM', deadlinesKey, member)
     rcall('SADD', purchasedKey, orderId)
     gone = gone + 1
