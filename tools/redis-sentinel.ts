@@ -18,6 +18,8 @@ export interface LocalSentinels {
   failover(): Promise<RedisNode>;
   /** SIGKILL the current master; resolves once the sentinels promoted another. */
   killMaster(): Promise<RedisNode>;
+  /** A new node, replica of the current master; resolves once it is in sync (the sentinels learn of it from the master's INFO). */
+  addReplica(): Promise<RedisNode>;
   stop(): Promise<void>;
 }
 
@@ -77,6 +79,7 @@ export async function startSentinels(dir: string, opts: { replicas: number; sent
     }
     return undefined;
   };
+  const inSync = (r: RedisNode) => waitFor(async () => (field(await ask<string>(r.port, 'INFO', 'replication'), 'master_link_status') === 'up' ? undefined : `replica 127.0.0.1:${r.port} did not get master_link_status:up`));
   const replaced = async (old: RedisNode): Promise<RedisNode> => {
     let now: RedisNode | undefined;
     await waitFor(async () => {
@@ -113,6 +116,13 @@ export async function startSentinels(dir: string, opts: { replicas: number; sent
       await old.kill();
       return replaced(old);
     },
+    async addReplica() {
+      const master = await set.master();
+      const r = await startNode(resolve(dir, `replica-${nodes.length}`), ['--replicaof', '127.0.0.1', String(master.port), ...(opts.args ?? [])]);
+      nodes.push(r);
+      await inSync(r);
+      return r;
+    },
     // The sentinels go first, so they do not fail over a set that is being taken down.
     stop: once(async () => {
       await Promise.all(sentinels.map((s) => s.stop()));
@@ -124,9 +134,7 @@ export async function startSentinels(dir: string, opts: { replicas: number; sent
     nodes.push(master);
     nodes.push(...await Promise.all(Array.from({ length: opts.replicas }, (_, i) =>
       startNode(resolve(dir, `replica-${i + 1}`), ['--replicaof', '127.0.0.1', String(master.port), ...(opts.args ?? [])]))));
-    for (const r of nodes.slice(1)) {
-      await waitFor(async () => (field(await ask<string>(r.port, 'INFO', 'replication'), 'master_link_status') === 'up' ? undefined : `replica 127.0.0.1:${r.port} did not get master_link_status:up`));
-    }
+    for (const r of nodes.slice(1)) await inSync(r);
     const quorum = Math.floor(count / 2) + 1;
     const started = await Promise.allSettled(Array.from({ length: count }, (_, i) =>
       startSentinel(resolve(dir, `sentinel-${i + 1}`), name, master.port, quorum, opts.downAfterMs ?? 1000)));
