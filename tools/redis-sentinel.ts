@@ -80,14 +80,14 @@ export async function startSentinels(dir: string, opts: { replicas: number; sent
     return undefined;
   };
   const inSync = (r: RedisNode) => waitFor(async () => (field(await ask<string>(r.port, 'INFO', 'replication'), 'master_link_status') === 'up' ? undefined : `replica 127.0.0.1:${r.port} did not get master_link_status:up`));
-  const replaced = async (old: RedisNode): Promise<RedisNode> => {
+  const replaced = async (old: RedisNode, ms = WAIT_MS): Promise<RedisNode> => {
     let now: RedisNode | undefined;
     await waitFor(async () => {
       const { port, missing } = await named();
       if (missing || port === old.port) return missing ?? `the sentinels did not name a new master in place of 127.0.0.1:${old.port}`;
       now = at(port!);
       return (await role(now)) === 'master' ? undefined : `127.0.0.1:${port} did not take the role master`;
-    });
+    }, ms);
     return now!;
   };
 
@@ -114,7 +114,9 @@ export async function startSentinels(dir: string, opts: { replicas: number; sent
       await waitFor(ready(1));
       const old = await set.master();
       await old.kill();
-      return replaced(old);
+      // A sentinel fails a master over again only 2 x failover-timeout (20 s) after the last
+      // failover of it, which a kill right after a failover (the next scenario) has to wait out.
+      return replaced(old, WAIT_MS + 20_000);
     },
     async addReplica() {
       const master = await set.master();
