@@ -88,11 +88,26 @@ export class UnavailableError extends Error {
 // SQLSTATE classes 08 (connection), 53 (resources), 57P (shutdown), and the retryable 40001
 // (serialization), 40P01 (deadlock), 55P03 (lock not available).
 const PG_UNAVAILABLE = /^(08|53|57P|40001$|40P01$|55P03$)/;
-// The last: a script whose keys a reshard is moving (ours touch keys of one slot only, so never otherwise).
-const REDIS_UNAVAILABLE = /^(LOADING|BUSY|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|OOM|NOAUTH|WRONGPASS|ERR Script attempted to access a non local key)\b/;
-// What ioredis and pg say when a connection is gone or never came.
-// On a cluster also: a node down until its replica is promoted, a slot map nobody could give.
-const REDIS_LOST = /^(Connection is closed|Stream isn't writeable|Command timed out|Reached the max retries per request|Too many Cluster redirections|Failed to refresh slots cache|Cluster isn't ready)/;
+// Redis refusing for now, by the reply's error prefix. A master dying, failing over or handing a
+// slot on answers: CLUSTERDOWN (slot not served yet), TRYAGAIN (a multi-key command or script
+// whose slot is half migrated), MOVED/ASK (a redirection the client could not follow: mixed
+// errors in one pipeline), READONLY (a demoted master), UNBLOCKED (a WAIT cut short when its
+// server became a replica), NOREPLICAS (min-replicas-to-write), "ERR WAIT cannot be used with
+// replica instances" (a WAIT sent to a master demoted meanwhile), and a script whose keys a reshard
+// is moving (ours touch keys of one slot only, so never otherwise). Any other ERR, a WRONGTYPE or a
+// script's own error is ours to fix.
+const REDIS_UNAVAILABLE = /^(LOADING|BUSY|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|MOVED|ASK|UNBLOCKED|NOREPLICAS|OOM|NOAUTH|WRONGPASS|ERR Script attempted to access a non local key|ERR WAIT cannot be used with replica instances)\b/;
+// What ioredis says, as a plain Error, when a connection is gone or never came. On a cluster also:
+// a node down until its replica is promoted, redirections that never settled, no startup node.
+const REDIS_LOST = /^(Connection is closed|Stream isn't writeable|Command timed out|Too many Cluster redirections|Failed to refresh slots cache|Cluster isn't ready|None of startup nodes is available)/;
+// ioredis's own error classes (by name: the package exports none of them but ReplyError): the slot
+// map could be read from no node; a command's retries ran out while reconnecting; a command of a
+// pipeline (auto-pipelining, a WAIT behind a script) lost with its connection before its reply.
+const REDIS_CLIENT_ERRORS: Record<string, RegExp> = {
+  ClusterAllFailedError: /^/,
+  MaxRetriesPerRequestError: /^/,
+  AbortError: /^Command aborted due to connection close$/,
+};
 const PG_LOST = /connection terminated|timeout exceeded when trying to connect|client has encountered a connection error|client was closed and is not queryable/i;
 // Socket errors carry a code; a host that resolves to both ::1 and 127.0.0.1 fails with an
 // AggregateError of them (Node 20), which has the code but no syscall.
@@ -100,20 +115,36 @@ const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE'
 
 const message = (err: unknown) => String((err as { message?: unknown } | null)?.message ?? '');
 
+/** A Redis reply that means "not now": by its prefix, or a MULTI discarded only for such replies. */
+function redisRefusedForNow(err: Error): boolean {
+  if (REDIS_UNAVAILABLE.test(message(err))) return true;
+  const previous = (err as { previousErrors?: unknown[] }).previousErrors;
+  return message(err).startsWith('EXECABORT') && !!previous?.length
+    && previous.every((e) => e instanceof ReplyError && REDIS_UNAVAILABLE.test(message(e)));
+}
+
+/** The Redis client lost the connection, or never had one, before the command was answered. */
+function redisLost(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const byClass = Object.hasOwn(REDIS_CLIENT_ERRORS, err.name) ? REDIS_CLIENT_ERRORS[err.name] : undefined;
+  if (byClass) return byClass.test(err.message);
+  return err.constructor === Error && REDIS_LOST.test(err.message);
+}
+
 export function classify(err: unknown): Failure {
   if (err instanceof HttpError || err instanceof ClientError) return 'client';
   if (err instanceof UnavailableError) return 'unavailable';
   if (err instanceof pg.DatabaseError) return PG_UNAVAILABLE.test(err.code ?? '') ? 'unavailable' : 'bug';
-  if (err instanceof ReplyError) return REDIS_UNAVAILABLE.test(message(err)) ? 'unavailable' : 'bug';
+  if (err instanceof ReplyError) return redisRefusedForNow(err as Error) ? 'unavailable' : 'bug';
   // A socket error (ECONNREFUSED, ECONNRESET, ETIMEDOUT...) from either client.
   const e = err as { syscall?: unknown; code?: unknown } | null;
   if (typeof e?.syscall === 'string' || SOCKET_CODES.has(String(e?.code))) return 'unavailable';
-  if (REDIS_LOST.test(message(err)) || PG_LOST.test(message(err))) return 'unavailable';
+  if (redisLost(err) || PG_LOST.test(message(err))) return 'unavailable';
   return 'bug';
 }
 
 export function backendOf(err: unknown): Backend {
   if (err instanceof pg.DatabaseError || PG_LOST.test(message(err))) return 'postgres';
-  if (err instanceof ReplyError || REDIS_LOST.test(message(err))) return 'redis';
+  if (err instanceof ReplyError || redisLost(err)) return 'redis';
   return 'unknown';
 }

@@ -45,5 +45,5 @@ function closingNote(rows: Summary[]): void {
   const width = head.map((h, i) => Math.max(h.length, ...table.map((row) => row[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(width[i]!) : c.padStart(width[i]!))).join('  ');
   console.log(`\nReliability scenarios (TEST_SEED=<seed> reproduces one's fault schedule):\n${[head, ...table].map(line).join('\n')}`);
-  for (const r of rows) console.log(`  ${r.scenario}: ${r.faultKinds}`);
+  for (const r of rows) console.log(`  ${r.scenario}: ${r.faultKinds}${r.answers ? `; answers by status ${JSON.stringify(r.answers)}` : ''}`);
 }

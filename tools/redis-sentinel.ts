@@ -18,6 +18,8 @@ export interface LocalSentinels {
   failover(): Promise<RedisNode>;
   /** SIGKILL the current master; resolves once the sentinels promoted another. */
   killMaster(): Promise<RedisNode>;
+  /** A new node, replica of the current master; resolves once it is in sync (the sentinels learn of it from the master's INFO). */
+  addReplica(): Promise<RedisNode>;
   stop(): Promise<void>;
 }
 
@@ -77,14 +79,15 @@ export async function startSentinels(dir: string, opts: { replicas: number; sent
     }
     return undefined;
   };
-  const replaced = async (old: RedisNode): Promise<RedisNode> => {
+  const inSync = (r: RedisNode) => waitFor(async () => (field(await ask<string>(r.port, 'INFO', 'replication'), 'master_link_status') === 'up' ? undefined : `replica 127.0.0.1:${r.port} did not get master_link_status:up`));
+  const replaced = async (old: RedisNode, ms = WAIT_MS): Promise<RedisNode> => {
     let now: RedisNode | undefined;
     await waitFor(async () => {
       const { port, missing } = await named();
       if (missing || port === old.port) return missing ?? `the sentinels did not name a new master in place of 127.0.0.1:${old.port}`;
       now = at(port!);
       return (await role(now)) === 'master' ? undefined : `127.0.0.1:${port} did not take the role master`;
-    });
+    }, ms);
     return now!;
   };
 
@@ -111,7 +114,16 @@ export async function startSentinels(dir: string, opts: { replicas: number; sent
       await waitFor(ready(1));
       const old = await set.master();
       await old.kill();
-      return replaced(old);
+      // A sentinel fails a master over again only 2 x failover-timeout (20 s) after the last
+      // failover of it, which a kill right after a failover (the next scenario) has to wait out.
+      return replaced(old, WAIT_MS + 20_000);
+    },
+    async addReplica() {
+      const master = await set.master();
+      const r = await startNode(resolve(dir, `replica-${nodes.length}`), ['--replicaof', '127.0.0.1', String(master.port), ...(opts.args ?? [])]);
+      nodes.push(r);
+      await inSync(r);
+      return r;
     },
     // The sentinels go first, so they do not fail over a set that is being taken down.
     stop: once(async () => {
@@ -124,9 +136,7 @@ export async function startSentinels(dir: string, opts: { replicas: number; sent
     nodes.push(master);
     nodes.push(...await Promise.all(Array.from({ length: opts.replicas }, (_, i) =>
       startNode(resolve(dir, `replica-${i + 1}`), ['--replicaof', '127.0.0.1', String(master.port), ...(opts.args ?? [])]))));
-    for (const r of nodes.slice(1)) {
-      await waitFor(async () => (field(await ask<string>(r.port, 'INFO', 'replication'), 'master_link_status') === 'up' ? undefined : `replica 127.0.0.1:${r.port} did not get master_link_status:up`));
-    }
+    for (const r of nodes.slice(1)) await inSync(r);
     const quorum = Math.floor(count / 2) + 1;
     const started = await Promise.allSettled(Array.from({ length: count }, (_, i) =>
       startSentinel(resolve(dir, `sentinel-${i + 1}`), name, master.port, quorum, opts.downAfterMs ?? 1000)));

@@ -6,6 +6,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { backendOf, classify, HttpError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { countBackendError } from '../metrics.js';
 import { rawAnswer } from './client-limits.js';
 import { wholeApp } from './plugin.js';
 
@@ -65,20 +66,25 @@ export function answerFor(err: unknown): HttpError {
   }
 }
 
+/** How long a client answered 503 unavailable waits before retrying: a failover takes a second or two. */
+export const RETRY_AFTER_SECONDS = 1;
+
 /**
  * The handler of every error: a bug is logged once at error with its stack; a dependency away is
- * a warning without one, once per reason a second (it fails every request at once, and a stack
- * per request would bury the news).
+ * counted against its backend and logged as a warning naming the error, without a stack, once per
+ * error a second (it fails every request at once, and a stack per request would bury the news).
  */
 export function errorHandler(logger: Logger) {
   const quietUntil = new Map<string, number>();
   const warn = (err: Error, req: FastifyRequest) => {
+    const backend = backendOf(err);
+    countBackendError(err, backend);
     const reason = String(err.message);
     const now = Date.now();
     if ((quietUntil.get(reason) ?? 0) > now) return;
     if (quietUntil.size > 100) quietUntil.clear();
     quietUntil.set(reason, now + 1000);
-    logger.warn({ backend: backendOf(err), reason, request: { method: req.method, url: req.url } }, 'request failed: a backing service is unavailable');
+    logger.warn({ backend, error: err.name, reason, request: { method: req.method, url: req.url } }, 'request failed: a backing service is unavailable');
   };
   return (err: Error, req: FastifyRequest, reply: FastifyReply): void => {
     const answer = answerFor(err);
@@ -86,6 +92,7 @@ export function errorHandler(logger: Logger) {
       if (answer.code === 'internal') logger.error({ err, request: { method: req.method, url: req.url } }, 'request failed: a bug');
       else if (answer.code === 'unavailable') warn(err, req);
     }
+    if (answer.code === 'unavailable') void reply.header('retry-after', String(RETRY_AFTER_SECONDS));
     void reply.code(answer.status).send(answer.body());
   };
 }

@@ -2,8 +2,9 @@
 // faults, with the invariants checked after each: expired events from every master reach the
 // listener; a graceful failover of every master while orders are pending loses no expiry; a master
 // added and slots resharded under purchases loses nothing and the moved sales still expire by
-// event; a master SIGKILLed under purchases loses no 202 and doubles nothing. No replay runs until
-// the end, so every close on time is the listener's.
+// event; a master SIGKILLed under purchases (buyers at concurrency 50 and 200) loses no 202 and
+// doubles nothing. No request of any of them is answered 500. No replay runs until the end, so
+// every close on time is the listener's.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Cluster as RedisCluster } from 'ioredis';
@@ -12,7 +13,7 @@ import { cli } from '../support/cli.js';
 import type { Cluster as Processes } from '../support/cluster.js';
 import type { TestEnv } from '../support/env.js';
 import { http } from '../support/http.js';
-import { beginScenario, checkSale, summarize, tally } from '../support/scenario.js';
+import { assertNo500, beginScenario, checkSale, killMasterRuns, summarize, tally } from '../support/scenario.js';
 import { answersHold, Shoppers } from '../support/shoppers.js';
 import { allClosed, buy, lateness, masterOf, OnTopology, salesOnEveryMaster } from '../support/topology.js';
 import { waitFor, written } from '../support/fixtures.js';
@@ -62,7 +63,7 @@ test('cluster: every process works, and expired events from every master reach t
 });
 
 test('cluster: a graceful failover of every master while orders are pending loses no expiry and closes them on time', async () => {
-  const { log } = beginScenario('redis-cluster/failover', c);
+  const { log, answers } = beginScenario('redis-cluster/failover', c);
   const placed = await salesOnEveryMaster(env, 1, 'failover', { stock: 1000, paymentWindowSeconds: 4 });
   const masters = [...placed.keys()];
   const sales = [...placed.values()].flat();
@@ -80,11 +81,13 @@ test('cluster: a graceful failover of every master while orders are pending lose
   assert.ok(late.p99 <= 1000, `p99 lateness ${late.p99} ms`);
   const reports = await Promise.all(sales.map((s) => checkSale(env, s.id)));
   for (const r of reports) assert.deepEqual(r.violations, []);
-  summarize({ scenario: 'redis-cluster/failover', seed: 0, buyers: ids.length, orders: ids.length, faults: masters.length, faultKinds: `${masters.length} CLUSTER FAILOVER`, ...tally(...reports) });
+  const statuses = answers();
+  summarize({ scenario: 'redis-cluster/failover', seed: 0, buyers: ids.length, orders: ids.length, faults: masters.length, faultKinds: `${masters.length} CLUSTER FAILOVER`, ...tally(...reports), answers: statuses });
+  assertNo500('redis-cluster/failover', statuses);
 });
 
 test('cluster: a master added and slots resharded under purchases loses nothing; the moved sale still expires by event', async () => {
-  const { seed, log, rand } = beginScenario('redis-cluster/reshard', c);
+  const { seed, log, rand, answers } = beginScenario('redis-cluster/reshard', c);
   const masters = await topo.masters();
   const from = masters[0]!;
   // A sale in the first slots of `from`, which the reshard moves (redis-cli takes them lowest first).
@@ -113,17 +116,20 @@ test('cluster: a master added and slots resharded under purchases loses nothing;
   const report = await checkSale(env, sale!.id, accepted);
   assert.deepEqual(report.violations, []);
   console.log(`[redis-cluster] reshard: purchases ${JSON.stringify(shoppers.purchases)}`);
-  summarize({ scenario: 'redis-cluster/reshard', seed, buyers: shoppers.buyers.size, orders: accepted.length, faults: 2, faultKinds: '1 add-node, 1 reshard', ...tally(report) });
+  const statuses = answers();
+  summarize({ scenario: 'redis-cluster/reshard', seed, buyers: shoppers.buyers.size, orders: accepted.length, faults: 2, faultKinds: '1 add-node, 1 reshard', ...tally(report), answers: statuses });
+  assertNo500('redis-cluster/reshard', statuses);
 });
 
-test('cluster: a master SIGKILLed under purchases (REDIS_MIN_REPLICAS_ACK=1) loses no 202 and doubles nothing', async () => {
-  const { seed, log, rand } = beginScenario('redis-cluster/kill-master', c);
-  // Long windows: nothing expires meanwhile, so every unit is accounted for by its order.
-  const placed = await salesOnEveryMaster(env, 1, `kill-${seed}`, { stock: 100_000, paymentWindowSeconds: 300, perUserLimit: 1000, maxPerOrder: 2 });
+for (const { concurrency, scenario, title } of killMasterRuns('redis-cluster')) test(`cluster: a master SIGKILLed under purchases ${title} (REDIS_MIN_REPLICAS_ACK=1) loses no 202 and doubles nothing`, async () => {
+  const { seed, log, rand, answers } = beginScenario(scenario, c);
+  // As the issue that found its 500s had it: 12 sales, 600 buyers. Long windows: nothing expires
+  // meanwhile, so every unit is accounted for by its order.
+  const placed = await salesOnEveryMaster(env, 4, `kill-${seed}-c${concurrency}`, { stock: 100_000, paymentWindowSeconds: 300, perUserLimit: 1000, maxPerOrder: 2 });
   const victim = (await topo.masters())[1]!;
   assert.ok(await topo.replicaOf(victim), 'the victim has a replica to promote');
   const sales = [...placed.values()].flat();
-  const shoppers = sales.map((s, i) => new Shoppers({ port: c.apiPort, saleId: s.id, rand, users: 300, prefix: `k${i}-`, maxQty: 2, payRatio: 0.3, payDelayMs: [0, 500], concurrency: 8 }));
+  const shoppers = sales.map((s, i) => new Shoppers({ port: c.apiPort, saleId: s.id, rand, users: 50, prefix: `k${i}-`, maxQty: 2, payRatio: 0.3, payDelayMs: [0, 500], concurrency: Math.ceil(concurrency / sales.length) }));
   for (const s of shoppers) s.run();
   await new Promise((r) => setTimeout(r, 1500));
   log.fault(`SIGKILL master ${addr(victim)}`);
@@ -151,5 +157,7 @@ test('cluster: a master SIGKILLed under purchases (REDIS_MIN_REPLICAS_ACK=1) los
   assert.equal(replay.code, 0, replay.out);
   assert.deepEqual(c.unexpectedExits, []);
   const orders = shoppers.reduce((n, s) => n + s.accepted.length, 0);
-  summarize({ scenario: 'redis-cluster/kill-master', seed, buyers: shoppers.reduce((n, s) => n + s.buyers.size, 0), orders, faults: 1, faultKinds: '1 SIGKILL master (then a replica added)', ...tally(...reports) });
+  const statuses = answers();
+  summarize({ scenario, seed, buyers: shoppers.reduce((n, s) => n + s.buyers.size, 0), orders, faults: 1, faultKinds: `1 SIGKILL master (then a replica added), buyers at concurrency ${concurrency}`, ...tally(...reports), answers: statuses });
+  assertNo500(scenario, statuses);
 });

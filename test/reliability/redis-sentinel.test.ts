@@ -1,8 +1,9 @@
 // The product on Sentinel (a master, 2 replicas, 3 sentinels, REDIS_MIN_REPLICAS_ACK=1) through
 // its faults, with the invariants checked after each: a graceful SENTINEL FAILOVER under purchases
 // with orders pending loses no 202 and no expiry, and purchases resume on the promoted replica; a
-// master SIGKILLed under purchases loses no 202 and doubles nothing. Every process finds the master
-// through the sentinels. No replay runs until the end, so every close is the daemons'.
+// master SIGKILLed under purchases (buyers at concurrency 50 and 200) loses no 202 and doubles
+// nothing. No request of any of them is answered 500. Every process finds the master through the
+// sentinels. No replay runs until the end, so every close is the daemons'.
 //
 // The graceful case is the hard one: the old master keeps taking writes until the clients move at
 // +switch-master, and its other replica acknowledges them before it, too, is moved and resyncs,
@@ -17,7 +18,7 @@ import { http } from '../support/http.js';
 import type { Cluster as Processes } from '../support/cluster.js';
 import type { TestEnv } from '../support/env.js';
 import { newSale, waitFor, written } from '../support/fixtures.js';
-import { beginScenario, checkSale, summarize, tally } from '../support/scenario.js';
+import { assertNo500, beginScenario, checkSale, killMasterRuns, summarize, tally } from '../support/scenario.js';
 import { answersHold, Shoppers } from '../support/shoppers.js';
 import { allClosed, buy, lateness, OnTopology } from '../support/topology.js';
 
@@ -35,11 +36,15 @@ after(() => on.stop());
 
 const closedBy = async () => await c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"') + await c.metric('writer', 'flashsale_orders_closed_total', 'by="writer"');
 
-/** Buyers on a sale with long windows (nothing expires meanwhile), through `fault`; then every answer and invariant is checked. */
-async function underPurchases(scenario: string, fault: string, run: () => Promise<RedisNode>) {
-  const { seed, log, rand } = beginScenario(`redis-sentinel/${scenario}`, c);
-  const sale = await newSale(env, { id: `${scenario}-${seed}`, stock: 100_000, perUserLimit: 1000, maxPerOrder: 2, paymentWindowSeconds: 300 });
-  const shoppers = new Shoppers({ port: c.apiPort, saleId: sale.id, rand, users: 300, prefix: 's', maxQty: 2, payRatio: 0.3, payDelayMs: [0, 500], concurrency: 8 });
+/**
+ * Buyers on a sale with long windows (nothing expires meanwhile), `concurrency` at a time, through
+ * `fault`; then every answer and invariant is checked.
+ */
+async function underPurchases(scenario: string, fault: string, run: () => Promise<RedisNode>, concurrency = 8) {
+  const { seed, log, rand, answers } = beginScenario(`redis-sentinel/${scenario}`, c);
+  const id = `${scenario.replace(/\W+/g, '-')}-${seed}`;
+  const sale = await newSale(env, { id, stock: 100_000, perUserLimit: 1000, maxPerOrder: 2, paymentWindowSeconds: 300 });
+  const shoppers = new Shoppers({ port: c.apiPort, saleId: sale.id, rand, users: 300, prefix: 's', maxQty: 2, payRatio: 0.3, payDelayMs: [0, 500], concurrency });
   shoppers.run();
   await new Promise((r) => setTimeout(r, 1500));
   const old = await topo.master();
@@ -48,7 +53,7 @@ async function underPurchases(scenario: string, fault: string, run: () => Promis
   log.note(`${addr(promoted)} is master`);
   await shoppers.done();
   // Purchases resume on the new master (a sale of their own: a 503 meanwhile is no answer to count).
-  const next = await newSale(env, { id: `${scenario}-next-${seed}`, stock: 100 });
+  const next = await newSale(env, { id: `${id}-next`, stock: 100 });
   await waitFor('a purchase accepted on the new master', async () => {
     const r = await http(c.apiPort, 'POST', `/api/sales/${next.id}/purchases`, { body: { qty: 1 }, user: `after-${Date.now()}` });
     return r.status === 202;
@@ -58,14 +63,14 @@ async function underPurchases(scenario: string, fault: string, run: () => Promis
   const report = await checkSale(env, sale.id, shoppers.accepted.map((w) => w.orderId));
   assert.deepEqual(report.violations, []);
   console.log(`[redis-sentinel] ${scenario}: purchases ${JSON.stringify(shoppers.purchases)}`);
-  return { seed, shoppers, report };
+  return { seed, shoppers, report, answers };
 }
 
 test('sentinel: a graceful failover under purchases with orders pending loses no 202 and no expiry', async () => {
   const pendingSale = await newSale(env, { id: `expire-${Date.now()}`, stock: 1000, paymentWindowSeconds: 6 });
   const before = await closedBy();
   const pending = await buy(c.apiPort, pendingSale.id, 100, 'p');
-  const { seed, shoppers, report } = await underPurchases('failover', 'SENTINEL FAILOVER', () => topo.failover());
+  const { seed, shoppers, report, answers } = await underPurchases('failover', 'SENTINEL FAILOVER', () => topo.failover());
   await allClosed(env, pending);
   // A close is counted once its restore is confirmed, a moment after Postgres has it.
   let closes = 0;
@@ -80,15 +85,24 @@ test('sentinel: a graceful failover under purchases with orders pending loses no
   const check = await cli(env, ['check']);
   assert.equal(check.code, 0, check.out);
   assert.deepEqual(c.unexpectedExits, []);
-  summarize({ scenario: 'redis-sentinel/failover', seed, buyers: shoppers.buyers.size, orders: shoppers.accepted.length + pending.length, faults: 1, faultKinds: '1 SENTINEL FAILOVER', ...tally(report, expiring) });
+  const statuses = answers();
+  summarize({ scenario: 'redis-sentinel/failover', seed, buyers: shoppers.buyers.size, orders: shoppers.accepted.length + pending.length, faults: 1, faultKinds: '1 SENTINEL FAILOVER', ...tally(report, expiring), answers: statuses });
+  assertNo500('redis-sentinel/failover', statuses);
 });
 
-test('sentinel: a master SIGKILLed under purchases (REDIS_MIN_REPLICAS_ACK=1) loses no 202 and doubles nothing', async () => {
-  const { seed, shoppers, report } = await underPurchases('kill-master', 'SIGKILL', () => topo.killMaster());
+for (const { concurrency, scenario, title } of killMasterRuns('redis-sentinel')) test(`sentinel: a master SIGKILLed under purchases ${title} (REDIS_MIN_REPLICAS_ACK=1) loses no 202 and doubles nothing`, async () => {
+  // A replica replaces the killed master, so the next run has two again, one to promote and one to confirm.
+  const { seed, shoppers, report, answers } = await underPurchases(scenario.slice('redis-sentinel/'.length), 'SIGKILL', async () => {
+    const promoted = await topo.killMaster();
+    await topo.addReplica();
+    return promoted;
+  }, concurrency);
   const check = await cli(env, ['check']);
   assert.equal(check.code, 0, check.out);
   const replay = await cli(env, ['replay', '--once']);
   assert.equal(replay.code, 0, replay.out);
   assert.deepEqual(c.unexpectedExits, []);
-  summarize({ scenario: 'redis-sentinel/kill-master', seed, buyers: shoppers.buyers.size, orders: shoppers.accepted.length, faults: 1, faultKinds: '1 SIGKILL master', ...tally(report) });
+  const statuses = answers();
+  summarize({ scenario, seed, buyers: shoppers.buyers.size, orders: shoppers.accepted.length, faults: 1, faultKinds: `1 SIGKILL master (then a replica added), buyers at concurrency ${concurrency}`, ...tally(report), answers: statuses });
+  assertNo500(scenario, statuses);
 });

@@ -14,7 +14,7 @@ import { Cluster } from '../support/cluster.js';
 import { testEnv, type TestEnv } from '../support/env.js';
 import { newSale, orderCount, seededRandom, settle, waitFor } from '../support/fixtures.js';
 import { http } from '../support/http.js';
-import { beginScenario, checkSale, LiveChecks, summarize, tally } from '../support/scenario.js';
+import { assertNo500, beginScenario, checkSale, LiveChecks, summarize, tally } from '../support/scenario.js';
 import { answersHold, Shoppers, windDown } from '../support/shoppers.js';
 
 const envs: TestEnv[] = [];
@@ -28,7 +28,7 @@ after(async () => {
 test('server restarts: Redis (SIGKILL and SIGTERM, AOF on) and Postgres restart mid-sale; every process reconnects by itself and every invariant holds', async () => {
   const env = await testEnv({}, { ownPostgres: true });
   envs.push(env);
-  const { seed, log, rand } = beginScenario('server-restarts');
+  const { seed, log, rand, answers } = beginScenario('server-restarts');
   const sale = await newSale(env, { stock: 4000, perUserLimit: 2, maxPerOrder: 2, paymentWindowSeconds: 2 });
   // Bought once after the last restart and never paid: its expiry is the listener's to close, however
   // the crowd's orders fell (all paid, or sold out, on a slow run).
@@ -72,11 +72,13 @@ test('server restarts: Redis (SIGKILL and SIGTERM, AOF on) and Postgres restart 
   await delay(3000);
   const { final, orders } = await windDown(env, sale.id, shoppers, live);
   log.note(`purchases ${JSON.stringify(shoppers.purchases)}; orders ${orders}: ${await orderCount(env, sale.id, 'paid')} paid, ${await orderCount(env, sale.id, 'expired')} expired; live checks skipped during outages ${live.skipped}`);
+  const statuses = answers();
   summarize({
     scenario: 'server-restarts', seed, buyers: shoppers.buyers.size, orders, faults: log.faults,
     faultKinds: `redis-server SIGKILL 1, redis-server SIGTERM 1, Postgres restart 1 (order ${outages.join(', ')})`,
-    ...tally(live, final),
+    ...tally(live, final), answers: statuses,
   });
+  assertNo500('server-restarts', statuses);
 
   assert.deepEqual(c.unexpectedExits, [], 'no process exited: each rode out the outages');
   assert.deepEqual(live.violations, [], 'invariants during the outages');
@@ -96,7 +98,7 @@ test('server restarts: Redis (SIGKILL and SIGTERM, AOF on) and Postgres restart 
 test('server restarts: a Redis without persistence forgets the sale on a restart, and reconciliation, the replay and `flashsale check` all report it', async () => {
   const env = await testEnv({}, { appendonly: false });
   envs.push(env);
-  const { seed, log } = beginScenario('redis-without-persistence');
+  const { seed, log, answers } = beginScenario('redis-without-persistence');
   const sale = await newSale(env, { stock: 50, paymentWindowSeconds: 3 });
   const c = new Cluster(env, log);
   clusters.push(c);
@@ -150,8 +152,9 @@ test('server restarts: a Redis without persistence forgets the sale on a restart
   summarize({
     scenario: 'redis-without-persistence', seed, buyers: 30, orders: await orderCount(env, sale.id), faults: log.faults,
     faultKinds: 'redis-server SIGKILL without AOF 1 (violations expected and asserted: conservation, 10 accepted orders lost)',
-    checks: report.checks, violations: 0,
+    checks: report.checks, violations: 0, answers: answers(),
   });
+  assertNo500('redis-without-persistence', answers());
   await c.stopAll();
 });
 

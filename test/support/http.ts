@@ -35,6 +35,16 @@ export interface HttpOptions {
 
 const sharedAgent = new Agent({ keepAlive: true, maxSockets: 2000 });
 
+/** How many answers of each status every request of this process got (`none`: no HTTP answer). */
+const answered: Record<string, number> = {};
+const count = (status: string) => void (answered[status] = (answered[status] ?? 0) + 1);
+
+/** A counter of the answers by status from now on: what a scenario's requests were told. */
+export function answersFromNow(): () => Record<string, number> {
+  const start = { ...answered };
+  return () => Object.fromEntries(Object.entries(answered).map(([s, n]) => [s, n - (start[s] ?? 0)] as const).filter(([, n]) => n > 0));
+}
+
 /** One HTTP request to 127.0.0.1:`port`; it never rejects. */
 export function http(port: number, method: string, path: string, opts: HttpOptions = {}): Promise<Reply> {
   const payload = opts.chunks || opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
@@ -45,7 +55,7 @@ export function http(port: number, method: string, path: string, opts: HttpOptio
   };
   const timeoutMs = opts.timeoutMs ?? 30_000;
   const started = performance.now();
-  const failed = (error: string): Reply => ({ status: 0, body: null, headers: {}, ms: performance.now() - started, error });
+  const failed = (error: string): Reply => (count('none'), { status: 0, body: null, headers: {}, ms: performance.now() - started, error });
   return new Promise((resolve) => {
     const req = request({
       host: '127.0.0.1', port, method, path, headers, agent: opts.agent ?? sharedAgent, timeout: timeoutMs, localAddress: opts.from,
@@ -53,6 +63,7 @@ export function http(port: number, method: string, path: string, opts: HttpOptio
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
+        count(String(res.statusCode));
         resolve({ status: res.statusCode ?? 0, body: parse(Buffer.concat(chunks).toString('utf8')), headers: res.headers, ms: performance.now() - started });
         if (opts.end === false || opts.agent === false) req.destroy();
       });

@@ -10,6 +10,7 @@ import { checkInvariants, type InvariantReport, type Violation } from '../../sha
 import type { Cluster } from './cluster.js';
 import type { TestEnv } from './env.js';
 import { orderCount, seededRandom, written } from './fixtures.js';
+import { answersFromNow } from './http.js';
 
 /** TEST_SEED reproduces a run's fault schedule; otherwise each scenario draws its own and prints it. */
 export function scenarioSeed(): number {
@@ -44,12 +45,37 @@ export class FaultLog {
   }
 }
 
-/** A scenario's seed, its fault log (which the cluster, if given, logs to from now on) and its seeded randomness. */
-export function beginScenario(scenario: string, cluster?: Cluster): { seed: number; log: FaultLog; rand: () => number } {
+/**
+ * A scenario's seed, its fault log (which the cluster, if given, logs to from now on), its seeded
+ * randomness, and what its requests are answered from now on, by status.
+ */
+export function beginScenario(scenario: string, cluster?: Cluster): { seed: number; log: FaultLog; rand: () => number; answers: () => Record<string, number> } {
   const seed = scenarioSeed();
   const log = new FaultLog(scenario, seed);
   if (cluster) cluster.log = log;
-  return { seed, log, rand: seededRandom(seed) };
+  return { seed, log, rand: seededRandom(seed), answers: answersFromNow() };
+}
+
+/**
+ * Prints how many of the scenario's requests got each status and asserts that none got 500: a
+ * server dying, failing over or restarting is `503 unavailable`, never the answer kept for a bug.
+ */
+export function assertNo500(scenario: string, answers: Record<string, number>): void {
+  console.log(`[${scenario}] answers by status: ${JSON.stringify(answers)}`);
+  assert.equal(answers['500'] ?? 0, 0, `${scenario}: ${answers['500']} requests answered 500 (the api log's "request failed: a bug" lines say what they met)`);
+}
+
+/**
+ * The kill-master scenarios' runs: buyers at concurrency 50 and 200, one seed each; SOAK_SEEDS
+ * (`npm run test:soak`: 3) repeats each with that many seeds, each drawn and printed.
+ */
+export function killMasterRuns(topology: string): { concurrency: number; scenario: string; title: string }[] {
+  const seeds = Number(process.env.SOAK_SEEDS ?? 1);
+  return [50, 200].flatMap((concurrency) => Array.from({ length: seeds }, (_, i) => ({
+    concurrency,
+    scenario: `${topology}/kill-master-c${concurrency}${i > 0 ? `#${i + 1}` : ''}`,
+    title: `at concurrency ${concurrency}${i > 0 ? ` (seed ${i + 1} of ${seeds})` : ''}`,
+  })));
 }
 
 /** Every invariant of one sale (all sales without one) at rest, with the purchases answered 202 if known. */
@@ -114,6 +140,8 @@ export interface Summary {
   faultKinds: string;
   checks: number;
   violations: number;
+  /** The scenario's requests by the status they got, where it counts them. */
+  answers?: Record<string, number>;
 }
 
 /** The scenario's closing figures: a summary line, and a record test/run.ts prints in its closing note. */
