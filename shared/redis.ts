@@ -5,6 +5,7 @@ import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { RedisTarget } from './config.js';
 import { saleKeys, STOCK_CHANNEL } from './keys.js';
 import type { Logger } from './logger.js';
+import { reviveOnEnd } from './sentinel-revive.js';
 
 const SCRIPTS = ['purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot', 'cancel'] as const;
 type ScriptName = (typeof SCRIPTS)[number];
@@ -57,6 +58,7 @@ export function createRedis(where: RedisTarget | string, options: RedisOptions =
       // failover from its first refused write (a subscribed connection never would).
       failoverDetector: true,
     });
+    reviveOnEnd(redis);
   } else {
     redis = new Cluster(target.nodes, {
       redisOptions: { ...common, ...auth },
@@ -110,7 +112,8 @@ export function duplicateRedis(redis: RedisClient, options: RedisOptions = {}): 
     const { enableOfflineQueue = redis.options.enableOfflineQueue } = options;
     return redis.duplicate([], { enableOfflineQueue, redisOptions: { ...redis.options.redisOptions, ...options } });
   }
-  return redis.duplicate(options);
+  const copy = redis.duplicate(options);
+  return copy.options.sentinels ? reviveOnEnd(copy) : copy;
 }
 
 /** The masters' connections: a cluster's, as its slot map knows them now, or the one server. */

@@ -8,6 +8,8 @@ import { test } from 'node:test';
 import { Cluster, Redis } from 'ioredis';
 import { startCluster, type RedisNode } from '../tools/redis-cluster.js';
 import { startSentinels } from '../tools/redis-sentinel.js';
+import type { RedisTarget } from '../shared/config.js';
+import { createRedis } from '../shared/redis.js';
 
 const hostPorts = (list: string) => list.split(',').map((hp) => ({ host: '127.0.0.1', port: Number(hp.split(':')[1]) }));
 const ports = (nodes: RedisNode[]) => nodes.map((n) => n.port);
@@ -99,6 +101,37 @@ test('sentinel: a failover names a new master, and the sentinel client writes to
     assert.equal(await admin(now, (r) => r.get('topology')), 'after');
   } finally {
     client.disconnect();
+    await set.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('sentinel: a client disconnected while it asks the sentinels for the master connects again (ioredis alone ends it for good)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'flashsale-sentinel-'));
+  const set = await startSentinels(dir, { replicas: 1 });
+  const sentinels = hostPorts(set.sentinels);
+  const target: RedisTarget = { kind: 'sentinel', sentinels, name: set.name, auth: { tls: false } };
+  // What a failover detector's +switch-master does to a client still resolving the master.
+  const cut = async (client: Redis) => {
+    client.on('error', () => {});
+    const connecting = client.connect().catch(() => {});
+    assert.equal(client.status, 'connecting');
+    client.disconnect(true);
+    await connecting;
+  };
+  const bare = new Redis({ sentinels, name: set.name, lazyConnect: true, failoverDetector: true });
+  const ours = createRedis(target, { lazyConnect: true }) as Redis;
+  try {
+    await cut(bare);
+    await cut(ours);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(bare.status, 'end', 'ioredis leaves the client ended: if this fails, ioredis reconnects by itself now and shared/sentinel-revive.ts can go');
+    assert.equal(ours.status, 'ready');
+    assert.equal(await ours.set('revived', '1'), 'OK');
+    assert.equal(await admin(await set.master(), (r) => r.get('revived')), '1', 'it writes to the master');
+  } finally {
+    bare.disconnect();
+    ours.disconnect();
     await set.stop();
     rmSync(dir, { recursive: true, force: true });
   }
