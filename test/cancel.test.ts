@@ -184,7 +184,7 @@ describe('cancel', () => {
       await payment.query('begin');
       await lockOrder(payment, id);
       assert.equal(await markPaid(payment, id, 'late'), true);
-      await insertPayment(payment, { id: `evt-${id}`, orderId: id, outcome: 'applied', amount: undefined, payload: '{}' });
+      await insertPayment(payment, { id: `evt-${id}`, orderId: id, outcome: 'applied', amount: 1999, currency: 'EUR', raw: Buffer.from('{}') });
       await new Promise((r) => setTimeout(r, 400));
       const answer = cancel(id, 'late');
       await new Promise((r) => setTimeout(r, 200));
