@@ -3,7 +3,7 @@
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { signJwt } from '../shared/jwt.js';
-import { ConfigError, loadConfig, redisConfigured, requireSecrets, requireServers, withLocalSecrets, type Config, type ConfigOverrides } from '../shared/config.js';
+import { ConfigError, loadConfig, redisConfigured, requireDirectPayConsent, requireSecrets, requireServers, withLocalSecrets, type Config, type ConfigOverrides } from '../shared/config.js';
 import { runUntilSignal, type Stoppable } from '../shared/daemon.js';
 import { classify, HttpError } from '../shared/errors.js';
 import { checkInvariants, formatInvariants } from '../shared/invariants.js';
@@ -41,10 +41,12 @@ function configFrom(argv: Args): Config {
  * Starts a long-running service and keeps it until a signal; a bad setting exits 2, a failed start
  * 1, with the reason. Every service but the local stack's own refuses to run without real secrets.
  */
-function serve(argv: Args, start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>, opts = { secrets: true }): void {
+function serve(argv: Args, start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>, opts = { secrets: true, dev: false }): void {
   const config = configFrom(argv);
   const logger = createLogger(config);
   runUntilSignal(async () => {
+    // `dev` turns DIRECT_PAY on for its demo page; every other process needs the consent.
+    if (!opts.dev) requireDirectPayConsent(config);
     if (opts.secrets) {
       if (!config.development) requireServers(config);
       requireSecrets(config);
@@ -122,10 +124,10 @@ try {
     .scriptName('flashsale')
     .command('dev', 'run the whole service locally with a demo sale (embedded Postgres, redis-server child)',
       (y) => apiFlags(serverFlags(y)).option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
-      (argv) => serve({ ...argv, development: true, 'local-stack': true }, startDev))
+      (argv) => serve({ ...argv, development: true, 'local-stack': true }, startDev, { secrets: true, dev: true }))
     .command('servers', 'run local Postgres (embedded) and redis-server on fixed ports for the PM2 ecosystem',
       (y) => y.option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
-      (argv) => serve(argv, startServers, { secrets: false }))
+      (argv) => serve(argv, startServers, { secrets: false, dev: false }))
     .command('migrate', 'apply pending sql/ migrations', serverFlags, async (argv) => {
       const applied = await withConnections(argv, async ({ pool }) => migrate(pool));
       console.log(applied.length ? `applied ${applied.join(', ')}` : 'schema up to date');

@@ -269,7 +269,7 @@ describe('buyer page', () => {
 
     // The provider confirms: a signed event to the webhook, and the page follows it to "Paid".
     const orderId = (await env.pool.query<{ id: string }>('select id from orders where sale_id = $1', [s.id])).rows[0]!.id;
-    const raw = JSON.stringify({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId, amount: 4200 });
+    const raw = JSON.stringify({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId, amount: 1999, currency: 'EUR' });
     const delivered = await http(port, 'POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, raw) } });
     assert.equal(delivered.status, 200, JSON.stringify(delivered.body));
     await see(page, 'order-status', 'Paid');

@@ -70,7 +70,7 @@ test('pm2 starts every process from ecosystem.config.js; a buyer buys and pays; 
   await waitFor('order pending', async () => (await http(port, 'GET', `/api/orders/${won.body.orderId}`, { user: 'first-buyer' })).body.status === 'pending_payment');
   // In production the payment provider pays, by signed webhook; the direct pay route is not there.
   assert.equal((await http(port, 'POST', `/api/orders/${won.body.orderId}/pay`, { user: 'first-buyer' })).status, 404);
-  const raw = JSON.stringify({ id: 'evt_pm2', type: 'payment.succeeded', orderId: won.body.orderId, amount: 100 });
+  const raw = JSON.stringify({ id: 'evt_pm2', type: 'payment.succeeded', orderId: won.body.orderId, amount: 500, currency: 'EUR' });
   const paid = await http(port, 'POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, raw) } });
   assert.deepEqual(paid.body, { id: 'evt_pm2', outcome: 'applied' });
   assert.equal((await http(port, 'GET', `/api/orders/${won.body.orderId}`, { user: 'first-buyer' })).body.status, 'paid');
