@@ -16,6 +16,7 @@ import { deriveKey } from 'altcha-lib/algorithms/sha';
 import { Challenges } from '../shared/challenge.js';
 import { createRedis } from '../shared/redis.js';
 import { DEFAULT_COMPLEXITY, parseSaleInput } from '../shared/sales.js';
+import { BENCH_PRICE } from './harness.js';
 import { startRedis } from '../tools/local-stack.js';
 import { challengeTable, type ChallengeResults } from './document.js';
 import { machine } from './machine.js';
@@ -31,7 +32,7 @@ const server = await startRedis(dir);
 const redis = createRedis(server.url);
 try {
   const challenges = new Challenges(redis);
-  const sale = parseSaleInput({ id: 'bench-pow', name: 'bench', stock: 1, challenge: 'pow' });
+  const sale = parseSaleInput({ id: 'bench-pow', name: 'bench', stock: 1, ...BENCH_PRICE, challenge: 'pow' });
   const solved = async (user: string) => {
     const challenge = await challenges.challenge(sale, user);
     const solution = await solveChallenge({ challenge: challenge as Challenge, deriveKey });

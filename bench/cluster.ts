@@ -19,7 +19,7 @@ import { ackBatch, createRedis, masterNodes, type RedisClient } from '../shared/
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import { startRedis } from '../tools/local-stack.js';
 import { ask, field, startCluster, startNode, unusedPort, waitFor, type RedisNode } from '../tools/redis-cluster.js';
-import { Cleanup, cli, freePort, freshDatabase, progress, sleep, spawnNode, type BenchPostgres } from './harness.js';
+import { BENCH_PRICE, Cleanup, cli, freePort, freshDatabase, progress, sleep, spawnNode, type BenchPostgres } from './harness.js';
 import { runLoad, type LoadResult } from './load.js';
 import { PRODUCT_ENV } from './stacks.js';
 import type { Watched } from './procstat.js';
@@ -118,7 +118,7 @@ async function measureWait(pg: BenchPostgres, s: ClusterSettings): Promise<WaitR
           const stack = await startProduct({ DATABASE_URL: db.url, REDIS_URL: master.url, REDIS_MIN_REPLICAS_ACK: String(ack) }, run);
           const url = (id: string) => `http://127.0.0.1:${stack.port}/api/sales/${id}/purchases`;
           const stocks = new Map([['warmup', s.warmupBuyers + s.connections], ['sale', s.buyers + s.connections]]);
-          for (const [id, stock] of stocks) await createSale(db.pool, redis, parseSaleInput({ id, name: id, stock, paymentWindowSeconds: 3600 }));
+          for (const [id, stock] of stocks) await createSale(db.pool, redis, parseSaleInput({ id, name: id, stock, ...BENCH_PRICE, paymentWindowSeconds: 3600 }));
           await runLoad(url('warmup'), { buyers: s.warmupBuyers, connections: s.connections, prefix: 'warm-', watch: [] });
           await drained(redis, ['warmup']);
           const before = await waitCalls(master.port);
@@ -218,7 +218,7 @@ async function measureMasters(pg: BenchPostgres, s: ClusterSettings, clusters: T
         const db = await freshDatabase(pg.url, `bench_masters_${c.nodes.length}`);
         run.add(() => db.pool.end());
         const stack = await startProduct({ DATABASE_URL: db.url, REDIS_CLUSTER_NODES: c.seeds }, run);
-        for (const [id, stock] of stocks) await createSale(db.pool, c.client, parseSaleInput({ id, name: id, stock, paymentWindowSeconds: 3600 }));
+        for (const [id, stock] of stocks) await createSale(db.pool, c.client, parseSaleInput({ id, name: id, stock, ...BENCH_PRICE, paymentWindowSeconds: 3600 }));
         const url = `http://127.0.0.1:${stack.port}/`;
         await runLoad(url, { script, buyers: s.warmupBuyers, connections: s.connections, prefix: 'warm-', watch: [] });
         await drained(c.client, saleIds);
@@ -276,7 +276,7 @@ async function measureExpiry(pg: BenchPostgres, s: ClusterSettings, c: TestClust
     }
     progress(`cluster: expiry, seeding ${orders} pending orders on ${saleIds.length} sales over ${masters.length} masters, deadlines over ${windowS} s from +${leadS} s`);
     await Promise.all([...bySale].map(async ([id, list]) => {
-      await createSale(db.pool, c.client, parseSaleInput({ id, name: id, stock: list.length, paymentWindowSeconds: 60 }));
+      await createSale(db.pool, c.client, parseSaleInput({ id, name: id, stock: list.length, ...BENCH_PRICE, paymentWindowSeconds: 60 }));
       for (let from = 0; from < list.length; from += 1000) {
         const batch = list.slice(from, from + 1000);
         await db.pool.query(

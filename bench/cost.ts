@@ -4,7 +4,7 @@
 import type { Redis } from 'ioredis';
 import { saleKeys, SALES_REGISTRY } from '../shared/keys.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
-import { Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, type BenchPostgres } from './harness.js';
+import { BENCH_PRICE, Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, type BenchPostgres } from './harness.js';
 import { runOnce, type DesignResult } from './purchase.js';
 import { seedWinners } from './writer.js';
 
@@ -26,7 +26,7 @@ export async function measureMemory(pg: BenchPostgres, n: number): Promise<Memor
     cleanup.add(() => db.pool.end());
     const r = await freshRedis(cleanup);
     const saleId = 'mem';
-    await createSale(db.pool, r.redis, parseSaleInput({ id: saleId, name: saleId, stock: n, paymentWindowSeconds: 3600 }));
+    await createSale(db.pool, r.redis, parseSaleInput({ id: saleId, name: saleId, stock: n, ...BENCH_PRICE, paymentWindowSeconds: 3600 }));
     await r.redis.srem(SALES_REGISTRY, saleId);
     const base = await used(r.redis);
     await seedWinners(r.redis, saleId, n);

@@ -23,6 +23,7 @@ import { startPostgres, startRedis } from '../tools/local-stack.js';
 import { migrate } from '../shared/migrate.js';
 import { ackBatch, createRedis } from '../shared/redis.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
+import { BENCH_PRICE } from './harness.js';
 import { lateness, redisCounters, summarize, type Summary } from './stats.js';
 
 const { values: flags } = parseArgs({
@@ -100,7 +101,7 @@ async function openOrders(pool: Pool, saleId: string): Promise<{ pending: number
 interface Phase { id: string; label: string; orders: number; windowS: number; nudgeMs: number }
 
 async function runPhase(pool: Pool, redis: Redis, p: Phase): Promise<Summary> {
-  const sale = parseSaleInput({ id: `bench-${p.id}`, name: `bench ${p.label}`, stock: p.orders, paymentWindowSeconds: p.windowS });
+  const sale = parseSaleInput({ id: `bench-${p.id}`, name: `bench ${p.label}`, stock: p.orders, ...BENCH_PRICE, paymentWindowSeconds: p.windowS });
   await createSale(pool, redis, sale);
   const listener = new ExpiryListener({ pool, redis, logger, config: { expiryNudgeMs: p.nudgeMs } });
   await listener.start();

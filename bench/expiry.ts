@@ -12,7 +12,7 @@ import { saleKeys } from '../shared/keys.js';
 import { ackBatch } from '../shared/redis.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import { CLOSE_QUEUE } from './baselines/common.js';
-import { Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, tsScript, type BenchPostgres } from './harness.js';
+import { BENCH_PRICE, Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, tsScript, type BenchPostgres } from './harness.js';
 import { Monitor, type ProcCost } from './procstat.js';
 import { lateness, redisCounters, summarize, type Summary } from './stats.js';
 
@@ -55,7 +55,7 @@ export async function runCase(pg: BenchPostgres, closer: Closer, spec: CaseSpec)
     progress(`[${label}] filling ${spec.noise} unrelated TTL keys`);
     for (let from = 1; from <= spec.noise; from += 50_000) await r.redis.eval(NOISE_LUA, 0, from, Math.min(from + 49_999, spec.noise), runS);
     const saleId = `expiry-${spec.kind}`;
-    await createSale(db.pool, r.redis, parseSaleInput({ id: saleId, name: saleId, stock: spec.orders, paymentWindowSeconds: spec.windowS }));
+    await createSale(db.pool, r.redis, parseSaleInput({ id: saleId, name: saleId, stock: spec.orders, ...BENCH_PRICE, paymentWindowSeconds: spec.windowS }));
     const env = { DATABASE_URL: db.url, REDIS_URL: r.url };
     const proc = closer === 'flashsale'
       ? await spawnNode('expiry-listener', cli('expiry-listener'), env, cleanup)

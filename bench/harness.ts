@@ -16,6 +16,9 @@ import { createRedis } from '../shared/redis.js';
 export const progress = (msg: string) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${msg}\n`);
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** Every benchmark sale's price: a sale must have one, and what it is changes no measurement. */
+export const BENCH_PRICE = { price: 100, currency: 'EUR' } as const;
+
 /** Things to undo at the end, newest first; each step in its own try. */
 export class Cleanup {
   private readonly steps: (() => Promise<unknown> | unknown)[] = [];

@@ -21,7 +21,7 @@ import { purchaseScript } from '../shared/redis.js';
 import { replayOnce } from '../shared/replay.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import type { Pool } from '../shared/db.js';
-import { Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, startBenchPostgres, until } from './harness.js';
+import { BENCH_PRICE, Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, startBenchPostgres, until } from './harness.js';
 import { machine } from './machine.js';
 import { Monitor, type ProcCost } from './procstat.js';
 
@@ -83,7 +83,7 @@ try {
   cleanup.add(() => db.pool.end());
   const r = await freshRedis(cleanup);
   const now = Date.now();
-  await createSale(db.pool, r.redis, parseSaleInput({ id: 'live', name: 'live', stock: 1_000_000, paymentWindowSeconds: 3600, startsAt: new Date(now - HOUR).toISOString(), endsAt: new Date(now + 2 * HOUR).toISOString() }));
+  await createSale(db.pool, r.redis, parseSaleInput({ id: 'live', name: 'live', stock: 1_000_000, ...BENCH_PRICE, paymentWindowSeconds: 3600, startsAt: new Date(now - HOUR).toISOString(), endsAt: new Date(now + 2 * HOUR).toISOString() }));
   // A long replay interval: its passes run only when this script says (cron fires at minute 0 of an hour).
   const env = { DATABASE_URL: db.url, REDIS_URL: r.url, REPLAY_INTERVAL_SECONDS: '3600', AUTH_MODE: 'trusted-header', JWT_SECRET: 'bench-secret-0123456789', ADMIN_TOKEN: 'bench-admin-token-0123456789' };
   const writer = await spawnNode('order-writer', cli('order-writer'), env, cleanup);
@@ -98,7 +98,7 @@ try {
   progress(`creating ${SALES} past sales, 2 orders each (one paid, one closed by the listener)`);
   const past = (i: number) => `past-${i}`;
   await pool(SALES, 20, (i) => createSale(db.pool, r.redis, parseSaleInput({
-    id: past(i), name: past(i), stock: 10, paymentWindowSeconds: PAST_WINDOW_S,
+    id: past(i), name: past(i), stock: 10, ...BENCH_PRICE, paymentWindowSeconds: PAST_WINDOW_S,
     startsAt: new Date(now - 2 * HOUR).toISOString(), endsAt: new Date(now - HOUR).toISOString(),
   })));
   const orders: { id: string; user: string }[] = [];
@@ -117,7 +117,7 @@ try {
   await pool(toPay.length, 50, async (i) => {
     // One the machine was too slow to pay within its window is closed by the listener instead: final too.
     // Signed and verified in this process (the direct-pay path): any secret of its own will do.
-    await payOrder({ pool: db.pool, redis: r.redis, secret: `bench-${randomUUID()}` }, toPay[i]!.id, 'u1').catch((err: { code?: string }) => {
+    await payOrder({ pool: db.pool, redis: r.redis, secret: `bench-${randomUUID()}`, logger: pino({ level: 'silent' }) }, toPay[i]!.id, 'u1').catch((err: { code?: string }) => {
       if (err.code !== 'order_expired') throw err;
       late++;
     });

@@ -8,7 +8,7 @@ import type { Pool } from '../shared/db.js';
 import { newOrderId, type Winner } from '../shared/ids.js';
 import { closeDue, markRestored, writeOrders } from '../shared/order-queries.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
-import { Cleanup, freshDatabase, progress, type BenchPostgres } from './harness.js';
+import { BENCH_PRICE, Cleanup, freshDatabase, progress, type BenchPostgres } from './harness.js';
 import { runLoad } from './load.js';
 import { summarize } from './profile.js';
 import { startStack } from './stacks.js';
@@ -103,7 +103,7 @@ async function explainStatements(pg: BenchPostgres, tableOrders: number): Promis
   try {
     const db = await freshDatabase(pg.url, 'bench_explain');
     cleanup.add(() => db.pool.end());
-    const sale = parseSaleInput({ id: 'explain', name: 'explain', stock: tableOrders + 1000, paymentWindowSeconds: 3600 });
+    const sale = parseSaleInput({ id: 'explain', name: 'explain', stock: tableOrders + 1000, ...BENCH_PRICE, paymentWindowSeconds: 3600 });
     // Postgres only: the statements are what is measured here.
     await db.pool.query(`insert into sales (id, name, stock, payment_window_seconds) values ($1, $1, $2, 3600)`, [sale.id, sale.stock]);
     const winners = (n: number, from: number): Winner[] => Array.from({ length: n }, (_, i) => ({

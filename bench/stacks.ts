@@ -9,7 +9,7 @@ import { saleKeys } from '../shared/keys.js';
 import type { Pool } from '../shared/db.js';
 import { PURCHASE_QUEUE } from './baselines/common.js';
 import { ROWLOCK_SCHEMA } from './baselines/rowlock-tx.js';
-import { Cleanup, cli, freePort, freshDatabase, freshRedis, spawnNode, tsScript, until, type BenchPostgres, type BenchRedis, type Proc } from './harness.js';
+import { BENCH_PRICE, Cleanup, cli, freePort, freshDatabase, freshRedis, spawnNode, tsScript, until, type BenchPostgres, type BenchRedis, type Proc } from './harness.js';
 import { freeOpsPortBase, pm2Watch, startPm2 } from './pm2.js';
 import type { Watched } from './procstat.js';
 
@@ -138,7 +138,7 @@ export async function startStack(design: Design, pg: BenchPostgres, opts: { prod
     }
     const env = { PORT: String(port), DATABASE_URL: db.url, REDIS_URL: redis.url, ...PRODUCT_ENV, ...(design === 'flashsale-nomem' ? NO_MEMORY : {}), ...opts.productEnv };
     const sale: Pick<Stack, 'createSale' | 'settle' | 'outcome' | 'stop'> = {
-      createSale: (id, stock) => createSale(db.pool, redis.redis, parseSaleInput({ id, name: id, stock, paymentWindowSeconds: 3600 })),
+      createSale: (id, stock) => createSale(db.pool, redis.redis, parseSaleInput({ id, name: id, stock, ...BENCH_PRICE, paymentWindowSeconds: 3600 })),
       settle: (id, timeoutMs = 600_000) => until('the order writer to drain', timeoutMs, async () => {
         const k = saleKeys(id);
         const [winners, queued] = await Promise.all([redis.redis.llen(k.winners), redis.redis.hlen(k.queued)]);

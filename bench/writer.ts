@@ -8,7 +8,7 @@ import { saleKeys, SALES_REGISTRY } from '../shared/keys.js';
 import { purchaseScript } from '../shared/redis.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import type { Pool } from '../shared/db.js';
-import { Cleanup, cli, freshDatabase, freshRedis, progress, spawnNode, tsScript, until, type BenchPostgres } from './harness.js';
+import { BENCH_PRICE, Cleanup, cli, freshDatabase, freshRedis, progress, spawnNode, tsScript, until, type BenchPostgres } from './harness.js';
 import { Monitor, type ProcCost } from './procstat.js';
 
 export interface WriterResult {
@@ -62,7 +62,7 @@ export async function runDrain(pg: BenchPostgres, n: number, { batchSize, concur
     const db = await freshDatabase(pg.url, 'bench_writer');
     cleanup.add(() => db.pool.end());
     const r = await freshRedis(cleanup);
-    await createSale(db.pool, r.redis, parseSaleInput({ id: SALE, name: SALE, stock: n, paymentWindowSeconds: 3600 }));
+    await createSale(db.pool, r.redis, parseSaleInput({ id: SALE, name: SALE, stock: n, ...BENCH_PRICE, paymentWindowSeconds: 3600 }));
     // Out of the registry until the clock starts: the writer finds nothing to do before then.
     await r.redis.srem(SALES_REGISTRY, SALE);
     await seedWinners(r.redis, SALE, n);

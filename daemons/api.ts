@@ -37,6 +37,9 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   const ops = await startOpsServer(config.opsPort, config.host, redis, pool);
   const purchaseRate = { perBuyer: config.purchaseRatePerBuyer, perIp: config.purchaseRatePerIp, windowMs: config.purchaseRateWindowMs };
   log.info({ port, opsPort: config.opsPort || undefined, host: config.host, authMode: config.authMode, purchaseRate }, 'api listening');
+  if (config.directPay && !config.development) {
+    log.warn({ directPay: true }, 'DIRECT_PAY is on: any buyer can mark an order paid without paying (DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING=yes); set DIRECT_PAY=off for real sales');
+  }
   let stopping: Promise<void> | undefined;
   return {
     port,

@@ -3,14 +3,14 @@
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { signJwt } from '../shared/jwt.js';
-import { ConfigError, loadConfig, redisConfigured, requireSecrets, requireServers, withLocalSecrets, type Config, type ConfigOverrides } from '../shared/config.js';
+import { ConfigError, loadConfig, redisConfigured, requireDirectPayConsent, requireSecrets, requireServers, withLocalSecrets, type Config, type ConfigOverrides } from '../shared/config.js';
 import { runUntilSignal, type Stoppable } from '../shared/daemon.js';
 import { classify, HttpError } from '../shared/errors.js';
 import { checkInvariants, formatInvariants } from '../shared/invariants.js';
 import { createLogger } from '../shared/logger.js';
 import { formatReport, progressReporter, runLoadtest } from '../tools/loadtest.js';
 import { migrate } from '../shared/migrate.js';
-import { refundsDue, type RefundDue } from '../shared/payment-queries.js';
+import { listRefunds, markRefunded, type Refund } from '../shared/refunds.js';
 import { reconcile } from '../shared/reconcile.js';
 import { endSale, listAllSales, type SaleListItem } from '../shared/sale-admin.js';
 import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '../shared/sales.js';
@@ -41,10 +41,12 @@ function configFrom(argv: Args): Config {
  * Starts a long-running service and keeps it until a signal; a bad setting exits 2, a failed start
  * 1, with the reason. Every service but the local stack's own refuses to run without real secrets.
  */
-function serve(argv: Args, start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>, opts = { secrets: true }): void {
+function serve(argv: Args, start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>, opts = { secrets: true, dev: false }): void {
   const config = configFrom(argv);
   const logger = createLogger(config);
   runUntilSignal(async () => {
+    // `dev` turns DIRECT_PAY on for its demo page; every other process needs the consent.
+    if (!opts.dev) requireDirectPayConsent(config);
     if (opts.secrets) {
       if (!config.development) requireServers(config);
       requireSecrets(config);
@@ -98,13 +100,14 @@ function printTable(rows: string[][]): void {
   for (const row of rows) console.log(row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd());
 }
 
-function printRefunds(refunds: RefundDue[]): void {
+function printRefunds(refunds: Refund[], all: boolean): void {
   if (refunds.length === 0) {
-    console.log('no refunds due');
+    console.log(all ? 'no refunds' : 'no refunds due');
     return;
   }
-  printTable([['payment', 'order', 'sale', 'buyer', 'amount', 'received'],
-    ...refunds.map((r) => [r.paymentId, r.orderId, r.saleId, r.userId, r.amount === null ? '-' : String(r.amount), r.receivedAt])]);
+  const amount = (r: Refund) => (r.amount === null ? '-' : `${r.amount}${r.currency ? ` ${r.currency}` : ''}`);
+  printTable([['payment', 'order', 'sale', 'buyer', 'amount', 'reason', 'received', ...(all ? ['refunded', 'reference'] : [])],
+    ...refunds.map((r) => [r.paymentId, r.orderId, r.saleId, r.userId, amount(r), r.reason, r.receivedAt, ...(all ? [r.refundedAt ?? '-', r.reference ?? '-'] : [])])]);
 }
 
 function printSales(sales: SaleListItem[]): void {
@@ -121,10 +124,10 @@ try {
     .scriptName('flashsale')
     .command('dev', 'run the whole service locally with a demo sale (embedded Postgres, redis-server child)',
       (y) => apiFlags(serverFlags(y)).option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
-      (argv) => serve({ ...argv, development: true, 'local-stack': true }, startDev))
+      (argv) => serve({ ...argv, development: true, 'local-stack': true }, startDev, { secrets: true, dev: true }))
     .command('servers', 'run local Postgres (embedded) and redis-server on fixed ports for the PM2 ecosystem',
       (y) => y.option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
-      (argv) => serve(argv, startServers, { secrets: false }))
+      (argv) => serve(argv, startServers, { secrets: false, dev: false }))
     .command('migrate', 'apply pending sql/ migrations', serverFlags, async (argv) => {
       const applied = await withConnections(argv, async ({ pool }) => migrate(pool));
       console.log(applied.length ? `applied ${applied.join(', ')}` : 'schema up to date');
@@ -153,12 +156,19 @@ try {
         console.log(argv.json ? JSON.stringify(report) : formatInvariants(report));
         if (report.violations.length > 0) process.exitCode = 3;
       })
-    .command('refunds', 'list payments received for orders that could not take them (closed, or paid already): money to pay back',
-      (y) => serverFlags(y).option('json', { type: 'boolean' }),
+    .command('refunds', 'list payments that could not pay their order (wrong amount or currency, closed, or paid already): money to pay back',
+      (y) => serverFlags(y).option('json', { type: 'boolean' }).option('all', { type: 'boolean', describe: 'refunds already paid back too' })
+        .command('mark <paymentId>', 'record that a refund due was paid back (marking again answers the first record, unchanged)',
+          (c) => c.positional('paymentId', { type: 'string', demandOption: true })
+            .option('reference', { type: 'string', demandOption: true, describe: 'the provider\'s refund id, or how the money went back' }),
+          async (argv) => {
+            const refund = await withConnections(argv, ({ pool }) => markRefunded(pool, argv.paymentId, argv.reference));
+            console.log(argv.json ? JSON.stringify(refund) : `refund of payment ${refund.paymentId} recorded at ${refund.refundedAt} (${refund.reference})`);
+          }),
       async (argv) => {
-        const refunds = await withConnections(argv, ({ pool }) => refundsDue(pool));
+        const refunds = await withConnections(argv, ({ pool }) => listRefunds(pool, { all: argv.all }));
         if (argv.json) console.log(JSON.stringify(refunds));
-        else printRefunds(refunds);
+        else printRefunds(refunds, argv.all === true);
       })
     .command('token <user>', 'print a buyer token signed with JWT_SECRET (for tests and load tests)',
       (y) => y.positional('user', { type: 'string', demandOption: true }).option('jwt-secret', { type: 'string' })
@@ -201,6 +211,8 @@ try {
     .command('sale', 'create, list, end and inspect sales', (y) => serverFlags(y)
       .command('create', 'create a sale and load it into Redis',
         (c) => c.option('name', { type: 'string', demandOption: true }).option('stock', { type: 'number', demandOption: true })
+          .option('price', { type: 'number', describe: 'one unit, in the currency\'s minor unit (cents for EUR)' })
+          .option('currency', { type: 'string', describe: 'ISO 4217 code, e.g. EUR' })
           .option('per-user', { type: 'number' }).option('max-per-order', { type: 'number' })
           .option('starts-at', { type: 'string', describe: 'ISO 8601' }).option('ends-at', { type: 'string', describe: 'ISO 8601' })
           .option('payment-window', { type: 'number', describe: 'seconds (default 300)' })
@@ -209,7 +221,7 @@ try {
           .option('id', { type: 'string' }).option('json', { type: 'boolean' }),
         async (argv) => {
           const sale = parseSaleInput(Object.fromEntries(Object.entries({
-            id: argv.id, name: argv.name, stock: argv.stock, perUserLimit: argv['per-user'], maxPerOrder: argv['max-per-order'],
+            id: argv.id, name: argv.name, stock: argv.stock, price: argv.price, currency: argv.currency, perUserLimit: argv['per-user'], maxPerOrder: argv['max-per-order'],
             startsAt: argv['starts-at'], endsAt: argv['ends-at'], paymentWindowSeconds: argv['payment-window'],
             challenge: argv.challenge, challengeComplexity: argv['challenge-complexity'],
           }).filter(([, v]) => v !== undefined)));

@@ -14,7 +14,7 @@ import { startReplay } from './replay.js';
 /** What the local stack's servers keep across a crash (see tools/local-stack.ts). */
 const LOCAL_DURABILITY = 'Postgres fsync on and every commit of ours flushed (synchronous_commit on); Redis AOF, fsync every second';
 
-export const DEMO_SALE = { id: 'demo', name: 'Demo flash sale', stock: 100, perUserLimit: 1, maxPerOrder: 1, paymentWindowSeconds: 120 };
+export const DEMO_SALE = { id: 'demo', name: 'Demo flash sale', stock: 100, price: 1999, currency: 'EUR', perUserLimit: 1, maxPerOrder: 1, paymentWindowSeconds: 120 };
 
 export async function startDev(base: Config, logger: Logger): Promise<Stoppable> {
   const stops: [string, () => Promise<unknown>][] = [];

@@ -40,6 +40,8 @@ export interface Config {
   paymentWebhookSecret: string | undefined;
   /** POST /api/orders/:id/pay, for development and demos: a signed event made by the API itself. */
   directPay: boolean;
+  /** DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING=yes: DIRECT_PAY may run outside `flashsale dev`. */
+  directPayUnderstood: boolean;
   authMode: AuthMode;
   /**
    * The local stack (flashsale dev, or PM2 with its own `servers` app): missing secrets are
@@ -130,6 +132,13 @@ function onOff(name: string, raw: unknown, fallback: boolean): boolean {
   throw new ConfigError(`${name} must be on or off, got ${JSON.stringify(raw)}`);
 }
 
+/** A consent: exactly `yes`, or unset. Anything else is a typo that must not pass for consent or for refusal. */
+function yes(name: string, raw: unknown): boolean {
+  if (raw === undefined || raw === '') return false;
+  if (raw === 'yes' || raw === true) return true;
+  throw new ConfigError(`${name} must be yes or unset, got ${JSON.stringify(raw)}`);
+}
+
 export function loadConfig(overrides: ConfigOverrides = {}): Config {
   const pick = (key: keyof Config, envName: string): unknown => overrides[key] ?? env[envName];
   const authMode = str(pick('authMode', 'AUTH_MODE')) ?? 'jwt';
@@ -160,6 +169,7 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     adminToken: str(pick('adminToken', 'ADMIN_TOKEN')),
     paymentWebhookSecret: str(pick('paymentWebhookSecret', 'PAYMENT_WEBHOOK_SECRET')),
     directPay: onOff('DIRECT_PAY', pick('directPay', 'DIRECT_PAY'), false),
+    directPayUnderstood: yes('DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING', pick('directPayUnderstood', 'DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING')),
     authMode,
     localStack: bool('FLASHSALE_LOCAL_STACK', pick('localStack', 'FLASHSALE_LOCAL_STACK'), false),
     logLevel: str(pick('logLevel', 'LOG_LEVEL')) ?? 'info',
@@ -334,6 +344,16 @@ export function localSecrets(dataDir: string): LocalSecrets {
 function checkSecret(name: string, value: string): void {
   if (value.length < MIN_SECRET) throw new ConfigError(`${name} is too short: use at least ${MIN_SECRET} random characters (e.g. \`openssl rand -hex 32\`)`);
   if (KNOWN_SECRETS.has(value)) throw new ConfigError(`${name} is a published development default: set it to a secret of your own (e.g. \`openssl rand -hex 32\`)`);
+}
+
+/**
+ * DIRECT_PAY lets every buyer mark an order paid with no money moving: `flashsale dev` turns it on
+ * for the demo page; anywhere else it takes an explicit consent, and the API warns at each start.
+ */
+export function requireDirectPayConsent(config: Config): void {
+  if (config.directPay && !config.directPayUnderstood) {
+    throw new ConfigError('DIRECT_PAY=on lets any buyer pay an order without paying (POST /api/orders/:orderId/pay): it is for `flashsale dev` and demos. Set DIRECT_PAY=off, or set DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING=yes to run it here anyway');
+  }
 }
 
 /**

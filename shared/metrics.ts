@@ -35,6 +35,9 @@ export const metrics = {
   // applied | refund_due: recorded; duplicate: a redelivery, nothing changed; ignored: a type we do
   // not act on; refused: a bad or stale signature or a malformed event, nothing recorded.
   payments: new Counter({ name: 'flashsale_payments_total', help: 'Payment webhook events by outcome', labelNames: ['outcome'], registers: [registry] }),
+  refundsOpen: new Gauge({
+    name: 'flashsale_refunds_open', help: 'Payments recorded refund_due and not yet marked paid back, as the replay last counted them', registers: [registry],
+  }),
   saleStock: new Gauge({
     name: 'flashsale_sale_stock', help: 'Units of a sale by where they are, as the replay last reconciled it (unsettled sales)', labelNames: ['sale', 'state'], registers: [registry],
   }),

@@ -7,6 +7,7 @@ import { HttpError } from './errors.js';
 import { saleKeys } from './keys.js';
 import { parseWinner, saleIdOfOrder, type Winner } from './ids.js';
 import { buyerOrders, findOrder, type OrderState } from './order-queries.js';
+import { getSale } from './sales.js';
 import { PAYMENT_SUCCEEDED, receivePayment, signPayload, type PaymentDeps } from './payments.js';
 
 export type OrderStatus = 'queued' | 'pending_payment' | 'paid' | 'expired' | 'cancelled';
@@ -80,8 +81,9 @@ export async function myOrders(pool: Pool, userId: string, o: { limit: number; s
 /**
  * DIRECT_PAY (development and demos): the owner pays from the page, and the API makes the event a
  * provider would send, signs it with the webhook secret and receives it like any other, so a demo
- * runs the real payment path and records a payment. One event id per order: a second click is a
- * redelivery and changes nothing.
+ * runs the real payment path and records a payment. It pays what a provider would charge: the
+ * sale's price times qty in its currency (a sale made before prices: 0 XXX, ISO's "no currency").
+ * One event id per order, with the same bytes each time: a second click is a redelivery and changes nothing.
  */
 export async function payOrder(deps: PaymentDeps, orderId: string, userId: string): Promise<{ orderId: string; status: 'paid' }> {
   const { pool, redis } = deps;
@@ -94,9 +96,14 @@ export async function payOrder(deps: PaymentDeps, orderId: string, userId: strin
     if (row?.user_id !== userId) throw new HttpError('order_not_found');
   }
   if (row.status === 'paid') return { orderId, status: 'paid' };
-  const raw = JSON.stringify({ id: `direct.${orderId}`, type: PAYMENT_SUCCEEDED, orderId });
+  const sale = await getSale(pool, row.sale_id);
+  const amount = sale?.price == null ? 0 : sale.price * row.qty;
+  const raw = JSON.stringify({ id: `direct.${orderId}`, type: PAYMENT_SUCCEEDED, orderId, amount, currency: sale?.currency ?? 'XXX' });
   const answer = await receivePayment(deps, Buffer.from(raw), signPayload(deps.secret, raw));
-  if (answer.outcome === 'applied') return { orderId, status: 'paid' };
-  // refund_due: the order was closed first, by its deadline or by its buyer.
-  throw new HttpError((await findOrder(pool, orderId))?.status === 'cancelled' ? 'order_cancelled' : 'order_expired');
+  // already_paid: another event paid it meanwhile.
+  if (answer.outcome === 'applied' || answer.reason === 'already_paid') return { orderId, status: 'paid' };
+  // The order was closed first, by its deadline or by its buyer.
+  if (answer.reason === 'order_cancelled') throw new HttpError('order_cancelled');
+  if (answer.reason === 'order_expired') throw new HttpError('order_expired');
+  throw new Error(`direct payment of ${orderId} refused: ${answer.reason ?? 'no reason'}`);
 }

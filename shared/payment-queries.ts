@@ -5,56 +5,44 @@ import type { Pool, PoolClient } from './db.js';
 
 export type PaymentOutcome = 'applied' | 'refund_due';
 
+/** Why a payment could not pay its order (a refund_due row always has one; sql/0007_money.sql). */
+export type RefundReason = 'amount_mismatch' | 'currency_mismatch' | 'order_expired' | 'order_cancelled' | 'already_paid';
+export const REFUND_REASONS: RefundReason[] = ['amount_mismatch', 'currency_mismatch', 'order_expired', 'order_cancelled', 'already_paid'];
+
 export interface NewPayment {
   id: string;
   orderId: string;
   outcome: PaymentOutcome;
+  reason?: RefundReason;
   amount: number | undefined;
-  payload: string;
+  currency?: string;
+  /** The signed bytes exactly as delivered. */
+  raw: Buffer;
 }
 
 export interface RecordedPayment {
   id: string;
   orderId: string;
   outcome: PaymentOutcome;
-}
-
-export interface RefundDue {
-  paymentId: string;
-  orderId: string;
-  saleId: string;
-  userId: string;
-  amount: number | null;
-  receivedAt: string;
+  reason: RefundReason | null;
+  raw: Buffer;
 }
 
 /** Records a decided event; false when its id is already recorded (a redelivery that raced this one). */
 export async function insertPayment(client: PoolClient, p: NewPayment): Promise<boolean> {
   const res = await client.query(
-    `insert into payments (id, order_id, outcome, amount, payload) values ($1, $2, $3, $4, $5) on conflict (id) do nothing`,
-    [p.id, p.orderId, p.outcome, p.amount ?? null, p.payload],
+    `insert into payments (id, order_id, outcome, reason, amount, currency, raw) values ($1, $2, $3, $4, $5, $6, $7) on conflict (id) do nothing`,
+    [p.id, p.orderId, p.outcome, p.reason ?? null, p.amount ?? null, p.currency ?? null, p.raw],
   );
   return res.rowCount === 1;
 }
 
 export async function findPayment(pool: Pool, id: string): Promise<RecordedPayment | undefined> {
-  const res = await pool.query<{ id: string; order_id: string; outcome: PaymentOutcome }>(
-    'select id, order_id, outcome from payments where id = $1', [id],
+  const res = await pool.query<{ id: string; order_id: string; outcome: PaymentOutcome; reason: RefundReason | null; raw: Buffer }>(
+    'select id, order_id, outcome, reason, raw from payments where id = $1', [id],
   );
   const row = res.rows[0];
-  return row && { id: row.id, orderId: row.order_id, outcome: row.outcome };
-}
-
-/** Money received for orders it could not pay, oldest first: what is owed back. */
-export async function refundsDue(pool: Pool): Promise<RefundDue[]> {
-  const res = await pool.query<{ id: string; order_id: string; sale_id: string; user_id: string; amount: number | null; received_at: Date }>(
-    `select p.id, p.order_id, o.sale_id, o.user_id, p.amount, p.received_at
-     from payments p join orders o on o.id = p.order_id
-     where p.outcome = 'refund_due' order by p.received_at, p.id`,
-  );
-  return res.rows.map((r) => ({
-    paymentId: r.id, orderId: r.order_id, saleId: r.sale_id, userId: r.user_id, amount: r.amount, receivedAt: r.received_at.toISOString(),
-  }));
+  return row && { id: row.id, orderId: row.order_id, outcome: row.outcome, reason: row.reason, raw: row.raw };
 }
 
 /**

@@ -14,6 +14,7 @@ import { SALES_REGISTRY } from './keys.js';
 import type { Logger } from './logger.js';
 import { missingInPostgres, reconcile, reconcileMissing, type Reconciliation } from './reconcile.js';
 import { metrics } from './metrics.js';
+import { countOpenRefunds } from './refunds.js';
 import { settleSales, unsettledSales } from './settle.js';
 import { recoverDeadWriters } from './writer-lease.js';
 
@@ -70,6 +71,8 @@ export async function replayOnce({ pool, redis, logger, summary = new PassSummar
         logger.error({ reconciliation: r, alert: 'SALE_MISSING_IN_POSTGRES' }, 'RECONCILIATION FAILED: the sale is in the Redis registry but has no row in Postgres');
       }
       showStock(report.reconciliations);
+      // One count on the partial index of open refunds: cheap, and the alert needs one series, not one per API.
+      metrics.refundsOpen.set(await countOpenRefunds(pool));
       const settled = await settleSales(pool, redis, registry, held);
       report.settled = settled.settled.length;
       report.unregistered = settled.unregistered.length;

@@ -17,6 +17,10 @@ export interface Sale extends Omit<SaleRules, 'startsAt' | 'endsAt' | 'challenge
   challenge: Challenge;
   /** About how many hashes a challenge of this sale takes to solve. */
   challengeComplexity: number;
+  /** What one unit costs, in the currency's minor unit; null only for sales made before prices (they take any amount). */
+  price: number | null;
+  /** ISO 4217, three upper-case letters; null with price. */
+  currency: string | null;
 }
 
 export const CHALLENGES = ['none', 'pow'] as const;
@@ -31,7 +35,7 @@ export type SaleState = 'upcoming' | 'open' | 'sold_out' | 'ended';
 export const MAX_PER_ORDER = 1000;
 
 /** The bounds of a sale definition's numbers (the OpenAPI document shows the same). */
-export const LIMITS = { stock: 10_000_000, perUserLimit: 1000, maxPerOrder: MAX_PER_ORDER, paymentWindowSeconds: 86_400, challengeComplexity: 10_000_000 };
+export const LIMITS = { stock: 10_000_000, perUserLimit: 1000, maxPerOrder: MAX_PER_ORDER, paymentWindowSeconds: 86_400, challengeComplexity: 10_000_000, price: 1_000_000_000_000 };
 
 /** Solved in about 80 ms by Node on this 2-core machine (BENCHMARKS.md section 8); a slow phone takes several times that. */
 export const DEFAULT_COMPLEXITY = 50_000;
@@ -79,7 +83,15 @@ function timeField(body: Record<string, unknown>, key: 'startsAt' | 'endsAt'): D
 }
 
 /** The fields a sale definition may have (the HTTP route's schema lists the same). */
-export const SALE_FIELDS = ['id', 'name', 'stock', 'perUserLimit', 'maxPerOrder', 'startsAt', 'endsAt', 'paymentWindowSeconds', 'challenge', 'challengeComplexity'] as const;
+export const SALE_FIELDS = ['id', 'name', 'stock', 'price', 'currency', 'perUserLimit', 'maxPerOrder', 'startsAt', 'endsAt', 'paymentWindowSeconds', 'challenge', 'challengeComplexity'] as const;
+
+/** ISO 4217 alphabetic codes as payments carry them: compared exactly, so upper case only. */
+export const CURRENCY_PATTERN = /^[A-Z]{3}$/;
+
+// Control characters (C0, DEL, C1) and the bidirectional overrides and isolates: a name shown on
+// the buyer's page, the admin's list and a terminal must not reorder or hide the text around it.
+// NUL is among them (Postgres text cannot hold it), and an unpaired surrogate would be stored as U+FFFD.
+export const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069\p{Cs}]/u;
 const FIELDS = new Set<string>(SALE_FIELDS);
 
 /** Checks a sale definition as POST /api/sales and `sale create` take it. */
@@ -90,9 +102,9 @@ export function parseSaleInput(body: unknown, now = new Date()): Sale {
   if (unknown.length > 0) invalid(`unknown field(s): ${unknown.join(', ')}`);
   const id = b.id ?? `s-${randomBytes(5).toString('hex')}`;
   if (typeof id !== 'string' || !SALE_ID_PATTERN.test(id)) invalid(`id must be ${SALE_ID_RULE}`);
-  // Postgres text cannot hold NUL, and an unpaired surrogate would be stored as U+FFFD.
-  if (typeof b.name !== 'string' || b.name.trim() === '' || b.name.length > 200 || /[\u0000\p{Cs}]/u.test(b.name)) {
-    invalid('name must be a non-empty string of at most 200 characters, without NUL or unpaired surrogates');
+  if (typeof b.name !== 'string' || b.name.trim() === '' || b.name.length > 200) invalid('name must be a non-empty string of at most 200 characters');
+  if (UNSHOWABLE.test(b.name)) {
+    invalid('name must not contain control characters (U+0000-U+001F, U+007F-U+009F), bidirectional overrides or isolates (U+202A-U+202E, U+2066-U+2069) or unpaired surrogates');
   }
   const startsAt = timeField(b, 'startsAt') ?? now;
   const endsAt = timeField(b, 'endsAt');
@@ -104,12 +116,16 @@ export function parseSaleInput(body: unknown, now = new Date()): Sale {
   if (maxPerOrder > perUserLimit) {
     invalid(`maxPerOrder (${maxPerOrder}) must not be above perUserLimit (${perUserLimit}): raise perUserLimit or lower maxPerOrder`);
   }
+  const price = intField(b, 'price', undefined, 1);
+  if (typeof b.currency !== 'string' || !CURRENCY_PATTERN.test(b.currency)) invalid('currency is required: an ISO 4217 code of three upper-case letters, e.g. EUR');
   const challenge = b.challenge ?? 'none';
   if (!CHALLENGES.includes(challenge as Challenge)) invalid(`challenge must be one of ${CHALLENGES.join(', ')}`);
   return {
     id,
     name: b.name,
     stock,
+    price,
+    currency: b.currency,
     perUserLimit,
     maxPerOrder,
     paymentWindowSeconds: intField(b, 'paymentWindowSeconds', 300, 1),
@@ -135,9 +151,9 @@ export async function loadSaleIntoRedis(redis: RedisClient, sale: Sale): Promise
 export async function createSale(pool: Pool, redis: RedisClient, sale: Sale): Promise<void> {
   await withTransaction(pool, async (client) => {
     const res = await client.query(
-      `insert into sales (id, name, stock, per_user_limit, max_per_order, starts_at, ends_at, payment_window_seconds, challenge, challenge_complexity)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) on conflict (id) do nothing`,
-      [sale.id, sale.name, sale.stock, sale.perUserLimit, sale.maxPerOrder, sale.startsAt, sale.endsAt, sale.paymentWindowSeconds, sale.challenge, sale.challengeComplexity],
+      `insert into sales (id, name, stock, per_user_limit, max_per_order, starts_at, ends_at, payment_window_seconds, challenge, challenge_complexity, price, currency)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) on conflict (id) do nothing`,
+      [sale.id, sale.name, sale.stock, sale.perUserLimit, sale.maxPerOrder, sale.startsAt, sale.endsAt, sale.paymentWindowSeconds, sale.challenge, sale.challengeComplexity, sale.price, sale.currency],
     );
     if (res.rowCount === 0) throw new HttpError('sale_exists', `A sale with id "${sale.id}" already exists.`);
     await loadSaleIntoRedis(redis, sale);
@@ -148,13 +164,14 @@ export async function createSale(pool: Pool, redis: RedisClient, sale: Sale): Pr
 export interface SaleRow {
   id: string; name: string; stock: number; per_user_limit: number; max_per_order: number;
   starts_at: Date; ends_at: Date | null; payment_window_seconds: number; challenge: Challenge; challenge_complexity: number;
+  price: number | null; currency: string | null;
 }
 
 export function fromRow(r: SaleRow): Sale {
   return {
     id: r.id, name: r.name, stock: r.stock, perUserLimit: r.per_user_limit, maxPerOrder: r.max_per_order,
     startsAt: r.starts_at, endsAt: r.ends_at, paymentWindowSeconds: r.payment_window_seconds,
-    challenge: r.challenge, challengeComplexity: r.challenge_complexity,
+    challenge: r.challenge, challengeComplexity: r.challenge_complexity, price: r.price, currency: r.currency,
   };
 }
 
@@ -177,7 +194,7 @@ export function saleState(sale: Sale, available: number, now: number): SaleState
 export interface SaleView {
   id: string; name: string; stock: number; available: number; perUserLimit: number; maxPerOrder: number;
   paymentWindowSeconds: number; startsAt: string; endsAt: string | null; state: SaleState;
-  challenge: Challenge; challengeComplexity: number;
+  challenge: Challenge; challengeComplexity: number; price: number | null; currency: string | null;
 }
 
 export async function saleView(redis: RedisClient, sale: Sale, now = Date.now()): Promise<SaleView> {
@@ -187,5 +204,6 @@ export async function saleView(redis: RedisClient, sale: Sale, now = Date.now())
     maxPerOrder: sale.maxPerOrder, paymentWindowSeconds: sale.paymentWindowSeconds,
     startsAt: sale.startsAt.toISOString(), endsAt: sale.endsAt?.toISOString() ?? null,
     state: saleState(sale, available, now), challenge: sale.challenge, challengeComplexity: sale.challengeComplexity,
+    price: sale.price, currency: sale.currency,
   };
 }

@@ -169,7 +169,7 @@ describe('GET /api/sales/:saleId/live', () => {
 });
 
 async function open(path: string): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
+  const context = await browser.newContext({ viewport: { width: 1200, height: 900 }, locale: 'en-US' });
   context.setDefaultTimeout(5000);
   const page = await context.newPage();
   page.on('pageerror', (err) => pageErrors.push(err.message));
@@ -223,7 +223,8 @@ describe('operator page', () => {
     await page.getByTestId('token').fill(ADMIN_TOKEN);
     await page.getByTestId('sign-in-button').click();
     await saleRow(page, existing.id).getByText('Spring restock').waitFor();
-    assert.equal(await saleRow(page, existing.id).locator('td').nth(2).innerText(), '40 of 40');
+    assert.equal(await saleRow(page, existing.id).locator('td').nth(2).innerText(), '€19.99', 'the price, in its currency');
+    assert.equal(await saleRow(page, existing.id).locator('td').nth(3).innerText(), '40 of 40');
     assert.equal(await page.getByTestId('message').isHidden(), true);
     assert.equal(await storedToken(page), ADMIN_TOKEN);
     await page.reload();
@@ -233,6 +234,8 @@ describe('operator page', () => {
     const salesBefore = (await env.pool.query('select id from sales')).rowCount;
     await page.getByTestId('create-name').fill('Too generous');
     await page.getByTestId('create-stock').fill('5');
+    await page.getByTestId('create-price').fill('500');
+    await page.getByTestId('create-currency').fill('EUR');
     await page.getByTestId('create-max-per-order').fill('3');
     await page.getByTestId('create-button').click();
     await see(page, 'create-message', 'maxPerOrder (3) must not be above perUserLimit (1): raise perUserLimit or lower maxPerOrder');
@@ -253,16 +256,19 @@ describe('operator page', () => {
     await page.getByTestId('create-name').fill('Launch day drop');
     await page.getByTestId('create-id').fill('launch-day');
     await page.getByTestId('create-stock').fill('5');
+    await page.getByTestId('create-price').fill('2500');
+    await page.getByTestId('create-currency').fill('JPY');
     await page.getByTestId('create-payment-window').fill('600');
     await page.getByTestId('create-button').click();
 
     await see(page, 'live-name', 'Launch day drop');
     await see(page, 'live-state', 'Open');
     await see(page, 'live-available', '5');
-    const created = (await env.pool.query('select stock, per_user_limit, payment_window_seconds, ends_at from sales where id = $1', ['launch-day'])).rows;
-    assert.deepEqual(created, [{ stock: 5, per_user_limit: 1, payment_window_seconds: 600, ends_at: null }]);
+    const created = (await env.pool.query('select stock, price, currency, per_user_limit, payment_window_seconds, ends_at from sales where id = $1', ['launch-day'])).rows;
+    assert.deepEqual(created, [{ stock: 5, price: 2500, currency: 'JPY', per_user_limit: 1, payment_window_seconds: 600, ends_at: null }]);
     sales.push({ id: 'launch-day', stock: 5 } as Sale);
     await saleRow(page, 'launch-day').waitFor();
+    assert.equal(await saleRow(page, 'launch-day').locator('td').nth(2).innerText(), '¥2,500', 'a currency without minor units');
     assert.equal(await page.evaluate(() => typeof (window as unknown as { uPlot?: unknown }).uPlot), 'function', 'the chart library loaded');
 
     // Buyers, by HTTP; no writer yet: the winners wait in Redis.

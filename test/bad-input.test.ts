@@ -173,7 +173,7 @@ describe('oversized bodies', () => {
   });
 
   test('the other routes take 16 KiB (pay: 1024 bytes)', async () => {
-    const big = JSON.stringify({ name: 'x'.repeat(16 * 1024), stock: 1 });
+    const big = JSON.stringify({ name: 'x'.repeat(16 * 1024), stock: 1, price: 500, currency: 'EUR' });
     assertError(await admin(big), 413, 'payload_too_large', 'admin 16 KiB');
     const chunks = ['{"name":"', ...Array.from({ length: 40 }, () => 'x'.repeat(500)), '","stock":1}'];
     const headers = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
@@ -302,7 +302,7 @@ describe('missing and forged buyer tokens', () => {
 });
 
 describe('the admin route', () => {
-  const definition = { name: 'Hostile sale', stock: 10 };
+  const definition = { name: 'Hostile sale', stock: 10, price: 500, currency: 'EUR' };
 
   test('no token is 401 unauthorized; a buyer JWT or a wrong token is 403 forbidden', async () => {
     assertError(await admin(definition, {}), 401, 'unauthorized', 'no token');
@@ -357,6 +357,34 @@ describe('the admin route', () => {
     }
   });
 
+  test('a sale without a price and currency, or with a malformed one, is 400 invalid_sale naming the field', async () => {
+    const { price: _p, ...noPrice } = definition;
+    const { currency: _c, ...noCurrency } = definition;
+    const cases: [unknown, RegExp][] = [
+      [noPrice, /^price is required/], [{ ...definition, price: 0 }, /^price must be an integer from 1/], [{ ...definition, price: -5 }, /^price must be/],
+      [{ ...definition, price: 19.99 }, /^price must be/], [{ ...definition, price: '1999' }, /^price must be/], [{ ...definition, price: null }, /^price is required/],
+      [{ ...definition, price: 1_000_000_000_001 }, /^price must be/],
+      [noCurrency, /^currency is required/], [{ ...definition, currency: 'eur' }, /^currency /], [{ ...definition, currency: 'EURO' }, /^currency /],
+      [{ ...definition, currency: 978 }, /^currency /], [{ ...definition, currency: 'E1R' }, /^currency /], [{ ...definition, currency: '' }, /^currency /],
+    ];
+    for (const [body, message] of cases) {
+      const res = await admin(body);
+      assertError(res, 400, 'invalid_sale', JSON.stringify(body));
+      assert.match(res.body.message, message, JSON.stringify(body));
+    }
+  });
+
+  test('a name with a control character or a bidirectional override is 400 invalid_sale', async () => {
+    const names = ['a\u0001b', 'tab\there', 'new\nline', 'a\u001bb', 'del\u007f', 'c1\u0085', 'c1\u009f', 'rlo\u202egnp.exe', 'lre\u202a', 'pdf\u202c',
+      'lri\u2066', 'pdi\u2069', 'fsi\u2068'];
+    for (const name of names) {
+      const raw = JSON.stringify({ ...definition, name });
+      const res = await admin(raw);
+      assertError(res, 400, 'invalid_sale', raw);
+      assert.match(res.body.message, /^name must not contain control characters/, raw);
+    }
+  });
+
   test('a date-time without Z or an offset is 400 invalid_sale: it would be read in the server\'s zone', async () => {
     const cases: Record<string, unknown>[] = [
       { startsAt: '2030-12-01T10:00:00' }, { startsAt: '2030-12-01T10:00:00.000' }, { startsAt: '2030-12-01T10:00' },
@@ -370,7 +398,7 @@ describe('the admin route', () => {
   });
 
   test('a duplicate id is 409 sale_exists and leaves the existing sale alone', async () => {
-    assertError(await admin({ id: sale.id, name: 'Impostor', stock: 1_000_000, perUserLimit: 1000, maxPerOrder: 1000 }), 409, 'sale_exists', 'duplicate');
+    assertError(await admin({ ...definition, id: sale.id, name: 'Impostor', stock: 1_000_000, perUserLimit: 1000, maxPerOrder: 1000 }), 409, 'sale_exists', 'duplicate');
   });
 
   test('malformed JSON is 400 invalid_json and a non-JSON content-type 415, before any check', async () => {

@@ -54,7 +54,7 @@ const row = async (id: string) => (await env.pool.query<{ status: string; closed
   'select status, closed_at is not null as closed, restored_at is not null as restored from orders where id = $1', [id])).rows[0];
 const closedByCancel = async () => (await metrics.ordersClosed.get()).values.find((v) => v.labels.by === 'cancel')?.value ?? 0;
 const deliver = (orderId: string) => {
-  const raw = JSON.stringify({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId });
+  const raw = JSON.stringify({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId, amount: 1999, currency: 'EUR' });
   return http(api.port, 'POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, raw) } });
 };
 
@@ -184,7 +184,7 @@ describe('cancel', () => {
       await payment.query('begin');
       await lockOrder(payment, id);
       assert.equal(await markPaid(payment, id, 'late'), true);
-      await insertPayment(payment, { id: `evt-${id}`, orderId: id, outcome: 'applied', amount: undefined, payload: '{}' });
+      await insertPayment(payment, { id: `evt-${id}`, orderId: id, outcome: 'applied', amount: 1999, currency: 'EUR', raw: Buffer.from('{}') });
       await new Promise((r) => setTimeout(r, 400));
       const answer = cancel(id, 'late');
       await new Promise((r) => setTimeout(r, 200));

@@ -125,7 +125,7 @@ describe('proof-of-work sales', () => {
   });
 
   test('a sale definition with a bad challenge or complexity is refused', async () => {
-    const create = (fields: Record<string, unknown>) => http(api.port, 'POST', '/api/sales', { body: { name: 'x', stock: 1, ...fields }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const create = (fields: Record<string, unknown>) => http(api.port, 'POST', '/api/sales', { body: { name: 'x', stock: 1, price: 500, currency: 'EUR', ...fields }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     assert.equal(outcome(await create({ challenge: 'captcha' })), '400 invalid_sale');
     assert.equal(outcome(await create({ challenge: 'pow', challengeComplexity: 10 })), '400 invalid_sale');
     const made = await create({ challenge: 'pow', challengeComplexity: 20_000 });

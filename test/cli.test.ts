@@ -22,17 +22,32 @@ test('migrate, sale create, sale status and replay --once', async () => {
   assert.equal(migrated.code, 0, migrated.stderr);
   assert.equal(migrated.stdout.trim(), 'schema up to date');
 
-  const created = await flashsale('sale', 'create', '--id', 'cli-sale', '--name', 'CLI sale', '--stock', '7', '--per-user', '2',
+  const created = await flashsale('sale', 'create', '--id', 'cli-sale', '--name', 'CLI sale', '--stock', '7', '--price', '1250', '--currency', 'EUR', '--per-user', '2',
     '--max-per-order', '2', '--payment-window', '60', '--starts-at', '2020-01-01T00:00:00Z', '--json');
   assert.equal(created.code, 0, created.stderr);
   const view = JSON.parse(created.stdout);
   assert.deepEqual(
-    { id: view.id, stock: view.stock, available: view.available, perUserLimit: view.perUserLimit, maxPerOrder: view.maxPerOrder, state: view.state },
-    { id: 'cli-sale', stock: 7, available: 7, perUserLimit: 2, maxPerOrder: 2, state: 'open' },
+    { id: view.id, stock: view.stock, available: view.available, perUserLimit: view.perUserLimit, maxPerOrder: view.maxPerOrder, state: view.state, price: view.price, currency: view.currency },
+    { id: 'cli-sale', stock: 7, available: 7, perUserLimit: 2, maxPerOrder: 2, state: 'open', price: 1250, currency: 'EUR' },
   );
+  assert.deepEqual((await env.pool.query("select price, currency from sales where id = 'cli-sale'")).rows, [{ price: 1250, currency: 'EUR' }]);
+  // No price, a lower-case currency, a name with a bidirectional override: refused, exit 2, nothing created.
+  for (const [args, message] of [
+    [['--stock', '5', '--currency', 'EUR'], /^flashsale: price is required/m],
+    [['--stock', '5', '--price', '100'], /^flashsale: currency is required/m],
+    [['--stock', '5', '--price', '100', '--currency', 'eur'], /^flashsale: currency is required: an ISO 4217 code/m],
+  ] as [string[], RegExp][]) {
+    const r = await flashsale('sale', 'create', '--id', 'cli-unpriced', '--name', 'unpriced', ...args);
+    assert.equal(r.code, 2, r.stdout);
+    assert.match(r.stderr, message);
+  }
+  const bidi = await flashsale('sale', 'create', '--id', 'cli-unpriced', '--name', 'evil\u202egnp.exe', '--stock', '5', '--price', '100', '--currency', 'EUR');
+  assert.equal(bidi.code, 2, bidi.stdout);
+  assert.match(bidi.stderr, /^flashsale: name must not contain control characters/m);
+  assert.equal((await env.pool.query("select 1 from sales where id = 'cli-unpriced'")).rowCount, 0);
   assert.equal(await env.redis.get(saleKeys('cli-sale').available), '7');
 
-  const dup = await flashsale('sale', 'create', '--id', 'cli-sale', '--name', 'again', '--stock', '1');
+  const dup = await flashsale('sale', 'create', '--id', 'cli-sale', '--name', 'again', '--stock', '1', '--price', '1', '--currency', 'EUR');
   assert.equal(dup.code, 2);
   assert.match(dup.stderr, /A sale with id "cli-sale" already exists/);
   const bad = await flashsale('sale', 'create', '--name', 'bad', '--stock', '0');

@@ -45,7 +45,7 @@ async function saleWithOrders(n: number, queued = 0, fields: Record<string, unkn
 }
 
 /** Paid as a buyer pays: a signed event through the webhook path (DIRECT_PAY), recorded. */
-const pay = (orderId: string, user: string) => payOrder({ pool: env.pool, redis: env.redis, secret: PAYMENT_WEBHOOK_SECRET }, orderId, user);
+const pay = (orderId: string, user: string) => payOrder({ pool: env.pool, redis: env.redis, secret: PAYMENT_WEBHOOK_SECRET, logger: env.logger }, orderId, user);
 
 async function broken(sale: Sale, accepted?: string[]): Promise<string[]> {
   const r = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted, replayIntervalMs: 1000 });
@@ -115,7 +115,8 @@ test('invariants: payments and orders that disagree (paid without a payment, app
   await pay(ids[0]!, 'u0');
   assert.deepEqual(await broken(sale), []);
   const applied = (id: string, outcome = 'applied') =>
-    env.pool.query(`insert into payments (id, order_id, outcome, payload) values ($1, $2, $3, '{}')`, [`evt_${randomUUID()}`, id, outcome]);
+    env.pool.query(`insert into payments (id, order_id, outcome, reason, raw) values ($1, $2, $3, $4, '\\x7b7d')`,
+      [`evt_${randomUUID()}`, id, outcome, outcome === 'refund_due' ? 'already_paid' : null]);
   const paidBySql = (id: string) => env.pool.query(`update orders set status = 'paid', paid_at = now() where id = $1`, [id]);
   await paidBySql(ids[1]!);
   assert.deepEqual(await broken(sale), ['payments_match_orders'], 'paid without a payment');

@@ -63,6 +63,26 @@ async function withRedis(args: string[], fn: (url: string) => Promise<void>, pas
 
 const NO_CONFIG = ['--rename-command', 'CONFIG', '""'];
 
+test('DIRECT_PAY=on outside `flashsale dev` refuses to start (exit 2 naming DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING=yes); consented, the API starts and warns', async () => {
+  const servers = { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, PORT: '0' };
+  for (const service of ['api', 'replay']) {
+    const r = await run([service], { ...servers, DIRECT_PAY: 'on', DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING: undefined });
+    assert.equal(r.code, 2, `${service}: ${r.out}`);
+    assert.match(r.out, /DIRECT_PAY=on lets any buyer pay an order without paying .*set DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING=yes to run it here anyway/);
+  }
+  const typo = await run(['api'], { ...servers, DIRECT_PAY: 'on', DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING: 'true' });
+  assert.equal(typo.code, 2, typo.out);
+  assert.match(typo.out, /DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING must be yes or unset, got "true"/);
+
+  const child = spawnCli(env, ['api'], { PORT: '0', DIRECT_PAY: 'on', DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING: 'yes' }, 'pipe');
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  await ready(child, 'the api');
+  child.kill('SIGINT');
+  assert.equal(await exited(child), 0);
+  assert.match(out, /"level":40.*DIRECT_PAY is on: any buyer can mark an order paid without paying/);
+});
+
 test('a Redis that forbids CONFIG and sends no events stops the listener with the exact setting to add', async () => {
   await withRedis(['--appendonly', 'no', '--notify-keyspace-events', '', ...NO_CONFIG], async (url) => {
     const r = await run(['expiry-listener'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });

@@ -44,7 +44,7 @@ test('/metrics after a load test with payments and expiry shows real values for 
   // A fresh sale with an 8 s window: create it through the API, then let the loadtest fire at it.
   // The window must outlast the load test, or orders expire mid-run, their units sell again and
   // payments come too late (on a busy machine 1,000 buyers took over 2 s).
-  const created = await http(api.port, 'POST', '/api/sales', { body: { name: 'metrics', stock: 200, paymentWindowSeconds: 8 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const created = await http(api.port, 'POST', '/api/sales', { body: { name: 'metrics', stock: 200, price: 500, currency: 'EUR', paymentWindowSeconds: 8 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
   assert.equal(created.status, 201);
   const saleId = created.body.id as string;
   const r = await runLoadtest({ url, saleId, buyers: 1000, concurrency: 100, qty: 1, payRatio: 0.5, jwtSecret: JWT_SECRET, db: env });

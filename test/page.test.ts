@@ -68,7 +68,7 @@ function writer(): void {
 
 /** A buyer's own browser window (its own context: storage and, if asked, a paused clock). */
 async function open(path: string, opts: { port?: number; pausedClock?: boolean } = {}): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 520, height: 820 } });
+  const context = await browser.newContext({ viewport: { width: 520, height: 820 }, locale: 'en-US' });
   context.setDefaultTimeout(5000);
   stops.push(() => context.close());
   const page = await context.newPage();
@@ -133,6 +133,7 @@ describe('buyer page', () => {
     await see(page, 'sale-state', 'Upcoming');
     await see(page, 'countdown', /^Starts in 0:0[1-4]$/);
     await see(page, 'stock', '3 of 3 left');
+    await see(page, 'price', '€19.99');
     await see(page, 'buy-hint', 'The button opens when the countdown ends.');
     await page.getByTestId('user-id').fill('alice');
     assert.equal(await page.getByTestId('buy').isDisabled(), true, 'no buying before the start');
@@ -268,7 +269,7 @@ describe('buyer page', () => {
 
     // The provider confirms: a signed event to the webhook, and the page follows it to "Paid".
     const orderId = (await env.pool.query<{ id: string }>('select id from orders where sale_id = $1', [s.id])).rows[0]!.id;
-    const raw = JSON.stringify({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId, amount: 4200 });
+    const raw = JSON.stringify({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId, amount: 1999, currency: 'EUR' });
     const delivered = await http(port, 'POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, raw) } });
     assert.equal(delivered.status, 200, JSON.stringify(delivered.body));
     await see(page, 'order-status', 'Paid');

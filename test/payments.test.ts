@@ -12,6 +12,8 @@ import { metrics } from '../shared/metrics.js';
 import { restore } from '../shared/expiry.js';
 import { closeDue } from '../shared/order-queries.js';
 import { SIGNATURE_TOLERANCE_SECONDS, signPayload } from '../shared/payments.js';
+import { replayOnce } from '../shared/replay.js';
+import { pino } from 'pino';
 import { Purchaser } from '../shared/purchase.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
@@ -20,7 +22,7 @@ import { assertConserved, testEnv, type TestEnv } from './support/env.js';
 import { newSale, runConcurrently } from './support/fixtures.js';
 import { http, type Reply } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
-import { PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
+import { ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
 
 let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApi>>;
@@ -49,15 +51,16 @@ function deliver(event: unknown, opts: { secret?: string; t?: number; signature?
   return http(opts.port ?? api.port, 'POST', '/api/payments/webhook', { body: raw, headers: signature === null ? {} : { 'flashsale-signature': signature } });
 }
 
-const succeeded = (orderId: string, fields: Record<string, unknown> = {}) => ({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId, amount: 1999, ...fields });
+/** A payment of one unit of a test sale (SALE_PRICE: 1999 EUR), unless `fields` say otherwise. */
+const succeeded = (orderId: string, fields: Record<string, unknown> = {}) => ({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId, amount: 1999, currency: 'EUR', ...fields });
 
 /** A sale with one order per user, written to Postgres (pending, inside its window). */
-async function ordersOf(users: string[], fields: Record<string, unknown> = {}): Promise<{ sale: Sale; ids: string[] }> {
+async function ordersOf(users: string[], fields: Record<string, unknown> = {}, qty = 1): Promise<{ sale: Sale; ids: string[] }> {
   const sale = await newSale(env, { stock: 5, paymentWindowSeconds: 3600, ...fields });
   sales.push(sale);
   const ids: string[] = [];
   for (const user of users) {
-    const r = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user });
+    const r = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty }, user });
     assert.equal(r.status, 202);
     ids.push(r.body.orderId as string);
   }
@@ -68,7 +71,8 @@ async function ordersOf(users: string[], fields: Record<string, unknown> = {}): 
 
 const status = async (orderId: string) => (await env.pool.query<{ status: string }>('select status from orders where id = $1', [orderId])).rows[0]?.status;
 const paymentsOf = async (orderId: string) =>
-  (await env.pool.query<{ id: string; outcome: string; amount: number | null }>('select id, outcome, amount from payments where order_id = $1 order by received_at', [orderId])).rows;
+  (await env.pool.query<{ id: string; outcome: string; reason: string | null; amount: number | null; currency: string | null }>(
+    'select id, outcome, reason, amount, currency from payments where order_id = $1 order by received_at', [orderId])).rows;
 /** Everything a refused delivery must leave as it was: Redis, sales, orders, and every payment row. */
 const everything = async () => ({
   ...(await stateSnapshot(env)),
@@ -86,9 +90,9 @@ describe('payments', () => {
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.deepEqual(r.body, { id: event.id, outcome: 'applied' });
     assert.equal(await status(id!), 'paid');
-    assert.deepEqual(await paymentsOf(id!), [{ id: event.id, outcome: 'applied', amount: 1999 }]);
-    const stored = await env.pool.query<{ payload: string }>('select payload from payments where id = $1', [event.id]);
-    assert.equal(stored.rows[0]!.payload, JSON.stringify(event), 'the signed bytes are kept as they came');
+    assert.deepEqual(await paymentsOf(id!), [{ id: event.id, outcome: 'applied', reason: null, amount: 1999, currency: 'EUR' }]);
+    const stored = await env.pool.query<{ raw: Buffer }>('select raw from payments where id = $1', [event.id]);
+    assert.deepEqual(stored.rows[0]!.raw, Buffer.from(JSON.stringify(event)), 'the signed bytes are kept as they came');
     assert.equal(await env.redis.exists(saleKeys(sale.id).expiry(id!)), 0);
     assert.equal(await counted('applied'), applied + 1);
     assert.equal((await http(api.port, 'GET', `/api/orders/${id}`, { user: 'alice' })).body.status, 'paid');
@@ -111,7 +115,7 @@ describe('payments', () => {
     assert.deepEqual(answers.map((a) => a.status), Array(10).fill(200));
     assert.equal(answers.filter((a) => !a.body.duplicate).length, 1);
     assert.ok(answers.every((a) => a.body.outcome === 'applied'));
-    assert.deepEqual(await paymentsOf(other!), [{ id: burst.id, outcome: 'applied', amount: 1999 }]);
+    assert.deepEqual(await paymentsOf(other!), [{ id: burst.id, outcome: 'applied', reason: null, amount: 1999, currency: 'EUR' }]);
     assert.equal(await counted('duplicate'), duplicates + 10);
   });
 
@@ -141,6 +145,12 @@ describe('payments', () => {
       ['signed, no order id', deliver({ id: 'evt_no_order', type: 'payment.succeeded' }), 'invalid_event'],
       ['signed, no event id', deliver({ type: 'payment.succeeded', orderId: id }), 'invalid_event'],
       ['signed, a fractional amount', deliver(succeeded(id!, { amount: 19.99 })), 'invalid_event'],
+      ['signed, no amount', deliver(succeeded(id!, { amount: undefined })), 'invalid_event'],
+      ['signed, an amount as text', deliver(succeeded(id!, { amount: '1999' })), 'invalid_event'],
+      ['signed, a negative amount', deliver(succeeded(id!, { amount: -1999 })), 'invalid_event'],
+      ['signed, no currency', deliver(succeeded(id!, { currency: undefined })), 'invalid_event'],
+      ['signed, a currency as a number', deliver(succeeded(id!, { currency: 978 })), 'invalid_event'],
+      ['signed, a null currency', deliver(succeeded(id!, { currency: null })), 'invalid_event'],
     ];
     for (const [what, reply, code] of cases) {
       const r = await reply;
@@ -165,8 +175,9 @@ describe('payments', () => {
     assert.equal(await restore(env.pool, env.redis, await closeDue(env.pool, [late!])), 1);
     assert.equal((await deliver(succeeded(twice!))).body.outcome, 'applied');
     const available = await env.redis.get(saleKeys(sale.id).available);
-    const events = [succeeded(late!, { amount: 500 }), succeeded(overdue!, { amount: undefined }), succeeded(twice!, { amount: 700 })];
-    for (const e of events) assert.deepEqual((await deliver(e)).body, { id: e.id, outcome: 'refund_due' });
+    const events = [succeeded(late!), succeeded(overdue!), succeeded(twice!, { amount: 700, currency: 'USD' })];
+    const reasons = ['order_expired', 'order_expired', 'already_paid'];
+    for (const [i, e] of events.entries()) assert.deepEqual((await deliver(e)).body, { id: e.id, outcome: 'refund_due', reason: reasons[i] });
     assert.deepEqual([await status(late!), await status(overdue!), await status(twice!)], ['expired', 'pending', 'paid']);
     assert.equal(await env.redis.get(saleKeys(sale.id).available), available, 'no stock moved');
     // The overdue order is closed as usual, and its unit goes back on sale once.
@@ -175,15 +186,16 @@ describe('payments', () => {
     const listed = await cli(env, ['refunds', '--json']);
     assert.equal(listed.code, 0, listed.stderr);
     const mine = (JSON.parse(listed.stdout) as { paymentId: string; receivedAt: string }[]).filter((r) => events.some((e) => e.id === r.paymentId));
+    const open = { refundedAt: null, reference: null, receivedAt: 'string' };
     assert.deepEqual(mine.map((r) => ({ ...r, receivedAt: typeof r.receivedAt })), [
-      { paymentId: events[0]!.id, orderId: late, saleId: sale.id, userId: 'dora', amount: 500, receivedAt: 'string' },
-      { paymentId: events[1]!.id, orderId: overdue, saleId: sale.id, userId: 'dan', amount: null, receivedAt: 'string' },
-      { paymentId: events[2]!.id, orderId: twice, saleId: sale.id, userId: 'dee', amount: 700, receivedAt: 'string' },
+      { paymentId: events[0]!.id, orderId: late, saleId: sale.id, userId: 'dora', reason: 'order_expired', amount: 1999, currency: 'EUR', ...open },
+      { paymentId: events[1]!.id, orderId: overdue, saleId: sale.id, userId: 'dan', reason: 'order_expired', amount: 1999, currency: 'EUR', ...open },
+      { paymentId: events[2]!.id, orderId: twice, saleId: sale.id, userId: 'dee', reason: 'already_paid', amount: 700, currency: 'USD', ...open },
     ]);
     const table = await cli(env, ['refunds']);
     assert.equal(table.code, 0, table.stderr);
-    assert.match(table.stdout, /^payment +order +sale +buyer +amount +received\n/);
-    assert.match(table.stdout, new RegExp(`${events[0]!.id} +${late!.replace('.', '\\.')} +${sale.id} +dora +500 +\\d{4}-`));
+    assert.match(table.stdout, /^payment +order +sale +buyer +amount +reason +received\n/);
+    assert.match(table.stdout, new RegExp(`${events[0]!.id} +${late!.replace('.', '\\.')} +${sale.id} +dora +1999 EUR +order_expired +\\d{4}-`));
   });
 
   test('payments: an order still queued answers 503 (the provider retries), an unknown one 404, an unknown type 200 ignored; none recorded', async () => {
@@ -212,7 +224,8 @@ describe('payments', () => {
     const { ids: [id] } = await ordersOf(['fay']);
     const paid = await http(api.port, 'POST', `/api/orders/${id}/pay`, { user: 'fay' });
     assert.deepEqual(paid.body, { orderId: id, status: 'paid' });
-    assert.deepEqual(await paymentsOf(id!), [{ id: `direct.${id}`, outcome: 'applied', amount: null }]);
+    // It pays what the provider would charge: price x qty in the sale's currency.
+    assert.deepEqual(await paymentsOf(id!), [{ id: `direct.${id}`, outcome: 'applied', reason: null, amount: 1999, currency: 'EUR' }]);
     assert.deepEqual((await http(api.port, 'POST', `/api/orders/${id}/pay`, { user: 'fay' })).body, { orderId: id, status: 'paid' });
     assert.equal((await paymentsOf(id!)).length, 1, 'paying again records nothing');
 
@@ -230,5 +243,142 @@ describe('payments', () => {
     } finally {
       await app.close();
     }
+  });
+  test('payments: only price x qty in the sale\'s currency pays; any other amount or currency is refund_due with its reason and the order stays pending', async () => {
+    const { sale, ids: [id] } = await ordersOf(['hana'], { perUserLimit: 2, maxPerOrder: 2 }, 2);
+    const available = await env.redis.get(saleKeys(sale.id).available);
+    const wrong: [Record<string, unknown>, string][] = [
+      [{ amount: 1999 }, 'amount_mismatch'], [{ amount: 3999 }, 'amount_mismatch'], [{ amount: 0 }, 'amount_mismatch'],
+      [{ amount: 3998, currency: 'USD' }, 'currency_mismatch'], [{ amount: 3998, currency: 'eur' }, 'currency_mismatch'], [{ amount: 1999, currency: 'GBP' }, 'currency_mismatch'],
+    ];
+    const events = wrong.map(([fields]) => succeeded(id!, fields));
+    for (const [i, e] of events.entries()) {
+      const r = await deliver(e);
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      assert.deepEqual(r.body, { id: e.id, outcome: 'refund_due', reason: wrong[i]![1] });
+      assert.equal(await status(id!), 'pending', JSON.stringify(wrong[i]));
+    }
+    assert.equal(await env.redis.get(saleKeys(sale.id).available), available, 'no stock moved');
+    assert.equal(await env.redis.exists(saleKeys(sale.id).expiry(id!)), 1, 'the order still expires on time');
+    const right = succeeded(id!, { amount: 3998 });
+    assert.deepEqual((await deliver(right)).body, { id: right.id, outcome: 'applied' });
+    assert.equal(await status(id!), 'paid');
+    assert.deepEqual((await paymentsOf(id!)).map((p) => [p.outcome, p.reason, p.amount, p.currency]), [
+      ...wrong.map(([f, reason]) => ['refund_due', reason, f.amount, f.currency ?? 'EUR']), ['applied', null, 3998, 'EUR'],
+    ]);
+    // A redelivery answers the recorded reason.
+    assert.deepEqual((await deliver(events[0]!)).body, { id: events[0]!.id, outcome: 'refund_due', reason: 'amount_mismatch', duplicate: true });
+    const listed = JSON.parse((await cli(env, ['refunds', '--json'])).stdout) as { paymentId: string; reason: string }[];
+    assert.deepEqual(listed.filter((r) => events.some((e) => e.id === r.paymentId)).map((r) => r.reason), wrong.map(([, reason]) => reason));
+  });
+
+  test('payments: a sale made before prices (price null) takes any amount, by webhook and by DIRECT_PAY', async () => {
+    const { sale, ids: [a, b] } = await ordersOf(['ivy', 'ian']);
+    await env.pool.query('update sales set price = null, currency = null where id = $1', [sale.id]);
+    const view = await http(api.port, 'GET', `/api/sales/${sale.id}`);
+    assert.deepEqual([view.body.price, view.body.currency], [null, null]);
+    const any = succeeded(a!, { amount: 5, currency: 'GBP' });
+    assert.deepEqual((await deliver(any)).body, { id: any.id, outcome: 'applied' });
+    assert.deepEqual((await http(api.port, 'POST', `/api/orders/${b}/pay`, { user: 'ian' })).body, { orderId: b, status: 'paid' });
+    assert.deepEqual(await paymentsOf(b!), [{ id: `direct.${b}`, outcome: 'applied', reason: null, amount: 0, currency: 'XXX' }]);
+  });
+
+  test('payments: an event id delivered again with other bytes is 409 event_conflict, recorded nowhere and logged PAYMENT_EVENT_CONFLICT; the same bytes stay 200 duplicate', async () => {
+    const lines: { level: number; alert?: string; event?: { id: string } }[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const app = buildApp({ config: env.config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, env.config), logger });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const port = (app.server.address() as { port: number }).port;
+      const { ids: [id, other] } = await ordersOf(['jack', 'jill']);
+      const event = succeeded(id!);
+      const raw = JSON.stringify(event);
+      assert.equal((await deliver(raw, { port })).body.outcome, 'applied');
+      const state = await everything();
+      const conflicts = await counted('conflict');
+      // Another amount; the same fields spaced otherwise; the same id for another order.
+      for (const body of [JSON.stringify({ ...event, amount: 1 }), raw.replace(',', ', '), `${raw}\n`, JSON.stringify({ ...event, orderId: other })]) {
+        const r = await deliver(body, { port });
+        assert.equal(r.status, 409, `${body}: ${JSON.stringify(r.body)}`);
+        assert.equal(r.body.error, 'event_conflict');
+        assert.match(r.body.message, new RegExp(`Event "${event.id}" was recorded with a different body`));
+      }
+      assert.deepEqual(await everything(), state, 'nothing recorded, nothing changed');
+      assert.equal(await status(other!), 'pending');
+      assert.equal(await counted('conflict'), conflicts + 4);
+      const alerts = lines.filter((l) => l.alert === 'PAYMENT_EVENT_CONFLICT');
+      assert.deepEqual(alerts.map((l) => [l.level, l.event?.id]), Array(4).fill([50, event.id]));
+      assert.deepEqual((await deliver(raw, { port })).body, { id: event.id, outcome: 'applied', duplicate: true });
+    } finally {
+      await app.close();
+    }
+  });
+
+  test('payments: the exact signed bytes are stored, whatever their spacing, key order or escapes', async () => {
+    const { ids: [id] } = await ordersOf(['kim']);
+    const eventId = `evt_${randomUUID()}`;
+    // Keys out of order, odd spacing, a \u escape for "E", raw UTF-8 and an escaped emoji: a
+    // re-serialisation would change every one of them.
+    const raw = `{ "type" :"payment.succeeded",\n\t"amount":1999 , "currency" : "\\u0045UR","orderId":"${id}",  "note":"café \\ud83d\\ude00 ☕",\r\n"id":"${eventId}"  }`;
+    assert.deepEqual((await deliver(raw)).body, { id: eventId, outcome: 'applied' });
+    const stored = await env.pool.query<{ raw: Buffer; currency: string }>('select raw, currency from payments where id = $1', [eventId]);
+    assert.ok(stored.rows[0]!.raw.equals(Buffer.from(raw, 'utf8')), `stored ${stored.rows[0]!.raw.toString('utf8')}`);
+    assert.equal(stored.rows[0]!.currency, 'EUR');
+  });
+
+  test('refunds: closed by the admin route or `flashsale refunds mark`; marking again answers the first record; unknown 404, applied 409; the open ones are counted for the gauge', async () => {
+    const { ids: [a, b, c] } = await ordersOf(['lea', 'leo', 'lou']);
+    const refundA = succeeded(a!, { amount: 1 });
+    const refundB = succeeded(b!, { currency: 'USD' });
+    const paid = succeeded(c!);
+    for (const e of [refundA, refundB, paid]) assert.equal((await deliver(e)).status, 200);
+    const mark = (paymentId: string, body: unknown, token = ADMIN_TOKEN) =>
+      http(api.port, 'POST', `/api/payments/${encodeURIComponent(paymentId)}/refund`, { body, headers: { authorization: `Bearer ${token}` } });
+    const before = await everything();
+    for (const [what, reply, code, status] of [
+      ['unknown', mark('evt_nobody', { reference: 'r' }), 'payment_not_found', 404],
+      ['applied', mark(paid.id, { reference: 'r' }), 'not_refund_due', 409],
+      ['no reference', mark(refundA.id, {}), 'bad_request', 400],
+      ['empty reference', mark(refundA.id, { reference: '' }), 'bad_request', 400],
+      ['a control character', mark(refundA.id, { reference: 'ref\u0007' }), 'bad_request', 400],
+      ['not the admin', mark(refundA.id, { reference: 'r' }, 'not-the-admin-token-0123'), 'forbidden', 403],
+    ] as [string, Promise<Reply>, string, number][]) {
+      const r = await reply;
+      assert.equal(r.status, status, `${what}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error, code, what);
+    }
+    assert.deepEqual(await everything(), before, 'a refused mark changes nothing');
+
+    const first = await mark(refundA.id, { reference: 'psp-refund-0001' });
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    assert.equal(first.body.paymentId, refundA.id);
+    assert.equal(first.body.reason, 'amount_mismatch');
+    assert.equal(first.body.reference, 'psp-refund-0001');
+    assert.equal(typeof first.body.refundedAt, 'string');
+    const again = await mark(refundA.id, { reference: 'another-reference' });
+    assert.deepEqual(again.body, first.body, 'marking twice answers the first record unchanged');
+    const row = await env.pool.query('select refund_reference, refunded_at is not null as refunded from payments where id = $1', [refundA.id]);
+    assert.deepEqual(row.rows, [{ refund_reference: 'psp-refund-0001', refunded: true }]);
+
+    const byCli = await cli(env, ['refunds', 'mark', refundB.id, '--reference', 'bank transfer 42', '--json']);
+    assert.equal(byCli.code, 0, byCli.stderr);
+    assert.equal(JSON.parse(byCli.stdout).reference, 'bank transfer 42');
+    const unknown = await cli(env, ['refunds', 'mark', 'evt_nobody', '--reference', 'x']);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /No payment has the id "evt_nobody"/);
+    const applied = await cli(env, ['refunds', 'mark', paid.id, '--reference', 'x']);
+    assert.equal(applied.code, 2);
+    assert.match(applied.stderr, /paid its order: there is nothing to refund/);
+
+    const open = JSON.parse((await cli(env, ['refunds', '--json'])).stdout) as { paymentId: string }[];
+    assert.ok(!open.some((r) => r.paymentId === refundA.id || r.paymentId === refundB.id), 'closed refunds are not listed by default');
+    const all = JSON.parse((await cli(env, ['refunds', '--all', '--json'])).stdout) as { paymentId: string; reference: string | null }[];
+    assert.deepEqual(all.filter((r) => r.paymentId === refundA.id || r.paymentId === refundB.id).map((r) => r.reference), ['psp-refund-0001', 'bank transfer 42']);
+    const table = await cli(env, ['refunds', '--all']);
+    assert.match(table.stdout, /^payment +order +sale +buyer +amount +reason +received +refunded +reference\n/);
+
+    const openCount = (await env.pool.query<{ n: number }>(`select count(*)::int as n from payments where outcome = 'refund_due' and refunded_at is null`)).rows[0]!.n;
+    assert.ok((await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger })).ran);
+    assert.equal((await metrics.refundsOpen.get()).values[0]?.value, openCount);
   });
 });

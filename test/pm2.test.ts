@@ -63,14 +63,14 @@ test('pm2 starts every process from ecosystem.config.js; a buyer buys and pays; 
     assert.equal(r.status, 200, `process on ops port ${opsBase + i} is ready`);
   }
 
-  const created = await http(port, 'POST', '/api/sales', { body: { id: 'pm2-sale', name: 'PM2 sale', stock: 3000, paymentWindowSeconds: 60 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const created = await http(port, 'POST', '/api/sales', { body: { id: 'pm2-sale', name: 'PM2 sale', stock: 3000, price: 500, currency: 'EUR', paymentWindowSeconds: 60 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
   assert.equal(created.status, 201);
   const won = await http(port, 'POST', '/api/sales/pm2-sale/purchases', { body: { qty: 1 }, user: 'first-buyer' });
   assert.equal(won.status, 202);
   await waitFor('order pending', async () => (await http(port, 'GET', `/api/orders/${won.body.orderId}`, { user: 'first-buyer' })).body.status === 'pending_payment');
   // In production the payment provider pays, by signed webhook; the direct pay route is not there.
   assert.equal((await http(port, 'POST', `/api/orders/${won.body.orderId}/pay`, { user: 'first-buyer' })).status, 404);
-  const raw = JSON.stringify({ id: 'evt_pm2', type: 'payment.succeeded', orderId: won.body.orderId, amount: 100 });
+  const raw = JSON.stringify({ id: 'evt_pm2', type: 'payment.succeeded', orderId: won.body.orderId, amount: 500, currency: 'EUR' });
   const paid = await http(port, 'POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, raw) } });
   assert.deepEqual(paid.body, { id: 'evt_pm2', outcome: 'applied' });
   assert.equal((await http(port, 'GET', `/api/orders/${won.body.orderId}`, { user: 'first-buyer' })).body.status, 'paid');

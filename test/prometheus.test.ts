@@ -68,7 +68,7 @@ test('prometheus: every process of the PM2 deployment is a target, and purchases
   assert.deepEqual(jobs, { 'flashsale-api': 2, 'flashsale-expiry-listener': 1, 'flashsale-order-writer': 1, 'flashsale-replay': 1 });
 
   const { port } = deployment;
-  const created = await http(port, 'POST', '/api/sales', { body: { name: 'prometheus', stock: 300, paymentWindowSeconds: 60 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const created = await http(port, 'POST', '/api/sales', { body: { name: 'prometheus', stock: 300, price: 500, currency: 'EUR', paymentWindowSeconds: 60 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
   assert.equal(created.status, 201);
   const saleId = created.body.id as string;
   const load = await runLoadtest({ url: `http://127.0.0.1:${port}`, saleId, buyers: 1500, concurrency: 50, qty: 1, payRatio: 0, jwtSecret: JWT_SECRET });

@@ -115,7 +115,7 @@ describe('purchase', () => {
 
   test('sale input: an offset is honoured, the years 2000 and 9999 and maxPerOrder = perUserLimit are accepted', () => {
     const sale = parseSaleInput({
-      name: 'edges', stock: 1, perUserLimit: 2, maxPerOrder: 2,
+      name: 'edges', stock: 1, price: 1, currency: 'EUR', perUserLimit: 2, maxPerOrder: 2,
       startsAt: '2000-01-01T01:30:00+01:30', endsAt: '9999-12-31T23:59:59.999Z',
     });
     assert.equal(sale.startsAt.toISOString(), '2000-01-01T00:00:00.000Z');

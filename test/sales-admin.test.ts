@@ -158,8 +158,9 @@ describe('listing sales', () => {
     const first = page.sales[0];
     assert.deepEqual({ state: first.state, available: first.available, pending: first.pending, paid: first.paid, expired: first.expired },
       { state: 'open', available: 2, pending: 1, paid: 1, expired: 0 });
-    assert.deepEqual(Object.keys(first).sort(), ['available', 'challenge', 'challengeComplexity', 'endsAt', 'expired', 'id', 'maxPerOrder', 'name', 'paid', 'paymentWindowSeconds', 'pending',
-      'perUserLimit', 'startsAt', 'state', 'stock']);
+    assert.deepEqual(Object.keys(first).sort(), ['available', 'challenge', 'challengeComplexity', 'currency', 'endsAt', 'expired', 'id', 'maxPerOrder', 'name', 'paid', 'paymentWindowSeconds', 'pending',
+      'perUserLimit', 'price', 'startsAt', 'state', 'stock']);
+    assert.deepEqual([first.price, first.currency], [1999, 'EUR'], 'the admin list shows the price');
     assert.deepEqual(page.sales.map((s: { state: string }) => s.state), ['open', 'sold_out', 'ended', 'upcoming']);
 
     for (const [state, id] of [['upcoming', upcoming.id], ['ended', past.id], ['sold_out', soldOut.id], ['open', open.id]]) {

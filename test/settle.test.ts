@@ -19,7 +19,7 @@ import { settleSales } from '../shared/settle.js';
 import { OrderWriter } from '../shared/writer.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
-import { newSale, waitFor } from './support/fixtures.js';
+import { newSale, SALE_PRICE, waitFor } from './support/fixtures.js';
 
 let env: TestEnv;
 
@@ -80,11 +80,11 @@ const failures = async (sale: string) =>
   (await metrics.reconciliationFailures.get()).values.find((v) => v.labels.sale === sale)?.value ?? 0;
 
 test('reconciliation: a sale in the Redis registry with no row in Postgres is reported by the replay and by check (exit 3)', async () => {
-  const ghost = parseSaleInput({ id: `ghost-${process.pid}`, name: 'Redis only', stock: 5 });
+  const ghost = parseSaleInput({ id: `ghost-${process.pid}`, name: 'Redis only', stock: 5, ...SALE_PRICE });
   await loadSaleIntoRedis(env.redis, ghost);
   // A sale being created is in the registry a moment before its row commits: never reported.
   const creating = await env.pool.connect();
-  const born = parseSaleInput({ id: `born-${process.pid}`, name: 'Being created', stock: 5 });
+  const born = parseSaleInput({ id: `born-${process.pid}`, name: 'Being created', stock: 5, ...SALE_PRICE });
   try {
     await creating.query('begin');
     await creating.query('insert into sales (id, name, stock) values ($1, $2, $3)', [born.id, born.name, born.stock]);

@@ -102,7 +102,7 @@ async function resolveSale(agent: Agent, base: URL, o: LoadtestOptions, runId: s
   }
   if (!o.adminToken) throw new ConfigError('ADMIN_TOKEN is not set: set ADMIN_TOKEN or pass --admin-token to create the sale, or pass --sale <id> to use an existing one');
   const r = await call(agent, base, 'POST', '/api/sales', o.adminToken, {
-    id: `lt-${runId}`, name: `loadtest ${runId}`, stock: o.stock ?? 1000, perUserLimit: o.qty, maxPerOrder: o.qty,
+    id: `lt-${runId}`, name: `loadtest ${runId}`, stock: o.stock ?? 1000, price: 100, currency: 'EUR', perUserLimit: o.qty, maxPerOrder: o.qty,
   });
   if (r.status !== 201) throw new Error(`cannot create the sale at ${o.url}: ${outcomeOf(r)}${r.body?.message ? ` (${String(r.body.message)})` : ''}`);
   return { id: `lt-${runId}`, stock: Number(r.body!.stock) };

@@ -20,6 +20,7 @@ import { orders } from './orders.js';
 import { ops } from './ops.js';
 import { page } from './page.js';
 import { payments } from './payments.js';
+import { refunds } from './refunds.js';
 import { requestMetrics } from './request-metrics.js';
 import { sales } from './sales.js';
 
@@ -42,7 +43,7 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   // Here, not in a plugin: a bad JWT setting or no webhook secret must stop buildApp itself (ConfigError).
   const auth = createAuth(config, logger);
   if (!config.paymentWebhookSecret) throw new ConfigError('PAYMENT_WEBHOOK_SECRET is not set: the payment webhook cannot verify anything without it');
-  const paymentDeps = { pool, redis, secret: config.paymentWebhookSecret };
+  const paymentDeps = { pool, redis, secret: config.paymentWebhookSecret, logger };
   app.decorateRequest('buyer', '');
   const otherMethods = methodNotAllowed(app);
 
@@ -60,6 +61,7 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   void app.register(orderEvents, { pool, redis, auth, limits: config, logger });
   void app.register(page, { development: config.development, directPay: config.directPay });
   void app.register(admin, { pool, redis, auth });
+  void app.register(refunds, { pool, auth });
   void app.register(otherMethods);
   return app;
 }

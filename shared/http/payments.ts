@@ -2,6 +2,7 @@
 // the authentication, so this plugin (encapsulated: nothing here reaches other routes) takes the
 // body as a Buffer instead of the app's JSON parser, and payments.ts parses it only once verified.
 import type { FastifyPluginCallback } from 'fastify';
+import { REFUND_REASONS } from '../payment-queries.js';
 import { receivePayment, SIGNATURE_HEADER, type PaymentDeps } from '../payments.js';
 import { documentedOnly, errorResponses, SECURITY } from './schemas.js';
 
@@ -15,7 +16,8 @@ const eventDoc = {
     id: { type: 'string', description: 'the provider\'s event id: 1 to 255 printable characters' },
     type: { type: 'string', description: 'payment.succeeded; any other type is ignored' },
     orderId: { type: 'string', description: 'required for payment.succeeded' },
-    amount: { type: 'integer', minimum: 0, description: 'in the currency\'s minor unit' },
+    amount: { type: 'integer', minimum: 0, description: 'required for payment.succeeded: in the currency\'s minor unit; pays the order only if it is price x qty' },
+    currency: { type: 'string', description: 'required for payment.succeeded: the ISO 4217 code, compared with the sale\'s exactly (upper case)' },
   },
 };
 const schema = {
@@ -25,10 +27,11 @@ const schema = {
       description: 'the event is decided (or was, for a redelivery)', type: 'object', required: ['id', 'outcome'],
       properties: {
         id: { type: 'string' }, outcome: { type: 'string', enum: ['applied', 'refund_due', 'ignored'] },
-        duplicate: { type: 'boolean', description: 'true for a redelivery: nothing changed' },
+        reason: { type: 'string', enum: REFUND_REASONS, description: 'why the money could not pay the order (refund_due only)' },
+        duplicate: { type: 'boolean', description: 'true for a redelivery of the same bytes: nothing changed' },
       },
     },
-    ...errorResponses('invalid_signature', 'stale_signature', 'invalid_event', 'order_not_found', 'unavailable', 'payload_too_large', 'unsupported_media_type'),
+    ...errorResponses('invalid_signature', 'stale_signature', 'invalid_event', 'order_not_found', 'event_conflict', 'unavailable', 'payload_too_large', 'unsupported_media_type'),
   },
 };
 

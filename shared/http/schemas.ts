@@ -4,7 +4,7 @@
 import type { SwaggerTransform } from '@fastify/swagger';
 import { ERRORS, type ErrorCode } from '../errors.js';
 import { SALE_ID_PATTERN } from '../ids.js';
-import { CHALLENGES, DEFAULT_COMPLEXITY, LIMITS } from '../sales.js';
+import { CHALLENGES, CURRENCY_PATTERN, DEFAULT_COMPLEXITY, LIMITS } from '../sales.js';
 
 /** Who may call a route, as the OpenAPI document's security schemes name them. */
 export const SECURITY = {
@@ -46,6 +46,8 @@ const SALE_VIEW_PROPERTIES = {
   state: { type: 'string', enum: ['upcoming', 'open', 'sold_out', 'ended'] },
   challenge: { type: 'string', enum: CHALLENGES, description: '`pow`: a purchase needs a purchase token (GET .../challenge, POST .../purchase-token)' },
   challengeComplexity: { type: 'integer', description: 'about how many hashes a challenge takes' },
+  price: { type: 'integer', nullable: true, description: 'one unit, in the currency\'s minor unit; null for a sale made before prices (it takes any amount)' },
+  currency: { type: 'string', nullable: true, description: 'ISO 4217 code; null with price' },
 };
 
 /** A sale as GET /api/sales/:saleId shows it. */
@@ -68,11 +70,13 @@ export const salePageSchema = {
 
 /** The sale definition POST /api/sales takes (parseSaleInput checks it, with its own messages). */
 export const saleDefinitionSchema = {
-  type: 'object', required: ['name', 'stock'], additionalProperties: false,
+  type: 'object', required: ['name', 'stock', 'price', 'currency'], additionalProperties: false,
   properties: {
     id: { type: 'string', pattern: SALE_ID_PATTERN.source, description: 'default: generated' },
-    name: { type: 'string', minLength: 1, maxLength: 200 },
+    name: { type: 'string', minLength: 1, maxLength: 200, description: 'no control characters, bidirectional overrides or isolates' },
     stock: { type: 'integer', minimum: 1, maximum: LIMITS.stock },
+    price: { type: 'integer', minimum: 1, maximum: LIMITS.price, description: 'one unit, in the currency\'s minor unit (cents for EUR)' },
+    currency: { type: 'string', pattern: CURRENCY_PATTERN.source, description: 'ISO 4217, three upper-case letters' },
     perUserLimit: { type: 'integer', minimum: 1, maximum: LIMITS.perUserLimit, default: 1 },
     maxPerOrder: { type: 'integer', minimum: 1, maximum: LIMITS.maxPerOrder, default: 1, description: 'at most perUserLimit' },
     startsAt: time('ISO 8601 with Z or an offset, years 2000-9999; default: now'),

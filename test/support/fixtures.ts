@@ -7,8 +7,11 @@ import type { TestEnv } from './env.js';
 
 let saleCounter = 0;
 
+/** What a unit of a test sale costs, unless a test says otherwise: spread into any sale definition. */
+export const SALE_PRICE = { price: 1999, currency: 'EUR' } as const;
+
 export async function newSale(env: TestEnv, fields: Record<string, unknown> = {}): Promise<Sale> {
-  const sale = parseSaleInput({ id: `sale-${process.pid}-${++saleCounter}`, name: 'Test sale', stock: 10, ...fields });
+  const sale = parseSaleInput({ id: `sale-${process.pid}-${++saleCounter}`, name: 'Test sale', stock: 10, ...SALE_PRICE, ...fields });
   await createSale(env.pool, env.redis, sale);
   return sale;
 }

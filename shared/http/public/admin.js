@@ -70,6 +70,12 @@ function failed(err) {
 
 const when = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
 
+// Minor units in the currency's own format (EUR 1999 is €19.99, JPY 1999 ¥1,999).
+function money(amount, currency) {
+  const format = new Intl.NumberFormat(undefined, { style: 'currency', currency });
+  return format.format(amount / 10 ** format.resolvedOptions().maximumFractionDigits);
+}
+
 function renderSales(sales) {
   $('sales-empty').hidden = sales.length > 0;
   const selected = location.hash.slice(1);
@@ -79,7 +85,8 @@ function renderSales(sales) {
     row.dataset.sale = s.id;
     row.classList.toggle('selected', s.id === selected);
     const link = Object.assign(document.createElement('a'), { href: `#${s.id}`, textContent: s.name, title: s.id });
-    const cells = [link, SALE_STATES[s.state], `${s.available} of ${s.stock}`, s.pending, s.paid, s.expired, when(s.startsAt), when(s.endsAt)];
+    const price = s.price == null ? '—' : money(s.price, s.currency);
+    const cells = [link, SALE_STATES[s.state], price, `${s.available} of ${s.stock}`, s.pending, s.paid, s.expired, when(s.startsAt), when(s.endsAt)];
     row.append(...cells.map((c, i) => {
       const td = document.createElement('td');
       if (i === 1) td.dataset.state = s.state;
@@ -272,8 +279,8 @@ async function endSale() {
 function saleDefinition(form) {
   const f = new FormData(form);
   const body = {};
-  for (const key of ['id', 'name']) if (f.get(key).trim()) body[key] = f.get(key).trim();
-  for (const key of ['stock', 'perUserLimit', 'maxPerOrder', 'paymentWindowSeconds']) if (f.get(key) !== '') body[key] = Number(f.get(key));
+  for (const key of ['id', 'name', 'currency']) if (f.get(key).trim()) body[key] = f.get(key).trim();
+  for (const key of ['stock', 'price', 'perUserLimit', 'maxPerOrder', 'paymentWindowSeconds']) if (f.get(key) !== '') body[key] = Number(f.get(key));
   for (const key of ['startsAt', 'endsAt']) if (f.get(key)) body[key] = new Date(f.get(key)).toISOString();
   return body;
 }

@@ -5,7 +5,7 @@
 
 const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
 const el = {
-  name: $('sale-name'), badge: $('sale-state'), countdown: $('countdown'), stock: $('stock'),
+  name: $('sale-name'), badge: $('sale-state'), countdown: $('countdown'), price: $('price'), stock: $('stock'),
   userId: $('user-id'), token: $('token'), buy: $('buy'), buyHint: $('buy-hint'), message: $('message'),
   order: $('order'), orderStatus: $('order-status'), orderDetail: $('order-detail'), timer: $('payment-countdown'), pay: $('pay'),
   cancel: $('cancel'), history: $('orders'), orderList: $('order-list'), challenge: $('challenge'),
@@ -388,6 +388,12 @@ function renderHistory() {
   el.orderList.replaceChildren(...rows.map((text) => Object.assign(document.createElement('li'), { textContent: text })));
 }
 
+// A price in minor units, in the currency's own format for the buyer's locale: EUR 1999 is €19.99, JPY 1999 ¥1,999.
+function money(amount, currency) {
+  const format = new Intl.NumberFormat(undefined, { style: 'currency', currency });
+  return format.format(amount / 10 ** format.resolvedOptions().maximumFractionDigits);
+}
+
 function render() {
   const s = state.sale;
   const now = Date.now();
@@ -397,6 +403,7 @@ function render() {
   el.badge.dataset.state = s?.state ?? '';
   setText(el.badge, s ? SALE_STATES[s.state] : '');
   setText(el.countdown, s ? saleTimeText(s, now) : '–');
+  setText(el.price, s?.price != null ? money(s.price, s.currency) : '–');
   setText(el.stock, s ? `${s.available} of ${s.stock} left` : '–');
   el.buy.disabled = !canBuy();
   setText(el.buy, state.buying ? 'Buying…' : 'Buy now');
