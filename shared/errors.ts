@@ -35,6 +35,7 @@ export const ERRORS = {
   order_not_ready: [409, 'The order is still queued; retry in a moment.'],
   order_paid: [409, 'This order is paid: it can no longer be cancelled.'],
   order_cancelled: [409, 'This order was cancelled: it can no longer be paid.'],
+  cancel_limit: [409, 'This buyer has cancelled as many orders of this sale as it allows: this order stays as it is.'],
   payload_too_large: [413, 'The body is too large.'],
   unsupported_media_type: [415, 'Send the body as application/json.'],
   headers_too_large: [431, 'The request headers are too large.'],

@@ -236,6 +236,11 @@ export async function markCancelling(redis: RedisClient, saleId: string, orderId
   return ((await run(redis, 'cancel', [k.queued, k.cancels], [orderId, userId, now])) as string | null) ?? null;
 }
 
+/** Takes back cancel.lua's note of a cancel that was then refused (the buyer's cancel limit): the order is still just queued. */
+export async function unmarkCancelling(redis: RedisClient, saleId: string, orderId: string): Promise<void> {
+  await redis.hdel(saleKeys(saleId).cancels, orderId);
+}
+
 /**
  * Forgets a paid or cancelled order's expiry key and its deadline entry, so the nudger no longer
  * looks at it, and puts its id back in the purchased set in the same transaction (see keys.ts).
