@@ -73,6 +73,8 @@ function buildSaleKeys(saleId: string) {
     /** The expiry key of order O is this prefix followed by O (ack.lua and touch_due.lua build it so). */
     expiryPrefix,
     expiry: (orderId: string) => expiryPrefix + orderId,
+    /** A SCAN pattern matching every key of the sale (a sale id holds no glob character). */
+    everyKey: `${p}:*`,
   };
 }
 
