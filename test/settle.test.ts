@@ -4,6 +4,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Cluster as RedisCluster } from 'ioredis';
 import { pino } from 'pino';
 import { startApi } from '../daemons/api.js';
 import { cancelOrder } from '../shared/cancel.js';
@@ -14,11 +18,12 @@ import { SALES_REGISTRY, saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
 import type { Logger } from '../shared/logger.js';
 import { metrics } from '../shared/metrics.js';
-import { claimBatch, createRedis, purchaseScript, restoreStocks } from '../shared/redis.js';
+import { claimBatch, createRedis, purchaseScript, restoreStocks, saleNode } from '../shared/redis.js';
 import { PassSummary, replayOnce } from '../shared/replay.js';
 import { loadSaleIntoRedis, parseSaleInput, type Sale } from '../shared/sales.js';
 import { settleSales } from '../shared/settle.js';
 import { OrderWriter } from '../shared/writer.js';
+import { startCluster } from '../tools/redis-cluster.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { countBy, newSale, runConcurrently, waitFor } from './support/fixtures.js';
@@ -383,6 +388,44 @@ test('settle: 1,000 buy-cancel cycles, the sale ended and settled: its Redis mem
     assert.deepEqual((await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 5000 })).violations, []);
   } finally {
     await api.stop();
+  }
+});
+
+test('settle: on a Redis Cluster, each settled sale\'s buyer counts are found on the master serving its slot and deleted', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'flashsale-cluster-'));
+  const cluster = await startCluster(dir, { masters: 3, replicasPerMaster: 0 });
+  const own = await testEnv({}, { redis: { redisClusterNodes: cluster.seeds } });
+  try {
+    // Enough sales that they land on different masters.
+    const sales = await Promise.all(Array.from({ length: 6 }, () => endedSale(own, { stock: 300 })));
+    for (const sale of sales) {
+      await runConcurrently(300, 50, async (i) => {
+        const [code] = await purchaseScript(own.redis, { saleId: sale.id, userId: `u${i}`, qty: 1, orderId: `${sale.id}.${randomUUID()}`, now: sale.startsAt.getTime() + 1000, buyCountTtlSeconds: 3600 });
+        assert.equal(code, 1);
+      });
+    }
+    await drain(own);
+    await own.pool.query(`update orders set status = 'paid', paid_at = now() where status = 'pending'`);
+    /** Every key of a sale on every master (a SCAN answers for one node only). */
+    const keysOf = async (id: string) => (await Promise.all((own.redis as RedisCluster).nodes('master').map(async (node) => {
+      const found: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, batch] = await node.scan(cursor, 'MATCH', saleKeys(id).everyKey, 'COUNT', 1000);
+        cursor = next;
+        found.push(...batch);
+      } while (cursor !== '0');
+      return found;
+    }))).flat().sort();
+    const masters = new Set(sales.map((sale) => saleNode(own.redis, sale.id)!.options.port));
+    assert.ok(masters.size > 1, 'the sales live on more than one master');
+    for (const sale of sales) assert.ok((await keysOf(sale.id)).length > 300, 'a count per buyer before');
+    assert.equal((await replayOnce({ pool: own.pool, redis: own.redis, logger: own.logger })).settled, sales.length);
+    for (const sale of sales) assert.deepEqual(await keysOf(sale.id), settledKeys(sale.id), sale.id);
+  } finally {
+    await own.close();
+    await cluster.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
