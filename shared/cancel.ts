@@ -14,12 +14,13 @@
 //   writer stalled past its lease, holding an old view, cannot write the order as pending.
 import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
+import { CANCEL_LIMIT, cancelsLeft, withCancelAllowance } from './cancel-allowance.js';
 import { HttpError } from './errors.js';
 import { finishClosed } from './expiry.js';
 import { parseWinner } from './ids.js';
 import { cancelPending, findOrder, insertCancelled, settledOrder, type ClosedOrder, type OrderRow } from './order-queries.js';
-import { checkOrderId } from './orders.js';
-import { dropExpiry, markCancelling } from './redis.js';
+import { checkOrderId, queuedOrder } from './orders.js';
+import { dropExpiry, markCancelling, unmarkCancelling } from './redis.js';
 import { confirmReplicated } from './replication.js';
 
 export interface Cancelled {
@@ -27,37 +28,62 @@ export interface Cancelled {
   status: 'cancelled';
 }
 
-/** Cancels the buyer's order (pending or queued); cancelling it again answers the same. Another buyer's order is not found. */
-export async function cancelOrder(pool: Pool, redis: RedisClient, orderId: string, userId: string): Promise<Cancelled> {
+/**
+ * Cancels the buyer's order (pending or queued); cancelling it again answers the same. Another
+ * buyer's order is not found. At most `maxCancels` orders per buyer and sale.
+ */
+export async function cancelOrder(pool: Pool, redis: RedisClient, orderId: string, userId: string, maxCancels: number): Promise<Cancelled> {
   const saleId = checkOrderId(orderId);
   let row = await findOrder(pool, orderId);
   if (!row) {
-    const entry = await markCancelling(redis, saleId, orderId, userId, Date.now());
-    if (entry) {
-      // The reservation must be on the replicas before Postgres records the order (see cancel.lua).
-      await confirmReplicated(redis, [saleId]);
-      const closed = await insertCancelled(pool, saleId, parseWinner(entry));
-      if (closed) return giveBack(pool, redis, closed);
-    }
+    const closed = await cancelQueued(pool, redis, saleId, orderId, userId, maxCancels);
+    if (closed) return giveBack(pool, redis, closed);
     // The writer's row came first, or the order was written meanwhile (the writer forgets a queued
     // entry only after its row is committed): Postgres has it now, or there is no such order.
     row = await findOrder(pool, orderId);
   }
   if (row?.user_id !== userId) throw new HttpError('order_not_found');
-  return cancelWritten(pool, redis, row);
+  return cancelWritten(pool, redis, row, maxCancels);
 }
 
-async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow): Promise<Cancelled> {
+/** A queued order of this buyer written as cancelled; undefined when it is not queued for them or the writer's row came first. */
+async function cancelQueued(
+  pool: Pool, redis: RedisClient, saleId: string, orderId: string, userId: string, maxCancels: number,
+): Promise<ClosedOrder | undefined> {
+  // A buyer at the limit is refused before cancel.lua writes its note, so nothing changes; unless
+  // this very order is already cancelled (its row is in Postgres, its queued entry not yet gone).
+  if (!(await cancelsLeft(pool, saleId, userId, maxCancels))) return refuseQueued(pool, redis, saleId, orderId, userId);
+  const entry = await markCancelling(redis, saleId, orderId, userId, Date.now());
+  if (!entry) return undefined;
+  // The reservation must be on the replicas before Postgres records the order (see cancel.lua).
+  await confirmReplicated(redis, [saleId]);
+  const closed = await withCancelAllowance(pool, saleId, userId, maxCancels, (client) => insertCancelled(client, saleId, parseWinner(entry)));
+  if (closed !== CANCEL_LIMIT) return closed;
+  // A concurrent cancel used the last one up. The count never falls, so no cancel of this order can
+  // win after this: its note goes, and the order stays queued (or pending, if written meanwhile).
+  await unmarkCancelling(redis, saleId, orderId);
+  return refuseQueued(pool, redis, saleId, orderId, userId);
+}
+
+/** The buyer has no cancel left: 409 cancel_limit for their queued order; undefined once it is written (the caller answers from the row). */
+async function refuseQueued(pool: Pool, redis: RedisClient, saleId: string, orderId: string, userId: string): Promise<undefined> {
+  // Redis first: the writer forgets a queued entry only after its row is committed.
+  if ((await queuedOrder(redis, saleId, orderId, userId)) && !(await findOrder(pool, orderId))) throw new HttpError('cancel_limit');
+  return undefined;
+}
+
+async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow, maxCancels: number): Promise<Cancelled> {
   if (row.status === 'pending') {
-    const closed = await cancelPending(pool, row.id, row.user_id);
-    if (closed) {
+    const closed = await withCancelAllowance(pool, row.sale_id, row.user_id, maxCancels, (client) => cancelPending(client, row.id, row.user_id));
+    if (closed && closed !== CANCEL_LIMIT) {
       // Best effort: a key left behind fires an event that finds the order closed and does nothing.
       await dropExpiry(redis, closed.saleId, closed.id).catch(() => {});
       return giveBack(pool, redis, closed);
     }
     // A payment, an expiry or another cancel decided first (or the deadline has passed): say which,
-    // once a payment that took the row before the deadline has committed.
+    // once a payment that took the row before the deadline has committed. Still open, it was the limit.
     row = (await settledOrder(pool, row.id))!;
+    if (closed === CANCEL_LIMIT && row.status === 'pending' && !row.due) throw new HttpError('cancel_limit');
   }
   switch (row.status) {
     case 'cancelled': return { orderId: row.id, status: 'cancelled' };

@@ -72,6 +72,8 @@ export interface Config {
   purchaseRateWindowMs: number;
   /** Margin on a buyer's count: it lives until the sale's end + payment window + this (no expiry without an end). */
   buyCountTtlSeconds: number;
+  /** Orders one buyer may cancel in one sale; the next cancel is refused 409 cancel_limit. */
+  maxCancelsPerSale: number;
   writerId: string;
   writerBatchSize: number;
   /** Batches one writer process has in flight at once, each under a writer id of its own (WRITER_ID, WRITER_ID/1, ...). */
@@ -185,6 +187,7 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     purchaseRatePerIp: int('PURCHASE_RATE_PER_IP', pick('purchaseRatePerIp', 'PURCHASE_RATE_PER_IP'), 0, 0),
     purchaseRateWindowMs: int('PURCHASE_RATE_WINDOW_MS', pick('purchaseRateWindowMs', 'PURCHASE_RATE_WINDOW_MS'), 1000, 100),
     buyCountTtlSeconds: int('BUY_COUNT_TTL_SECONDS', pick('buyCountTtlSeconds', 'BUY_COUNT_TTL_SECONDS'), 86_400, 60),
+    maxCancelsPerSale: int('MAX_CANCELS_PER_SALE', pick('maxCancelsPerSale', 'MAX_CANCELS_PER_SALE'), 3, 1),
     writerId: str(pick('writerId', 'WRITER_ID')) ?? `${hostname()}:${env.pm_id ?? process.pid}`,
     writerBatchSize: int('WRITER_BATCH_SIZE', pick('writerBatchSize', 'WRITER_BATCH_SIZE'), 1000, 1),
     writerConcurrency: int('WRITER_CONCURRENCY', pick('writerConcurrency', 'WRITER_CONCURRENCY'), 2, 1),

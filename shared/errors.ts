@@ -38,6 +38,7 @@ export const ERRORS = {
   order_cancelled: [409, 'This order was cancelled: it can no longer be paid.'],
   event_conflict: [409, 'This event id was delivered before with a different body: nothing was recorded.'],
   not_refund_due: [409, 'This payment paid its order: there is nothing to refund.'],
+  cancel_limit: [409, 'This buyer has cancelled as many orders of this sale as it allows: this order stays as it is.'],
   payload_too_large: [413, 'The body is too large.'],
   unsupported_media_type: [415, 'Send the body as application/json.'],
   headers_too_large: [431, 'The request headers are too large.'],

@@ -49,6 +49,7 @@ export function saleKeys(saleId: string) {
 
 function buildSaleKeys(saleId: string) {
   const p = `{sale:${saleId}}`;
+  const buysPrefix = `${p}:buys:`;
   const expiryPrefix = `${p}:expiry:`;
   return {
     meta: `${p}:meta`,
@@ -66,10 +67,14 @@ function buildSaleKeys(saleId: string) {
     /** Orders whose buyer asked to cancel them while queued (cancel.lua). */
     cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,
-    buys: (userId: string) => `${p}:buys:${userId}`,
+    /** Buyer U's count is this prefix followed by U (settle finds them by it). */
+    buysPrefix,
+    buys: (userId: string) => buysPrefix + userId,
     /** The expiry key of order O is this prefix followed by O (ack.lua builds it so). */
     expiryPrefix,
     expiry: (orderId: string) => expiryPrefix + orderId,
+    /** A SCAN pattern matching every key of the sale (a sale id holds no glob character). */
+    everyKey: `${p}:*`,
   };
 }
 

@@ -122,7 +122,7 @@ export async function closeDue(pool: Pool, ids: string[]): Promise<ClosedOrder[]
 }
 
 /** The buyer cancels a pending order inside its window (the mirror of markPaid): the row count decides a race with payment or expiry. */
-export async function cancelPending(pool: Pool, orderId: string, userId: string): Promise<ClosedOrder | undefined> {
+export async function cancelPending(pool: Pool | PoolClient, orderId: string, userId: string): Promise<ClosedOrder | undefined> {
   const res = await pool.query<ClosedRow>(
     `update orders set status = 'cancelled', closed_at = now()
      where id = $1 and user_id = $2 and status = 'pending' and expires_at > now() ${CLOSED}`,
@@ -135,7 +135,7 @@ export async function cancelPending(pool: Pool, orderId: string, userId: string)
  * Writes a still-queued order straight as cancelled, with the deadline the writer would have given
  * it. The primary key decides a race with the writer: undefined when its row is already there.
  */
-export async function insertCancelled(pool: Pool, saleId: string, w: Winner): Promise<ClosedOrder | undefined> {
+export async function insertCancelled(pool: Pool | PoolClient, saleId: string, w: Winner): Promise<ClosedOrder | undefined> {
   const res = await pool.query<ClosedRow>(
     `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at, closed_at)
      select $2, $1, $3, $4, 'cancelled', $5, to_timestamp($6::float8 / 1000.0), date_trunc('milliseconds', now()),

@@ -21,7 +21,7 @@ export interface OrderView {
 }
 
 /** The queued entry of an order not yet in Postgres, if it belongs to this user. */
-async function queuedOrder(redis: RedisClient, saleId: string, orderId: string, userId: string): Promise<Winner | null> {
+export async function queuedOrder(redis: RedisClient, saleId: string, orderId: string, userId: string): Promise<Winner | null> {
   const entry = await redis.hget(saleKeys(saleId).queued, orderId);
   if (!entry) return null;
   const w = parseWinner(entry);

@@ -31,19 +31,25 @@ export async function reconcile(pool: Pool, redis: RedisClient, saleId: string, 
   // between insert and ack): count it once. Which winners are written is read in the same
   // statement as the sums: with two statements, a batch the writer commits in between is in
   // neither count.
-  const res = await pool.query<{ pending: number; paid: number; expired: number; cancelled: number; written: string[] }>(
+  // A settled sale's restored units are no longer in Redis (settle.ts deletes them once its
+  // reconciliation held); nothing of it moves any more, so Postgres alone says what is restoring:
+  // its closed orders whose restore is not recorded, none once it is settled. Redis is read
+  // first and the sale settled before its keys go, so a read on either side of that is consistent.
+  const res = await pool.query<{ pending: number; paid: number; expired: number; cancelled: number; unrestored: number; settled: boolean; written: string[] }>(
     `select coalesce(sum(qty) filter (where status = 'pending'), 0)::int as pending,
             coalesce(sum(qty) filter (where status = 'paid'), 0)::int as paid,
             coalesce(sum(qty) filter (where status = 'expired'), 0)::int as expired,
             coalesce(sum(qty) filter (where status = 'cancelled'), 0)::int as cancelled,
+            coalesce(sum(qty) filter (where status in ('expired', 'cancelled') and restored_at is null), 0)::int as unrestored,
+            exists (select 1 from sales where id = $1 and settled_at is not null) as settled,
             (select coalesce(array_agg(id), '{}') from orders where id = any($3::text[])) as written
      from orders where sale_id = $1 and seq <= $2`,
     [saleId, snap.seq, [...queuedEntries.keys()]],
   );
-  const { pending, paid, expired, cancelled, written } = res.rows[0]!;
+  const { pending, paid, expired, cancelled, unrestored, settled, written } = res.rows[0]!;
   for (const id of written) queuedEntries.delete(id);
   const queued = [...queuedEntries.values()].reduce((sum, w) => sum + w.qty, 0);
-  const restoring = expired + cancelled - snap.restoredQty;
+  const restoring = settled ? unrestored : expired + cancelled - snap.restoredQty;
   const holds = snap.available >= 0 && restoring >= 0 && snap.available + queued + pending + paid + restoring === total;
   return { saleId, total, available: snap.available, queued, pending, paid, expired, cancelled, restoring, holds };
 }

@@ -1,13 +1,14 @@
 // Redis connections and the typed wrappers of our Lua scripts. Callers never build keys or
 // argument lists themselves: each wrapper does, in the order its script's header documents.
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { RedisTarget } from './config.js';
 import { saleKeys, STOCK_CHANNEL } from './keys.js';
 import type { Logger } from './logger.js';
 import { reviveOnEnd } from './sentinel-revive.js';
 
-const SCRIPTS = ['purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot', 'cancel'] as const;
+const SCRIPTS = ['purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot', 'cancel', 'settle_sale'] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 /**
  * How many KEYS each script takes, declared up front: ioredis's auto-pipelining routes a command
@@ -17,7 +18,9 @@ type ScriptName = (typeof SCRIPTS)[number];
  * Redis refuses them whole (ASK, TRYAGAIN) rather than run them where some keys have not arrived
  * (see their headers); auto-pipelining is off for them.
  */
-const KEY_COUNTS: Record<ScriptName, number | null> = { purchase: 8, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2 };
+const KEY_COUNTS: Record<ScriptName, number | null> = {
+  purchase: 8, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 7,
+};
 const PER_CALL_KEYS = SCRIPTS.filter((name) => KEY_COUNTS[name] === null);
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
@@ -124,6 +127,19 @@ export function masterNodes(redis: RedisClient): Redis[] {
 /** A node as the slot map names it: host:port. */
 export const nodeName = (node: Redis) => `${node.options.host}:${node.options.port}`;
 
+/** Redis Cluster's key-to-slot function (CRC16 of the hash tag), as ioredis itself computes it. */
+const calculateSlot = createRequire(import.meta.url)('cluster-key-slot') as (key: string) => number;
+
+/**
+ * The connection that serves a sale's slot now: the one server, the Sentinel master, or the
+ * cluster master the slot map names (undefined when it names none). Every key of a sale is there.
+ */
+export function saleNode(redis: RedisClient, saleId: string): Redis | undefined {
+  if (!(redis instanceof Cluster)) return redis;
+  const owner = redis.slots[calculateSlot(saleKeys(saleId).meta)]?.[0];
+  return owner === undefined ? undefined : redis.nodes('master').find((n) => nodeName(n) === owner);
+}
+
 /**
  * Every master answers: one server's PING, or on a cluster each master's (a cluster is only as
  * ready as its least available master, since any sale may live there).
@@ -226,7 +242,7 @@ export async function restoreStocks(redis: RedisClient, saleId: string, orders: 
   const k = saleKeys(saleId);
   const calls: Promise<boolean[]>[] = [];
   for (let from = 0; from < orders.length; from += RESTORE_CHUNK) {
-    const keys = [k.available, k.restored, k.restoredQty];
+    const keys = [k.available, k.restored, k.restoredQty, k.meta];
     const countAt = new Map<string, number>(); // buyer -> index of their count in KEYS (1-based, as Lua)
     const args: (string | number)[] = [saleId, STOCK_CHANNEL];
     for (const o of orders.slice(from, from + RESTORE_CHUNK)) {
@@ -248,6 +264,17 @@ export async function restoreStock(redis: RedisClient, o: { saleId: string; orde
 export async function markCancelling(redis: RedisClient, saleId: string, orderId: string, userId: string, now: number): Promise<string | null> {
   const k = saleKeys(saleId);
   return ((await run(redis, 'cancel', [k.queued, k.cancels], [orderId, userId, now])) as string | null) ?? null;
+}
+
+/** Takes back cancel.lua's note of a cancel that was then refused (the buyer's cancel limit): the order is still just queued. */
+export async function unmarkCancelling(redis: RedisClient, saleId: string, orderId: string): Promise<void> {
+  await redis.hdel(saleKeys(saleId).cancels, orderId);
+}
+
+/** settle_sale.lua: marks a settled sale so nothing restores there again, and deletes its per-order keys. */
+export async function forgetSettledOrders(redis: RedisClient, saleId: string): Promise<void> {
+  const k = saleKeys(saleId);
+  await run(redis, 'settle_sale', [k.meta, k.restored, k.restoredQty, k.cancels, k.purchased, k.deadlines, k.writers], []);
 }
 
 /**

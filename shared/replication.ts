@@ -11,14 +11,9 @@
 // node) says nothing about a write made before, which the old master may have taken alone and a
 // failover then lost. Such a write counts as unconfirmed. A Sentinel failover under purchases
 // lost 6 acknowledged purchases this way before the check.
-import { createRequire } from 'node:module';
 import { Cluster, Redis } from 'ioredis';
 import { UnavailableError } from './errors.js';
-import { saleKeys } from './keys.js';
-import { nodeName, type RedisClient } from './redis.js';
-
-/** Redis Cluster's key-to-slot function (CRC16 of the hash tag), as ioredis itself computes it. */
-const calculateSlot = createRequire(import.meta.url)('cluster-key-slot') as (key: string) => number;
+import { saleNode, type RedisClient } from './redis.js';
 
 /** A WAIT's answer: how many replicas have the writes, and how many were required when it was sent. */
 export interface Acks {
@@ -81,10 +76,8 @@ export class ReplicaAcks {
 
   /** The connection that serves the sale's slot now (the one server, or the Sentinel master). */
   private nodeOf(saleId: string): Redis {
-    const cluster = this.redis;
-    if (!(cluster instanceof Cluster)) return cluster;
-    const owner = cluster.slots[calculateSlot(saleKeys(saleId).meta)]?.[0];
-    const node = owner === undefined ? undefined : cluster.nodes('master').find((n) => nodeName(n) === owner);
+    if (!(this.redis instanceof Cluster)) return this.redis;
+    const node = saleNode(this.redis, saleId);
     if (!node) throw new UnavailableError(`no master is known for sale ${saleId}'s slot`);
     this.track(node);
     return node;

@@ -1,13 +1,19 @@
 // Settling: a sale that has ended (at its set end, or early by POST /api/sales/:id/end, which brings
-// ends_at forward) with every order final leaves every per-tick loop. The replay
-// records it in Postgres (`settled_at`) and then drops the sale from the Redis registry, which the
-// writer and the listener's nudger walk each tick. In that order: a crash in between leaves a
-// settled sale in the registry, and the next pass drops every such sale it finds there (also one
-// a reload put back). Nothing else of the sale leaves Redis: the buyer's page still reads
-// `available`.
+// ends_at forward) with every order final leaves every per-tick loop and gives back the memory its
+// buyers made it take. The replay, once the sale's reconciliation held in the same pass, records it
+// in Postgres (`settled_at`), then deletes its per-order and per-buyer keys (the restored set and
+// units, cancel notes, purchased ids, deadlines, leases, every buyer's count; buyers' cancels are
+// counted in Postgres, see cancel-allowance.ts), then drops the sale from the Redis registry, which
+// the writer and the listener's nudger walk each tick. In that order: a crash in between leaves a
+// settled sale in the registry, and the next pass forgets and drops every such sale it finds there.
+// What stays is constant in size: `available` (the buyer's page reads it), the rules (`meta`:
+// purchases answer `403 ended`, a reload cannot hand the stock out again, and restore.lua finds the
+// sale settled and restores nothing) and the purchase counter (`seq`, the purchases shown to the admin).
 import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
+import { UnavailableError } from './errors.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
+import { forgetSettledOrders, saleNode } from './redis.js';
 
 /**
  * How long after its end a sale may settle. The purchase script compares the end with the API
@@ -112,6 +118,7 @@ const CHUNK = 1000;
  */
 export async function settleSales(pool: Pool, redis: RedisClient, registry: string[], held: ReadonlySet<string>): Promise<SettleResult> {
   const unregistered = await settledAmong(pool, registry);
+  for (const id of unregistered) await forgetSale(redis, id);
   if (unregistered.length > 0) await redis.srem(SALES_REGISTRY, ...unregistered);
   const candidates = (await settleCandidates(pool)).filter((id) => held.has(id));
   const settled: string[] = [];
@@ -120,8 +127,35 @@ export async function settleSales(pool: Pool, redis: RedisClient, registry: stri
     if (idle.length === 0) continue;
     // Postgres first: the registry entry is the one thing a crash here may leave behind.
     const marked = await markSettled(pool, idle);
+    for (const id of marked) await forgetSale(redis, id);
     if (marked.length > 0) await redis.srem(SALES_REGISTRY, ...marked);
     settled.push(...marked);
   }
   return { settled, unregistered };
+}
+
+/** Keys one SCAN call looks at, and at most how many keys one UNLINK deletes: neither holds Redis long. */
+const SCAN_BATCH = 1000;
+
+/**
+ * Deletes what a settled sale kept per order and per buyer. Buyers' counts are one key each, and so
+ * are expiry keys a paid order's best-effort drop left behind (they would only fire and find the
+ * order final): both are found by SCAN on the node serving the sale's slot (every key of the sale
+ * shares its hash tag) and unlinked a batch at a time through the client, which follows a slot that
+ * moved. A key a reshard moves mid-scan may be missed; it still expires on its own.
+ */
+export async function forgetSale(redis: RedisClient, saleId: string): Promise<void> {
+  await forgetSettledOrders(redis, saleId);
+  const node = saleNode(redis, saleId);
+  // Left in the registry: the next pass forgets the sale again.
+  if (!node) throw new UnavailableError(`no master is known for sale ${saleId}'s slot`);
+  const { buysPrefix, expiryPrefix, everyKey } = saleKeys(saleId);
+  const perBuyerOrOrder = (key: string) => key.startsWith(buysPrefix) || key.startsWith(expiryPrefix);
+  let cursor = '0';
+  do {
+    const [next, keys] = await node.scan(cursor, 'MATCH', everyKey, 'COUNT', SCAN_BATCH);
+    cursor = next;
+    const gone = keys.filter(perBuyerOrOrder);
+    if (gone.length > 0) await redis.unlink(...gone);
+  } while (cursor !== '0');
 }

@@ -13,9 +13,10 @@ import { insertPayment } from '../shared/payment-queries.js';
 import { signPayload } from '../shared/payments.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
+import { startApi } from '../daemons/api.js';
 import { assertConserved, type TestEnv } from './support/env.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
-import { newSale, runConcurrently } from './support/fixtures.js';
+import { countBy, newSale, runConcurrently } from './support/fixtures.js';
 import { http, outcome } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
 import { PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
@@ -261,6 +262,99 @@ describe('cancel', () => {
     await env.redis.incr(saleKeys(s.id).restoredQty);
     const r = await checkInvariants(env.pool, env.redis, { saleIds: [s.id], replayIntervalMs: 3_600_000 });
     assert.deepEqual(r.violations.map((v) => v.invariant).sort(), ['conservation', 'restored_once']);
+  });
+});
+
+describe('cancel limit', () => {
+  const MAX = 3;
+  const queuedIds = async (s: Sale) => (await env.redis.hkeys(saleKeys(s.id).queued)).sort();
+  const cancelledOf = async (s: Sale, user: string) => (await env.pool.query<{ id: string }>(
+    `select id from orders where sale_id = $1 and user_id = $2 and status = 'cancelled' order by id`, [s.id, user])).rows.map((r) => r.id);
+
+  test('cancel limit: a buyer cancels at most MAX_CANCELS_PER_SALE orders of a sale, queued or pending; past it 409 cancel_limit and nothing changes', async () => {
+    assert.equal(env.config.maxCancelsPerSale, MAX, 'the default');
+    const s = await sale({ stock: 20, perUserLimit: 20 });
+    const other = await sale({ perUserLimit: 5 });
+    // Refused cancels use nothing up: a paid and an expired order of the same buyer.
+    const paid = await buy(s, 'kim');
+    const expired = await buy(s, 'kim');
+    const pending = [await buy(s, 'kim'), await buy(s, 'kim')];
+    await drain(s);
+    assert.equal((await pay(paid, 'kim')).status, 200);
+    await env.pool.query(`update orders set expires_at = now() where id = $1`, [expired]);
+    await closeOrders(env.pool, env.redis, [expired], 'replay');
+    assert.equal(outcome(await cancel(paid, 'kim')), '409 order_paid');
+    assert.equal(outcome(await cancel(expired, 'kim')), '409 order_expired');
+    const queued = await buy(s, 'kim');
+    const done = [pending[0]!, queued, pending[1]!];
+    for (const id of done) assert.equal(outcome(await cancel(id, 'kim')), '200 cancelled', id);
+    assert.deepEqual(await cancelledOf(s, 'kim'), [...done].sort(), 'two pending and one queued: three cancels');
+    await drain(s);
+
+    // Past the limit: a queued and a pending order stay as they are, byte for byte.
+    const [stillQueued, stillPending] = [await buy(s, 'kim'), await buy(s, 'kim')];
+    await env.redis.rpop(saleKeys(s.id).winners); // the writer never sees the first
+    await drain(s);
+    const state = await stateSnapshot(env);
+    for (const id of [stillQueued, stillPending]) {
+      const r = await cancel(id, 'kim');
+      assert.equal(outcome(r), '409 cancel_limit', id);
+      assert.match(r.body.message, /cancelled as many orders/);
+    }
+    // A paid order says it is paid, an expired one that it expired; a cancelled one is still 200, and counts once.
+    assert.equal(outcome(await cancel(paid, 'kim')), '409 order_paid');
+    assert.equal(outcome(await cancel(expired, 'kim')), '409 order_expired');
+    for (const id of done) assert.equal(outcome(await cancel(id, 'kim')), '200 cancelled', `${id} again`);
+    assert.deepEqual(await stateSnapshot(env), state, 'nothing changed');
+    assert.deepEqual(await queuedIds(s), [stillQueued]);
+    assert.equal((await row(stillPending))?.status, 'pending');
+
+    // Per buyer and per sale: another buyer of this sale, and the same buyer in another sale, may cancel.
+    assert.equal(outcome(await cancel(await buy(s, 'lee'), 'lee')), '200 cancelled');
+    assert.equal(outcome(await cancel(await buy(other, 'kim'), 'kim')), '200 cancelled');
+    await env.redis.lpush(saleKeys(s.id).winners, (await env.redis.hget(saleKeys(s.id).queued, stillQueued))!);
+    await drain(s);
+    assert.equal((await row(stillQueued))?.status, 'pending', 'written by the writer as any order');
+  });
+
+  test('cancel limit: 10 concurrent cancels of one buyer\'s 10 orders through two API processes: exactly MAX cancelled, the rest 409 cancel_limit; it holds after a restart', async () => {
+    const second = await startApi(env.config, env.logger);
+    try {
+      for (const round of [0, 1, 2]) {
+        const user = `con${round}`;
+        const s = await sale({ stock: 10, perUserLimit: 10 });
+        const ids: string[] = [];
+        // Half pending (the conditional update), half still queued (cancel.lua and the insert).
+        for (let i = 0; i < 5; i++) ids.push(await buy(s, user));
+        await drain(s);
+        for (let i = 0; i < 5; i++) ids.push(await buy(s, user));
+        const answers = await runConcurrently(10, 10, (i) => http(i % 2 ? second.port : api.port, 'POST', `/api/orders/${ids[i]}/cancel`, { user }));
+        assert.deepEqual(countBy(answers, outcome), { '200 cancelled': MAX, '409 cancel_limit': 10 - MAX }, `round ${round}`);
+        const won = ids.filter((_, i) => answers[i]!.status === 200);
+        assert.deepEqual(await cancelledOf(s, user), [...won].sort(), 'the orders answered 200 are the cancelled ones');
+        assert.equal(await available(s), MAX, 'only the cancelled units came back');
+        assert.equal(await quota(s, user), 10 - MAX);
+        const refused = ids.filter((_, i) => answers[i]!.status === 409);
+        for (const id of refused) {
+          const r = await row(id);
+          assert.ok(r === undefined ? await env.redis.hexists(saleKeys(s.id).queued, id) : r.status === 'pending', `${id} stays as it was`);
+        }
+        assert.equal(await env.redis.hlen(saleKeys(s.id).cancels), won.filter((id) => ids.indexOf(id) >= 5).length, 'no note left by a refused cancel');
+        await drain(s);
+        // Postgres keeps the count: a fresh API process refuses the next cancel too.
+        if (round === 2) {
+          await second.stop();
+          const again = await startApi(env.config, env.logger);
+          try {
+            assert.equal(outcome(await http(again.port, 'POST', `/api/orders/${refused[0]}/cancel`, { user })), '409 cancel_limit');
+          } finally {
+            await again.stop();
+          }
+        }
+      }
+    } finally {
+      await second.stop();
+    }
   });
 });
 

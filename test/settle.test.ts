@@ -4,22 +4,32 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Cluster as RedisCluster } from 'ioredis';
 import { pino } from 'pino';
-import { restore } from '../shared/expiry.js';
+import { startApi } from '../daemons/api.js';
+import { cancelOrder } from '../shared/cancel.js';
+import { closeOrders, restore } from '../shared/expiry.js';
 import { closeDue, type ClosedOrder } from '../shared/order-queries.js';
 import { checkInvariants } from '../shared/invariants.js';
 import { SALES_REGISTRY, saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
 import type { Logger } from '../shared/logger.js';
 import { metrics } from '../shared/metrics.js';
-import { claimBatch, createRedis, purchaseScript } from '../shared/redis.js';
+import { claimBatch, createRedis, purchaseScript, restoreStocks, saleNode } from '../shared/redis.js';
 import { PassSummary, replayOnce } from '../shared/replay.js';
 import { loadSaleIntoRedis, parseSaleInput, type Sale } from '../shared/sales.js';
 import { settleSales } from '../shared/settle.js';
 import { OrderWriter } from '../shared/writer.js';
+import { startCluster } from '../tools/redis-cluster.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
-import { newSale, SALE_PRICE, waitFor } from './support/fixtures.js';
+import { countBy, newSale, runConcurrently, SALE_PRICE, waitFor } from './support/fixtures.js';
+import { http, outcome } from './support/http.js';
+import { stateSnapshot } from './support/snapshot.js';
+import { ADMIN_TOKEN } from './support/tokens.js';
 
 let env: TestEnv;
 
@@ -241,6 +251,182 @@ test('settle: a settled sale is not reconciled again, passes log one info summar
   await replayOnce({ pool: env.pool, redis: env.redis, logger, summary });
   assert.deepEqual(info().slice(1).map((l) => [l.msg, l.passes, l.unregistered, l.violations]), [['replay summary', 2, 1, 0]],
     'a minute on, one line sums up both passes since the last');
+});
+
+/** Every key of a sale (its hash tag), found by SCAN, and the sum of their MEMORY USAGE. */
+async function saleMemory(e: TestEnv, saleId: string): Promise<{ keys: string[]; bytes: number }> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await e.redis.scan(cursor, 'MATCH', saleKeys(saleId).everyKey, 'COUNT', 1000);
+    cursor = next;
+    keys.push(...batch);
+  } while (cursor !== '0');
+  let bytes = 0;
+  for (const key of keys) bytes += Number(await e.redis.memory('USAGE', key, 'SAMPLES', 0));
+  return { keys: keys.sort(), bytes };
+}
+
+/** What a settled sale keeps: its stock counter, its rules and its purchase counter. */
+const settledKeys = (id: string) => [saleKeys(id).available, saleKeys(id).meta, saleKeys(id).seq].sort();
+
+test('settle: once its reconciliation holds, a settled sale\'s buyer counts, restored ids and units, cancel notes, purchased ids, deadlines and leftover expiry keys are deleted; nothing restores there again', async () => {
+  const sale = await endedSale(env, { stock: 3000 });
+  const open = await endedSale(env);
+  // More buyers than one SCAN batch looks at.
+  const users = Array.from({ length: 2500 }, (_, i) => `m${i}`);
+  const ids = await runConcurrently(users.length, 50, (i) => buy(sale, users[i]!));
+  const openId = await buy(open, 'o1');
+  await drain();
+  const expired = (await Promise.all(ids.slice(0, 10).map((id) => expire(id)))).flat();
+  for (let i = 10; i < 13; i++) assert.equal((await cancelOrder(env.pool, env.redis, ids[i]!, users[i]!, 3)).status, 'cancelled');
+  const queuedId = await buy(sale, 'late-cancel');
+  await cancelOrder(env.pool, env.redis, queuedId, 'late-cancel', 3);
+  await drain();
+  // Paid straight in Postgres: their expiry keys and deadlines stay behind, as a lost drop would leave them.
+  await env.pool.query(`update orders set status = 'paid', paid_at = now() where sale_id = $1 and status = 'pending'`, [sale.id]);
+  const before = await saleMemory(env, sale.id);
+  assert.ok(before.keys.filter((k) => k.startsWith(saleKeys(sale.id).buysPrefix)).length === 2487, 'a count for every buyer still holding an order');
+  for (const k of [saleKeys(sale.id).restored, saleKeys(sale.id).restoredQty, saleKeys(sale.id).cancels, saleKeys(sale.id).purchased, saleKeys(sale.id).deadlines]) {
+    assert.ok(before.keys.includes(k), `${k} is there before`);
+  }
+
+  // A reconciliation that fails settles nothing and deletes nothing.
+  await env.redis.incr(saleKeys(sale.id).available);
+  assert.equal((await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger })).reconciliations.find((r) => r.saleId === sale.id)?.holds, false);
+  const openKeys = async () => (await stateSnapshot(env, (k) => !k.startsWith(`{sale:${open.id}}`))).redis;
+  const openState = await openKeys();
+  assert.equal(await settledAt(sale.id), null);
+  // (The pass re-drove the test writer's run-out lease, as any pass does.)
+  assert.deepEqual((await saleMemory(env, sale.id)).keys, before.keys.filter((k) => k !== saleKeys(sale.id).writers));
+  await env.redis.decr(saleKeys(sale.id).available);
+
+  const report = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+  assert.ok(report.reconciliations.find((r) => r.saleId === sale.id)?.holds);
+  assert.ok(await settledAt(sale.id));
+  const after = await saleMemory(env, sale.id);
+  assert.deepEqual(after.keys, settledKeys(sale.id));
+  assert.ok(after.bytes < 1024, `${after.bytes} B left of ${before.bytes} B`);
+  console.log(`# a settled sale of ${users.length} buyers: ${before.bytes} B in ${before.keys.length} keys before, ${after.bytes} B in ${after.keys.length} after`);
+  assert.equal(await env.redis.get(saleKeys(sale.id).available), String(3000 - 2500 + 13));
+  assert.equal(await env.redis.hget(saleKeys(sale.id).meta, 'settled'), '1');
+  // The sale with an order still pending is not settled and keeps every key, byte for byte.
+  assert.deepEqual(await openKeys(), openState);
+  assert.equal(await settledAt(open.id), null);
+
+  // A late sweep or a duplicate event finds nothing to give back, and writes nothing.
+  assert.equal(await restore(env.pool, env.redis, expired), 0);
+  assert.deepEqual(await restoreStocks(env.redis, sale.id, [{ orderId: ids[20]!, userId: users[20]!, qty: 1 }]), [false]);
+  assert.deepEqual((await closeOrders(env.pool, env.redis, ids.slice(0, 10), 'listener')).closed, []);
+  assert.deepEqual(await saleMemory(env, sale.id), after);
+  // Its Postgres record still reconciles: nothing restoring, every unit available or paid. (Paid
+  // here without payment rows: the next test pays through the API and checks every invariant.)
+  const checked = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 5000 });
+  assert.deepEqual(checked.violations.filter((v) => v.invariant !== 'payments_match_orders'), []);
+
+  // Back in the registry with a key again (a crash between settling and the registry, a reload): forgotten and dropped.
+  await env.redis.sadd(SALES_REGISTRY, sale.id);
+  await env.redis.set(saleKeys(sale.id).buys('m0'), '1');
+  assert.equal((await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger })).unregistered, 1);
+  assert.deepEqual((await saleMemory(env, sale.id)).keys, settledKeys(sale.id));
+  await env.pool.query(`update orders set status = 'paid', paid_at = now() where id = $1`, [openId]);
+});
+
+test('settle: 1,000 buy-cancel cycles, the sale ended and settled: its Redis memory is back under 1 KB; it still reads, refuses purchases as ended and answers its orders', async () => {
+  const api = await startApi(env.config, env.logger);
+  try {
+    const sale = await newSale(env, { stock: 400, perUserLimit: 1, paymentWindowSeconds: 3600, startsAt: iso(Date.now() - HOUR), endsAt: iso(Date.now() + HOUR) });
+    const call = (method: string, path: string, user?: string) => http(api.port, method, path, { user, ...(method === 'POST' && path.endsWith('/purchases') ? { body: { qty: 1 } } : {}) });
+    const buyOne = async (user: string) => {
+      const r = await call('POST', `/api/sales/${sale.id}/purchases`, user);
+      assert.equal(r.status, 202, outcome(r));
+      return r.body.orderId as string;
+    };
+    // 334 buyers, 3 cycles each (MAX_CANCELS_PER_SALE): pending, then queued, then queued while the writer runs.
+    const buyers = Array.from({ length: 334 }, (_, i) => `c${i}`);
+    let cycles = 0;
+    let lastCancelled = '';
+    for (const round of [0, 1, 2]) {
+      const these = buyers.slice(0, Math.min(buyers.length, 1000 - cycles));
+      const ids = await runConcurrently(these.length, 20, (i) => buyOne(these[i]!));
+      if (round === 0) await drain();
+      const writing = round === 2 ? drain() : Promise.resolve();
+      const answers = await runConcurrently(these.length, 20, (i) => call('POST', `/api/orders/${ids[i]}/cancel`, these[i]));
+      await writing;
+      assert.deepEqual(countBy(answers, outcome), { '200 cancelled': these.length }, `round ${round}`);
+      cycles += these.length;
+      lastCancelled = ids[0]!;
+    }
+    assert.equal(cycles, 1000);
+    await drain();
+    // Buyers who keep what they bought: their counts stay until the sale settles.
+    const payers = Array.from({ length: 50 }, (_, i) => `p${i}`);
+    const paid = await runConcurrently(payers.length, 10, (i) => buyOne(payers[i]!));
+    await drain();
+    for (const [i, id] of paid.entries()) assert.equal(outcome(await call('POST', `/api/orders/${id}/pay`, payers[i])), '200 paid');
+
+    const ended = await http(api.port, 'POST', `/api/sales/${sale.id}/end`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    assert.equal(ended.status, 200, outcome(ended));
+    await env.pool.query(`update sales set ends_at = now() - interval '61 seconds' where id = $1`, [sale.id]);
+    const before = await saleMemory(env, sale.id);
+    const report = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
+    assert.ok(report.reconciliations.find((r) => r.saleId === sale.id)?.holds);
+    assert.ok(await settledAt(sale.id), 'settled');
+    const after = await saleMemory(env, sale.id);
+    console.log(`# 1,000 buy-cancel cycles and 50 paid orders: ${before.bytes} B in ${before.keys.length} keys before settling, ${after.bytes} B in ${after.keys.length} after`);
+    assert.deepEqual(after.keys, settledKeys(sale.id));
+    assert.ok(after.bytes < 1024, `${after.bytes} B`);
+
+    const view = await call('GET', `/api/sales/${sale.id}`);
+    assert.equal(view.status, 200, outcome(view));
+    assert.deepEqual([view.body.available, view.body.state, view.body.stock], [350, 'ended', 400]);
+    assert.equal(outcome(await call('POST', `/api/sales/${sale.id}/purchases`, 'newcomer')), '403 ended');
+    assert.equal(outcome(await call('POST', `/api/sales/${sale.id}/purchases`, 'c0')), '403 ended');
+    assert.equal(outcome(await call('POST', `/api/orders/${lastCancelled}/cancel`, 'c0')), '200 cancelled');
+    assert.equal((await call('GET', `/api/orders/${paid[0]}`, 'p0')).body.status, 'paid');
+    assert.deepEqual((await saleMemory(env, sale.id)).keys, settledKeys(sale.id), 'answering them wrote nothing');
+    assert.deepEqual((await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 5000 })).violations, []);
+  } finally {
+    await api.stop();
+  }
+});
+
+test('settle: on a Redis Cluster, each settled sale\'s buyer counts are found on the master serving its slot and deleted', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'flashsale-cluster-'));
+  const cluster = await startCluster(dir, { masters: 3, replicasPerMaster: 0 });
+  const own = await testEnv({}, { redis: { redisClusterNodes: cluster.seeds } });
+  try {
+    // Enough sales that they land on different masters.
+    const sales = await Promise.all(Array.from({ length: 6 }, () => endedSale(own, { stock: 300 })));
+    for (const sale of sales) {
+      await runConcurrently(300, 50, async (i) => {
+        const [code] = await purchaseScript(own.redis, { saleId: sale.id, userId: `u${i}`, qty: 1, orderId: `${sale.id}.${randomUUID()}`, now: sale.startsAt.getTime() + 1000, buyCountTtlSeconds: 3600 });
+        assert.equal(code, 1);
+      });
+    }
+    await drain(own);
+    await own.pool.query(`update orders set status = 'paid', paid_at = now() where status = 'pending'`);
+    /** Every key of a sale on every master (a SCAN answers for one node only). */
+    const keysOf = async (id: string) => (await Promise.all((own.redis as RedisCluster).nodes('master').map(async (node) => {
+      const found: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, batch] = await node.scan(cursor, 'MATCH', saleKeys(id).everyKey, 'COUNT', 1000);
+        cursor = next;
+        found.push(...batch);
+      } while (cursor !== '0');
+      return found;
+    }))).flat().sort();
+    const masters = new Set(sales.map((sale) => saleNode(own.redis, sale.id)!.options.port));
+    assert.ok(masters.size > 1, 'the sales live on more than one master');
+    for (const sale of sales) assert.ok((await keysOf(sale.id)).length > 300, 'a count per buyer before');
+    assert.equal((await replayOnce({ pool: own.pool, redis: own.redis, logger: own.logger })).settled, sales.length);
+    for (const sale of sales) assert.deepEqual(await keysOf(sale.id), settledKeys(sale.id), sale.id);
+  } finally {
+    await own.close();
+    await cluster.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 /**

@@ -57,7 +57,7 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   void app.register(ops, { config, pool, redis });
   void app.register(sales, { pool, redis, purchaser, auth, limits: config });
   void app.register(payments, paymentDeps);
-  void app.register(orders, { pool, redis, auth, directPay: config.directPay ? paymentDeps : undefined });
+  void app.register(orders, { pool, redis, auth, maxCancelsPerSale: config.maxCancelsPerSale, directPay: config.directPay ? paymentDeps : undefined });
   void app.register(orderEvents, { pool, redis, auth, limits: config, logger });
   void app.register(page, { development: config.development, directPay: config.directPay });
   void app.register(admin, { pool, redis, auth });

@@ -39,10 +39,10 @@ const paySchema = {
 const cancelSchema = {
   summary: 'Cancel the buyer\'s order while queued or pending_payment: its stock and the buyer\'s quota come back at once', tags: ['orders'],
   security: SECURITY.buyer, params: orderIdParams,
-  description: 'Cancelling a cancelled order answers the same. A payment that arrives later is recorded refund_due.',
+  description: 'Cancelling a cancelled order answers the same. A payment that arrives later is recorded refund_due. A buyer may cancel at most MAX_CANCELS_PER_SALE orders of one sale (default 3); past it, 409 cancel_limit and the order stays as it was.',
   response: {
     200: { type: 'object', required: ['orderId', 'status'], properties: { orderId: { type: 'string' }, status: { type: 'string', enum: ['cancelled'] } } },
-    ...errorResponses('invalid_id', 'unauthorized', 'order_not_found', 'order_paid', 'order_expired', 'unavailable'),
+    ...errorResponses('invalid_id', 'unauthorized', 'order_not_found', 'order_paid', 'order_expired', 'cancel_limit', 'unavailable'),
   },
 };
 
@@ -80,10 +80,12 @@ const myOrdersSchema = {
 type OrderId = { Params: { orderId: string } };
 type MyOrdersQuery = { Querystring: { limit?: string; sale?: string; before?: string } };
 
-export const orders: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth; directPay?: PaymentDeps }> = (app, { pool, redis, auth, directPay }, done) => {
+export const orders: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth; maxCancelsPerSale: number; directPay?: PaymentDeps }> = (
+  app, { pool, redis, auth, maxCancelsPerSale, directPay }, done,
+) => {
   const route = { preValidation: auth.buyer };
   app.get<OrderId>('/api/orders/:orderId', { ...route, schema: viewSchema }, async (req) => getOrder(pool, redis, req.params.orderId, req.buyer));
-  app.post<OrderId>('/api/orders/:orderId/cancel', { ...route, schema: cancelSchema, bodyLimit: 1024 }, async (req) => cancelOrder(pool, redis, req.params.orderId, req.buyer));
+  app.post<OrderId>('/api/orders/:orderId/cancel', { ...route, schema: cancelSchema, bodyLimit: 1024 }, async (req) => cancelOrder(pool, redis, req.params.orderId, req.buyer, maxCancelsPerSale));
   app.get<MyOrdersQuery>('/api/me/orders', { ...route, schema: myOrdersSchema }, async (req) => {
     const { limit, sale, before } = req.query;
     return myOrders(pool, req.buyer, { limit: limit === undefined ? 20 : Number(limit), saleId: sale, before });

@@ -7,7 +7,8 @@
   KEYS[1] available
   KEYS[2] restored set (order ids)
   KEYS[3] restored qty counter
-  KEYS[4..] each buyer's count, once per buyer (no TTL for a sale without end, else the one
+  KEYS[4] meta (sale rules; field `settled` once the sale is settled)
+  KEYS[5..] each buyer's count, once per buyer (no TTL for a sale without end, else the one
           purchase.lua set)
   ARGV[1] sale id (announced on the stock channel)  ARGV[2] channel
   ARGV[3i], ARGV[3i+1], ARGV[3i+2] order i's id, qty and the index in KEYS of its buyer's count
@@ -20,10 +21,22 @@
   Returns one entry per order, in order: 1 restored now, 0 restored before.
 ]]
 local rcall = redis.call
-local availableKey, restoredKey, restoredQtyKey = KEYS[1], KEYS[2], KEYS[3]
+local availableKey, restoredKey, restoredQtyKey, metaKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local saleId, channel = ARGV[1], ARGV[2]
+local n = (#ARGV - 2) / 3
+-- A settled sale's restored set is gone (settle_sale.lua), so the guard below would find every
+-- order new. Nothing may restore there: a sale settles only once every order is final with its
+-- stock back (restored_at set, in the same statement that settles it) and nothing is in flight, and
+-- an ended sale takes no new order. What can still arrive is late: a duplicate expired event (its
+-- close changes no row, so it restores nothing), or a sweep that read an order as unrestored just
+-- before another one restored it and the sale settled. All of them were restored before.
+if rcall('HEXISTS', metaKey, 'settled') == 1 then
+  local before = {}
+  for i = 1, n do before[i] = 0 end
+  return before
+end
 local results, units = {}, 0
-for i = 1, (#ARGV - 2) / 3 do
+for i = 1, n do
   local orderId, qty, buysKey = ARGV[3 * i], tonumber(ARGV[3 * i + 1]), KEYS[tonumber(ARGV[3 * i + 2])]
   results[i] = rcall('SADD', restoredKey, orderId)
   if results[i] == 1 then

@@ -82,7 +82,7 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
   const w3 = await writeBatch('w3', 5);
   // One cancel before the move, so the restored set and counter exist on the old master.
   const cancelled = [first.get('u9')!];
-  await cancelOrder(env.pool, env.redis, cancelled[0]!, 'u9');
+  await cancelOrder(env.pool, env.redis, cancelled[0]!, 'u9', 3);
 
   // The reshard, held open: sale-wide keys, w2's batch, u0-u4's counts and expiry keys moved;
   // u5-u9's counts and expiry keys and w3's batch still on the old master.
@@ -112,7 +112,7 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
   // two orders whose deadline passed while queued (counts on the old master).
   for (const u of ['u0', 'u5']) {
     cancelled.push(first.get(u)!);
-    await attempt(`cancel of ${u}'s order`, () => cancelOrder(env.pool, env.redis, first.get(u)!, u));
+    await attempt(`cancel of ${u}'s order`, () => cancelOrder(env.pool, env.redis, first.get(u)!, u, 3));
   }
   const overdue = w3.rows.filter((r) => ['u7', 'u8'].includes(owner.get(r.id)!)).map((r) => r.id);
   await env.pool.query(`update orders set expires_at = now() - interval '1 second' where id = any($1::text[])`, [overdue]);
