@@ -92,6 +92,11 @@ export interface Config {
   /** Fixed ports of the local servers (`flashsale servers`, `flashsale dev`). */
   localPgPort: number;
   localRedisPort: number;
+  // --- exposure: where the ops port listens, which masters a sentinel may name ---
+  /** Address of the ops port (OPS_PORT); loopback by default: /metrics and /readyz are for this host's Prometheus and probes. */
+  opsHost: string;
+  /** Sentinel: the only master addresses the client may be sent to (host or host:port); unset: whatever the sentinels name. */
+  redisSentinelAllowedHosts: AllowedHost[] | undefined;
 }
 
 /** A bad or missing setting: the message names the variable and what to set (exit 2). */
@@ -187,7 +192,32 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     startupTimeoutMs: int('STARTUP_TIMEOUT_MS', pick('startupTimeoutMs', 'STARTUP_TIMEOUT_MS'), 30_000, 0),
     localPgPort: int('LOCAL_PG_PORT', pick('localPgPort', 'LOCAL_PG_PORT'), 54329, 1),
     localRedisPort: int('LOCAL_REDIS_PORT', pick('localRedisPort', 'LOCAL_REDIS_PORT'), 6389, 1),
+    ...exposureSettings(pick),
   };
+}
+
+// --- exposure settings (OPS_HOST, REDIS_SENTINEL_ALLOWED_HOSTS) ---
+
+/** A master a sentinel may name: a host, on any port unless one is given. */
+export interface AllowedHost { host: string; port?: number }
+
+function exposureSettings(pick: (key: keyof Config, envName: string) => unknown): Pick<Config, 'opsHost' | 'redisSentinelAllowedHosts'> {
+  return {
+    opsHost: str(pick('opsHost', 'OPS_HOST')) ?? '127.0.0.1',
+    redisSentinelAllowedHosts: allowedHosts(pick('redisSentinelAllowedHosts', 'REDIS_SENTINEL_ALLOWED_HOSTS')),
+  };
+}
+
+function allowedHosts(raw: unknown): AllowedHost[] | undefined {
+  const list = str(raw);
+  if (list === undefined) return undefined;
+  return list.split(',').map((entry) => {
+    const m = /^\s*(\[[0-9a-fA-F:]+\]|[^\s:,\[\]]+)(?::(\d{1,5}))?\s*$/.exec(entry);
+    if (!m || (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535))) {
+      throw new ConfigError(`REDIS_SENTINEL_ALLOWED_HOSTS must be host or host:port, comma-separated (the masters the sentinels may name), got ${JSON.stringify(list)}`);
+    }
+    return { host: m[1]!.replace(/^\[|\]$/g, ''), ...(m[2] === undefined ? {} : { port: Number(m[2]) }) };
+  });
 }
 
 export interface HostPort { host: string; port: number }
@@ -208,7 +238,7 @@ export interface RedisAuth { username?: string; password?: string; tls: boolean 
 export type RedisTarget =
   | { kind: 'single'; url: string }
   | { kind: 'cluster'; nodes: HostPort[]; auth: RedisAuth }
-  | { kind: 'sentinel'; sentinels: HostPort[]; name: string; sentinelPassword?: string; auth: RedisAuth };
+  | { kind: 'sentinel'; sentinels: HostPort[]; name: string; sentinelPassword?: string; auth: RedisAuth; allowedMasters?: AllowedHost[] };
 
 const REDIS_FORMS = 'REDIS_URL (one server), REDIS_CLUSTER_NODES (Redis Cluster) or REDIS_SENTINELS with REDIS_SENTINEL_NAME (Sentinel)';
 
@@ -230,7 +260,10 @@ export function redisTarget(config: Config): RedisTarget {
   if (config.redisClusterNodes) return { kind: 'cluster', nodes: config.redisClusterNodes, auth };
   if (config.redisSentinels) {
     if (!config.redisSentinelName) throw new ConfigError('REDIS_SENTINELS is set without REDIS_SENTINEL_NAME: set it to the master\'s name in the sentinels\' configuration (`sentinel monitor <name> ...`)');
-    return { kind: 'sentinel', sentinels: config.redisSentinels, name: config.redisSentinelName, sentinelPassword: config.redisSentinelPassword, auth };
+    return {
+      kind: 'sentinel', sentinels: config.redisSentinels, name: config.redisSentinelName, sentinelPassword: config.redisSentinelPassword, auth,
+      allowedMasters: config.redisSentinelAllowedHosts,
+    };
   }
   throw new ConfigError(`Redis is not set: set ${REDIS_FORMS}, or pass --redis-url (or run \`flashsale dev\` for a local stack)`);
 }
