@@ -33,7 +33,7 @@ after(async () => {
 
 test('sentinel TLS: with REDIS_TLS the sentinels and the master are both reached over TLS', () => {
   const config = loadConfig({ redisSentinels: '127.0.0.1:26379', redisSentinelName: 'm', redisSentinelPassword: 'sentinel-secret', redisTls: 'true' });
-  const redis = createRedis(redisTarget(config), { lazyConnect: true });
+  const redis = createRedis(redisTarget(config), { lazyConnect: true }) as Redis;
   try {
     assert.deepEqual(redis.options.sentinelTLS, {}, 'the sentinels get TLS');
     assert.equal(redis.options.enableTLSForSentinelMode, true, 'the master gets TLS');
@@ -41,7 +41,7 @@ test('sentinel TLS: with REDIS_TLS the sentinels and the master are both reached
   } finally {
     redis.disconnect();
   }
-  const plain = createRedis(redisTarget(loadConfig({ redisSentinels: '127.0.0.1:26379', redisSentinelName: 'm' })), { lazyConnect: true });
+  const plain = createRedis(redisTarget(loadConfig({ redisSentinels: '127.0.0.1:26379', redisSentinelName: 'm' })), { lazyConnect: true }) as Redis;
   assert.equal(plain.options.sentinelTLS, undefined);
   plain.disconnect();
 });
