@@ -25,6 +25,9 @@ const env = {
   HOST: process.env.HOST ?? '127.0.0.1',
   PORT: process.env.PORT ?? '3000',
   REPLAY_INTERVAL_SECONDS: process.env.REPLAY_INTERVAL_SECONDS ?? '5',
+  // The ops ports stay on loopback (shared/config.ts OPS_HOST) whatever HOST the API takes: a
+  // Prometheus on this host scrapes 127.0.0.1 (deploy/prometheus/prometheus.yml).
+  ...given('OPS_HOST'),
 };
 
 const opsPortBase = Number(process.env.OPS_PORT_BASE ?? 9100);

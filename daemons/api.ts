@@ -34,9 +34,9 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   const { port } = app.server.address() as { port: number };
   // Instances in PM2 cluster mode share PORT, so its /metrics is whichever instance took the
   // request; each one's own ops port (OPS_PORT + its instance number) is what Prometheus scrapes.
-  const ops = await startOpsServer(config.opsPort, config.host, redis, pool);
+  const ops = await startOpsServer(config, redis, pool);
   const purchaseRate = { perBuyer: config.purchaseRatePerBuyer, perIp: config.purchaseRatePerIp, windowMs: config.purchaseRateWindowMs };
-  log.info({ port, opsPort: config.opsPort || undefined, host: config.host, authMode: config.authMode, purchaseRate }, 'api listening');
+  log.info({ port, opsPort: config.opsPort || undefined, host: config.host, opsHost: config.opsPort ? config.opsHost : undefined, authMode: config.authMode, purchaseRate }, 'api listening');
   let stopping: Promise<void> | undefined;
   return {
     port,
