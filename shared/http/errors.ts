@@ -8,6 +8,7 @@ import { backendOf, classify, HttpError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { rawAnswer } from './client-limits.js';
 import { wholeApp } from './plugin.js';
+import { redactUrlToken } from './url-token.js';
 
 const FASTIFY_ERRORS: Record<string, ErrorCode> = {
   FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
@@ -65,6 +66,9 @@ export function answerFor(err: unknown): HttpError {
   }
 }
 
+/** What a log line says of a request: never a token, whichever route it came to. */
+const requestForLog = (req: FastifyRequest) => ({ method: req.method, url: redactUrlToken(req.url) });
+
 /**
  * The handler of every error: a bug is logged once at error with its stack; a dependency away is
  * a warning without one, once per reason a second (it fails every request at once, and a stack
@@ -78,12 +82,12 @@ export function errorHandler(logger: Logger) {
     if ((quietUntil.get(reason) ?? 0) > now) return;
     if (quietUntil.size > 100) quietUntil.clear();
     quietUntil.set(reason, now + 1000);
-    logger.warn({ backend: backendOf(err), reason, request: { method: req.method, url: req.url } }, 'request failed: a backing service is unavailable');
+    logger.warn({ backend: backendOf(err), reason, request: requestForLog(req) }, 'request failed: a backing service is unavailable');
   };
   return (err: Error, req: FastifyRequest, reply: FastifyReply): void => {
     const answer = answerFor(err);
     if (!(err instanceof HttpError)) {
-      if (answer.code === 'internal') logger.error({ err, request: { method: req.method, url: req.url } }, 'request failed: a bug');
+      if (answer.code === 'internal') logger.error({ err, request: requestForLog(req) }, 'request failed: a bug');
       else if (answer.code === 'unavailable') warn(err, req);
     }
     void reply.code(answer.status).send(answer.body());
