@@ -1,7 +1,7 @@
 // PM2: `npm install && npm run build && npx pm2 start ecosystem.config.js`.
 // Every app runs the compiled CLI. Without DATABASE_URL / REDIS_URL, a `servers` app runs local
 // Postgres and Redis on fixed ports (the other apps wait for them at start-up), and the apps use
-// random secrets generated once under the data directory. With real servers nothing is defaulted:
+// random secrets and server passwords generated once under the data directory. With real servers nothing is defaulted:
 // every app exits 2, naming the variable, until JWT_SECRET (or JWT_JWKS_URL) and ADMIN_TOKEN are set,
 // and the API until PAYMENT_WEBHOOK_SECRET is set too.
 const local = !process.env.DATABASE_URL || !process.env.REDIS_URL;
@@ -14,8 +14,9 @@ const redisPort = process.env.LOCAL_REDIS_PORT ?? '6389';
 const env = {
   NODE_ENV: 'production',
   LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
-  DATABASE_URL: process.env.DATABASE_URL ?? `postgres://postgres:flashsale@127.0.0.1:${pgPort}/postgres`,
-  REDIS_URL: process.env.REDIS_URL ?? `redis://127.0.0.1:${redisPort}`,
+  // In the local mode the servers have random passwords (<data dir>/secrets.json): an app given no
+  // URL builds it from that file and the ports below (shared/config.ts withLocalSecrets).
+  ...given('DATABASE_URL', 'REDIS_URL'),
   LOCAL_PG_PORT: pgPort,
   LOCAL_REDIS_PORT: redisPort,
   FLASHSALE_DATA_DIR: process.env.FLASHSALE_DATA_DIR ?? '.data',
@@ -25,6 +26,9 @@ const env = {
   HOST: process.env.HOST ?? '127.0.0.1',
   PORT: process.env.PORT ?? '3000',
   REPLAY_INTERVAL_SECONDS: process.env.REPLAY_INTERVAL_SECONDS ?? '5',
+  // The ops ports stay on loopback (shared/config.ts OPS_HOST) whatever HOST the API takes: a
+  // Prometheus on this host scrapes 127.0.0.1 (deploy/prometheus/prometheus.yml).
+  ...given('OPS_HOST'),
 };
 
 const opsPortBase = Number(process.env.OPS_PORT_BASE ?? 9100);

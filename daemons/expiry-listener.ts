@@ -11,7 +11,7 @@ export async function startExpiryListener(config: Config, logger: Logger): Promi
   const log = logger.child({ daemon: 'expiry-listener' });
   const { pool, redis, close } = await connect(config, log);
   await migrate(pool, log);
-  const ops = await startOpsServer(config.opsPort, config.host, redis, pool);
+  const ops = await startOpsServer(config, redis, pool);
   const listener = new ExpiryListener({ pool, redis, logger: log, config });
   try {
     await listener.start();

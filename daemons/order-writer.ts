@@ -19,7 +19,7 @@ export async function startOrderWriter(config: Config, logger: Logger): Promise<
   // One connection per batch in flight, and room for the overdue closes and the gauges.
   const { pool, redis, close } = await connect(config, log, { poolSize: Math.max(10, config.writerConcurrency * 2) });
   await migrate(pool, log);
-  const ops = await startOpsServer(config.opsPort, config.host, redis, pool);
+  const ops = await startOpsServer(config, redis, pool);
   const writers = Array.from({ length: config.writerConcurrency }, (_, slot) => {
     const writerId = slotWriterId(config.writerId, slot);
     return new OrderWriter({ pool, redis, logger: slot === 0 ? log : log.child({ writerId }), config: { ...config, writerId } });

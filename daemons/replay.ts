@@ -11,7 +11,7 @@ export async function startReplay(config: Config, logger: Logger): Promise<Stopp
   const log = logger.child({ daemon: 'replay' });
   const { pool, redis, close } = await connect(config, log);
   await migrate(pool, log);
-  const ops = await startOpsServer(config.opsPort, config.host, redis, pool);
+  const ops = await startOpsServer(config, redis, pool);
   const replay = new Replay({ pool, redis, logger: log }, config.replayIntervalSeconds);
   replay.start();
   log.info({ intervalSeconds: config.replayIntervalSeconds }, 'replay scheduled');

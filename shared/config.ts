@@ -96,6 +96,11 @@ export interface Config {
   /** Fixed ports of the local servers (`flashsale servers`, `flashsale dev`). */
   localPgPort: number;
   localRedisPort: number;
+  // --- exposure: where the ops port listens, which masters a sentinel may name ---
+  /** Address of the ops port (OPS_PORT); loopback by default: /metrics and /readyz are for this host's Prometheus and probes. */
+  opsHost: string;
+  /** Sentinel: the only master addresses the client may be sent to (host or host:port); unset: whatever the sentinels name. */
+  redisSentinelAllowedHosts: AllowedHost[] | undefined;
 }
 
 /** A bad or missing setting: the message names the variable and what to set (exit 2). */
@@ -200,7 +205,32 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     startupTimeoutMs: int('STARTUP_TIMEOUT_MS', pick('startupTimeoutMs', 'STARTUP_TIMEOUT_MS'), 30_000, 0),
     localPgPort: int('LOCAL_PG_PORT', pick('localPgPort', 'LOCAL_PG_PORT'), 54329, 1),
     localRedisPort: int('LOCAL_REDIS_PORT', pick('localRedisPort', 'LOCAL_REDIS_PORT'), 6389, 1),
+    ...exposureSettings(pick),
   };
+}
+
+// --- exposure settings (OPS_HOST, REDIS_SENTINEL_ALLOWED_HOSTS) ---
+
+/** A master a sentinel may name: a host, on any port unless one is given. */
+export interface AllowedHost { host: string; port?: number }
+
+function exposureSettings(pick: (key: keyof Config, envName: string) => unknown): Pick<Config, 'opsHost' | 'redisSentinelAllowedHosts'> {
+  return {
+    opsHost: str(pick('opsHost', 'OPS_HOST')) ?? '127.0.0.1',
+    redisSentinelAllowedHosts: allowedHosts(pick('redisSentinelAllowedHosts', 'REDIS_SENTINEL_ALLOWED_HOSTS')),
+  };
+}
+
+function allowedHosts(raw: unknown): AllowedHost[] | undefined {
+  const list = str(raw);
+  if (list === undefined) return undefined;
+  return list.split(',').map((entry) => {
+    const m = /^\s*(\[[0-9a-fA-F:]+\]|[^\s:,\[\]]+)(?::(\d{1,5}))?\s*$/.exec(entry);
+    if (!m || (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535))) {
+      throw new ConfigError(`REDIS_SENTINEL_ALLOWED_HOSTS must be host or host:port, comma-separated (the masters the sentinels may name), got ${JSON.stringify(list)}`);
+    }
+    return { host: m[1]!.replace(/^\[|\]$/g, ''), ...(m[2] === undefined ? {} : { port: Number(m[2]) }) };
+  });
 }
 
 export interface HostPort { host: string; port: number }
@@ -221,7 +251,7 @@ export interface RedisAuth { username?: string; password?: string; tls: boolean 
 export type RedisTarget =
   | { kind: 'single'; url: string }
   | { kind: 'cluster'; nodes: HostPort[]; auth: RedisAuth }
-  | { kind: 'sentinel'; sentinels: HostPort[]; name: string; sentinelPassword?: string; auth: RedisAuth };
+  | { kind: 'sentinel'; sentinels: HostPort[]; name: string; sentinelPassword?: string; auth: RedisAuth; allowedMasters?: AllowedHost[] };
 
 const REDIS_FORMS = 'REDIS_URL (one server), REDIS_CLUSTER_NODES (Redis Cluster) or REDIS_SENTINELS with REDIS_SENTINEL_NAME (Sentinel)';
 
@@ -243,7 +273,10 @@ export function redisTarget(config: Config): RedisTarget {
   if (config.redisClusterNodes) return { kind: 'cluster', nodes: config.redisClusterNodes, auth };
   if (config.redisSentinels) {
     if (!config.redisSentinelName) throw new ConfigError('REDIS_SENTINELS is set without REDIS_SENTINEL_NAME: set it to the master\'s name in the sentinels\' configuration (`sentinel monitor <name> ...`)');
-    return { kind: 'sentinel', sentinels: config.redisSentinels, name: config.redisSentinelName, sentinelPassword: config.redisSentinelPassword, auth };
+    return {
+      kind: 'sentinel', sentinels: config.redisSentinels, name: config.redisSentinelName, sentinelPassword: config.redisSentinelPassword, auth,
+      allowedMasters: config.redisSentinelAllowedHosts,
+    };
   }
   throw new ConfigError(`Redis is not set: set ${REDIS_FORMS}, or pass --redis-url (or run \`flashsale dev\` for a local stack)`);
 }
@@ -284,7 +317,9 @@ const MIN_SECRET = 16;
  * generated once and kept in <data dir>/secrets.json. No secret is ever a constant.
  */
 export function withLocalSecrets(config: Config): Config {
-  if (!config.localStack || (config.jwtSecret !== undefined && config.adminToken !== undefined && config.paymentWebhookSecret !== undefined)) return config;
+  if (!config.localStack) return config;
+  const secretsGiven = config.jwtSecret !== undefined && config.adminToken !== undefined && config.paymentWebhookSecret !== undefined;
+  if (secretsGiven && (config.development || (config.databaseUrl && redisConfigured(config)))) return config;
   const loopback = (url: string | undefined) => url === undefined || /^[a-z]+:\/\/([^@/]*@)?(127\.[\d.]+|localhost|\[::1\])[:/]/.test(url);
   // `dev` may be pointed at servers elsewhere on purpose; the PM2 local mode never is.
   const loopbackHosts = (list: HostPort[] | undefined) => (list ?? []).every((n) => /^(127\.[\d.]+|localhost|::1)$/.test(n.host));
@@ -296,23 +331,46 @@ export function withLocalSecrets(config: Config): Config {
   return {
     ...config, jwtSecret: config.jwtSecret ?? (config.jwtJwksUrl ? undefined : generated.jwtSecret), adminToken: config.adminToken ?? generated.adminToken,
     paymentWebhookSecret: config.paymentWebhookSecret ?? generated.paymentWebhookSecret,
+    ...localServerUrls(config, generated),
+  };
+}
+
+/**
+ * The PM2 local mode's servers (the `servers` app) have random passwords from secrets.json, so
+ * its other apps are given no URLs: each builds them here from the same file. `dev` starts its
+ * servers itself and takes their URLs from them.
+ */
+function localServerUrls(config: Config, secrets: LocalSecrets): Pick<Config, 'databaseUrl' | 'redisUrl'> {
+  if (config.development) return { databaseUrl: config.databaseUrl, redisUrl: config.redisUrl };
+  return {
+    databaseUrl: config.databaseUrl ?? `postgres://postgres:${encodeURIComponent(secrets.postgresPassword)}@127.0.0.1:${config.localPgPort}/postgres`,
+    redisUrl: redisConfigured(config) ? config.redisUrl : `redis://:${encodeURIComponent(secrets.redisPassword)}@127.0.0.1:${config.localRedisPort}`,
   };
 }
 
 /** Path of the generated local-stack secrets. */
 export const localSecretsFile = (dataDir: string) => join(dataDir, 'secrets.json');
 
-export interface LocalSecrets { jwtSecret: string; adminToken: string; paymentWebhookSecret: string }
+export interface LocalSecrets {
+  jwtSecret: string; adminToken: string; paymentWebhookSecret: string;
+  /** The local servers' own passwords (Redis requirepass, Postgres's postgres role). */
+  redisPassword: string; postgresPassword: string;
+}
+
+/** Secrets a file written by an older version may lack, each derived under its own label. */
+const ADDED_LATER = { paymentWebhookSecret: 'flashsale payment webhook', redisPassword: 'flashsale local redis', postgresPassword: 'flashsale local postgres' } as const;
 
 /**
- * A file written before the webhook secret existed gets one added. Every process starting together
- * must agree on it without a lock, so it is derived from the file's own random secrets: each one
- * computes the same value and writes the same bytes, and whoever renames last changes nothing.
+ * A file written before a secret existed (the webhook secret, the servers' passwords) gets it
+ * added. Every process starting together must agree on it without a lock, so it is derived from
+ * the file's own random secrets: each one computes the same value and writes the same bytes, and
+ * whoever renames last changes nothing.
  */
 function upgraded(file: string, secrets: LocalSecrets): LocalSecrets {
-  if (secrets.paymentWebhookSecret !== undefined) return secrets;
-  const paymentWebhookSecret = createHmac('sha256', `${secrets.jwtSecret}.${secrets.adminToken}`).update('flashsale payment webhook').digest('base64url');
-  const next = { ...secrets, paymentWebhookSecret };
+  const missing = (Object.keys(ADDED_LATER) as (keyof typeof ADDED_LATER)[]).filter((k) => secrets[k] === undefined);
+  if (missing.length === 0) return secrets;
+  const derive = (label: string) => createHmac('sha256', `${secrets.jwtSecret}.${secrets.adminToken}`).update(label).digest('base64url');
+  const next = { ...secrets, ...Object.fromEntries(missing.map((k) => [k, derive(ADDED_LATER[k])])) };
   const tmp = `${file}.${process.pid}.tmp`;
   writeFileSync(tmp, JSON.stringify(next), { mode: 0o600 });
   renameSync(tmp, file);
@@ -327,10 +385,11 @@ export function localSecrets(dataDir: string): LocalSecrets {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new ConfigError(`cannot read ${file}: ${(err as Error).message}; delete it to generate new local secrets`);
   }
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const tmp = `${file}.${process.pid}.tmp`;
+  const random = (bytes: number) => randomBytes(bytes).toString('base64url');
   const fresh: LocalSecrets = {
-    jwtSecret: randomBytes(32).toString('base64url'), adminToken: randomBytes(24).toString('base64url'), paymentWebhookSecret: randomBytes(32).toString('base64url'),
+    jwtSecret: random(32), adminToken: random(24), paymentWebhookSecret: random(32), redisPassword: random(32), postgresPassword: random(32),
   };
   writeFileSync(tmp, JSON.stringify(fresh), { mode: 0o600 });
   // link() fails if the file exists: the first writer wins whole, and everyone reads its file.

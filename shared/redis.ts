@@ -5,6 +5,7 @@ import { createRequire } from 'node:module';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { RedisTarget } from './config.js';
 import { saleKeys, STOCK_CHANNEL } from './keys.js';
+import { masterGuard, sentinelOptions } from './sentinel.js';
 import type { Logger } from './logger.js';
 import { reviveOnEnd } from './sentinel-revive.js';
 
@@ -54,13 +55,7 @@ export function createRedis(where: RedisTarget | string, options: RedisOptions =
   if (target.kind === 'single') {
     redis = new Redis(target.url, common);
   } else if (target.kind === 'sentinel') {
-    redis = new Redis({
-      ...common, ...auth, sentinels: target.sentinels, name: target.name, sentinelPassword: target.sentinelPassword,
-      enableTLSForSentinelMode: target.auth.tls,
-      // The sentinels' +switch-master moves the connection at once, instead of it learning of the
-      // failover from its first refused write (a subscribed connection never would).
-      failoverDetector: true,
-    });
+    redis = new Redis({ ...common, ...sentinelOptions(target), ...masterGuard(target.allowedMasters) });
     reviveOnEnd(redis);
   } else {
     redis = new Cluster(target.nodes, {

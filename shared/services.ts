@@ -10,6 +10,7 @@ import { createRedis, pingMasters, quitRedis } from './redis.js';
 import { checkRedisSettings } from './redis-settings.js';
 import { requireReplicaAcks } from './replication.js';
 import { SentinelReplicas } from './sentinel-replicas.js';
+import { MasterNotAllowed } from './sentinel.js';
 
 export interface Connections {
   pool: Pool;
@@ -33,7 +34,9 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
   let lastRedisError = '';
   redis.on('error', (err) => {
     countBackendError(err, 'redis');
-    if (err.message !== lastRedisError) logger.warn({ err: err.message }, 'redis connection error');
+    // A master outside REDIS_SENTINEL_ALLOWED_HOSTS is a setting or an attack, not an outage.
+    if (err instanceof MasterNotAllowed) logger.error({ err: err.message, alert: 'SENTINEL_MASTER_REFUSED' }, 'redis master refused');
+    else if (err.message !== lastRedisError) logger.warn({ err: err.message }, 'redis connection error');
     lastRedisError = err.message;
   });
   const close = () => closeAll(logger, [['sentinels', () => replicas?.stop()], ['redis', () => quitRedis(redis)], ['postgres', () => pool.end()]]);

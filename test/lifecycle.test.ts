@@ -225,20 +225,22 @@ test('dev killed outright leaves its servers behind; the next dev stops them cle
   try {
     await ready(first);
     const orphanPg = pgPid();
-    const redis = new Redis(redisPort, '127.0.0.1');
+    const { redisPassword } = JSON.parse(readFileSync(join(dataDir, 'secrets.json'), 'utf8')) as { redisPassword: string };
+    const redis = new Redis(redisPort, '127.0.0.1', { password: redisPassword });
     const orphanRedis = Number(/process_id:(\d+)/.exec(await redis.info('server'))![1]);
     await redis.set('survives', '1');
     redis.disconnect();
     first.kill('SIGKILL');
     await exited(first);
     assert.ok(alive(orphanPg) && alive(orphanRedis), 'kill -9 leaves both servers running');
+    assert.equal(Number(readFileSync(join(dataDir, 'stack.pid'), 'utf8')), first.pid, 'and its lock, naming a process that is gone');
 
     second = start();
     await ready(second);
     assert.ok(!alive(orphanPg) && !alive(orphanRedis), 'the orphans were stopped');
     assert.notEqual(pgPid(), orphanPg);
     assert.equal((await http(port, 'GET', '/api/sales/demo')).status, 200);
-    const after = new Redis(redisPort, '127.0.0.1');
+    const after = new Redis(redisPort, '127.0.0.1', { password: redisPassword });
     assert.equal(await after.get('survives'), '1', 'Redis data kept (clean shutdown, AOF)');
     after.disconnect();
     second.kill('SIGINT');

@@ -93,7 +93,7 @@ test('secrets: the PM2 local mode generates random secrets once, shared by every
     assert.equal(statSync(file).mode & 0o777, 0o600);
     const secrets = JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret: string; adminToken: string; paymentWebhookSecret: string };
     assert.ok(secrets.jwtSecret.length >= 32 && secrets.adminToken.length >= 24 && secrets.paymentWebhookSecret.length >= 32, JSON.stringify(secrets));
-    assert.equal(new Set(Object.values(secrets)).size, 3, 'three different secrets');
+    assert.equal(new Set(Object.values(secrets)).size, 5, 'five different secrets: three keys and two server passwords');
     const body = { id: 'local-secrets', name: 'Local', stock: 1, price: 500, currency: 'EUR' };
     assert.equal((await http(port, 'POST', '/api/sales', { body, headers: { authorization: 'Bearer local-admin-change-me' } })).status, 403);
     assert.equal((await http(port, 'POST', '/api/sales', { body, headers: { authorization: `Bearer ${secrets.adminToken}` } })).status, 201);

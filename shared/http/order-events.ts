@@ -2,7 +2,7 @@
 // order as GET /api/orders/:orderId shows it, then one per transition (queued -> pending_payment ->
 // paid | expired | cancelled) as shared/order-events.ts hands them over; after a final state the
 // stream ends. Polling GET /api/orders/:orderId works as before.
-import type { FastifyPluginCallback, onRequestHookHandler } from 'fastify';
+import type { FastifyPluginCallback } from 'fastify';
 import type { RedisClient } from '../redis.js';
 import type { Auth } from '../auth.js';
 import type { Config } from '../config.js';
@@ -14,6 +14,7 @@ import { refusal } from './errors.js';
 import { orderIdParams } from './orders.js';
 import { releaseSlot } from './load-shedding.js';
 import { errorResponses, SECURITY, textResponse } from './schemas.js';
+import { tokenFromQuery } from './url-token.js';
 
 /** A comment line this often keeps proxies from closing a quiet stream. */
 export const HEARTBEAT_MS = 15_000;
@@ -37,18 +38,6 @@ const schema = {
     200: textResponse('text/event-stream', 'the order\'s events: `data: {"orderId", "saleId", "qty", "status", "expiresAt"?}`'),
     ...errorResponses('invalid_id', 'bad_request', 'unauthorized', 'order_not_found', 'busy', 'unavailable'),
   },
-};
-
-/**
- * The token in the URL, for EventSource. A URL travels further than a header: proxies' and access
- * logs may keep it. So it is taken on this route only (a header, when sent, wins), and taken off
- * req.url before anything of ours can log the request.
- */
-const tokenFromQuery: onRequestHookHandler = (req, _reply, done) => {
-  const given = (req.query as { access_token?: unknown }).access_token;
-  if (typeof given === 'string' && req.headers.authorization === undefined) req.headers.authorization = `Bearer ${given}`;
-  if (req.raw.url?.includes('access_token')) req.raw.url = req.raw.url.replace(/([?&]access_token)=[^&]*/g, '$1=redacted');
-  done();
 };
 
 type Stream = { Params: { orderId: string }; Querystring: { access_token?: string } };
