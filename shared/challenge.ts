@@ -1,8 +1,10 @@
 // Bot defence for a sale with `challenge: 'pow'`. A buyer fetches a proof-of-work challenge (signed,
 // bound to the buyer and the sale, altcha-lib's SHA-256 scheme), solves it in the browser (the
 // altcha widget, about `challengeComplexity` hashes) and, once the sale is open, exchanges the
-// solution for a purchase token: the buyer, the sale and an expiry, signed. The purchase checks the
-// token with one HMAC, no round trip; Redis still decides who wins.
+// solution for a purchase token: the buyer, the sale, an id and an expiry, signed. One solution
+// earns one token (the spent signature is kept in Redis until the challenge expires) and one token
+// buys once (purchase.lua keeps its id until it expires). The purchase checks the token with one
+// HMAC, no round trip; Redis decides whether it was used and who wins.
 //
 // The signing key is random, made once in Redis and shared by every API process (SET NX): no
 // setting to deploy, and a Redis that lost it only sends buyers back to solve a new challenge.
@@ -10,13 +12,19 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createChallenge, randomInt, verifySolution, type Challenge, type Payload } from 'altcha-lib';
 import { deriveKey } from 'altcha-lib/algorithms/sha';
 import { HttpError } from './errors.js';
-import { CHALLENGE_KEY } from './keys.js';
+import { CHALLENGE_KEY, saleKeys } from './keys.js';
 import type { RedisClient } from './redis.js';
 import { saleState, type Sale } from './sales.js';
 
 /** How long a challenge may take to solve, and how long a purchase token lasts. */
 export const CHALLENGE_SECONDS = 600;
 export const PURCHASE_TOKEN_SECONDS = 120;
+
+/** What a checked purchase token tells purchase.lua: which token it is, and until when it is good (ms). */
+export interface PurchaseToken {
+  id: string;
+  expiresAt: number;
+}
 
 export class Challenges {
   private key: Promise<string> | undefined;
@@ -49,7 +57,7 @@ export class Challenges {
     });
   }
 
-  /** Checks a solved challenge (the widget's base64 payload) and, if the sale is open, answers a purchase token. */
+  /** Checks a solved challenge (the widget's base64 payload) and, if the sale is open and the solution unused, answers a purchase token. */
   async exchange(sale: Sale, userId: string, payload: string, available: number, now = Date.now()): Promise<{ token: string; expiresAt: string }> {
     if (sale.challenge !== 'pow') throw new HttpError('no_challenge');
     const state = saleState(sale, available, now);
@@ -67,22 +75,28 @@ export class Challenges {
     const result = await verifySolution({ challenge: solved.challenge, solution: solved.solution, deriveKey, hmacSignatureSecret: key, hmacKeySignatureSecret: key })
       .catch(() => ({ verified: false, expired: false }));
     if (!result.verified) throw new HttpError('challenge_failed', result.expired ? 'The challenge has expired: fetch a new one.' : undefined);
+    // Verified, so the signature is the one we made, and our challenges always expire. Kept one
+    // second past the expiry: verifySolution compares whole seconds.
+    const { signature, parameters } = solved.challenge;
+    const spent = await this.redis.set(saleKeys(sale.id).challengeUsed(signature!), '1', 'PXAT', (parameters.expiresAt! + 1) * 1000, 'NX');
+    if (spent !== 'OK') throw new HttpError('challenge_failed', 'This challenge was already used for a purchase token: fetch a new one.');
     const expiresAt = now + PURCHASE_TOKEN_SECONDS * 1000;
-    const body = Buffer.from(JSON.stringify({ s: sale.id, u: userId, e: expiresAt })).toString('base64url');
+    const body = Buffer.from(JSON.stringify({ s: sale.id, u: userId, n: randomBytes(12).toString('base64url'), e: expiresAt })).toString('base64url');
     return { token: `${body}.${sign(key, body)}`, expiresAt: new Date(expiresAt).toISOString() };
   }
 
-  /** The purchase's check: a token for this buyer and sale, not expired. */
-  async check(saleId: string, userId: string, token: string | undefined, now = Date.now()): Promise<void> {
+  /** The purchase's check: a token for this buyer and sale, not expired. Whether it was used is purchase.lua's to say. */
+  async check(saleId: string, userId: string, token: string | undefined, now = Date.now()): Promise<PurchaseToken> {
     if (!token) throw new HttpError('purchase_token_required');
     const [body, mac, extra] = token.split('.');
     if (!body || !mac || extra !== undefined) throw new HttpError('invalid_purchase_token');
     const expected = Buffer.from(sign(await this.signingKey(), body), 'base64url');
     const given = Buffer.from(mac, 'base64url');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new HttpError('invalid_purchase_token');
-    const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { s?: unknown; u?: unknown; e?: unknown };
-    if (claims.s !== saleId || claims.u !== userId) throw new HttpError('invalid_purchase_token');
+    const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { s?: unknown; u?: unknown; n?: unknown; e?: unknown };
+    if (claims.s !== saleId || claims.u !== userId || typeof claims.n !== 'string') throw new HttpError('invalid_purchase_token');
     if (typeof claims.e !== 'number' || claims.e <= now) throw new HttpError('invalid_purchase_token', 'The purchase token has expired: solve a new challenge.');
+    return { id: claims.n, expiresAt: claims.e };
   }
 }
 

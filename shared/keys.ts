@@ -28,8 +28,8 @@ export const ORDERS_CHANNEL = 'flashsale:orders';
 export const EXPIRED_PATTERN = '__keyevent@*__:expired';
 /** A throwaway key the listener makes expire to see that events arrive where CONFIG is refused. */
 export const probeKey = (id: string) => `flashsale:probe:${id}`;
-/** One purchase rate limit's counters (the limiter appends the buyer or the address): a key per counter, any slot. */
-export const rateLimitPrefix = (limit: 'buyer' | 'ip') => `flashsale:rl:${limit}:`;
+/** One rate limit's counters (the limiter appends the buyer or the address): a key per counter, any slot. */
+export const rateLimitPrefix = (limit: 'buyer' | 'ip' | 'challenge' | 'exchange') => `flashsale:rl:${limit}:`;
 
 /**
  * A sale's key names, built once per sale: every purchase needs seven of them. Bounded, since a
@@ -64,6 +64,10 @@ function buildSaleKeys(saleId: string) {
     deadlines: `${p}:deadlines`,
     restored: `${p}:restored`,
     restoredQty: `${p}:restored-qty`,
+    /** A solved challenge, by its signature, once exchanged for a purchase token: until the challenge expires. */
+    challengeUsed: (signature: string) => `${p}:challenge-used:${signature}`,
+    /** A purchase token, by its id, once it bought (purchase.lua): until the token expires. */
+    tokenUsed: (tokenId: string) => `${p}:token-used:${tokenId}`,
     /** Orders whose buyer asked to cancel them while queued (cancel.lua). */
     cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,

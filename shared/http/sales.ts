@@ -179,7 +179,7 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
       response: {
         202: purchaseAnswer,
         ...errorResponses('invalid_qty', 'qty_above_max', 'bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'not_started', 'ended',
-          'purchase_token_required', 'invalid_purchase_token',
+          'purchase_token_required', 'invalid_purchase_token', 'purchase_token_used',
           'sale_not_found', 'sold_out', 'not_enough_stock', 'limit_reached', 'rate_limited', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
       },
     },
@@ -193,10 +193,10 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
       return reply.code(409).type('application/json; charset=utf-8').send(SOLD_OUT_BODY);
     }
     try {
-      // A token is checked when given (one HMAC); purchase.lua refuses a `pow` sale without one.
-      const token = req.headers[PURCHASE_TOKEN_HEADER];
-      if (token !== undefined) await challenges.check(saleId, req.buyer, String(token));
-      const { orderId } = await purchaser.purchase(saleId, req.buyer, qty, Date.now(), token !== undefined);
+      // A token is checked when given (one HMAC); purchase.lua refuses a `pow` sale without one, and a spent one.
+      const header = req.headers[PURCHASE_TOKEN_HEADER];
+      const token = header === undefined ? undefined : await challenges.check(saleId, req.buyer, String(header));
+      const { orderId } = await purchaser.purchase(saleId, req.buyer, qty, Date.now(), token);
       purchaseOutcome('queued').inc();
       // The answer's JSON by hand: an order id is [A-Za-z0-9_.-] only (ids.ts), nothing to escape.
       return await reply.code(202).type('application/json; charset=utf-8').send(`{"orderId":"${orderId}","status":"queued"}`);
