@@ -8,8 +8,8 @@
 //
 // The signing key is random, made once in Redis and shared by every API process (SET NX): no
 // setting to deploy, and a Redis that lost it only sends buyers back to solve a new challenge.
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { createChallenge, randomInt, verifySolution, type Challenge, type Payload } from 'altcha-lib';
+import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import { createChallenge, verifySolution, type Challenge, type Payload } from 'altcha-lib';
 import { deriveKey } from 'altcha-lib/algorithms/sha';
 import { HttpError } from './errors.js';
 import { CHALLENGE_KEY, saleKeys } from './keys.js';
@@ -44,13 +44,17 @@ export class Challenges {
     return this.key;
   }
 
-  /** A new challenge for this buyer and sale: the counter to find lies in [complexity/2, complexity]. */
+  /**
+   * A new challenge for this buyer and sale. The counter to find is uniform in [0, 2 x complexity):
+   * the solver searches up from 0 and learns nothing of where it lies, so it costs `complexity`
+   * hashes on average and at most twice that.
+   */
   async challenge(sale: Sale, userId: string, now = Date.now()): Promise<Challenge> {
     if (sale.challenge !== 'pow') throw new HttpError('no_challenge');
     const key = await this.signingKey();
     return createChallenge({
       algorithm: 'SHA-256', cost: 1, deriveKey,
-      counter: randomInt(Math.floor(sale.challengeComplexity / 2), sale.challengeComplexity),
+      counter: randomInt(0, 2 * sale.challengeComplexity),
       expiresAt: Math.floor(now / 1000) + CHALLENGE_SECONDS,
       data: { saleId: sale.id, userId },
       hmacSignatureSecret: key, hmacKeySignatureSecret: key,
