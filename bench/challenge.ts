@@ -2,7 +2,7 @@
 // token's check (one HMAC, every purchase of a `pow` sale); once per purchase, issuing a challenge
 // and exchanging its solution for a token (one SET NX in Redis); and on the buyer's side, solving a challenge of the default
 // complexity (altcha-lib's solver in Node, one thread: the widget runs the same hashes in Web
-// Workers). One process against a local redis-server (the signing key lives there, read once),
+// Workers). One process against a local redis-server (the signing key lives there, read every 2 s),
 // rounds interleaved, median shown.
 //
 //   npm run bench:challenge [-- --rounds 3 --seconds 1]

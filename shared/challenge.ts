@@ -6,8 +6,10 @@
 // buys once (purchase.lua keeps its id until it expires). The purchase checks the token with one
 // HMAC, no round trip; Redis decides whether it was used and who wins.
 //
-// The signing key is random, made once in Redis and shared by every API process (SET NX): no
-// setting to deploy, and a Redis that lost it only sends buyers back to solve a new challenge.
+// The signing key is random, made once in Redis (SET NX) and shared by every API process: no setting
+// to deploy, and a Redis that lost it only sends buyers back to solve a new challenge. Each process
+// re-reads it every KEY_REFRESH_MS, so a key replaced or lost in Redis is followed everywhere within
+// that, at one round trip per interval, none per purchase.
 import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { createChallenge, verifySolution, type Challenge, type Payload } from 'altcha-lib';
 import { deriveKey } from 'altcha-lib/algorithms/sha';
@@ -19,6 +21,8 @@ import { saleState, type Sale } from './sales.js';
 /** How long a challenge may take to solve, and how long a purchase token lasts. */
 export const CHALLENGE_SECONDS = 600;
 export const PURCHASE_TOKEN_SECONDS = 120;
+/** How long a process signs and checks with the key it last read from Redis. */
+export const KEY_REFRESH_MS = 2000;
 
 /** What a checked purchase token tells purchase.lua: which token it is, and until when it is good (ms). */
 export interface PurchaseToken {
@@ -27,21 +31,32 @@ export interface PurchaseToken {
 }
 
 export class Challenges {
-  private key: Promise<string> | undefined;
+  private held: { key: string; until: number } | undefined;
+  private reading: Promise<string> | undefined;
 
   constructor(private readonly redis: RedisClient) {}
 
-  private signingKey(): Promise<string> {
-    this.key ??= (async () => {
-      await this.redis.set(CHALLENGE_KEY, randomBytes(32).toString('hex'), 'NX');
-      const key = await this.redis.get(CHALLENGE_KEY);
-      if (!key) throw new Error(`${CHALLENGE_KEY} is missing from Redis`);
+  /** The key as Redis holds it, read at most once per interval whatever the traffic (`now`: the caller's clock). */
+  private signingKey(now: number): Promise<string> | string {
+    const held = this.held;
+    if (held && now < held.until) return held.key;
+    this.reading ??= this.readKey().then((key) => {
+      this.held = { key, until: now + KEY_REFRESH_MS };
       return key;
-    })().catch((err: unknown) => {
-      this.key = undefined;
-      throw err;
+    }).finally(() => {
+      this.reading = undefined;
     });
-    return this.key;
+    return this.reading;
+  }
+
+  private async readKey(): Promise<string> {
+    const key = await this.redis.get(CHALLENGE_KEY);
+    if (key) return key;
+    // Gone (a Redis that lost it, or an operator revoking it): the first process to notice makes the next one.
+    await this.redis.set(CHALLENGE_KEY, randomBytes(32).toString('hex'), 'NX');
+    const made = await this.redis.get(CHALLENGE_KEY);
+    if (!made) throw new Error(`${CHALLENGE_KEY} is missing from Redis`);
+    return made;
   }
 
   /**
@@ -51,7 +66,7 @@ export class Challenges {
    */
   async challenge(sale: Sale, userId: string, now = Date.now()): Promise<Challenge> {
     if (sale.challenge !== 'pow') throw new HttpError('no_challenge');
-    const key = await this.signingKey();
+    const key = await this.signingKey(now);
     return createChallenge({
       algorithm: 'SHA-256', cost: 1, deriveKey,
       counter: randomInt(0, 2 * sale.challengeComplexity),
@@ -75,7 +90,7 @@ export class Challenges {
     }
     const data = solved?.challenge?.parameters?.data;
     if (data?.saleId !== sale.id || data?.userId !== userId || typeof solved.solution !== 'object') throw new HttpError('challenge_failed');
-    const key = await this.signingKey();
+    const key = await this.signingKey(now);
     const result = await verifySolution({ challenge: solved.challenge, solution: solved.solution, deriveKey, hmacSignatureSecret: key, hmacKeySignatureSecret: key })
       .catch(() => ({ verified: false, expired: false }));
     if (!result.verified) throw new HttpError('challenge_failed', result.expired ? 'The challenge has expired: fetch a new one.' : undefined);
@@ -94,7 +109,7 @@ export class Challenges {
     if (!token) throw new HttpError('purchase_token_required');
     const [body, mac, extra] = token.split('.');
     if (!body || !mac || extra !== undefined) throw new HttpError('invalid_purchase_token');
-    const expected = Buffer.from(sign(await this.signingKey(), body), 'base64url');
+    const expected = Buffer.from(sign(await this.signingKey(now), body), 'base64url');
     const given = Buffer.from(mac, 'base64url');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new HttpError('invalid_purchase_token');
     const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { s?: unknown; u?: unknown; n?: unknown; e?: unknown };
