@@ -36,7 +36,8 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   // request; each one's own ops port (OPS_PORT + its instance number) is what Prometheus scrapes.
   const ops = await startOpsServer(config.opsPort, config.host, redis, pool);
   const purchaseRate = { perBuyer: config.purchaseRatePerBuyer, perIp: config.purchaseRatePerIp, windowMs: config.purchaseRateWindowMs };
-  log.info({ port, opsPort: config.opsPort || undefined, host: config.host, authMode: config.authMode, purchaseRate }, 'api listening');
+  const challengeRate = { perBuyer: config.challengeRatePerBuyer, windowMs: config.challengeRateWindowMs };
+  log.info({ port, opsPort: config.opsPort || undefined, host: config.host, authMode: config.authMode, purchaseRate, challengeRate }, 'api listening');
   let stopping: Promise<void> | undefined;
   return {
     port,

@@ -17,7 +17,8 @@ import { ADMIN_TOKEN } from './support/tokens.js';
 
 let env: TestEnv;
 let api: ApiEnv['api'];
-apiEnv((s) => ({ env, api } = s));
+// Many challenges per buyer here: the challenge limits have their own tests (rate-limit.test.ts).
+apiEnv((s) => ({ env, api } = s), { challengeRatePerBuyer: 0 });
 
 const powSale = (fields: Record<string, unknown> = {}) => newSale(env, { challenge: 'pow', challengeComplexity: 1000, ...fields });
 const challengeFor = (s: Sale, user: string) => pow.challengeFor(api.port, s, user);

@@ -20,7 +20,8 @@ import { stateSnapshot } from './support/snapshot.js';
 
 let env: TestEnv;
 let api: ApiEnv['api'];
-apiEnv((s) => ({ env, api } = s));
+// Many challenges per buyer here: the challenge limits have their own tests (rate-limit.test.ts).
+apiEnv((s) => ({ env, api } = s), { challengeRatePerBuyer: 0 });
 
 const powSale = (fields: Record<string, unknown> = {}) => newSale(env, { challenge: 'pow', challengeComplexity: 1000, ...fields });
 const buy = (s: Sale, user: string, token?: string, qty = 1) => pow.buy(api.port, s, user, token, qty);
