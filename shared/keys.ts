@@ -18,10 +18,9 @@
 
 /** Ids of every sale loaded into Redis; the writer and the listener walk it. */
 export const SALES_REGISTRY = 'flashsale:sales';
-/** Restores are announced here so API processes can drop a cached sold-out flag at once. */
-/** The random key that signs challenges and purchase tokens, shared by every API process. */
+/** The random key that signs challenges and purchase tokens, shared by every API process (each re-reads it every 2 s). */
 export const CHALLENGE_KEY = 'flashsale:challenge-key';
-
+/** Restores are announced here so API processes can drop a cached sold-out flag at once. */
 export const STOCK_CHANNEL = 'flashsale:stock';
 /** Order transitions (shared/order-events.ts): batches of `{orderId, status, expiresAt?}` for the API's event streams. */
 export const ORDERS_CHANNEL = 'flashsale:orders';

@@ -180,7 +180,7 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
     ...rateLimits, bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
     schema: {
       summary: 'Buy: reserve stock for the buyer', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams, body: purchaseBody,
-      description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token).`,
+      description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token); a token makes one reservation.`,
       response: {
         202: purchaseAnswer,
         ...errorResponses('invalid_qty', 'qty_above_max', 'bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'not_started', 'ended',
