@@ -36,7 +36,8 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   // request; each one's own ops port (OPS_PORT + its instance number) is what Prometheus scrapes.
   const ops = await startOpsServer(config, redis, pool);
   const purchaseRate = { perBuyer: config.purchaseRatePerBuyer, perIp: config.purchaseRatePerIp, windowMs: config.purchaseRateWindowMs };
-  log.info({ port, opsPort: config.opsPort || undefined, host: config.host, opsHost: config.opsPort ? config.opsHost : undefined, authMode: config.authMode, purchaseRate }, 'api listening');
+  const challengeRate = { perBuyer: config.challengeRatePerBuyer, windowMs: config.challengeRateWindowMs };
+  log.info({ port, opsPort: config.opsPort || undefined, host: config.host, opsHost: config.opsPort ? config.opsHost : undefined, authMode: config.authMode, purchaseRate, challengeRate }, 'api listening');
   if (config.directPay && !config.development) {
     log.warn({ directPay: true }, 'DIRECT_PAY is on: any buyer can mark an order paid without paying (DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING=yes); set DIRECT_PAY=off for real sales');
   }

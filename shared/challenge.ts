@@ -1,55 +1,82 @@
 // Bot defence for a sale with `challenge: 'pow'`. A buyer fetches a proof-of-work challenge (signed,
 // bound to the buyer and the sale, altcha-lib's SHA-256 scheme), solves it in the browser (the
 // altcha widget, about `challengeComplexity` hashes) and, once the sale is open, exchanges the
-// solution for a purchase token: the buyer, the sale and an expiry, signed. The purchase checks the
-// token with one HMAC, no round trip; Redis still decides who wins.
+// solution for a purchase token: the buyer, the sale, an id and an expiry, signed. One solution
+// earns one token (the spent signature is kept in Redis until the challenge expires) and one token
+// buys once (purchase.lua keeps its id until it expires). The purchase checks the token with one
+// HMAC, no round trip; Redis decides whether it was used and who wins.
 //
-// The signing key is random, made once in Redis and shared by every API process (SET NX): no
-// setting to deploy, and a Redis that lost it only sends buyers back to solve a new challenge.
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { createChallenge, randomInt, verifySolution, type Challenge, type Payload } from 'altcha-lib';
+// The signing key is random, made once in Redis (SET NX) and shared by every API process: no setting
+// to deploy, and a Redis that lost it only sends buyers back to solve a new challenge. Each process
+// re-reads it every KEY_REFRESH_MS, so a key replaced or lost in Redis is followed everywhere within
+// that, at one round trip per interval, none per purchase.
+import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import { createChallenge, verifySolution, type Challenge, type Payload } from 'altcha-lib';
 import { deriveKey } from 'altcha-lib/algorithms/sha';
 import { HttpError } from './errors.js';
-import { CHALLENGE_KEY } from './keys.js';
+import { CHALLENGE_KEY, saleKeys } from './keys.js';
 import type { RedisClient } from './redis.js';
 import { saleState, type Sale } from './sales.js';
 
 /** How long a challenge may take to solve, and how long a purchase token lasts. */
 export const CHALLENGE_SECONDS = 600;
 export const PURCHASE_TOKEN_SECONDS = 120;
+/** How long a process signs and checks with the key it last read from Redis. */
+export const KEY_REFRESH_MS = 2000;
+
+/** What a checked purchase token tells purchase.lua: which token it is, and until when it is good (ms). */
+export interface PurchaseToken {
+  id: string;
+  expiresAt: number;
+}
 
 export class Challenges {
-  private key: Promise<string> | undefined;
+  private held: { key: string; until: number } | undefined;
+  private reading: Promise<string> | undefined;
 
   constructor(private readonly redis: RedisClient) {}
 
-  private signingKey(): Promise<string> {
-    this.key ??= (async () => {
-      await this.redis.set(CHALLENGE_KEY, randomBytes(32).toString('hex'), 'NX');
-      const key = await this.redis.get(CHALLENGE_KEY);
-      if (!key) throw new Error(`${CHALLENGE_KEY} is missing from Redis`);
+  /** The key as Redis holds it, read at most once per interval whatever the traffic (`now`: the caller's clock). */
+  private signingKey(now: number): Promise<string> | string {
+    const held = this.held;
+    if (held && now < held.until) return held.key;
+    this.reading ??= this.readKey().then((key) => {
+      this.held = { key, until: now + KEY_REFRESH_MS };
       return key;
-    })().catch((err: unknown) => {
-      this.key = undefined;
-      throw err;
+    }).finally(() => {
+      this.reading = undefined;
     });
-    return this.key;
+    return this.reading;
   }
 
-  /** A new challenge for this buyer and sale: the counter to find lies in [complexity/2, complexity]. */
+  private async readKey(): Promise<string> {
+    const key = await this.redis.get(CHALLENGE_KEY);
+    if (key) return key;
+    // Gone (a Redis that lost it, or an operator revoking it): the first process to notice makes the next one.
+    await this.redis.set(CHALLENGE_KEY, randomBytes(32).toString('hex'), 'NX');
+    const made = await this.redis.get(CHALLENGE_KEY);
+    if (!made) throw new Error(`${CHALLENGE_KEY} is missing from Redis`);
+    return made;
+  }
+
+  /**
+   * A new challenge for this buyer and sale. The counter to find is uniform in [0, 2 x complexity):
+   * the solver searches up from 0 and learns nothing of where it lies, so it costs `complexity`
+   * hashes on average and at most twice that.
+   */
   async challenge(sale: Sale, userId: string, now = Date.now()): Promise<Challenge> {
     if (sale.challenge !== 'pow') throw new HttpError('no_challenge');
-    const key = await this.signingKey();
+    const key = await this.signingKey(now);
     return createChallenge({
       algorithm: 'SHA-256', cost: 1, deriveKey,
-      counter: randomInt(Math.floor(sale.challengeComplexity / 2), sale.challengeComplexity),
+      counter: randomInt(0, 2 * sale.challengeComplexity),
       expiresAt: Math.floor(now / 1000) + CHALLENGE_SECONDS,
       data: { saleId: sale.id, userId },
       hmacSignatureSecret: key, hmacKeySignatureSecret: key,
     });
   }
 
-  /** Checks a solved challenge (the widget's base64 payload) and, if the sale is open, answers a purchase token. */
+  /** Checks a solved challenge (the widget's base64 payload) and, if the sale is open and the solution unused, answers a purchase token. */
   async exchange(sale: Sale, userId: string, payload: string, available: number, now = Date.now()): Promise<{ token: string; expiresAt: string }> {
     if (sale.challenge !== 'pow') throw new HttpError('no_challenge');
     const state = saleState(sale, available, now);
@@ -63,26 +90,32 @@ export class Challenges {
     }
     const data = solved?.challenge?.parameters?.data;
     if (data?.saleId !== sale.id || data?.userId !== userId || typeof solved.solution !== 'object') throw new HttpError('challenge_failed');
-    const key = await this.signingKey();
+    const key = await this.signingKey(now);
     const result = await verifySolution({ challenge: solved.challenge, solution: solved.solution, deriveKey, hmacSignatureSecret: key, hmacKeySignatureSecret: key })
       .catch(() => ({ verified: false, expired: false }));
     if (!result.verified) throw new HttpError('challenge_failed', result.expired ? 'The challenge has expired: fetch a new one.' : undefined);
+    // Verified, so the signature is the one we made, and our challenges always expire. Kept one
+    // second past the expiry: verifySolution compares whole seconds.
+    const { signature, parameters } = solved.challenge;
+    const spent = await this.redis.set(saleKeys(sale.id).challengeUsed(signature!), '1', 'PXAT', (parameters.expiresAt! + 1) * 1000, 'NX');
+    if (spent !== 'OK') throw new HttpError('challenge_failed', 'This challenge was already used for a purchase token: fetch a new one.');
     const expiresAt = now + PURCHASE_TOKEN_SECONDS * 1000;
-    const body = Buffer.from(JSON.stringify({ s: sale.id, u: userId, e: expiresAt })).toString('base64url');
+    const body = Buffer.from(JSON.stringify({ s: sale.id, u: userId, n: randomBytes(12).toString('base64url'), e: expiresAt })).toString('base64url');
     return { token: `${body}.${sign(key, body)}`, expiresAt: new Date(expiresAt).toISOString() };
   }
 
-  /** The purchase's check: a token for this buyer and sale, not expired. */
-  async check(saleId: string, userId: string, token: string | undefined, now = Date.now()): Promise<void> {
+  /** The purchase's check: a token for this buyer and sale, not expired. Whether it was used is purchase.lua's to say. */
+  async check(saleId: string, userId: string, token: string | undefined, now = Date.now()): Promise<PurchaseToken> {
     if (!token) throw new HttpError('purchase_token_required');
     const [body, mac, extra] = token.split('.');
     if (!body || !mac || extra !== undefined) throw new HttpError('invalid_purchase_token');
-    const expected = Buffer.from(sign(await this.signingKey(), body), 'base64url');
+    const expected = Buffer.from(sign(await this.signingKey(now), body), 'base64url');
     const given = Buffer.from(mac, 'base64url');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new HttpError('invalid_purchase_token');
-    const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { s?: unknown; u?: unknown; e?: unknown };
-    if (claims.s !== saleId || claims.u !== userId) throw new HttpError('invalid_purchase_token');
+    const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { s?: unknown; u?: unknown; n?: unknown; e?: unknown };
+    if (claims.s !== saleId || claims.u !== userId || typeof claims.n !== 'string') throw new HttpError('invalid_purchase_token');
     if (typeof claims.e !== 'number' || claims.e <= now) throw new HttpError('invalid_purchase_token', 'The purchase token has expired: solve a new challenge.');
+    return { id: claims.n, expiresAt: claims.e };
   }
 }
 

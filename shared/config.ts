@@ -70,6 +70,10 @@ export interface Config {
   purchaseRatePerIp: number;
   /** The window both purchase rate limits count over. */
   purchaseRateWindowMs: number;
+  /** Challenges one buyer may fetch, and solutions one buyer may exchange, per window (each counted apart, in Redis); 0: no limit. */
+  challengeRatePerBuyer: number;
+  /** The window the challenge limits count over. */
+  challengeRateWindowMs: number;
   /** Margin on a buyer's count: it lives until the sale's end + payment window + this (no expiry without an end). */
   buyCountTtlSeconds: number;
   /** Orders one buyer may cancel in one sale; the next cancel is refused 409 cancel_limit. */
@@ -191,6 +195,8 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     purchaseRatePerBuyer: int('PURCHASE_RATE_PER_BUYER', pick('purchaseRatePerBuyer', 'PURCHASE_RATE_PER_BUYER'), 10, 0),
     purchaseRatePerIp: int('PURCHASE_RATE_PER_IP', pick('purchaseRatePerIp', 'PURCHASE_RATE_PER_IP'), 0, 0),
     purchaseRateWindowMs: int('PURCHASE_RATE_WINDOW_MS', pick('purchaseRateWindowMs', 'PURCHASE_RATE_WINDOW_MS'), 1000, 100),
+    challengeRatePerBuyer: int('CHALLENGE_RATE_PER_BUYER', pick('challengeRatePerBuyer', 'CHALLENGE_RATE_PER_BUYER'), 5, 0),
+    challengeRateWindowMs: int('CHALLENGE_RATE_WINDOW_MS', pick('challengeRateWindowMs', 'CHALLENGE_RATE_WINDOW_MS'), 10_000, 100),
     buyCountTtlSeconds: int('BUY_COUNT_TTL_SECONDS', pick('buyCountTtlSeconds', 'BUY_COUNT_TTL_SECONDS'), 86_400, 60),
     maxCancelsPerSale: int('MAX_CANCELS_PER_SALE', pick('maxCancelsPerSale', 'MAX_CANCELS_PER_SALE'), 3, 1),
     writerId: str(pick('writerId', 'WRITER_ID')) ?? `${hostname()}:${env.pm_id ?? process.pid}`,

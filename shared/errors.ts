@@ -19,7 +19,8 @@ export const ERRORS = {
   not_started: [403, 'The sale has not started yet.'],
   purchase_token_required: [403, 'This sale needs a purchase token: solve GET /api/sales/:saleId/challenge and exchange it at POST /api/sales/:saleId/purchase-token.'],
   invalid_purchase_token: [403, 'The purchase token is malformed, expired, or for another buyer or sale.'],
-  challenge_failed: [403, 'The challenge solution is wrong, expired, or for another buyer or sale.'],
+  purchase_token_used: [403, 'This purchase token has bought already: a token buys once. Solve a new challenge for the next purchase.'],
+  challenge_failed: [403, 'The challenge solution is wrong, expired, used already, or for another buyer or sale.'],
   ended: [403, 'The sale has ended.'],
   not_found: [404, 'No such route.'],
   sale_not_found: [404, 'No such sale.'],
@@ -43,7 +44,7 @@ export const ERRORS = {
   unsupported_media_type: [415, 'Send the body as application/json.'],
   headers_too_large: [431, 'The request headers are too large.'],
   busy: [429, 'The service is busy; retry shortly.'],
-  rate_limited: [429, 'Too many purchase attempts; retry after Retry-After seconds.'],
+  rate_limited: [429, 'Too many attempts; retry after Retry-After seconds.'],
   internal: [500, 'Internal error.'],
   unavailable: [503, 'A backing service is unavailable; retry shortly.'],
 } as const satisfies Record<string, readonly [number, string]>;

@@ -18,18 +18,17 @@
 
 /** Ids of every sale loaded into Redis; the writer and the listener walk it. */
 export const SALES_REGISTRY = 'flashsale:sales';
-/** Restores are announced here so API processes can drop a cached sold-out flag at once. */
-/** The random key that signs challenges and purchase tokens, shared by every API process. */
+/** The random key that signs challenges and purchase tokens, shared by every API process (each re-reads it every 2 s). */
 export const CHALLENGE_KEY = 'flashsale:challenge-key';
-
+/** Restores are announced here so API processes can drop a cached sold-out flag at once. */
 export const STOCK_CHANNEL = 'flashsale:stock';
 /** Order transitions (shared/order-events.ts): batches of `{orderId, status, expiresAt?}` for the API's event streams. */
 export const ORDERS_CHANNEL = 'flashsale:orders';
 export const EXPIRED_PATTERN = '__keyevent@*__:expired';
 /** A throwaway key the listener makes expire to see that events arrive where CONFIG is refused. */
 export const probeKey = (id: string) => `flashsale:probe:${id}`;
-/** One purchase rate limit's counters (the limiter appends the buyer or the address): a key per counter, any slot. */
-export const rateLimitPrefix = (limit: 'buyer' | 'ip') => `flashsale:rl:${limit}:`;
+/** One rate limit's counters (the limiter appends the buyer or the address): a key per counter, any slot. */
+export const rateLimitPrefix = (limit: 'buyer' | 'ip' | 'challenge' | 'exchange') => `flashsale:rl:${limit}:`;
 
 /**
  * A sale's key names, built once per sale: every purchase needs seven of them. Bounded, since a
@@ -64,6 +63,10 @@ function buildSaleKeys(saleId: string) {
     deadlines: `${p}:deadlines`,
     restored: `${p}:restored`,
     restoredQty: `${p}:restored-qty`,
+    /** A solved challenge, by its signature, once exchanged for a purchase token: until the challenge expires. */
+    challengeUsed: (signature: string) => `${p}:challenge-used:${signature}`,
+    /** A purchase token, by its id, once it bought (purchase.lua): until the token expires. */
+    tokenUsed: (tokenId: string) => `${p}:token-used:${tokenId}`,
     /** Orders whose buyer asked to cancel them while queued (cancel.lua). */
     cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,

@@ -5,6 +5,7 @@ import { HttpError } from './errors.js';
 import { purchaseScript } from './redis.js';
 import { replicaAcksOf } from './replication.js';
 import { newOrderId } from './ids.js';
+import type { PurchaseToken } from './challenge.js';
 
 /** purchase.lua's refusal codes. */
 export enum Refusal {
@@ -16,6 +17,7 @@ export enum Refusal {
   SoldOut = -6,
   NotEnoughStock = -7,
   TokenRequired = -8,
+  TokenUsed = -9,
 }
 
 function refusalError(code: number, n: number): Error {
@@ -28,6 +30,7 @@ function refusalError(code: number, n: number): Error {
     case Refusal.SoldOut: return new HttpError('sold_out');
     case Refusal.NotEnoughStock: return new HttpError('not_enough_stock', `Only ${n} left.`);
     case Refusal.TokenRequired: return new HttpError('purchase_token_required');
+    case Refusal.TokenUsed: return new HttpError('purchase_token_used');
     // The script and this enum disagree: a bug, answered 500 internal and logged with its stack.
     default: return new Error(`Unknown purchase result ${code}.`);
   }
@@ -71,13 +74,13 @@ export class Purchaser {
 
   /**
    * Asks Redis. The route answers a sale it knows sold out from memory (soldOut) before it gets
-   * here, so that is not checked twice. `tokenChecked`: the buyer's purchase token for this sale
-   * was checked (shared/challenge.ts).
+   * here, so that is not checked twice. `token`: the buyer's purchase token for this sale, checked
+   * (shared/challenge.ts); a reservation spends it.
    */
-  async purchase(saleId: string, userId: string, qty: number, now = Date.now(), tokenChecked = false): Promise<PurchaseResult> {
+  async purchase(saleId: string, userId: string, qty: number, now = Date.now(), token?: PurchaseToken): Promise<PurchaseResult> {
     const orderId = newOrderId(saleId);
     const [code, n] = await purchaseScript(this.redis, {
-      saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, tokenChecked,
+      saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, token,
     });
     if (code === 1) {
       await this.confirm(saleId, orderId);

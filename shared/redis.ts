@@ -20,7 +20,7 @@ type ScriptName = (typeof SCRIPTS)[number];
  * (see their headers); auto-pipelining is off for them.
  */
 const KEY_COUNTS: Record<ScriptName, number | null> = {
-  purchase: 8, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 7,
+  purchase: 9, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 7,
 };
 const PER_CALL_KEYS = SCRIPTS.filter((name) => KEY_COUNTS[name] === null);
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
@@ -192,15 +192,20 @@ export interface PurchaseArgs {
   now: number;
   /** BUY_COUNT_TTL_SECONDS: the buyer's count outlives the sale's end + payment window by this much (no end: it never expires). */
   buyCountTtlSeconds: number;
-  /** The API checked a purchase token for this buyer and sale (a `pow` sale requires one). */
-  tokenChecked?: boolean;
+  /** The purchase token the API checked for this buyer and sale (a `pow` sale requires one): it buys once. */
+  token?: { id: string; expiresAt: number };
 }
+
+/** How long past its expiry a spent token's mark is kept: API hosts whose clocks run behind still accept the token that long. */
+const TOKEN_MARK_MARGIN_MS = 10_000;
 
 /** Raw {code, n} from purchase.lua; shared/purchase.ts gives it meaning. */
 export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {
   const k = saleKeys(a.saleId);
-  const res = (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased, k.deadlines], [
-    a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, a.tokenChecked ? 1 : 0,
+  const t = a.token;
+  // Without a token the script never reads or writes KEYS[9]; it is named only to keep the key count fixed.
+  const res = (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased, k.deadlines, k.tokenUsed(t ? t.id : '')], [
+    a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, t ? 1 : 0, t ? t.expiresAt + TOKEN_MARK_MARGIN_MS : 0,
   ])) as [number, number];
   return res;
 }

@@ -3,35 +3,28 @@
 // would) once the sale is open; every refusal changes nothing.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { solveChallenge, type Challenge } from 'altcha-lib';
-import { deriveKey } from 'altcha-lib/algorithms/sha';
+import type { Challenge } from 'altcha-lib';
 import { Challenges, PURCHASE_TOKEN_SECONDS } from '../shared/challenge.js';
 import { saleKeys } from '../shared/keys.js';
-import { PURCHASE_TOKEN_HEADER } from '../shared/http/sales.js';
 import type { Sale } from '../shared/sales.js';
 import { type TestEnv } from './support/env.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
 import { newSale } from './support/fixtures.js';
 import { http, outcome } from './support/http.js';
+import * as pow from './support/pow.js';
+import { solve } from './support/pow.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
 
 let env: TestEnv;
 let api: ApiEnv['api'];
-apiEnv((s) => ({ env, api } = s));
+// Many challenges per buyer here: the challenge limits have their own tests (rate-limit.test.ts).
+apiEnv((s) => ({ env, api } = s), { challengeRatePerBuyer: 0 });
 
 const powSale = (fields: Record<string, unknown> = {}) => newSale(env, { challenge: 'pow', challengeComplexity: 1000, ...fields });
-const challengeFor = (s: Sale, user: string) => http(api.port, 'GET', `/api/sales/${s.id}/challenge`, { user });
-
-/** What the widget sends once solved: base64 of {challenge, solution}. */
-async function solve(challenge: Challenge): Promise<string> {
-  const solution = await solveChallenge({ challenge, deriveKey });
-  assert.ok(solution, 'solved');
-  return Buffer.from(JSON.stringify({ challenge, solution })).toString('base64');
-}
-
-const exchange = (s: Sale, user: string, payload: string) => http(api.port, 'POST', `/api/sales/${s.id}/purchase-token`, { user, body: { payload } });
-const buy = (s: Sale, user: string, token?: string) =>
-  http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { user, body: { qty: 1 }, headers: token === undefined ? {} : { [PURCHASE_TOKEN_HEADER]: token } });
+const challengeFor = (s: Sale, user: string) => pow.challengeFor(api.port, s, user);
+const exchange = (s: Sale, user: string, payload: string) => pow.exchange(api.port, s, user, payload);
+const buy = (s: Sale, user: string, token?: string) => pow.buy(api.port, s, user, token);
+const tokenFor = (s: Sale, user: string) => pow.tokenFor(api.port, s, user);
 
 /** What a refused purchase must leave as it was. */
 const redisState = async (s: Sale, users: string[]) => ({
@@ -39,14 +32,6 @@ const redisState = async (s: Sale, users: string[]) => ({
   winners: await env.redis.llen(saleKeys(s.id).winners),
   buys: await Promise.all(users.map((u) => env.redis.get(saleKeys(s.id).buys(u)))),
 });
-
-async function tokenFor(s: Sale, user: string): Promise<string> {
-  const c = await challengeFor(s, user);
-  assert.equal(c.status, 200, outcome(c));
-  const t = await exchange(s, user, await solve(c.body as Challenge));
-  assert.equal(t.status, 200, outcome(t));
-  return t.body.token as string;
-}
 
 describe('proof-of-work sales', () => {
   test('a buyer solves their challenge, gets a purchase token and buys with it; without one nothing is taken', async () => {

@@ -1,6 +1,6 @@
-// Purchase rate limits on real API processes sharing one Redis: per buyer and per client address,
-// 429 rate_limited with Retry-After, nothing changed by a refused purchase, and a limit that holds
-// across processes because its counter is in Redis.
+// Rate limits on real API processes sharing one Redis: purchases per buyer and per client address,
+// challenges and their exchanges per buyer; 429 rate_limited with Retry-After, nothing changed by a
+// refused request, and a limit that holds across processes because its counter is in Redis.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
@@ -10,6 +10,7 @@ import { rateLimitPrefix, saleKeys } from '../shared/keys.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { countBy, newSale, runConcurrently } from './support/fixtures.js';
 import { http, outcome, type Reply } from './support/http.js';
+import * as pow from './support/pow.js';
 import { stateSnapshot } from './support/snapshot.js';
 
 let env: TestEnv;
@@ -27,7 +28,7 @@ after(async () => {
 
 /** Another API process on the file's Redis and Postgres, with these limits. */
 async function api(limits: Partial<Config>): Promise<number> {
-  const started = await startApi({ ...env.config, purchaseRateWindowMs: LONG_WINDOW_MS, ...limits }, env.logger);
+  const started = await startApi({ ...env.config, purchaseRateWindowMs: LONG_WINDOW_MS, challengeRateWindowMs: LONG_WINDOW_MS, ...limits }, env.logger);
   apis.push(started);
   return started.port;
 }
@@ -108,4 +109,36 @@ test('after the window the limited buyer buys again', async () => {
   await delay(Number(refused.headers['retry-after']) * 1000);
   const again = await buy(port, sale.id, 'patient');
   assert.equal(again.status, 202, outcome(again));
+});
+
+test('challenges per buyer: past CHALLENGE_RATE_PER_BUYER 429 rate_limited and no challenge, across two API processes; exchanges count apart', async () => {
+  const [a, b] = [await api({ challengeRatePerBuyer: 2 }), await api({ challengeRatePerBuyer: 2 })];
+  const sale = await newSale(env, { challenge: 'pow', challengeComplexity: 1000 });
+  const issued = [await pow.challengeFor(a, sale, 'farmer'), await pow.challengeFor(b, sale, 'farmer')];
+  assert.deepEqual(issued.map(outcome), ['200', '200']);
+  for (const port of [a, b]) {
+    const refused = await pow.challengeFor(port, sale, 'farmer');
+    assertRateLimited(refused, LONG_WINDOW_MS / 1000);
+    assert.match(refused.body.message, /challenges too fast/);
+  }
+  assert.equal(await env.redis.get(`${rateLimitPrefix('challenge')}farmer`), '4');
+  // The exchanges have their own counter, and another buyer is not held back.
+  const t = await pow.exchange(a, sale, 'farmer', await pow.solve(issued[0]!.body));
+  assert.equal(outcome(t), '200');
+  assert.equal(outcome(await pow.challengeFor(a, sale, 'neighbour')), '200');
+});
+
+test('exchanges per buyer: past CHALLENGE_RATE_PER_BUYER 429 rate_limited, and the refused solution is not used up', async () => {
+  const port = await api({ challengeRatePerBuyer: 2 });
+  const sale = await newSale(env, { challenge: 'pow', challengeComplexity: 1000 });
+  const first = await pow.solvedPayload(port, sale, 'swapper');
+  const second = await pow.solvedPayload(port, sale, 'swapper');
+  assert.equal(outcome(await pow.exchange(port, sale, 'swapper', first)), '200');
+  assert.equal(outcome(await pow.exchange(port, sale, 'swapper', first)), '403 challenge_failed');
+  const refused = await pow.exchange(port, sale, 'swapper', second);
+  assertRateLimited(refused, LONG_WINDOW_MS / 1000);
+  assert.match(refused.body.message, /exchanging solutions too fast/);
+  const { challenge } = JSON.parse(Buffer.from(second, 'base64').toString()) as { challenge: { signature: string } };
+  assert.equal(await env.redis.exists(saleKeys(sale.id).challengeUsed(challenge.signature)), 0);
+  assert.equal(await env.redis.get(`${rateLimitPrefix('exchange')}swapper`), '3');
 });

@@ -1,8 +1,9 @@
-// Rate limits on the purchase route, per buyer and per client address, counted in Redis by
-// @fastify/rate-limit's Redis store (one fixed window per key), so a limit holds across every API
-// process on that Redis. A refused purchase is answered 429 rate_limited with Retry-After before
-// the handler runs: it takes no stock and touches nothing of the sale. (429 busy is another thing:
-// one process shedding load, see load-shedding.ts.)
+// Rate limits, counted in Redis by @fastify/rate-limit's Redis store (one fixed window per key), so
+// a limit holds across every API process on that Redis: purchases per buyer and per client address,
+// and per buyer the challenges fetched and the solutions exchanged for purchase tokens (each costs
+// the API a signature or a verification). A refused request is answered 429 rate_limited with
+// Retry-After before the handler runs: it takes no stock, issues no challenge, spends no solution.
+// (429 busy is another thing: one process shedding load, see load-shedding.ts.)
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
@@ -11,8 +12,8 @@ import { rateLimitPrefix } from '../keys.js';
 import { purchaseOutcome } from '../metrics.js';
 import type { RedisClient } from '../redis.js';
 
-export type RateLimitSettings = Pick<Config, 'purchaseRatePerBuyer' | 'purchaseRatePerIp' | 'purchaseRateWindowMs'>;
-type Limit = 'buyer' | 'ip';
+export type RateLimitSettings = Pick<Config, 'purchaseRatePerBuyer' | 'purchaseRatePerIp' | 'purchaseRateWindowMs' | 'challengeRatePerBuyer' | 'challengeRateWindowMs'>;
+type Limit = 'buyer' | 'ip' | 'challenge' | 'exchange';
 type Hook = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => void;
 type Check = ReturnType<FastifyInstance['createRateLimit']>;
 
@@ -27,45 +28,70 @@ export interface PurchaseLimits {
 const MESSAGES: Record<Limit, string> = {
   buyer: 'This buyer is sending purchases too fast',
   ip: 'Too many purchases from this address',
+  challenge: 'This buyer is asking for challenges too fast',
+  exchange: 'This buyer is exchanging solutions too fast',
 };
 
+interface LimitSpec {
+  limit: Limit;
+  /** 0: off, no hook. */
+  max: number;
+  windowMs: number;
+  key: (req: FastifyRequest) => string;
+  /** Requests let through without counting. */
+  skip?: (req: FastifyRequest) => boolean;
+  /** Called for each refusal (the purchase route counts them among its outcomes). */
+  refused?: () => void;
+}
+
+/** Registers one limit under `app` and returns the hook that applies it, or nothing when it is off. */
+function limiter(app: FastifyInstance, redis: RedisClient, spec: LimitSpec): Hook | undefined {
+  const { limit, max, windowMs, key, skip, refused } = spec;
+  if (max === 0) return undefined;
+  let check: Check | undefined;
+  // A scope per limit: the plugin keeps one key generator and one maximum per registration, and
+  // createRateLimit() hands out that registration's. The scope is loaded before the app listens,
+  // so every request finds `check` set.
+  void app.register(async (scope) => {
+    await scope.register(rateLimit, {
+      global: false, redis, nameSpace: rateLimitPrefix(limit), max, timeWindow: windowMs, keyGenerator: key,
+      // Its store is the product's Redis: with Redis away the request answers 503 anyway, and a
+      // buyer must never be refused because the counter could not be read.
+      skipOnError: true,
+    });
+    check = scope.createRateLimit();
+  });
+  // Callback style, not async: the sold-out path goes on at once, without the promises an async
+  // hook costs every request (measurable on a sold-out crowd, bench/rate-limit.ts).
+  return (req, reply, done) => {
+    if (skip?.(req)) return done();
+    check!(req).then((r) => {
+      if (r.isAllowed || !r.isExceeded) return done();
+      const seconds = Math.max(1, r.ttlInSeconds);
+      refused?.();
+      const e = new HttpError('rate_limited', `${MESSAGES[limit]}; retry in ${seconds} s.`);
+      void reply.code(e.status).header('retry-after', String(seconds)).send(e.body());
+    }, done);
+  };
+}
+
 /**
- * Registers each limit that is on under `app` and returns the hooks that apply them. While a sale
- * is known sold out, its purchases skip the limits: the answer comes from memory, which costs less
- * than the Redis round trip that would count it.
+ * The purchase route's limits, each registered under `app` when it is on. While a sale is known
+ * sold out, its purchases skip them: the answer comes from memory, which costs less than the Redis
+ * round trip that would count it.
  */
 export function purchaseLimits(app: FastifyInstance, redis: RedisClient, limits: RateLimitSettings, soldOut: (saleId: string) => boolean): PurchaseLimits {
-  const limiter = (limit: Limit, max: number, key: (req: FastifyRequest) => string): Hook | undefined => {
-    if (max === 0) return undefined;
-    let check: Check | undefined;
-    // A scope per limit: the plugin keeps one key generator and one maximum per registration, and
-    // createRateLimit() hands out that registration's. The scope is loaded before the app listens,
-    // so every request finds `check` set.
-    void app.register(async (scope) => {
-      await scope.register(rateLimit, {
-        global: false, redis, nameSpace: rateLimitPrefix(limit), max, timeWindow: limits.purchaseRateWindowMs, keyGenerator: key,
-        // Its store is the product's Redis: with Redis away the purchase answers 503 anyway, and a
-        // buyer must never be refused because the counter could not be read.
-        skipOnError: true,
-      });
-      check = scope.createRateLimit();
-    });
-    // Callback style, not async: the sold-out path goes on at once, without the promises an async
-    // hook costs every request (measurable on a sold-out crowd, bench/rate-limit.ts).
-    return (req, reply, done) => {
-      if (soldOut((req.params as { saleId: string }).saleId)) return done();
-      check!(req).then((r) => {
-        if (r.isAllowed || !r.isExceeded) return done();
-        const seconds = Math.max(1, r.ttlInSeconds);
-        purchaseOutcome('rate_limited').inc();
-        const e = new HttpError('rate_limited', `${MESSAGES[limit]}; retry in ${seconds} s.`);
-        void reply.code(e.status).header('retry-after', String(seconds)).send(e.body());
-      }, done);
-    };
-  };
+  const skip = (req: FastifyRequest) => soldOut((req.params as { saleId: string }).saleId);
+  const refused = () => purchaseOutcome('rate_limited').inc();
+  const windowMs = limits.purchaseRateWindowMs;
   return {
     // An IPv6 client usually holds a whole /64: counted as one address, as the plugin's own key does.
-    onRequest: limiter('ip', limits.purchaseRatePerIp, (req) => normalizeIP(req.ip)),
-    preHandler: limiter('buyer', limits.purchaseRatePerBuyer, (req) => req.buyer),
+    onRequest: limiter(app, redis, { limit: 'ip', max: limits.purchaseRatePerIp, windowMs, key: (req) => normalizeIP(req.ip), skip, refused }),
+    preHandler: limiter(app, redis, { limit: 'buyer', max: limits.purchaseRatePerBuyer, windowMs, key: (req) => req.buyer, skip, refused }),
   };
+}
+
+/** Per buyer, a preHandler (auth has said who it is, the input is valid): `challenge` counts challenges fetched, `exchange` solutions exchanged. */
+export function challengeLimit(app: FastifyInstance, redis: RedisClient, limits: RateLimitSettings, limit: 'challenge' | 'exchange'): Hook | undefined {
+  return limiter(app, redis, { limit, max: limits.challengeRatePerBuyer, windowMs: limits.challengeRateWindowMs, key: (req) => req.buyer });
 }

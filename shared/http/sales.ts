@@ -11,7 +11,7 @@ import type { Purchaser } from '../purchase.js';
 import { endSale, LIST_LIMIT, listSalePage } from '../sale-admin.js';
 import { createSale, getSale, MAX_PER_ORDER, parseSaleInput, SALE_FIELDS, saleView, type Sale, type SaleState } from '../sales.js';
 import { answerFor, refusal } from './errors.js';
-import { purchaseLimits, type RateLimitSettings } from './rate-limit.js';
+import { challengeLimit, purchaseLimits, type RateLimitSettings } from './rate-limit.js';
 import { documentedOnly, errorResponses, saleDefinitionSchema, salePageSchema, saleViewSchema, SECURITY } from './schemas.js';
 
 export const PURCHASE_URL = '/api/sales/:saleId/purchases';
@@ -127,20 +127,24 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
   });
 
   const challenges = new Challenges(redis);
+  // Per buyer, once auth has said who it is: each issue costs a signature, each exchange a verification.
   app.get<SaleId>('/api/sales/:saleId/challenge', {
-    preValidation: auth.buyer,
+    preValidation: auth.buyer, preHandler: challengeLimit(app, redis, limits, 'challenge'),
     schema: {
       summary: 'A proof-of-work challenge for this buyer and sale (a sale with challenge: pow)', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams,
-      description: `Solve it with the altcha widget (or altcha-lib's solveChallenge, SHA-256); valid for ${CHALLENGE_SECONDS} s.`,
-      response: { 200: { description: 'the challenge, as altcha-lib makes it', type: 'object', additionalProperties: true }, ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'no_challenge', 'unavailable') },
+      description: `Solve it with the altcha widget (or altcha-lib's solveChallenge, SHA-256, searching up from 0): about challengeComplexity hashes on average, at most twice that; valid for ${CHALLENGE_SECONDS} s.`,
+      response: {
+        200: { description: 'the challenge, as altcha-lib makes it', type: 'object', additionalProperties: true },
+        ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'no_challenge', 'rate_limited', 'unavailable'),
+      },
     },
   }, async (req) => challenges.challenge(await cachedSale(req.params.saleId), req.buyer));
 
   app.post<SaleId & { Body: { payload: string } }>('/api/sales/:saleId/purchase-token', {
-    preValidation: auth.buyer, bodyLimit: 16 * 1024,
+    preValidation: auth.buyer, preHandler: challengeLimit(app, redis, limits, 'exchange'), bodyLimit: 16 * 1024,
     schema: {
       summary: 'Exchange a solved challenge for a purchase token, once the sale is open', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams,
-      description: `Send the token as \`${PURCHASE_TOKEN_HEADER}\` with each purchase; it lasts ${PURCHASE_TOKEN_SECONDS} s.`,
+      description: `A solved challenge earns one token. Send it as \`${PURCHASE_TOKEN_HEADER}\` with a purchase: it makes one reservation, within ${PURCHASE_TOKEN_SECONDS} s.`,
       body: {
         type: 'object', required: ['payload'], additionalProperties: false,
         properties: { payload: { type: 'string', minLength: 1, maxLength: 8192, description: 'the widget\'s base64 payload' } },
@@ -148,7 +152,8 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
       },
       response: {
         200: { description: 'the purchase token', type: 'object', required: ['token', 'expiresAt'], properties: { token: { type: 'string' }, expiresAt: { type: 'string', format: 'date-time' } } },
-        ...errorResponses('bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'challenge_failed', 'not_started', 'ended', 'sale_not_found', 'no_challenge', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
+        ...errorResponses('bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'challenge_failed', 'not_started', 'ended', 'sale_not_found', 'no_challenge',
+          'rate_limited', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
       },
     },
   }, async (req) => {
@@ -175,11 +180,11 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
     ...rateLimits, bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
     schema: {
       summary: 'Buy: reserve stock for the buyer', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams, body: purchaseBody,
-      description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token).`,
+      description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token); a token makes one reservation.`,
       response: {
         202: purchaseAnswer,
         ...errorResponses('invalid_qty', 'qty_above_max', 'bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'not_started', 'ended',
-          'purchase_token_required', 'invalid_purchase_token',
+          'purchase_token_required', 'invalid_purchase_token', 'purchase_token_used',
           'sale_not_found', 'sold_out', 'not_enough_stock', 'limit_reached', 'rate_limited', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
       },
     },
@@ -193,10 +198,10 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
       return reply.code(409).type('application/json; charset=utf-8').send(SOLD_OUT_BODY);
     }
     try {
-      // A token is checked when given (one HMAC); purchase.lua refuses a `pow` sale without one.
-      const token = req.headers[PURCHASE_TOKEN_HEADER];
-      if (token !== undefined) await challenges.check(saleId, req.buyer, String(token));
-      const { orderId } = await purchaser.purchase(saleId, req.buyer, qty, Date.now(), token !== undefined);
+      // A token is checked when given (one HMAC); purchase.lua refuses a `pow` sale without one, and a spent one.
+      const header = req.headers[PURCHASE_TOKEN_HEADER];
+      const token = header === undefined ? undefined : await challenges.check(saleId, req.buyer, String(header));
+      const { orderId } = await purchaser.purchase(saleId, req.buyer, qty, Date.now(), token);
       purchaseOutcome('queued').inc();
       // The answer's JSON by hand: an order id is [A-Za-z0-9_.-] only (ids.ts), nothing to escape.
       return await reply.code(202).type('application/json; charset=utf-8').send(`{"orderId":"${orderId}","status":"queued"}`);

@@ -11,6 +11,8 @@
   KEYS[6] seq        purchase counter
   KEYS[7] purchased  set of order ids reserved and not pending with a deadline
   KEYS[8] deadlines  zset of pending order ids (ack.lua moves an id here from purchased)
+  KEYS[9] tokenUsed  the checked purchase token's mark once it bought (value: the order id); unused
+                     without a token
 
   ARGV[1] now (ms, from the caller's clock)
   ARGV[2] qty
@@ -19,6 +21,8 @@
   ARGV[5] buy-count margin (s): added past end + payment window (BUY_COUNT_TTL_SECONDS), covering a
           writer or restore that runs late
   ARGV[6] 1 when the API checked this buyer's purchase token for this sale (a 'pow' sale needs it)
+  ARGV[7] when the token's mark may go (ms): the token's expiry, plus a margin for API clocks that
+          disagree
 
   Returns {code, n}:
     { 1, available after}   reserved (or reserved before under this order id: nothing changes)
@@ -30,18 +34,22 @@
     {-6, 0}                 sold out
     {-7, available}         fewer left than asked
     {-8, 0}                 a purchase token is required
+    {-9, 0}                 this purchase token has bought already
 ]]
 local rcall = redis.call
-local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey, tokenUsedKey =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local now = tonumber(ARGV[1])
 local qty = tonumber(ARGV[2])
 local orderId, userId = ARGV[3], ARGV[4]
 local ttlMargin = tonumber(ARGV[5])
+local tokenChecked = ARGV[6] == '1'
+local tokenUntil = tonumber(ARGV[7])
 
 -- A client resends a script whose reply a dropped connection lost (ioredis does after a Redis
 -- restart); run twice, it would take the stock twice for one order. The id is in exactly one of
--- the two: purchased, or deadlines once the writer has given the order its deadline.
+-- the two: purchased, or deadlines once the writer has given the order its deadline. Before the
+-- token's mark: the resent script finds its own token spent.
 if rcall('SISMEMBER', purchasedKey, orderId) == 1 or rcall('ZSCORE', deadlinesKey, orderId) then
   return {1, tonumber(rcall('GET', availableKey) or '0')}
 end
@@ -59,7 +67,7 @@ local hasEnd = endsAt ~= 0
 
 if now < startsAt then return {-2, 0} end
 if hasEnd and now >= endsAt then return {-3, 0} end
-if meta[6] == 'pow' and ARGV[6] ~= '1' then return {-8, 0} end
+if meta[6] == 'pow' and not tokenChecked then return {-8, 0} end
 if qty > maxPerOrder then return {-4, maxPerOrder} end
 
 -- The buyer's limit is checked before stock is touched: a repeat click never burns stock.
@@ -69,6 +77,9 @@ if bought + qty > perUser then return {-5, bought} end
 local available = tonumber(rcall('GET', availableKey) or '0')
 if available <= 0 then return {-6, 0} end
 if available < qty then return {-7, available} end
+-- A token buys once. Checked last: a purchase refused for anything else leaves the token unspent,
+-- and the buyer is told the reason that still holds with a new token (sold out, limit).
+if tokenChecked and rcall('EXISTS', tokenUsedKey) == 1 then return {-9, 0} end
 
 available = rcall('DECRBY', availableKey, qty)
 rcall('SADD', purchasedKey, orderId)
@@ -86,4 +97,5 @@ end
 local entry = orderId .. '|' .. seq .. '|' .. qty .. '|' .. now .. '|' .. userId
 rcall('LPUSH', winnersKey, entry)
 rcall('HSET', queuedKey, orderId, entry)
+if tokenChecked then rcall('SET', tokenUsedKey, orderId, 'PXAT', tokenUntil) end
 return {1, available}

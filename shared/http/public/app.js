@@ -34,6 +34,7 @@ const MESSAGES = {
   order_cancelled: 'This order was cancelled.',
   challenge_failed: 'The anti-bot check did not pass; please try again.',
   invalid_purchase_token: 'The anti-bot check has expired; please try again.',
+  purchase_token_used: 'The anti-bot check was used up; please try again.',
   busy: 'The shop is very busy right now; please try again.',
   unavailable: 'The shop is having trouble right now; please try again shortly.',
   network: 'Cannot reach the shop; retrying…',
@@ -96,8 +97,9 @@ async function buyerToken() {
 
 // A sale with `challenge: pow`: as soon as the buyer is known (the sale upcoming or open), their
 // browser solves a proof-of-work challenge in the altcha widget (loaded only for such a sale); the
-// click on Buy then exchanges the solution for a purchase token, kept per buyer until shortly before
-// it expires. A solution is good for 600 s: an older one is solved again.
+// click on Buy then exchanges the solution for a purchase token, kept per buyer until it buys or
+// shortly before it expires: a token buys once. A solution is good for 600 s and earns one token:
+// an older one, or a used one, is solved again.
 // Both by buyer (the user id, or the pasted token): the challenge is bound to the buyer, and one
 // widget solves for one buyer at a time.
 const solutions = new Map(); // buyer -> { payload: Promise<string>, until }
@@ -279,13 +281,16 @@ async function buy() {
   state.message = '';
   state.order = null;
   render();
+  const buyer = buyerKey();
   try {
     const token = await buyerToken();
     const headers = state.sale.challenge === 'pow' ? { 'flashsale-purchase-token': await purchaseToken(token) } : {};
     const { orderId } = await api('POST', `/api/sales/${encodeURIComponent(saleId)}/purchases`, { token, body: { qty: 1 }, headers });
+    purchaseTokens.delete(buyer); // spent
     state.order = { orderId, token, status: 'queued', expiresAt: 0, closed: false };
     void followOrder(state.order);
   } catch (err) {
+    if (err.code === 'purchase_token_used' || err.code === 'invalid_purchase_token') purchaseTokens.delete(buyer);
     state.message = plain(err);
   } finally {
     state.buying = false;
