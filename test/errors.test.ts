@@ -127,6 +127,8 @@ describe('what each Redis fault is, taken from ioredis against real servers', ()
   test('a purchase meeting a slot nobody serves (CLUSTERDOWN) is 503 unavailable with Retry-After, one warn line naming the error, and counted as a Redis error', async () => {
     const redis = createRedis(r.bare.url, { enableOfflineQueue: false, autoResendUnfulfilledCommands: false, commandTimeout: 5000 });
     closers.push(async () => redis.disconnect());
+    // Connected first: before that, a command fails as "Stream isn't writeable", not as the slot's CLUSTERDOWN.
+    await waitFor('the client to connect', async () => redis.status === 'ready');
     const { app, lines } = await appWith({ redis });
     const before = await redisErrors();
     const res = await app.inject({ method: 'POST', url: '/api/sales/any/purchases', headers: auth('carol') });

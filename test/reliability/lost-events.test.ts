@@ -114,8 +114,11 @@ test('lost events: the listener paused (SIGSTOP) while 200 keys expire; the repl
     await c.signal('listener', 'SIGCONT', true);
     log.note('SIGCONT listener');
     // Each unpaid order's key fired once into the paused listener's socket: it now gets them all.
+    // A paid order's key is dropped after its payment commits, so one paid in its last
+    // milliseconds may fire too: at most one event per order, at least one per unpaid one.
     await waitFor('stale events received', async () => (await c.metric('listener', 'flashsale_expiry_events_total')) - events >= unpaid);
-    assert.equal(await c.metric('listener', 'flashsale_expiry_events_total') - events, unpaid);
+    const received = await c.metric('listener', 'flashsale_expiry_events_total') - events;
+    assert.ok(received >= unpaid && received <= accepted.length, `${received} events for ${unpaid} unpaid of ${accepted.length} orders`);
     // A clean stop waits for every close in flight: after it, whatever the listener did is done.
     assert.equal(await c.signal('listener', 'SIGTERM', true), 0);
     await assertRestoredOnce(sale);
