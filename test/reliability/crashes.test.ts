@@ -40,8 +40,15 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
     port: c.apiPort, saleId: sale.id, rand: seededRandom(seed + 1), users: 500, prefix: 'buyer-', maxQty: 2,
     payRatio: 0.5, payDelayMs: [0, 2600], concurrency: 16,
   });
-  // While the replay is down the sweep waits for its restart: allow that on top of its interval.
-  const live = new LiveChecks(env, [sale.id], () => shoppers.accepted.map((w) => w.orderId), { everyMs: 500, graceMs: 3000 });
+  // An order whose key fires while the listener is down waits for the replay, and if the replay is
+  // killed next, for its restart too: the grace is the longest outage of each, as measured (a
+  // restart takes one second on a quiet machine, four on a loaded one), plus a second of slack.
+  const outage: Record<string, number> = { listener: 1000, replay: 1000 };
+  const downSince: Record<string, number | undefined> = {};
+  const longest = (name: string) => Math.max(outage[name]!, Date.now() - (downSince[name] ?? Date.now()));
+  const live = new LiveChecks(env, [sale.id], () => shoppers.accepted.map((w) => w.orderId), {
+    everyMs: 500, graceMs: () => longest('listener') + longest('replay') + 1000,
+  });
   shoppers.run();
 
   const kills: Record<string, number> = { writer: 0, listener: 0, replay: 0 };
@@ -56,10 +63,14 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
       // Mostly back under its own id (it takes its own batch back); sometimes under a new one, so
       // the dead id's batch waits for its lease to run out and is re-driven by someone else.
       const fresh = victim === 'writer' && rand() < 0.3;
+      const killedAt = Date.now();
+      downSince[victim] = killedAt;
       await c.signal(victim, 'SIGKILL');
       kills[victim]!++;
       await delay(downMs);
       await c.restart(victim, fresh ? { WRITER_ID: `writer-${++freshWriters}` } : {});
+      if (victim in outage) outage[victim] = Math.max(outage[victim]!, Date.now() - killedAt);
+      downSince[victim] = undefined;
     }
   }
   const { accepted, final, orders } = await windDown(env, sale.id, shoppers, live);

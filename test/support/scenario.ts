@@ -104,11 +104,11 @@ export class LiveChecks {
   private stopping = false;
   private readonly running: Promise<void>;
 
-  constructor(env: TestEnv, saleIds: string[], accepted: () => string[], opts: { everyMs: number; graceMs: number }) {
+  constructor(env: TestEnv, saleIds: string[], accepted: () => string[], opts: { everyMs: number; graceMs: number | (() => number) }) {
     this.running = (async () => {
       while (!this.stopping) {
         try {
-          const r = await checkInvariants(env.pool, env.redis, { saleIds, accepted: accepted(), replayIntervalMs: 1000, graceMs: opts.graceMs });
+          const r = await checkInvariants(env.pool, env.redis, { saleIds, accepted: accepted(), replayIntervalMs: 1000, graceMs: typeof opts.graceMs === 'number' ? opts.graceMs : opts.graceMs() });
           this.checks += r.checks;
           this.violations.push(...r.violations);
         } catch {
