@@ -120,6 +120,18 @@ function profileSection(p: ProfileResults, mode: string): string {
   ].join('\n');
 }
 
+/** How much cheaper a repeat of a JWKS token is than its first verification, when the run measured both. */
+function repeats(r: JwtResults): string {
+  const pairs = ['RS256', 'ES256'].flatMap((alg) => {
+    const first = r.results.find((x) => x.name === alg);
+    const again = r.results.find((x) => x.name === `${alg} repeat`);
+    return first && again ? [`${alg} ${(first.inFlight.cpuUsPerOp / again.inFlight.cpuUsPerOp).toFixed(0)}x`] : [];
+  });
+  return pairs.length
+    ? ` on a token's first verification; a repeat of the same token is answered by the verified-token cache (shared/jwt-cache.ts) for a fraction of that CPU (first / repeat, in flight: ${pairs.join(', ')})`
+    : '';
+}
+
 /** The buyer-token section, when bench/results/jwt.json exists. */
 function jwtSection(): string | undefined {
   const file = new URL('./results/jwt.json', import.meta.url);
@@ -131,7 +143,7 @@ function jwtSection(): string | undefined {
   return ['## 5. Buyer-token verification', '',
     `What one verification costs the purchase path, measured by \`npm run bench:jwt\` (\`bench/jwt.ts\`; raw figures \`bench/results/jwt.json\`): the API's own verifier, one process, ${r.settings.rounds} interleaved rounds of ${r.settings.secondsPerRound} s per figure, median shown. Run ${r.at} on ${m.cores} × ${m.cpu}, Node ${m.node}, jose ${m.versions.jose ?? '?'}, load average ${m.loadAvgAtStart.join(' / ')}. "In flight": that many verifications awaited at once, as a crowd of requests does; CPU counts every thread of the process (jose verifies through WebCrypto on libuv's thread pool).`,
     '', jwtTable(r), '',
-    `HS256 keeps a hand-written node:crypto path: jose's HS256 (second row) took ${joseHs ? (joseHs.inFlight.cpuUsPerOp / hs.inFlight.cpuUsPerOp).toFixed(1) : '?'}x its CPU per verification in this run. RS256 and ES256 go through jose. Only ratios within one run mean anything on this shared machine.`, ''].join('\n');
+    `HS256 keeps a hand-written node:crypto path: jose's HS256 (second row) took ${joseHs ? (joseHs.inFlight.cpuUsPerOp / hs.inFlight.cpuUsPerOp).toFixed(1) : '?'}x its CPU per verification in this run. RS256 and ES256 go through jose${repeats(r)}. Only ratios within one run mean anything on this shared machine.`, ''].join('\n');
 }
 
 const fmt = (v: number) => Math.round(v).toLocaleString('en-US');

@@ -1,6 +1,8 @@
 // What one buyer-token verification costs the purchase path: the API's real verifier
 // (createVerifier) for HS256 with JWT_SECRET, RS256 and ES256 from a JWKS served on loopback, and
-// jose's own HS256 (jwtVerify) as the reference for the hand-written HS256 path. One process, rounds
+// jose's own HS256 (jwtVerify) as the reference for the hand-written HS256 path. RS256 and ES256
+// twice: a token's first verification (a cache that never keeps one, so every call checks the
+// signature) and a repeat of the same token, answered by the verified-token cache. One process, rounds
 // interleaved, median of the rounds; "in flight" keeps that many verifications awaiting at once, as a
 // crowd of requests does (jose's RS256/ES256 run on libuv's thread pool). CPU is the process's
 // (every thread) per verification.
@@ -13,6 +15,7 @@ import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import { CompactSign, exportJWK, generateKeyPair, jwtVerify } from 'jose';
 import { createVerifier, signJwt, type Verifier } from '../shared/jwt.js';
+import { VerifiedTokens } from '../shared/jwt-cache.js';
 import { loadConfig } from '../shared/config.js';
 import { jwtTable, type JwtResults } from './document.js';
 import { machine } from './machine.js';
@@ -35,16 +38,26 @@ const claims = new TextEncoder().encode(JSON.stringify({ sub: 'bench-buyer', iat
 const signed = (alg: 'RS256' | 'ES256', kid: string, key: CryptoKey) => new CompactSign(claims).setProtectedHeader({ alg, kid }).sign(key);
 const base = loadConfig({ development: false, logLevel: 'silent' });
 const hsVerifier = createVerifier({ ...base, jwtSecret: SECRET, jwtJwksUrl: undefined });
-const jwksVerifier = createVerifier({ ...base, jwtSecret: undefined, jwtJwksUrl: jwksUrl });
+const jwksConfig = { ...base, jwtSecret: undefined, jwtJwksUrl: jwksUrl };
+/** Keeps nothing: each call is a token's first verification, cache lookup included. */
+class NothingKept extends VerifiedTokens {
+  override set(): void {}
+}
+const firstVerifier = createVerifier(jwksConfig, { verifiedTokens: new NothingKept() });
+const repeatVerifier = createVerifier(jwksConfig);
 const hsKey = createSecretKey(Buffer.from(SECRET));
 
 interface Case { name: string; what: string; token: string; verify: Verifier }
 const hsToken = signJwt('bench-buyer', SECRET);
+const rsToken = await signed('RS256', 'rsa', keys.rsa.privateKey);
+const esToken = await signed('ES256', 'ec', keys.ec.privateKey);
 const cases: Case[] = [
   { name: 'HS256', what: 'createVerifier, JWT_SECRET (node:crypto HMAC)', token: hsToken, verify: hsVerifier },
   { name: 'HS256 (jose)', what: 'jose jwtVerify with a KeyObject: the reference, not used', token: hsToken, verify: async (t) => (await jwtVerify(t, hsKey, { algorithms: ['HS256'] })).payload.sub! },
-  { name: 'RS256', what: 'createVerifier, JWT_JWKS_URL (jose, 2048-bit key)', token: await signed('RS256', 'rsa', keys.rsa.privateKey), verify: jwksVerifier },
-  { name: 'ES256', what: 'createVerifier, JWT_JWKS_URL (jose, P-256)', token: await signed('ES256', 'ec', keys.ec.privateKey), verify: jwksVerifier },
+  { name: 'RS256', what: 'createVerifier, JWT_JWKS_URL (jose, 2048-bit key), first verification', token: rsToken, verify: firstVerifier },
+  { name: 'RS256 repeat', what: 'the same token again: answered by the verified-token cache', token: rsToken, verify: repeatVerifier },
+  { name: 'ES256', what: 'createVerifier, JWT_JWKS_URL (jose, P-256), first verification', token: esToken, verify: firstVerifier },
+  { name: 'ES256 repeat', what: 'the same token again: answered by the verified-token cache', token: esToken, verify: repeatVerifier },
 ];
 
 interface Measure { perSec: number; usPerOp: number; cpuUsPerOp: number; n: number }

@@ -1,9 +1,10 @@
 // Buyer tokens: verified with HS256 and JWT_SECRET, or RS256/ES256 from an identity provider's
 // JWKS (JWT_JWKS_URL) through jose, one set of claim rules for both modes; and signed (HS256).
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { compactVerify, createRemoteJWKSet, errors as jose, type JWTVerifyGetKey } from 'jose';
+import { compactVerify, createRemoteJWKSet, customFetch, errors as jose, type JWTVerifyGetKey } from 'jose';
 import { ConfigError, type Config } from './config.js';
 import { HttpError, UnavailableError } from './errors.js';
+import { VerifiedTokens } from './jwt-cache.js';
 import type { Logger } from './logger.js';
 
 /** Resolves to the buyer's user id, or rejects with 401 unauthorized. */
@@ -127,8 +128,21 @@ const JOSE_REFUSALS: Record<string, (err: Error) => string> = {
   ERR_JWKS_MULTIPLE_MATCHING_KEYS: () => 'The token has no kid and several keys of the identity provider match: the token must carry a kid.',
 };
 
-function jwksVerifier(url: URL, rules: ClaimRules, logger: Logger | undefined): Verifier {
-  const remote = createRemoteJWKSet(url, { cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: Infinity, timeoutDuration: JWKS_TIMEOUT_MS });
+function jwksVerifier(url: URL, rules: ClaimRules, logger: Logger | undefined, cache: VerifiedTokens): Verifier {
+  // Every fetch of the key set is counted, whoever asked for it (the refresh below, or jose itself
+  // on an unknown kid), so the cache compares the set once after each fetch, not on every request.
+  let fetches = 0;
+  let compared = 0;
+  const counted: typeof fetch = async (...args) => {
+    try {
+      return await fetch(...args);
+    } finally {
+      fetches++;
+    }
+  };
+  const remote = createRemoteJWKSet(url, {
+    cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: Infinity, timeoutDuration: JWKS_TIMEOUT_MS, [customFetch]: counted,
+  });
   let refreshAt = 0;
   const refresh = () => {
     refreshAt = Date.now() + JWKS_REFRESH_MS;
@@ -139,15 +153,22 @@ function jwksVerifier(url: URL, rules: ClaimRules, logger: Logger | undefined): 
   };
   // Fetched at start, so the first buyers of a sale do not wait for the identity provider.
   refresh();
-  const getKey: JWTVerifyGetKey = (header, token) => {
-    if (Date.now() >= refreshAt && !remote.reloading) refresh();
-    return remote(header, token);
-  };
   return async (token) => {
     split(token);
+    // Checked on cache hits too: a sale answered from the cache alone must still see withdrawn keys.
+    if (Date.now() >= refreshAt && !remote.reloading) refresh();
+    // While a fetch is in flight jose still verifies with the old set, and so may the cache.
+    if (fetches !== compared && !remote.reloading) {
+      compared = fetches;
+      cache.keySet(remote.jwks());
+    }
+    const hash = VerifiedTokens.hash(token);
+    const cached = cache.get(hash, Date.now());
+    if (cached !== undefined) return cached;
+    const generation = cache.generation;
     let verified;
     try {
-      verified = await compactVerify(token, getKey, { algorithms: JWKS_ALGORITHMS });
+      verified = await compactVerify(token, remote as JWTVerifyGetKey, { algorithms: JWKS_ALGORITHMS });
     } catch (err) {
       const refusal = JOSE_REFUSALS[(err as { code?: string }).code ?? ''];
       if (refusal) throw unauthorized(refusal(err as Error));
@@ -157,7 +178,10 @@ function jwksVerifier(url: URL, rules: ClaimRules, logger: Logger | undefined): 
       throw new UnavailableError(`The identity provider's key set (JWT_JWKS_URL) is out of reach: ${(err as Error).message}`, { cause: err });
     }
     noCrit(verified.protectedHeader as Record<string, unknown>);
-    return checkClaims(jsonObject(Buffer.from(verified.payload).toString('utf8')), rules);
+    const claims = jsonObject(Buffer.from(verified.payload).toString('utf8'));
+    const sub = checkClaims(claims, rules);
+    cache.set(hash, sub, claims!.exp as number | undefined, generation);
+    return sub;
   };
 }
 
@@ -181,7 +205,7 @@ function jwksUrl(raw: string): URL {
  * RS256/ES256 with JWT_JWKS_URL, never both, so the algorithm is pinned by the configuration and
  * never chosen by the token.
  */
-export function createVerifier(config: Config, opts: { logger?: Logger } = {}): Verifier {
+export function createVerifier(config: Config, opts: { logger?: Logger; verifiedTokens?: VerifiedTokens } = {}): Verifier {
   const rules: ClaimRules = {
     issuer: config.jwtIssuer, audience: config.jwtAudience,
     toleranceSeconds: config.jwtClockToleranceSeconds, requireExp: config.jwtRequireExp,
@@ -189,7 +213,7 @@ export function createVerifier(config: Config, opts: { logger?: Logger } = {}): 
   if (config.jwtSecret !== undefined && config.jwtJwksUrl !== undefined) {
     throw new ConfigError('JWT_SECRET and JWT_JWKS_URL are both set: set only one, JWT_SECRET for HS256 tokens signed with a shared secret or JWT_JWKS_URL for RS256/ES256 tokens from an identity provider');
   }
-  if (config.jwtJwksUrl !== undefined) return jwksVerifier(jwksUrl(config.jwtJwksUrl), rules, opts.logger);
+  if (config.jwtJwksUrl !== undefined) return jwksVerifier(jwksUrl(config.jwtJwksUrl), rules, opts.logger, opts.verifiedTokens ?? new VerifiedTokens());
   if (config.jwtSecret !== undefined) return hs256Verifier(config.jwtSecret, rules);
   throw new ConfigError('Neither JWT_SECRET nor JWT_JWKS_URL is set: set one of them, or AUTH_MODE=trusted-header behind an authenticating gateway');
 }

@@ -7,6 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { CompactSign, exportJWK, exportSPKI, generateKeyPair, type CryptoKey, type JWK } from 'jose';
 import type { FastifyInstance } from 'fastify';
 import { createVerifier } from '../shared/jwt.js';
+import { VerifiedTokens } from '../shared/jwt-cache.js';
 import { ConfigError, type Config } from '../shared/config.js';
 import { buildApp } from '../shared/http/app.js';
 import { saleKeys } from '../shared/keys.js';
@@ -202,6 +203,138 @@ describe('RS256 and ES256 tokens from a JWKS', () => {
     assert.equal(res.status, 503, JSON.stringify(res.body));
     assert.equal(res.body.error, 'unavailable');
     assert.equal(await env.redis.get(saleKeys(sale.id).available), available);
+  });
+});
+
+describe('verified-token cache (JWKS mode)', () => {
+  // Every RS256/ES256 signature check jose makes goes through WebCrypto's verify: counted here.
+  const realVerify = crypto.subtle.verify;
+  let signatureChecks = 0;
+  before(() => {
+    crypto.subtle.verify = function (this: SubtleCrypto, ...args: Parameters<SubtleCrypto['verify']>) {
+      signatureChecks++;
+      return realVerify.apply(this, args);
+    };
+  });
+  after(() => { crypto.subtle.verify = realVerify; });
+
+  /** A JWKS verifier over a fresh served set, with its own cache; its first fetch done. */
+  async function verifierWith(cache: VerifiedTokens, extra: Partial<Config> = {}) {
+    idp.keys = [rsa1.jwk, ec1.jwk];
+    idp.failing = false;
+    idp.hits = 0;
+    const verify = createVerifier({ ...env.config, ...jwksConfig(extra) }, { verifiedTokens: cache });
+    await waitFor('the first key-set fetch', async () => idp.hits === 1);
+    return verify;
+  }
+  const refused = (promise: Promise<string>, reason: RegExp) =>
+    assert.rejects(promise, (err: { code?: string; message?: string }) => err.code === 'unauthorized' && reason.test(err.message ?? ''));
+
+  test('a repeat of a verified token is answered without checking its signature again', async () => {
+    const cache = new VerifiedTokens();
+    const verify = await verifierWith(cache);
+    for (const key of [rsa1, ec1]) {
+      const c = claims();
+      const token = await sign(key, c);
+      const before = signatureChecks;
+      assert.equal(await verify(token), c.sub);
+      assert.equal(signatureChecks, before + 1, `${key.alg}: first verification`);
+      for (let i = 0; i < 5; i++) assert.equal(await verify(token), c.sub);
+      assert.equal(signatureChecks, before + 1, `${key.alg}: repeats`);
+    }
+    assert.equal(cache.hits, 10);
+    assert.equal(cache.size, 2);
+  });
+
+  test('the API\'s default verifier caches too', async () => {
+    idp.keys = [rsa1.jwk, ec1.jwk];
+    const verify = createVerifier({ ...env.config, ...jwksConfig() });
+    const c = claims();
+    const token = await sign(rsa1, c);
+    assert.equal(await verify(token), c.sub);
+    const before = signatureChecks;
+    assert.equal(await verify(token), c.sub);
+    assert.equal(signatureChecks, before);
+  });
+
+  test('a cached token whose kid leaves the key set is refused once the set is refreshed; so is one whose key is replaced', async () => {
+    const cache = new VerifiedTokens();
+    const verify = await verifierWith(cache);
+    const long = () => claims({ exp: nowSeconds() + 3600 });
+    const [c1, c2] = [long(), long()];
+    const [t1, t2] = [await sign(rsa1, c1), await sign(ec1, c2)];
+    assert.equal(await verify(t1), c1.sub);
+    assert.equal(await verify(t2), c2.sub);
+    idp.keys = [ec1.jwk];
+    skewMs += 11 * 60_000;
+    // The refresh is due: this request starts it and is answered from the keys and cache it has.
+    assert.equal(await verify(t1), c1.sub);
+    await waitFor('the background refresh', async () => idp.hits === 2);
+    await refused(verify(t1), /kid/);
+    // The whole cache went with the old set: the token of the key that stayed is checked again.
+    const before = signatureChecks;
+    assert.equal(await verify(t2), c2.sub);
+    assert.equal(signatureChecks, before + 1);
+    // The same kid with another key: what the old key signed is refused, cached or not.
+    idp.keys = [{ ...rsa2.jwk, kid: 'ec-1', alg: 'RS256' }];
+    skewMs += 11 * 60_000;
+    await verify(t2).catch(() => undefined);
+    await waitFor('the background refresh', async () => idp.hits === 3);
+    await refused(verify(t2), /kid|signature/);
+  });
+
+  test('a cached token is refused once expired', async () => {
+    const cache = new VerifiedTokens();
+    const verify = await verifierWith(cache, { jwtClockToleranceSeconds: 0 });
+    const c = claims({ exp: nowSeconds() + 60 });
+    const token = await sign(rsa1, c);
+    assert.equal(await verify(token), c.sub);
+    assert.equal(await verify(token), c.sub);
+    assert.equal(cache.hits, 1);
+    skewMs += 61_000;
+    await refused(verify(token), /expired/);
+    assert.equal(cache.hits, 1);
+    assert.equal(cache.size, 0);
+  });
+
+  test('a forged token for a cached sub is refused: its hash differs', async () => {
+    const cache = new VerifiedTokens();
+    const verify = await verifierWith(cache);
+    const c = claims();
+    const token = await sign(rsa1, c);
+    assert.equal(await verify(token), c.sub);
+    // The same header and payload, signed by a key the set does not hold.
+    const forged = await sign({ ...rsa2, kid: 'rsa-1' }, c);
+    assert.equal(forged.slice(0, forged.lastIndexOf('.')), token.slice(0, token.lastIndexOf('.')));
+    await refused(verify(forged), /signature is invalid/);
+    await refused(verify(`${token.slice(0, token.lastIndexOf('.'))}.${forged.slice(forged.lastIndexOf('.') + 1)}`), /signature is invalid/);
+    assert.equal(cache.size, 1);
+    assert.equal(cache.hits, 0);
+  });
+
+  test('the cache never holds more than its bound (the oldest goes); tokens without exp and failures are not kept', async () => {
+    const cache = new VerifiedTokens(3);
+    const verify = await verifierWith(cache, { jwtRequireExp: false });
+    const tokens: [string, string][] = [];
+    for (let i = 0; i < 6; i++) {
+      const c = claims();
+      tokens.push([await sign(i % 2 ? ec1 : rsa1, c), c.sub]);
+      assert.equal(await verify(tokens[i]![0]), c.sub);
+      assert.ok(cache.size <= 3, `size ${cache.size} after ${i + 1}`);
+    }
+    assert.equal(cache.size, 3);
+    const before = signatureChecks;
+    assert.equal(await verify(tokens[5]![0]), tokens[5]![1]);
+    assert.equal(signatureChecks, before, 'the newest is kept');
+    assert.equal(await verify(tokens[0]![0]), tokens[0]![1]);
+    assert.equal(signatureChecks, before + 1, 'the oldest was evicted');
+    const noExp = await sign(rsa1, claims({ exp: undefined }));
+    await verify(noExp);
+    await verify(noExp);
+    assert.equal(signatureChecks, before + 3, 'a token without exp is checked every time');
+    await refused(verify(await sign({ ...rsa2, kid: 'rsa-1' }, claims())), /signature is invalid/);
+    assert.equal(cache.size, 3);
+    assert.throws(() => new VerifiedTokens(0), RangeError);
   });
 });
 
