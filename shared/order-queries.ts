@@ -121,11 +121,16 @@ export async function closeDue(pool: Pool, ids: string[]): Promise<ClosedOrder[]
   return closedOrders(res.rows);
 }
 
-/** The buyer cancels a pending order inside its window (the mirror of markPaid): the row count decides a race with payment or expiry. */
+/**
+ * The buyer cancels a pending order inside its window (the mirror of markPaid): the row count
+ * decides a race with payment or expiry. The clock is this statement's, not its transaction's: the
+ * transaction (cancel-allowance.ts) starts before the buyer's lock and count, and its now() would
+ * let a cancel that waited there pass a deadline a payment has already seen go by.
+ */
 export async function cancelPending(pool: Pool | PoolClient, orderId: string, userId: string): Promise<ClosedOrder | undefined> {
   const res = await pool.query<ClosedRow>(
-    `update orders set status = 'cancelled', closed_at = now()
-     where id = $1 and user_id = $2 and status = 'pending' and expires_at > now() ${CLOSED}`,
+    `update orders set status = 'cancelled', closed_at = statement_timestamp()
+     where id = $1 and user_id = $2 and status = 'pending' and expires_at > statement_timestamp() ${CLOSED}`,
     [orderId, userId],
   );
   return closedOrders(res.rows)[0];

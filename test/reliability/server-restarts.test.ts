@@ -67,6 +67,8 @@ test('server restarts: Redis (SIGKILL and SIGTERM, AOF on) and Postgres restart 
   }
   const acceptedBefore = shoppers.accepted.length;
   const closedByListenerBefore = await c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"');
+  // The API reconnects on its own backoff (up to 2 s): until then a purchase is 503, as it should be.
+  await waitFor('api reconnected', async () => (await http(c.apiPort, 'GET', '/readyz')).status === 200);
   const probe = await http(c.apiPort, 'POST', `/api/sales/${probeSale.id}/purchases`, { body: { qty: 1 }, user: 'restart-probe' });
   assert.equal(probe.status, 202, JSON.stringify(probe.body));
   await delay(3000);
