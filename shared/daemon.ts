@@ -18,6 +18,17 @@ export function delay(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/** `p`, or a rejection with `message` once `ms` have passed without an answer. */
+export function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    p,
+    new Promise<never>((_, rej) => {
+      timer = setTimeout(() => rej(new Error(message)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
 export interface Stoppable {
   stop(): Promise<void>;
   /** Rejects when the service gives up on its own (a bug that kept failing): the process then stops and exits 1. */

@@ -7,6 +7,7 @@
 // One address holds at most MAX_CONNECTIONS_PER_CLIENT connections, as on the API's port.
 import { createServer, type Server } from 'node:http';
 import type { Config } from './config.js';
+import { withTimeout } from './daemon.js';
 import { capConnectionsPerClient } from './http/client-limits.js';
 import { pingMasters, type RedisClient } from './redis.js';
 import type { Pool } from './db.js';
@@ -17,11 +18,8 @@ const PROBE_MS = 2000;
 
 export type Dependency = 'redis' | 'postgres';
 
-function answers(probe: () => Promise<unknown>): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), PROBE_MS)));
-  return Promise.race([probe().then(() => true, () => false), late]).finally(() => clearTimeout(timer));
-}
+const answers = (probe: () => Promise<unknown>): Promise<boolean> =>
+  withTimeout(probe(), PROBE_MS, 'no answer').then(() => true, () => false);
 
 /**
  * The dependencies that do not answer (empty: ready). Only their names: a backend's own error

@@ -2,7 +2,7 @@
 import type { RedisOptions } from 'ioredis';
 import type { RedisClient } from './redis.js';
 import { requireServers, type Config } from './config.js';
-import { closeAll, delay } from './daemon.js';
+import { closeAll, delay, withTimeout } from './daemon.js';
 import { createPool, type Pool } from './db.js';
 import type { Logger } from './logger.js';
 import { countBackendError } from './metrics.js';
@@ -72,12 +72,3 @@ async function waitUntil(timeoutMs: number, probe: () => Promise<unknown>, messa
   }
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([
-    p,
-    new Promise<never>((_, rej) => {
-      timer = setTimeout(() => rej(new Error(message)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
