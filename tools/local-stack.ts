@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { delay } from '../shared/daemon.js';
-import { lockDataDir, secureDataDir } from './stack-lock.js';
+import { alive, lockDataDir, secureDataDir } from './stack-lock.js';
 import { localSecrets } from '../shared/config.js';
 
 export interface LocalServer {
@@ -172,15 +172,6 @@ export async function startRedis(dir: string, opts: { port?: number; appendonly?
     }),
   };
 }
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 async function waitGone(pid: number, what: string): Promise<void> {
   for (let i = 0; alive(pid); i++) {

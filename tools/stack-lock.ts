@@ -12,7 +12,8 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { resolve } from 'node:path';
 
-const alive = (pid: number) => {
+/** Whether a process with this pid exists (whoever owns it). */
+export const alive = (pid: number) => {
   try {
     process.kill(pid, 0);
     return true;
