@@ -5,9 +5,8 @@ import { createRequire } from 'node:module';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { RedisTarget } from './config.js';
 import { saleKeys, STOCK_CHANNEL } from './keys.js';
-import { masterGuard, sentinelOptions } from './sentinel.js';
+import { masterGuard, reviveOnEnd, sentinelOptions } from './sentinel.js';
 import type { Logger } from './logger.js';
-import { reviveOnEnd } from './sentinel-revive.js';
 
 const SCRIPTS = ['purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot', 'cancel', 'settle_sale'] as const;
 type ScriptName = (typeof SCRIPTS)[number];
@@ -48,9 +47,6 @@ export function createRedis(where: RedisTarget | string, options: RedisOptions =
     autoPipeliningIgnoredCommands: PER_CALL_KEYS,
     ...options,
   };
-  const auth = target.kind === 'single' ? {} : {
-    username: target.auth.username, password: target.auth.password, ...(target.auth.tls ? { tls: {} } : {}),
-  };
   let redis: RedisClient;
   if (target.kind === 'single') {
     redis = new Redis(target.url, common);
@@ -58,8 +54,9 @@ export function createRedis(where: RedisTarget | string, options: RedisOptions =
     redis = new Redis({ ...common, ...sentinelOptions(target), ...masterGuard(target.allowedMasters) });
     reviveOnEnd(redis);
   } else {
+    const { username, password, tls } = target.auth;
     redis = new Cluster(target.nodes, {
-      redisOptions: { ...common, ...auth },
+      redisOptions: { ...common, username, password, ...(tls ? { tls: {} } : {}) },
       enableOfflineQueue: options.enableOfflineQueue ?? true,
       enableAutoPipelining: options.enableAutoPipelining ?? false,
       autoPipeliningIgnoredCommands: PER_CALL_KEYS,

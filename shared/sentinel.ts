@@ -1,7 +1,8 @@
-// What a Sentinel client may trust. The sentinels hold REDIS_SENTINEL_PASSWORD and name the master
-// every command goes to: with REDIS_TLS the password travels to them over TLS only, and with
-// REDIS_SENTINEL_ALLOWED_HOSTS a master outside the list is never connected to, whoever names it.
-import { SentinelConnector, type RedisOptions } from 'ioredis';
+// A Sentinel client: what it may trust, and how it stays connected. The sentinels hold
+// REDIS_SENTINEL_PASSWORD and name the master every command goes to: with REDIS_TLS the password
+// travels to them over TLS only, and with REDIS_SENTINEL_ALLOWED_HOSTS a master outside the list is
+// never connected to, whoever names it. A client ioredis ends for good is connected again (below).
+import { SentinelConnector, type Redis, type RedisOptions } from 'ioredis';
 import type { AllowedHost, RedisTarget } from './config.js';
 
 type SentinelTarget = Extract<RedisTarget, { kind: 'sentinel' }>;
@@ -75,3 +76,35 @@ class GuardedSentinelConnector extends SentinelConnector {
 /** The options that make a Sentinel client refuse masters outside `allowed` (none when unset). */
 export const masterGuard = (allowed: AllowedHost[] | undefined): RedisOptions =>
   (allowed ? { Connector: GuardedSentinelConnector, allowedMasters: allowed } as RedisOptions : {});
+
+// ioredis 6 gives up on a Sentinel client for good when it is disconnected with a reconnect asked
+// (its own failover detector does so on +switch-master) while it is still asking the sentinels
+// where the master is: the pending resolution throws "Connection is closed.", and the client goes to
+// status `end` without scheduling a reconnect (Redis.js `_connect`). Every command then fails until
+// the process restarts. Seen with a master SIGKILLed under 200 purchases in flight: the API answered
+// 503 to everything for 30 s and more. Here a client that ends without having been closed by us is
+// connected again, with the same backoff as any reconnect.
+export function reviveOnEnd(redis: Redis): Redis {
+  let closedByUs = false;
+  let attempt = 0;
+  const { disconnect, quit } = redis;
+  redis.disconnect = function (this: Redis, reconnect = false) {
+    if (!reconnect) closedByUs = true;
+    return disconnect.call(this, reconnect);
+  };
+  redis.quit = function (this: Redis, ...args: Parameters<Redis['quit']>) {
+    closedByUs = true;
+    return quit.apply(this, args);
+  } as Redis['quit'];
+  redis.on('ready', () => {
+    attempt = 0;
+  });
+  redis.on('end', () => {
+    if (closedByUs) return;
+    const wait = Math.min(50 * 2 ** Math.min(attempt++, 6), 2000) + Math.floor(Math.random() * 100);
+    setTimeout(() => {
+      if (!closedByUs && redis.status === 'end') redis.connect().catch(() => {}); // a failure ends it again: next round
+    }, wait).unref();
+  });
+  return redis;
+}

@@ -125,7 +125,7 @@ test('sentinel: a client disconnected while it asks the sentinels for the master
     await cut(bare);
     await cut(ours);
     await new Promise((r) => setTimeout(r, 1500));
-    assert.equal(bare.status, 'end', 'ioredis leaves the client ended: if this fails, ioredis reconnects by itself now and shared/sentinel-revive.ts can go');
+    assert.equal(bare.status, 'end', 'ioredis leaves the client ended: if this fails, ioredis reconnects by itself now and reviveOnEnd (shared/sentinel.ts) can go');
     assert.equal(ours.status, 'ready');
     assert.equal(await ours.set('revived', '1'), 'OK');
     assert.equal(await admin(await set.master(), (r) => r.get('revived')), '1', 'it writes to the master');
