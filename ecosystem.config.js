@@ -63,4 +63,5 @@ export const apps = [
   daemon('order-writer', 'order-writer', 1),
   daemon('expiry-listener', 'expiry-listener', 2),
   daemon('replay', 'replay', 3),
+  daemon('admission', 'admission', 4),
 ];

@@ -17,6 +17,7 @@ import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '.
 import { connect } from '../shared/services.js';
 import { startApi } from './api.js';
 import { startDev } from './dev.js';
+import { startAdmission } from './admission.js';
 import { startExpiryListener } from './expiry-listener.js';
 import { startOrderWriter } from './order-writer.js';
 import { startServers } from './servers.js';
@@ -137,6 +138,7 @@ try {
       (y) => serverFlags(y).option('batch-size', { type: 'number' }).option('writer-id', { type: 'string' }),
       (argv) => serve(argv, startOrderWriter))
     .command('expiry-listener', 'close unpaid orders on expired events (daemon two)', serverFlags, (argv) => serve(argv, startExpiryListener))
+    .command('admission', 'admit buyers from waiting rooms at each sale\'s rate, and make draws', serverFlags, (argv) => serve(argv, startAdmission))
     .command('replay', 'sweep for missed expirations on a cron schedule',
       (y) => serverFlags(y).option('once', { type: 'boolean', describe: 'one pass, then exit' })
         .option('interval', { type: 'number', describe: 'seconds between passes (env REPLAY_INTERVAL_SECONDS, default 5)' }),

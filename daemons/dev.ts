@@ -6,6 +6,7 @@ import type { Logger } from '../shared/logger.js';
 import { createSale, getSale, parseSaleInput } from '../shared/sales.js';
 import { connect } from '../shared/services.js';
 import { migrate } from '../shared/migrate.js';
+import { startAdmission } from './admission.js';
 import { startApi } from './api.js';
 import { startExpiryListener } from './expiry-listener.js';
 import { startOrderWriter } from './order-writer.js';
@@ -41,7 +42,7 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
     }
     const failures: Promise<never>[] = [];
     for (const [name, start] of [
-      ['order-writer', startOrderWriter], ['expiry-listener', startExpiryListener], ['replay', startReplay],
+      ['order-writer', startOrderWriter], ['expiry-listener', startExpiryListener], ['replay', startReplay], ['admission', startAdmission],
     ] as const) {
       const s = await start(config, logger);
       stops.push([name, () => s.stop()]);

@@ -15,7 +15,7 @@ import { createChallenge, verifySolution, type Challenge, type Payload } from 'a
 import { deriveKey } from 'altcha-lib/algorithms/sha';
 import { HttpError } from './errors.js';
 import { CHALLENGE_KEY, saleKeys } from './keys.js';
-import type { RedisClient } from './redis.js';
+import type { PurchaseGate, RedisClient } from './redis.js';
 import { saleState, type Sale } from './sales.js';
 
 /** How long a challenge may take to solve, and how long a purchase token lasts. */
@@ -24,11 +24,8 @@ export const PURCHASE_TOKEN_SECONDS = 120;
 /** How long a process signs and checks with the key it last read from Redis. */
 export const KEY_REFRESH_MS = 2000;
 
-/** What a checked purchase token tells purchase.lua: which token it is, and until when it is good (ms). */
-export interface PurchaseToken {
-  id: string;
-  expiresAt: number;
-}
+/** What a checked token tells purchase.lua: which purchase token it is, or that it is an admission pass, and until when it is good (ms). */
+export type CheckedToken = Extract<PurchaseGate, { kind: 'token' | 'pass' }>;
 
 export class Challenges {
   private held: { key: string; until: number } | undefined;
@@ -80,7 +77,8 @@ export class Challenges {
   async exchange(sale: Sale, userId: string, payload: string, available: number, now = Date.now()): Promise<{ token: string; expiresAt: string }> {
     if (sale.challenge !== 'pow') throw new HttpError('no_challenge');
     const state = saleState(sale, available, now);
-    if (state === 'upcoming') throw new HttpError('not_started');
+    // A waiting room and a draw take their joiners and entrants before the start.
+    if (state === 'upcoming' && sale.admission === 'first-come') throw new HttpError('not_started');
     if (state === 'ended') throw new HttpError('ended');
     let solved: Payload;
     try {
@@ -104,18 +102,35 @@ export class Challenges {
     return { token: `${body}.${sign(key, body)}`, expiresAt: new Date(expiresAt).toISOString() };
   }
 
-  /** The purchase's check: a token for this buyer and sale, not expired. Whether it was used is purchase.lua's to say. */
-  async check(saleId: string, userId: string, token: string | undefined, now = Date.now()): Promise<PurchaseToken> {
+  /**
+   * An admission pass: the buyer, the sale and the expiry admit.lua gave it, signed with the same
+   * key. purchase.lua takes it only while that buyer's pass in Redis has that expiry and is unused.
+   */
+  async pass(saleId: string, userId: string, expiresAt: number, now = Date.now()): Promise<string> {
+    const body = Buffer.from(JSON.stringify({ s: saleId, u: userId, p: 1, e: expiresAt })).toString('base64url');
+    return `${body}.${sign(await this.signingKey(now), body)}`;
+  }
+
+  /**
+   * The purchase's check: a purchase token or an admission pass for this buyer and sale, not
+   * expired. Whether it was used is purchase.lua's to say.
+   */
+  async check(saleId: string, userId: string, token: string | undefined, now = Date.now()): Promise<CheckedToken> {
     if (!token) throw new HttpError('purchase_token_required');
     const [body, mac, extra] = token.split('.');
     if (!body || !mac || extra !== undefined) throw new HttpError('invalid_purchase_token');
     const expected = Buffer.from(sign(await this.signingKey(now), body), 'base64url');
     const given = Buffer.from(mac, 'base64url');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new HttpError('invalid_purchase_token');
-    const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { s?: unknown; u?: unknown; n?: unknown; e?: unknown };
-    if (claims.s !== saleId || claims.u !== userId || typeof claims.n !== 'string') throw new HttpError('invalid_purchase_token');
-    if (typeof claims.e !== 'number' || claims.e <= now) throw new HttpError('invalid_purchase_token', 'The purchase token has expired: solve a new challenge.');
-    return { id: claims.n, expiresAt: claims.e };
+    const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { s?: unknown; u?: unknown; n?: unknown; e?: unknown; p?: unknown };
+    const pass = claims.p === 1;
+    if (claims.s !== saleId || claims.u !== userId || typeof claims.e !== 'number') throw new HttpError(pass ? 'admission_pass_invalid' : 'invalid_purchase_token');
+    if (claims.e <= now) {
+      throw pass ? new HttpError('admission_pass_invalid', 'The admission pass has expired.') : new HttpError('invalid_purchase_token', 'The purchase token has expired: solve a new challenge.');
+    }
+    if (pass) return { kind: 'pass', expiresAt: claims.e };
+    if (typeof claims.n !== 'string') throw new HttpError('invalid_purchase_token');
+    return { kind: 'token', id: claims.n, expiresAt: claims.e };
   }
 }
 

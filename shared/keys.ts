@@ -24,6 +24,10 @@ export const CHALLENGE_KEY = 'flashsale:challenge-key';
 export const STOCK_CHANNEL = 'flashsale:stock';
 /** Order transitions (shared/order-events.ts): batches of `{orderId, status, expiresAt?}` for the API's event streams. */
 export const ORDERS_CHANNEL = 'flashsale:orders';
+/** Each admission tick that changed a waiting room publishes `{saleId, ...}` here for the API's queue streams (shared/room-events.ts). */
+export const ADMISSION_CHANNEL = 'flashsale:admission';
+/** The admission loop's lease: one loop admits for the whole deployment (shared/admission.ts). */
+export const ADMISSION_LEASE = 'flashsale:admission:leader';
 export const EXPIRED_PATTERN = '__keyevent@*__:expired';
 /** A throwaway key the listener makes expire to see that events arrive where CONFIG is refused. */
 export const probeKey = (id: string) => `flashsale:probe:${id}`;
@@ -67,6 +71,12 @@ function buildSaleKeys(saleId: string) {
     challengeUsed: (signature: string) => `${p}:challenge-used:${signature}`,
     /** A purchase token, by its id, once it bought (purchase.lua): until the token expires. */
     tokenUsed: (tokenId: string) => `${p}:token-used:${tokenId}`,
+    /** A waiting room (admission 'queue'): zset buyer -> place (pre-queue in [0, 1), then 1 + arrival). */
+    queue: `${p}:queue`,
+    /** The room's state (hash: phase, admitted, expired, tokens, tickAt, tail); see admit.lua. */
+    room: `${p}:room`,
+    /** Admission passes handed out: zset buyer -> expiry ms, 0 once it bought (purchase.lua). */
+    passes: `${p}:passes`,
     /** Orders whose buyer asked to cancel them while queued (cancel.lua). */
     cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,

@@ -42,6 +42,12 @@ export const metrics = {
     name: 'flashsale_sale_stock', help: 'Units of a sale by where they are, as the replay last reconciled it (unsettled sales)', labelNames: ['sale', 'state'], registers: [registry],
   }),
   replayPasses: new Counter({ name: 'flashsale_replay_passes_total', help: 'Replay passes run to the end (the heartbeat an alert watches)', registers: [registry] }),
+  // Waiting rooms, as the admission loop's last step saw each (shared/admission.ts).
+  queueWaiting: new Gauge({ name: 'flashsale_queue_waiting', help: 'Buyers in a waiting room not yet admitted', labelNames: ['sale'], registers: [registry] }),
+  queueAvailable: new Gauge({ name: 'flashsale_queue_available', help: 'Units left of a waiting room\'s sale (pending orders hold theirs)', labelNames: ['sale'], registers: [registry] }),
+  queuePassesOutstanding: new Gauge({ name: 'flashsale_queue_passes_outstanding', help: 'Admission passes handed out, unused and unexpired', labelNames: ['sale'], registers: [registry] }),
+  queueAdmitted: new Counter({ name: 'flashsale_queue_admitted_total', help: 'Buyers admitted from a waiting room (given a pass)', labelNames: ['sale'], registers: [registry] }),
+  queuePassesExpired: new Counter({ name: 'flashsale_queue_passes_expired_total', help: 'Admission passes that expired unused (no-shows)', labelNames: ['sale'], registers: [registry] }),
   backendErrors: new Counter({ name: 'flashsale_backend_errors_total', help: 'Redis and Postgres errors', labelNames: ['backend'], registers: [registry] }),
 };
 

@@ -12,6 +12,7 @@ import { ORDERS_CHANNEL } from './keys.js';
 import type { Logger } from './logger.js';
 import type { OrderStatus } from './orders.js';
 import { hintSubscriber, quitRedis } from './redis.js';
+import { StreamSlots } from './stream-slots.js';
 
 export interface OrderEvent {
   orderId: string;
@@ -39,21 +40,22 @@ const SUBSCRIBE_WAIT_MS = 3000;
 /** One API process's subscription to ORDERS_CHANNEL and the streams it feeds, within the stream limits. */
 export class OrderFeed {
   private readonly byOrder = new Map<string, Set<OrderListener>>();
-  private readonly byBuyer = new Map<string, number>();
-  private open = 0;
+  private readonly slots: StreamSlots;
   private subscriber: RedisClient | undefined;
   private subscribed: Promise<unknown> | undefined;
   private closing: Promise<void> | undefined;
 
   constructor(
     private readonly redis: RedisClient,
-    private readonly limits: Pick<Config, 'sseMaxStreams' | 'sseMaxStreamsPerBuyer'>,
+    limits: Pick<Config, 'sseMaxStreams' | 'sseMaxStreamsPerBuyer'>,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.slots = new StreamSlots(() => ({ all: limits.sseMaxStreams, perBuyer: limits.sseMaxStreamsPerBuyer }), 'order', 'GET /api/orders/:orderId');
+  }
 
   /** Streams open now. */
   get streams(): number {
-    return this.open;
+    return this.slots.streams;
   }
 
   /**
@@ -62,19 +64,12 @@ export class OrderFeed {
    * it. Returns the function that gives both back; call it exactly once.
    */
   async join(orderId: string, buyer: string, listener: OrderListener): Promise<() => void> {
-    const held = this.byBuyer.get(buyer) ?? 0;
-    if (this.open >= this.limits.sseMaxStreams) throw new HttpError('busy', 'Too many order streams are open on this server; poll GET /api/orders/:orderId instead.');
-    if (held >= this.limits.sseMaxStreamsPerBuyer) throw new HttpError('busy', `You already have ${held} order streams open; close one first.`);
-    this.open++;
-    this.byBuyer.set(buyer, held + 1);
+    const release = this.slots.take(buyer);
     let set = this.byOrder.get(orderId);
     if (!set) this.byOrder.set(orderId, (set = new Set()));
     set.add(listener);
     const leave = () => {
-      this.open--;
-      const left = (this.byBuyer.get(buyer) ?? 1) - 1;
-      if (left === 0) this.byBuyer.delete(buyer);
-      else this.byBuyer.set(buyer, left);
+      release();
       set.delete(listener);
       if (set.size === 0 && this.byOrder.get(orderId) === set) this.byOrder.delete(orderId);
     };

@@ -2,10 +2,9 @@
 // crowd hitting a sold-out sale costs no Redis round trip.
 import type { RedisClient } from './redis.js';
 import { HttpError } from './errors.js';
-import { purchaseScript } from './redis.js';
+import { purchaseScript, type PurchaseGate } from './redis.js';
 import { replicaAcksOf } from './replication.js';
 import { newOrderId } from './ids.js';
-import type { PurchaseToken } from './challenge.js';
 
 /** purchase.lua's refusal codes. */
 export enum Refusal {
@@ -18,6 +17,9 @@ export enum Refusal {
   NotEnoughStock = -7,
   TokenRequired = -8,
   TokenUsed = -9,
+  DrawOnly = -10,
+  PassRequired = -11,
+  PassInvalid = -12,
 }
 
 function refusalError(code: number, n: number): Error {
@@ -31,6 +33,9 @@ function refusalError(code: number, n: number): Error {
     case Refusal.NotEnoughStock: return new HttpError('not_enough_stock', `Only ${n} left.`);
     case Refusal.TokenRequired: return new HttpError('purchase_token_required');
     case Refusal.TokenUsed: return new HttpError('purchase_token_used');
+    case Refusal.DrawOnly: return new HttpError('draw_sale');
+    case Refusal.PassRequired: return new HttpError('admission_pass_required');
+    case Refusal.PassInvalid: return new HttpError('admission_pass_invalid');
     // The script and this enum disagree: a bug, answered 500 internal and logged with its stack.
     default: return new Error(`Unknown purchase result ${code}.`);
   }
@@ -74,13 +79,13 @@ export class Purchaser {
 
   /**
    * Asks Redis. The route answers a sale it knows sold out from memory (soldOut) before it gets
-   * here, so that is not checked twice. `token`: the buyer's purchase token for this sale, checked
-   * (shared/challenge.ts); a reservation spends it.
+   * here, so that is not checked twice. `gate`: the buyer's purchase token or admission pass for
+   * this sale, checked (shared/challenge.ts); a reservation spends it.
    */
-  async purchase(saleId: string, userId: string, qty: number, now = Date.now(), token?: PurchaseToken): Promise<PurchaseResult> {
+  async purchase(saleId: string, userId: string, qty: number, now = Date.now(), gate?: PurchaseGate): Promise<PurchaseResult> {
     const orderId = newOrderId(saleId);
     const [code, n] = await purchaseScript(this.redis, {
-      saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, token,
+      saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, gate,
     });
     if (code === 1) {
       await this.confirm(saleId, orderId);

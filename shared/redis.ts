@@ -8,7 +8,9 @@ import { saleKeys, STOCK_CHANNEL } from './keys.js';
 import { masterGuard, reviveOnEnd, sentinelOptions } from './sentinel.js';
 import type { Logger } from './logger.js';
 
-const SCRIPTS = ['purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot', 'cancel', 'settle_sale'] as const;
+const SCRIPTS = [
+  'purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot', 'cancel', 'settle_sale', 'join_queue', 'admit', 'queue_status', 'lease',
+] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 /**
  * How many KEYS each script takes, declared up front: ioredis's auto-pipelining routes a command
@@ -20,6 +22,7 @@ type ScriptName = (typeof SCRIPTS)[number];
  */
 const KEY_COUNTS: Record<ScriptName, number | null> = {
   purchase: 9, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 7,
+  join_queue: 4, admit: 5, queue_status: 4, lease: 1,
 };
 const PER_CALL_KEYS = SCRIPTS.filter((name) => KEY_COUNTS[name] === null);
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
@@ -149,7 +152,8 @@ export async function pingMasters(redis: RedisClient): Promise<void> {
   })));
 }
 
-function run(redis: RedisClient, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+/** Runs one of our scripts with its keys and arguments in the order its header documents (the wrappers here and in room.ts). */
+export function run(redis: RedisClient, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
   const fn = (redis as unknown as Record<ScriptName, ScriptFn>)[name];
   const fixed = KEY_COUNTS[name];
   if (fixed === null) return fn.call(redis, keys.length, ...keys, ...args);
@@ -166,12 +170,16 @@ export interface SaleRules {
   paymentWindowSeconds: number;
   /** 'pow': purchase.lua sells only to a buyer whose purchase token the API has checked (default none). */
   challenge?: 'none' | 'pow';
+  /** 'queue': purchase.lua sells only to a buyer with a live pass; 'draw': only to the draw (default first-come). */
+  admission?: 'first-come' | 'queue' | 'draw';
+  /** A queue's seed: orders its pre-queue (join_queue.lua). */
+  seed?: string | null;
 }
 
 export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules): Promise<boolean> {
   const k = saleKeys(saleId);
   const loaded = await run(redis, 'load_sale', [k.meta, k.available], [
-    r.stock, r.startsAt, r.endsAt ?? 0, r.perUserLimit, r.maxPerOrder, r.paymentWindowSeconds, r.challenge ?? 'none',
+    r.stock, r.startsAt, r.endsAt ?? 0, r.perUserLimit, r.maxPerOrder, r.paymentWindowSeconds, r.challenge ?? 'none', r.admission ?? 'first-come', r.seed ?? '',
   ]);
   return loaded === 1;
 }
@@ -181,6 +189,13 @@ export async function endSaleScript(redis: RedisClient, saleId: string, endsAt: 
   return (await run(redis, 'end_sale', [saleKeys(saleId).meta], [endsAt])) as 1 | 0 | -1;
 }
 
+/**
+ * What the API checked for a purchase (shared/challenge.ts): a purchase token (a `pow` sale needs
+ * one; it buys once), an admission pass (a `queue` sale needs one; it buys once, before it expires),
+ * or, from the draw itself, a winner's unit (a `draw` sale sells to nobody else).
+ */
+export type PurchaseGate = { kind: 'token'; id: string; expiresAt: number } | { kind: 'pass'; expiresAt: number } | { kind: 'draw' };
+
 export interface PurchaseArgs {
   saleId: string;
   userId: string;
@@ -189,8 +204,7 @@ export interface PurchaseArgs {
   now: number;
   /** BUY_COUNT_TTL_SECONDS: the buyer's count outlives the sale's end + payment window by this much (no end: it never expires). */
   buyCountTtlSeconds: number;
-  /** The purchase token the API checked for this buyer and sale (a `pow` sale requires one): it buys once. */
-  token?: { id: string; expiresAt: number };
+  gate?: PurchaseGate;
 }
 
 /** How long past its expiry a spent token's mark is kept: API hosts whose clocks run behind still accept the token that long. */
@@ -199,12 +213,18 @@ const TOKEN_MARK_MARGIN_MS = 10_000;
 /** Raw {code, n} from purchase.lua; shared/purchase.ts gives it meaning. */
 export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {
   const k = saleKeys(a.saleId);
-  const t = a.token;
-  // Without a token the script never reads or writes KEYS[9]; it is named only to keep the key count fixed.
-  const res = (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased, k.deadlines, k.tokenUsed(t ? t.id : '')], [
-    a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, t ? 1 : 0, t ? t.expiresAt + TOKEN_MARK_MARGIN_MS : 0,
+  const g = a.gate;
+  // KEYS[9] is the token's mark, the passes, or (read by nobody) a name that keeps the key count fixed.
+  const gateKey = g?.kind === 'pass' ? k.passes : k.tokenUsed(g?.kind === 'token' ? g.id : '');
+  const gateUntil = g?.kind === 'token' ? g.expiresAt + TOKEN_MARK_MARGIN_MS : g?.kind === 'pass' ? g.expiresAt : 0;
+  return (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased, k.deadlines, gateKey], [
+    a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, g?.kind ?? '', gateUntil,
   ])) as [number, number];
-  return res;
+}
+
+/** lease.lua: whether `holder` holds `key` for the next `ms` (taken or renewed). */
+export async function holdLease(redis: RedisClient, key: string, holder: string, ms: number): Promise<boolean> {
+  return (await run(redis, 'lease', [key], [holder, ms])) === 1;
 }
 
 export async function claimBatch(redis: RedisClient, saleId: string, writerId: string, size: number, leaseUntil: number): Promise<string[]> {

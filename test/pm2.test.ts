@@ -9,7 +9,7 @@ import { reconcile } from '../shared/reconcile.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { runConcurrently, waitFor } from './support/fixtures.js';
 import { http, type Reply } from './support/http.js';
-import { pm2Deployment, type Pm2Deployment } from './support/pm2.js';
+import { PM2_APPS, pm2Deployment, type Pm2Deployment } from './support/pm2.js';
 import { ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
 
 const run = promisify(execFile);
@@ -37,7 +37,7 @@ test('pm2 with real servers but no secrets: every app exits 2 naming the variabl
   await run('node_modules/.bin/pm2', ['start', 'ecosystem.config.js'], { env: noSecrets, timeout: 120_000 });
   await waitFor('every app exited 2', async () => {
     const l = await list();
-    return l.length === 5 && l.every((p) => p.pm2_env.exit_code === 2);
+    return l.length === PM2_APPS && l.every((p) => p.pm2_env.exit_code === 2);
   }, 60_000, 200);
   // Past the ecosystem's restart_delay (1 s): a restart would have happened by now. (PM2 shows such
   // an app as "waiting restart" whenever restart_delay is set, though it schedules none.)
@@ -55,10 +55,10 @@ test('pm2 with real servers but no secrets: every app exits 2 naming the variabl
 test('pm2 starts every process from ecosystem.config.js; a buyer buys and pays; reload loses no accepted purchase', async () => {
   const procs = await deployment.start();
   assert.deepEqual(procs.map((p) => p.name).sort(), [
-    'flashsale-api', 'flashsale-api', 'flashsale-expiry-listener', 'flashsale-order-writer', 'flashsale-replay',
+    'flashsale-admission', 'flashsale-api', 'flashsale-api', 'flashsale-expiry-listener', 'flashsale-order-writer', 'flashsale-replay',
   ]);
   assert.equal((await http(port, 'GET', '/readyz')).status, 200);
-  for (const i of [1, 2, 3, 10, 11]) {
+  for (const i of [1, 2, 3, 4, 10, 11]) {
     const r = await http(opsBase + i, 'GET', '/readyz');
     assert.equal(r.status, 200, `process on ops port ${opsBase + i} is ready`);
   }

@@ -36,7 +36,7 @@ describe('the work', () => {
 
     const payload = await solve(await challenges.challenge(sale, 'ann') as Challenge);
     const { token } = await challenges.exchange(sale, 'ann', payload, 1);
-    assert.deepEqual(Object.keys(await challenges.check(sale.id, 'ann', token)).sort(), ['expiresAt', 'id']);
+    assert.deepEqual(Object.keys(await challenges.check(sale.id, 'ann', token)).sort(), ['expiresAt', 'id', 'kind']);
   });
 });
 

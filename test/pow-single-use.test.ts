@@ -111,8 +111,9 @@ describe('one token, one purchase', () => {
   test('a purchase resent after a reconnect (same order id) still finds its reservation; a new one with that token is refused', async () => {
     const s = await powSale({ perUserLimit: 5 });
     const token = await new Challenges(env.redis).check(s.id, 'hal', await tokenFor(s, 'hal'));
+    assert.ok(token.kind === 'token');
     const orderId = newOrderId(s.id);
-    const args = { saleId: s.id, userId: 'hal', qty: 1, orderId, now: Date.now(), buyCountTtlSeconds: 3600, token };
+    const args = { saleId: s.id, userId: 'hal', qty: 1, orderId, now: Date.now(), buyCountTtlSeconds: 3600, gate: token };
     assert.deepEqual(await purchaseScript(env.redis, args), [1, 9]);
     assert.deepEqual(await purchaseScript(env.redis, args), [1, 9]);
     assert.equal(await env.redis.llen(saleKeys(s.id).winners), 1);

@@ -65,7 +65,7 @@ test('prometheus: every process of the PM2 deployment is a target, and purchases
   const prom = prometheus!;
   await waitFor('every target scraped and up', async () => (await prom.query('up{job=~"flashsale-.*"} == 1')).length === PM2_APPS, 20_000, 250);
   const jobs = await sumBy('job', 'up');
-  assert.deepEqual(jobs, { 'flashsale-api': 2, 'flashsale-expiry-listener': 1, 'flashsale-order-writer': 1, 'flashsale-replay': 1 });
+  assert.deepEqual(jobs, { 'flashsale-admission': 1, 'flashsale-api': 2, 'flashsale-expiry-listener': 1, 'flashsale-order-writer': 1, 'flashsale-replay': 1 });
 
   const { port } = deployment;
   const created = await http(port, 'POST', '/api/sales', { body: { name: 'prometheus', stock: 300, price: 500, currency: 'EUR', paymentWindowSeconds: 60 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });

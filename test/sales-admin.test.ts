@@ -138,7 +138,7 @@ describe('ending a sale early', () => {
 
 describe('listing sales', () => {
   test('newest first, filtered by state, paged by `before`, with orders by status', async () => {
-    await env.pool.query('truncate payments, orders, sales');
+    await env.pool.query('truncate payments, orders, draw_entries, sales');
     const now = Date.now();
     const upcoming = await newSale(env, { startsAt: iso(now + HOUR) });
     const past = await newSale(env, { startsAt: iso(now - 2 * HOUR), endsAt: iso(now - HOUR) });
@@ -158,8 +158,9 @@ describe('listing sales', () => {
     const first = page.sales[0];
     assert.deepEqual({ state: first.state, available: first.available, pending: first.pending, paid: first.paid, expired: first.expired },
       { state: 'open', available: 2, pending: 1, paid: 1, expired: 0 });
-    assert.deepEqual(Object.keys(first).sort(), ['available', 'challenge', 'challengeComplexity', 'currency', 'endsAt', 'expired', 'id', 'maxPerOrder', 'name', 'paid', 'paymentWindowSeconds', 'pending',
-      'perUserLimit', 'price', 'startsAt', 'state', 'stock']);
+    assert.deepEqual(Object.keys(first).sort(), ['admission', 'admitOverbook', 'admitRatePerSecond', 'available', 'backfillUntil', 'challenge', 'challengeComplexity', 'currency',
+      'endsAt', 'entriesCloseAt', 'entriesOpenAt', 'expired', 'id', 'maxPerOrder', 'name', 'paid', 'passSeconds', 'paymentWindowSeconds', 'pending',
+      'perUserLimit', 'price', 'seed', 'seedSha256', 'startsAt', 'state', 'stock']);
     assert.deepEqual([first.price, first.currency], [1999, 'EUR'], 'the admin list shows the price');
     assert.deepEqual(page.sales.map((s: { state: string }) => s.state), ['open', 'sold_out', 'ended', 'upcoming']);
 

@@ -4,6 +4,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { RedisClient } from '../redis.js';
 import { createAuth } from '../auth.js';
+import { Challenges } from '../challenge.js';
 import { ConfigError, type Config } from '../config.js';
 import type { Pool } from '../db.js';
 import type { Logger } from '../logger.js';
@@ -22,6 +23,8 @@ import { page } from './page.js';
 import { payments } from './payments.js';
 import { refunds } from './refunds.js';
 import { requestMetrics } from './request-metrics.js';
+import { queue } from './queue.js';
+import { SaleCache } from './sale-cache.js';
 import { sales } from './sales.js';
 
 export interface AppDeps {
@@ -55,7 +58,10 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   void app.register(docs);
 
   void app.register(ops, { config, pool, redis });
-  void app.register(sales, { pool, redis, purchaser, auth, limits: config });
+  const saleCache = new SaleCache(pool);
+  const challenges = new Challenges(redis);
+  void app.register(sales, { pool, redis, purchaser, auth, limits: config, saleCache, challenges });
+  void app.register(queue, { redis, auth, limits: config, saleCache, challenges, logger });
   void app.register(payments, paymentDeps);
   void app.register(orders, { pool, redis, auth, maxCancelsPerSale: config.maxCancelsPerSale, directPay: config.directPay ? paymentDeps : undefined });
   void app.register(orderEvents, { pool, redis, auth, limits: config, logger });

@@ -12,12 +12,10 @@ import { OrderFeed, type OrderEvent } from '../order-events.js';
 import { getOrder, type OrderStatus, type OrderView } from '../orders.js';
 import { refusal } from './errors.js';
 import { orderIdParams } from './orders.js';
-import { releaseSlot } from './load-shedding.js';
 import { errorResponses, SECURITY, textResponse } from './schemas.js';
+import { startStream } from './sse.js';
 import { tokenFromQuery } from './url-token.js';
 
-/** A comment line this often keeps proxies from closing a quiet stream. */
-export const HEARTBEAT_MS = 15_000;
 /** A pending order this long past its deadline with no news is read again (its close was missed, or not made yet). */
 const OVERDUE_GRACE_MS = 2000;
 const RANK: Record<OrderStatus, number> = { queued: 0, pending_payment: 1, paid: 2, expired: 2, cancelled: 2 };
@@ -69,26 +67,13 @@ export const orderEvents: FastifyPluginCallback<{ pool: Pool; redis: RedisClient
       throw err;
     }
 
-    reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
-    releaseSlot(reply);
     let sent: OrderView | undefined;
     let reading = false;
-    const heartbeat = setInterval(() => {
-      res.write(': heartbeat\n\n');
-      // A queued order is written within milliseconds, a pending one closed at its deadline: one
-      // still showing either is read again, in case its message was lost with a crashed producer.
+    // A queued order is written within milliseconds, a pending one closed at its deadline: one
+    // still showing either at a heartbeat is read again, in case its message was lost with a crashed producer.
+    const { res, end } = startStream(reply, open, leave, () => {
       if (sent?.status === 'queued' || (sent?.status === 'pending_payment' && Date.now() > Date.parse(sent.expiresAt!) + OVERDUE_GRACE_MS)) reread();
-    }, HEARTBEAT_MS).unref();
-    const end = () => {
-      if (!open.delete(end)) return;
-      clearInterval(heartbeat);
-      leave();
-      res.end();
-    };
-    open.add(end);
-    res.once('close', end);
+    });
     // Transitions only go forward: an older state read or published late is never sent.
     const send = (view: OrderView) => {
       if (!open.has(end) || (sent && RANK[view.status] <= RANK[sent.status])) return;

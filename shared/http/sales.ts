@@ -3,13 +3,14 @@ import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastif
 import type { RedisClient } from '../redis.js';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
-import { CHALLENGE_SECONDS, Challenges, PURCHASE_TOKEN_SECONDS } from '../challenge.js';
+import { CHALLENGE_SECONDS, type Challenges, PURCHASE_TOKEN_SECONDS } from '../challenge.js';
 import { HttpError } from '../errors.js';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from '../ids.js';
 import { purchaseOutcome } from '../metrics.js';
 import type { Purchaser } from '../purchase.js';
 import { endSale, LIST_LIMIT, listSalePage } from '../sale-admin.js';
-import { createSale, getSale, MAX_PER_ORDER, parseSaleInput, SALE_FIELDS, saleView, type Sale, type SaleState } from '../sales.js';
+import { createSale, MAX_PER_ORDER, parseSaleInput, SALE_FIELDS, saleView, type SaleState } from '../sales.js';
+import type { SaleCache } from './sale-cache.js';
 import { answerFor, refusal } from './errors.js';
 import { challengeLimit, purchaseLimits, type RateLimitSettings } from './rate-limit.js';
 import { documentedOnly, errorResponses, saleDefinitionSchema, salePageSchema, saleViewSchema, SECURITY } from './schemas.js';
@@ -65,20 +66,10 @@ const SOLD_OUT_BODY = JSON.stringify(new HttpError('sold_out').body());
 type SaleId = { Params: { saleId: string } };
 type ListQuery = { Querystring: { state?: SaleState; limit?: string; before?: string } };
 
-type SalesDeps = { pool: Pool; redis: RedisClient; purchaser: Purchaser; auth: Auth; limits: RateLimitSettings };
+type SalesDeps = { pool: Pool; redis: RedisClient; purchaser: Purchaser; auth: Auth; limits: RateLimitSettings; saleCache: SaleCache; challenges: Challenges };
 
-export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purchaser, auth, limits }, done) => {
-  // Rules change only when a sale is created or ended; a second of staleness is fine for the view
-  // (purchases are judged by Redis, never by this cache), and an end here drops the entry at once.
-  const saleCache = new Map<string, { sale: Sale; until: number }>();
-  const cachedSale = async (id: string): Promise<Sale> => {
-    const hit = saleCache.get(id);
-    if (hit && hit.until > Date.now()) return hit.sale;
-    const sale = await getSale(pool, id);
-    if (!sale) throw new HttpError('sale_not_found');
-    saleCache.set(id, { sale, until: Date.now() + 1000 });
-    return sale;
-  };
+export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purchaser, auth, limits, saleCache, challenges }, done) => {
+  const cachedSale = (id: string) => saleCache.get(id);
 
   app.post('/api/sales', {
     preValidation: auth.admin,
@@ -122,11 +113,10 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
     },
   }, async (req) => {
     const { sale } = await endSale(pool, redis, req.params.saleId);
-    saleCache.delete(sale.id);
+    saleCache.drop(sale.id);
     return saleView(redis, sale);
   });
 
-  const challenges = new Challenges(redis);
   // Per buyer, once auth has said who it is: each issue costs a signature, each exchange a verification.
   app.get<SaleId>('/api/sales/:saleId/challenge', {
     preValidation: auth.buyer, preHandler: challengeLimit(app, redis, limits, 'challenge'),

@@ -4,7 +4,7 @@
 import type { SwaggerTransform } from '@fastify/swagger';
 import { ERRORS, type ErrorCode } from '../errors.js';
 import { SALE_ID_PATTERN } from '../ids.js';
-import { CHALLENGES, CURRENCY_PATTERN, DEFAULT_COMPLEXITY, LIMITS } from '../sales.js';
+import { ADMISSIONS, CHALLENGES, CURRENCY_PATTERN, DEFAULT_COMPLEXITY, LIMITS, OVERBOOK_LIMITS, QUEUE_DEFAULTS } from '../sales.js';
 
 /** Who may call a route, as the OpenAPI document's security schemes name them. */
 export const SECURITY = {
@@ -48,6 +48,15 @@ const SALE_VIEW_PROPERTIES = {
   challengeComplexity: { type: 'integer', description: 'about how many hashes a challenge takes' },
   price: { type: 'integer', nullable: true, description: 'one unit, in the currency\'s minor unit; null for a sale made before prices (it takes any amount)' },
   currency: { type: 'string', nullable: true, description: 'ISO 4217 code; null with price' },
+  admission: { type: 'string', enum: ADMISSIONS, description: 'first-come: the fastest purchase wins; queue: a waiting room hands out passes; draw: entries, then a provably fair draw' },
+  admitRatePerSecond: { type: 'integer', nullable: true, description: 'queue: passes handed out per second' },
+  admitOverbook: { type: 'number', nullable: true, description: 'queue: outstanding passes stay within units left x this' },
+  passSeconds: { type: 'integer', nullable: true, description: 'queue: how long a pass buys' },
+  entriesOpenAt: time('draw: entries open', true),
+  entriesCloseAt: time('draw: entries close and the draw is made', true),
+  backfillUntil: time('draw: until then, units that come back go to the next entrants in draw order', true),
+  seedSha256: { type: 'string', nullable: true, description: 'queue and draw: sha256 of the seed (hex), published from the start' },
+  seed: { type: 'string', nullable: true, description: 'draw: the seed (hex), shown once entries have closed; null before' },
 };
 
 /** A sale as GET /api/sales/:saleId shows it. */
@@ -84,6 +93,13 @@ export const saleDefinitionSchema = {
     paymentWindowSeconds: { type: 'integer', minimum: 1, maximum: LIMITS.paymentWindowSeconds, default: 300 },
     challenge: { type: 'string', enum: CHALLENGES, default: 'none', description: '`pow`: buyers first solve a proof-of-work challenge' },
     challengeComplexity: { type: 'integer', minimum: 1000, maximum: LIMITS.challengeComplexity, default: DEFAULT_COMPLEXITY, description: 'about how many hashes a challenge takes' },
+    admission: { type: 'string', enum: ADMISSIONS, default: 'first-come', description: 'queue: a waiting room in front; draw: entries and a draw' },
+    admitRatePerSecond: { type: 'integer', minimum: 1, maximum: LIMITS.admitRatePerSecond, default: QUEUE_DEFAULTS.admitRatePerSecond, description: 'queue only' },
+    admitOverbook: { type: 'number', minimum: OVERBOOK_LIMITS.min, maximum: OVERBOOK_LIMITS.max, default: QUEUE_DEFAULTS.admitOverbook, description: 'queue only: the no-show allowance' },
+    passSeconds: { type: 'integer', minimum: 10, maximum: LIMITS.passSeconds, default: QUEUE_DEFAULTS.passSeconds, description: 'queue only' },
+    entriesOpenAt: time('draw only; default: startsAt'),
+    entriesCloseAt: time('draw only, required: after entriesOpenAt, not before startsAt, before endsAt'),
+    backfillUntil: time('draw only; default: an hour after entriesCloseAt (at most endsAt)'),
   },
 };
 

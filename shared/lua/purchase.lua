@@ -2,7 +2,7 @@
   Reserve stock for one buyer: every check and every write in one atomic step.
 
   KEYS[1] meta       sale rules (hash: startsAt, endsAt (0 = no end), perUser, maxPerOrder, paymentWindow,
-                     challenge (absent = none))
+                     challenge (absent = none), admission (absent = first-come))
   KEYS[2] available  stock left
   KEYS[3] buys       this buyer's count; expires ARGV[5] s after end + payment window, never for a
                      sale without end
@@ -11,8 +11,9 @@
   KEYS[6] seq        purchase counter
   KEYS[7] purchased  set of order ids reserved and not pending with a deadline
   KEYS[8] deadlines  zset of pending order ids (ack.lua moves an id here from purchased)
-  KEYS[9] tokenUsed  the checked purchase token's mark once it bought (value: the order id); unused
-                     without a token
+  KEYS[9] gate       with a purchase token: the token's mark once it bought (value: the order id);
+                     with a pass: the sale's passes (zset buyer -> the pass's expiry ms, 0 once used);
+                     unused otherwise
 
   ARGV[1] now (ms, from the caller's clock)
   ARGV[2] qty
@@ -20,9 +21,12 @@
   ARGV[4] userId
   ARGV[5] buy-count margin (s): added past end + payment window (BUY_COUNT_TTL_SECONDS), covering a
           writer or restore that runs late
-  ARGV[6] 1 when the API checked this buyer's purchase token for this sale (a 'pow' sale needs it)
-  ARGV[7] when the token's mark may go (ms): the token's expiry, plus a margin for API clocks that
-          disagree
+  ARGV[6] what the API checked: 'token' this buyer's purchase token for this sale (a 'pow' sale
+          needs one; '1' from older APIs means the same), 'pass' this buyer's admission pass (a
+          'queue' sale needs one), 'draw' the caller is the draw giving a winner its unit (a 'draw'
+          sale sells to nobody else), '' nothing
+  ARGV[7] with a token, when its mark may go (ms): its expiry, plus a margin for API clocks that
+          disagree; with a pass, its expiry (ms) as the pass says, which must be the one in KEYS[9]
 
   Returns {code, n}:
     { 1, available after}   reserved (or reserved before under this order id: nothing changes)
@@ -35,16 +39,21 @@
     {-7, available}         fewer left than asked
     {-8, 0}                 a purchase token is required
     {-9, 0}                 this purchase token has bought already
+    {-10, 0}                a draw sale: orders come from the draw only
+    {-11, 0}                a queue sale: an admission pass is required
+    {-12, 0}                this pass has bought already, has expired, or is not this buyer's latest
 ]]
 local rcall = redis.call
-local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey, tokenUsedKey =
+local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey, gateKey =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local now = tonumber(ARGV[1])
 local qty = tonumber(ARGV[2])
 local orderId, userId = ARGV[3], ARGV[4]
 local ttlMargin = tonumber(ARGV[5])
-local tokenChecked = ARGV[6] == '1'
-local tokenUntil = tonumber(ARGV[7])
+local gate = ARGV[6]
+local tokenChecked = gate == 'token' or gate == '1'
+local passChecked = gate == 'pass'
+local gateUntil = tonumber(ARGV[7])
 
 -- A client resends a script whose reply a dropped connection lost (ioredis does after a Redis
 -- restart); run twice, it would take the stock twice for one order. The id is in exactly one of
@@ -54,7 +63,7 @@ if rcall('SISMEMBER', purchasedKey, orderId) == 1 or rcall('ZSCORE', deadlinesKe
   return {1, tonumber(rcall('GET', availableKey) or '0')}
 end
 
-local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder', 'paymentWindow', 'challenge')
+local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder', 'paymentWindow', 'challenge', 'admission')
 if not meta[1] then return {-1, 0} end
 local startsAt, endsAt = tonumber(meta[1]), tonumber(meta[2])
 local perUser, maxPerOrder = tonumber(meta[3]), tonumber(meta[4])
@@ -67,7 +76,14 @@ local hasEnd = endsAt ~= 0
 
 if now < startsAt then return {-2, 0} end
 if hasEnd and now >= endsAt then return {-3, 0} end
-if meta[6] == 'pow' and not tokenChecked then return {-8, 0} end
+-- Who may buy: the draw's winners, a queue's pass holders (the pass replaced the token at joining),
+-- or, first come, anyone (with a token on a 'pow' sale).
+local admission = meta[7] or 'first-come'
+if admission == 'draw' then
+  if gate ~= 'draw' then return {-10, 0} end
+elseif admission == 'queue' then
+  if not passChecked then return {-11, 0} end
+elseif meta[6] == 'pow' and not tokenChecked then return {-8, 0} end
 if qty > maxPerOrder then return {-4, maxPerOrder} end
 
 -- The buyer's limit is checked before stock is touched: a repeat click never burns stock.
@@ -79,7 +95,12 @@ if available <= 0 then return {-6, 0} end
 if available < qty then return {-7, available} end
 -- A token buys once. Checked last: a purchase refused for anything else leaves the token unspent,
 -- and the buyer is told the reason that still holds with a new token (sold out, limit).
-if tokenChecked and rcall('EXISTS', tokenUsedKey) == 1 then return {-9, 0} end
+if tokenChecked and rcall('EXISTS', gateKey) == 1 then return {-9, 0} end
+-- A pass buys once, before its expiry: the one admit.lua gave this buyer (same expiry), not yet used (0).
+if passChecked then
+  local pass = tonumber(rcall('ZSCORE', gateKey, userId) or '0')
+  if pass ~= gateUntil or pass <= now then return {-12, 0} end
+end
 
 available = rcall('DECRBY', availableKey, qty)
 rcall('SADD', purchasedKey, orderId)
@@ -97,5 +118,6 @@ end
 local entry = orderId .. '|' .. seq .. '|' .. qty .. '|' .. now .. '|' .. userId
 rcall('LPUSH', winnersKey, entry)
 rcall('HSET', queuedKey, orderId, entry)
-if tokenChecked then rcall('SET', tokenUsedKey, orderId, 'PXAT', tokenUntil) end
+if tokenChecked then rcall('SET', gateKey, orderId, 'PXAT', gateUntil) end
+if passChecked then rcall('ZADD', gateKey, 'XX', 0, userId) end
 return {1, available}

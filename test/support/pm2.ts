@@ -30,8 +30,8 @@ export interface Pm2Deployment {
   close(): Promise<void>;
 }
 
-/** Every app the ecosystem starts with real servers and API_INSTANCES=2: two API instances and three daemons. */
-export const PM2_APPS = 5;
+/** Every app the ecosystem starts with real servers and API_INSTANCES=2: two API instances and four daemons. */
+export const PM2_APPS = 6;
 
 export async function pm2Deployment(env: TestEnv, extra: NodeJS.ProcessEnv = {}): Promise<Pm2Deployment> {
   const home = mkdtempSync(join(tmpdir(), 'flashsale-pm2-'));

@@ -1,0 +1,135 @@
+// The admission loop: every TICK_MS, for each unsettled sale with a waiting room, one admit.lua
+// step (passes to the next buyers at the sale's rate, within the units left), then one message on
+// ADMISSION_CHANNEL for the API's queue streams. One loop admits for the whole deployment: each
+// instance asks for a Redis lease every tick and steps only while it holds it; a loop that dies
+// loses it after LEASE_MS and another takes over. admit.lua itself stays correct with two loops
+// (its rate is a bucket refilled by elapsed time, its admitted count only grows); the lease only
+// saves the work. Sales are re-read from Postgres every SALES_REFRESH_MS.
+import { randomBytes } from 'node:crypto';
+import { delay, failureSignal, Retries } from './daemon.js';
+import type { Pool } from './db.js';
+import { ADMISSION_CHANNEL, ADMISSION_LEASE } from './keys.js';
+import type { Logger } from './logger.js';
+import { metrics } from './metrics.js';
+import { holdLease, type RedisClient } from './redis.js';
+import { admitStep, Phase, type AdmitStep } from './room.js';
+import { fromRow, type Sale, type SaleRow } from './sales.js';
+
+export const TICK_MS = 100;
+/** How long a silent leader keeps the lease: a SIGKILLed loop is replaced within this. */
+export const LEASE_MS = 2000;
+const SALES_REFRESH_MS = 1000;
+/** A room with nothing new still publishes this often, so a stream that missed a message catches up. */
+const PUBLISH_EVERY_MS = 1000;
+
+/** What a tick tells the streams of a sale's room (shared/room-events.ts). */
+export interface RoomTick {
+  saleId: string;
+  phase: Phase;
+  admitted: number;
+  waiting: number;
+  available: number;
+  /** The expiry of the passes this tick handed out (ms), 0 when none. */
+  passExpiresAt: number;
+  at: number;
+}
+
+export interface AdmissionDeps {
+  pool: Pool;
+  redis: RedisClient;
+  logger: Logger;
+}
+
+export async function admissionSales(pool: Pool): Promise<Sale[]> {
+  const res = await pool.query<SaleRow>("select * from sales where admission <> 'first-come' and settled_at is null order by starts_at");
+  return res.rows.map(fromRow);
+}
+
+export class AdmissionLoop {
+  readonly id = randomBytes(8).toString('hex');
+  private readonly abort = new AbortController();
+  private readonly signal = failureSignal();
+  readonly failed = this.signal.failed;
+  private running: Promise<void> | undefined;
+  private sales: Sale[] = [];
+  private salesAt = 0;
+  private readonly published = new Map<string, { tick: RoomTick; sentAt: number }>();
+  /** Whether this loop held the lease at its last tick. */
+  leader = false;
+
+  constructor(private readonly deps: AdmissionDeps) {}
+
+  start(): void {
+    this.running ??= this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.running;
+  }
+
+  private async run(): Promise<void> {
+    const retries = new Retries(this.deps.logger, this.signal.fail);
+    while (!this.abort.signal.aborted) {
+      let wait = TICK_MS;
+      try {
+        await this.tick(Date.now());
+        retries.succeeded();
+      } catch (err) {
+        const retryIn = retries.failed(err, 'admission tick failed');
+        if (retryIn === null) return;
+        wait = retryIn;
+      }
+      await delay(wait, this.abort.signal);
+    }
+  }
+
+  /** Re-reads the sales with a room or a draw (each tick does, every SALES_REFRESH_MS). */
+  async refreshSales(): Promise<void> {
+    this.sales = await admissionSales(this.deps.pool);
+    this.salesAt = Date.now();
+  }
+
+  /** One tick: the lease, then a step per sale. Public for tests, which drive the clock. */
+  async tick(now: number): Promise<RoomTick[]> {
+    const { redis, logger } = this.deps;
+    const wasLeader = this.leader;
+    this.leader = await holdLease(redis, ADMISSION_LEASE, this.id, LEASE_MS);
+    if (this.leader !== wasLeader) logger.info({ loop: this.id }, this.leader ? 'admission: this loop leads' : 'admission: another loop leads');
+    if (!this.leader) return [];
+    if (Date.now() - this.salesAt >= SALES_REFRESH_MS) await this.refreshSales();
+    const ticks: RoomTick[] = [];
+    for (const sale of this.sales) {
+      if (sale.admission !== 'queue') continue;
+      const step = await admitStep(redis, sale, now, Math.max(1, sale.admitRatePerSecond!));
+      observe(sale.id, step);
+      const tick: RoomTick = { saleId: sale.id, phase: step.phase, admitted: step.admitted, waiting: step.waiting, available: step.available, passExpiresAt: step.passExpiresAt, at: now };
+      if (step.admittedNow > 0) logger.debug({ saleId: sale.id, admitted: step.admittedNow, waiting: step.waiting }, 'admitted');
+      if (this.news(tick, now)) {
+        await redis.publish(ADMISSION_CHANNEL, JSON.stringify(tick));
+        ticks.push(tick);
+      }
+    }
+    return ticks;
+  }
+
+  /** Publish when the room changed, or after PUBLISH_EVERY_MS of quiet. */
+  private news(tick: RoomTick, now: number): boolean {
+    const last = this.published.get(tick.saleId);
+    const changed = !last || last.tick.phase !== tick.phase || last.tick.admitted !== tick.admitted || last.tick.waiting !== tick.waiting
+      || (last.tick.available > 0) !== (tick.available > 0);
+    if (!changed && now - last.sentAt < PUBLISH_EVERY_MS) return false;
+    this.published.set(tick.saleId, { tick, sentAt: now });
+    return true;
+  }
+}
+
+function observe(sale: string, step: AdmitStep): void {
+  if (step.phase === Phase.NotQueue) return;
+  metrics.queueWaiting.set({ sale }, step.waiting);
+  metrics.queueAvailable.set({ sale }, step.available);
+  metrics.queuePassesOutstanding.set({ sale }, step.outstanding);
+  // Incremented by 0 too: the series exists from the first tick, for the stuck-queue alert's increase().
+  metrics.queueAdmitted.inc({ sale }, step.admittedNow);
+  metrics.queuePassesExpired.inc({ sale }, step.expiredNow);
+}

@@ -1,0 +1,33 @@
+// How the event streams (order-events.ts, room-events.ts) start their answer: headers, the
+// load-shedding slot given back (a stream is no request in flight), a heartbeat comment, and one
+// end that clears it all. Their caps are shared/stream-slots.ts.
+import type { FastifyReply } from 'fastify';
+import type { ServerResponse } from 'node:http';
+import { releaseSlot } from './load-shedding.js';
+
+/** A comment line this often keeps proxies from closing a quiet stream. */
+export const HEARTBEAT_MS = 15_000;
+
+/**
+ * Turns the reply into an event stream registered in `open` (a shutdown ends each). `onEnd` runs
+ * once, whoever ends it: the client leaving, the route, or the shutdown.
+ */
+export function startStream(reply: FastifyReply, open: Set<() => void>, onEnd: () => void, onHeartbeat?: () => void): { res: ServerResponse; end: () => void } {
+  reply.hijack();
+  const res = reply.raw;
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
+  releaseSlot(reply);
+  const heartbeat = setInterval(() => {
+    res.write(': heartbeat\n\n');
+    onHeartbeat?.();
+  }, HEARTBEAT_MS).unref();
+  const end = () => {
+    if (!open.delete(end)) return;
+    clearInterval(heartbeat);
+    onEnd();
+    res.end();
+  };
+  open.add(end);
+  res.once('close', end);
+  return { res, end };
+}

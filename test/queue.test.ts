@@ -1,0 +1,236 @@
+// The waiting room (admission 'queue') against the real API, Redis and Postgres, with the
+// admission loop's ticks driven by the test's clock: the pre-queue is shuffled by the seed and
+// then joined by later arrivals in order, passes go out at the rate and within the units left
+// times the overbook, a purchase needs a live pass of the buyer's and a pass buys once, expired
+// passes go back to the budget, admission stops at sold out and resumes when a unit comes back.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { request } from 'node:http';
+import { describe, test } from 'node:test';
+import { AdmissionLoop, LEASE_MS } from '../shared/admission.js';
+import { PURCHASE_TOKEN_HEADER } from '../shared/http/sales.js';
+import { ADMISSION_LEASE, saleKeys } from '../shared/keys.js';
+import { Phase } from '../shared/room.js';
+import { getSale, type Sale } from '../shared/sales.js';
+import { apiEnv, type ApiEnv } from './support/api.js';
+import type { TestEnv } from './support/env.js';
+import { newSale, waitFor } from './support/fixtures.js';
+import { http, outcome } from './support/http.js';
+import * as pow from './support/pow.js';
+import { token } from './support/tokens.js';
+
+let env: TestEnv;
+let api: ApiEnv['api'];
+apiEnv((s) => ({ env, api } = s), { challengeRatePerBuyer: 0, purchaseRatePerBuyer: 0 });
+
+const newLoop = () => new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
+// One loop for the file (it holds the lease); the lease's own test takes it over on purpose.
+let shared: AdmissionLoop | undefined;
+const loop = () => (shared ??= newLoop());
+/** One tick at `at` of the file's loop, with the sales re-read first; the tick of sale `s`, if it published one. */
+async function step(s: Sale, at: number, l = loop()) {
+  await l.refreshSales();
+  return (await l.tick(at)).find((t) => t.saleId === s.id) ?? null;
+}
+const join = (s: Sale, user: string, headers: Record<string, string> = {}) => http(api.port, 'POST', `/api/sales/${s.id}/queue`, { user, headers });
+const me = (s: Sale, user: string) => http(api.port, 'GET', `/api/sales/${s.id}/queue/me`, { user });
+const buy = (s: Sale, user: string, pass?: string) =>
+  http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { user, body: { qty: 1 }, headers: pass === undefined ? {} : { [PURCHASE_TOKEN_HEADER]: pass } });
+const queueSale = (fields: Record<string, unknown> = {}) => newSale(env, { admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60, ...fields });
+
+/** The buyer's pass, once /queue/me says admitted. */
+async function passOf(s: Sale, user: string): Promise<string> {
+  const r = await me(s, user);
+  assert.equal(r.body.state, 'admitted', `${user}: ${JSON.stringify(r.body)}`);
+  return r.body.pass as string;
+}
+
+/** Everyone in the room in the order they are admitted. */
+const line = (s: Sale) => env.redis.zrange(saleKeys(s.id).queue, '0', '-1');
+
+/** Admitted buyers in the order admit.lua admitted them (the queue's first `admitted` places). */
+async function admittedInOrder(s: Sale): Promise<string[]> {
+  const k = saleKeys(s.id);
+  const admitted = Number((await env.redis.hget(k.room, 'admitted')) ?? 0);
+  return admitted === 0 ? [] : env.redis.zrange(k.queue, '0', String(admitted - 1));
+}
+
+describe('joining', () => {
+  test('a sale without a room answers 409 no_waiting_room; a buyer who never joined gets 404 not_in_queue; joining twice keeps the place', async () => {
+    const plain = await newSale(env);
+    assert.equal(outcome(await join(plain, 'ann')), '409 no_waiting_room');
+    const s = await queueSale();
+    assert.equal(outcome(await me(s, 'ann')), '404 not_in_queue');
+    const first = await join(s, 'ann');
+    assert.equal(outcome(first), '200');
+    assert.equal(first.body.state, 'waiting');
+    await join(s, 'bob');
+    const again = await join(s, 'ann');
+    assert.equal(again.body.state, 'waiting');
+    assert.equal(await env.redis.zcard(saleKeys(s.id).queue), 2);
+    assert.equal(outcome(await http(api.port, 'POST', `/api/sales/${s.id}/queue`, {})), '401 unauthorized');
+  });
+
+  test('a pow sale\'s room needs a purchase token to join, before the start too, and the token joins once', async () => {
+    const s = await queueSale({ challenge: 'pow', challengeComplexity: 1000, startsAt: new Date(Date.now() + 3_600_000).toISOString() });
+    assert.equal(outcome(await join(s, 'cat')), '403 purchase_token_required');
+    const t = await pow.tokenFor(api.port, s, 'cat');
+    assert.equal(outcome(await join(s, 'cat', { [PURCHASE_TOKEN_HEADER]: t })), '200');
+    // The same buyer again: their place, without a token; another buyer cannot use it.
+    assert.equal(outcome(await join(s, 'cat')), '200');
+    assert.equal(outcome(await join(s, 'dan', { [PURCHASE_TOKEN_HEADER]: t })), '403 invalid_purchase_token');
+    assert.equal(await env.redis.zcard(saleKeys(s.id).queue), 1);
+  });
+});
+
+describe('admission', () => {
+  test('the pre-queue is admitted in the seed\'s shuffle, then later joiners in arrival order', async () => {
+    const s = await queueSale({ stock: 100, startsAt: new Date(Date.now() + 1500).toISOString() });
+    const early = Array.from({ length: 30 }, (_, i) => `early-${i}`);
+    for (const u of early) assert.equal(outcome(await join(s, u)), '200');
+    assert.equal((await me(s, 'early-0')).body.position, null, 'no place before the start');
+    await waitFor('the start', async () => Date.now() >= s.startsAt.getTime(), 5000);
+    assert.equal((await step(s, Date.now()))!.phase, Phase.Open);
+    const late = Array.from({ length: 10 }, (_, i) => `late-${i}`);
+    for (const u of late) await join(s, u);
+    await step(s, Date.now() + 1000);
+    const { seed } = (await getSale(env.pool, s.id))!;
+    // An independent computation of the documented order: sha1(seed:buyer), first 52 bits.
+    const shuffled = [...early].sort((a, b) => place(seed!, a) - place(seed!, b));
+    assert.notDeepEqual(shuffled, early);
+    assert.deepEqual(await admittedInOrder(s), [...shuffled, ...late]);
+  });
+
+  test('passes go out at the rate, never past the units left times the overbook; an expired pass frees its slot', async () => {
+    const s = await queueSale({ stock: 5, admitRatePerSecond: 4, admitOverbook: 1.5, passSeconds: 10 });
+    for (let i = 0; i < 20; i++) await join(s, `u${i}`);
+    const t0 = s.startsAt.getTime() + 1000;
+    await step(s, t0);
+    // The bucket fills from the start: a second's worth (4), capped at one second's burst.
+    assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'admitted')), 4);
+    await step(s, t0 + 250);
+    assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'admitted')), 5);
+    await step(s, t0 + 2000);
+    // floor(5 x 1.5) = 7 outstanding at most, however much time passes.
+    await step(s, t0 + 5000);
+    assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'admitted')), 7);
+    assert.equal(await env.redis.zcount(saleKeys(s.id).passes, '(0', '+inf'), 7);
+    // Ten seconds on, the seven passes have expired unused: seven more go out, the first seven are told expired.
+    await step(s, t0 + 11_000);
+    await step(s, t0 + 13_000);
+    assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'admitted')), 14);
+    assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'expired')), 7);
+    assert.equal((await me(s, (await admittedInOrder(s))[0]!)).body.state, 'expired');
+    assert.equal((await me(s, (await admittedInOrder(s))[13]!)).body.state, 'admitted');
+  });
+
+  test('a purchase needs a live pass of the buyer\'s own; a pass buys once', async () => {
+    const s = await queueSale({ stock: 10, perUserLimit: 2 });
+    await join(s, 'eve');
+    await join(s, 'fay');
+    assert.equal(outcome(await buy(s, 'eve')), '403 admission_pass_required');
+    // Both admitted at once (the rate allows it): the order between them does not matter here.
+    await step(s, Date.now() + 100);
+    const pass = await passOf(s, 'eve');
+    assert.equal(outcome(await buy(s, 'fay', pass)), '403 admission_pass_invalid');
+    const token = await pow.tokenFor(api.port, await newSale(env, { challenge: 'pow', challengeComplexity: 1000 }), 'eve');
+    assert.equal(outcome(await buy(s, 'eve', token)), '403 invalid_purchase_token');
+    const bought = await Promise.all(Array.from({ length: 5 }, () => buy(s, 'eve', pass)));
+    assert.deepEqual(bought.map(outcome).sort(), ['202 queued', ...Array(4).fill('403 admission_pass_invalid')]);
+    assert.equal((await me(s, 'eve')).body.state, 'used');
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '9');
+    // An expired pass is refused by the API's check; Redis would refuse it too.
+    const k = saleKeys(s.id);
+    await env.redis.zadd(k.passes, Date.now() - 1, 'fay');
+    assert.equal(outcome(await buy(s, 'fay', await passFor(s, 'fay', Date.now() - 1))), '403 admission_pass_invalid');
+  });
+
+  test('admission stops at sold out (waiting buyers are told so) and resumes from the head when a unit comes back', async () => {
+    const s = await queueSale({ stock: 2 });
+    for (const u of ['a1', 'a2', 'a3', 'a4']) await join(s, u);
+    // Joined before the room opened: their order is the seed's shuffle.
+    const [a1, a2, a3, a4] = await line(s);
+    await step(s, Date.now());
+    for (const u of [a1!, a2!]) assert.equal(outcome(await buy(s, u, await passOf(s, u))), '202 queued');
+    assert.equal((await step(s, Date.now() + 1000))!.phase, Phase.SoldOut);
+    assert.equal((await me(s, a3!)).body.state, 'sold_out');
+    assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'admitted')), 2);
+    // A unit comes back (as a cancel or an expiry gives it): the next in line, a3, is admitted, a4 waits.
+    await env.redis.incr(saleKeys(s.id).available);
+    await step(s, Date.now() + 2000);
+    assert.equal((await me(s, a3!)).body.state, 'admitted');
+    const last = await me(s, a4!);
+    assert.deepEqual([last.body.state, last.body.position], ['waiting', 1]);
+  });
+
+  test('one loop leads: a second one steps only once the first has stopped renewing its lease', async () => {
+    const s = await queueSale({ stock: 10, admitRatePerSecond: 10 });
+    for (const u of ['b1', 'b2', 'b3']) await join(s, u);
+    await env.redis.del(ADMISSION_LEASE);
+    const [a, b] = [newLoop(), newLoop()];
+    shared = b;
+    const t0 = Date.now();
+    assert.notEqual(await step(s, t0, a), null);
+    assert.equal(await step(s, t0 + 1000, b), null);
+    assert.equal(b.leader, false);
+    // a is gone (no more ticks): after the lease runs out, b takes over where a left off.
+    await new Promise((r) => setTimeout(r, LEASE_MS + 100));
+    assert.notEqual(await step(s, Date.now(), b), null);
+    assert.equal(b.leader, true);
+    assert.deepEqual(await admittedInOrder(s), await line(s));
+  });
+});
+
+describe('the stream', () => {
+  test('a waiting buyer\'s stream shows the place, then the pass when admitted, and ends; the pass buys', async () => {
+    const s = await queueSale({ stock: 5, admitRatePerSecond: 1 });
+    for (const u of ['c1', 'c2', 'c3']) await join(s, u);
+    const third = (await line(s))[2]!;
+    // Opened (places final), nobody admitted yet: the bucket starts empty at the start.
+    const t0 = s.startsAt.getTime();
+    await step(s, t0);
+    const events: { state: string; position: number | null; pass?: string }[] = [];
+    const ended = new Promise<void>((resolve, reject) => {
+      const req = request({ port: api.port, path: `/api/sales/${s.id}/queue/events`, headers: { authorization: `Bearer ${token(third)}` } }, (res) => {
+        assert.equal(res.statusCode, 200);
+        let buf = '';
+        res.on('data', (chunk: Buffer) => {
+          buf += chunk.toString();
+          for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
+            const line = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            if (line.startsWith('data: ')) events.push(JSON.parse(line.slice(6)));
+          }
+        });
+        res.on('end', () => resolve());
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    await waitFor('the first event', async () => events.length >= 1);
+    assert.deepEqual([events[0]!.state, events[0]!.position], ['waiting', 3]);
+    // A new position is written at most once a second (the loop publishes at least that often).
+    await new Promise((r) => setTimeout(r, 1100));
+    await step(s, t0 + 1000);
+    await waitFor('position 2', async () => events.some((e) => e.position === 2));
+    // One more admitted: the buyer is next.
+    await new Promise((r) => setTimeout(r, 1100));
+    await step(s, t0 + 2000);
+    await waitFor('position 1', async () => events.some((e) => e.position === 1));
+    await step(s, t0 + 3000);
+    await ended;
+    const last = events.at(-1)!;
+    assert.equal(last.state, 'admitted');
+    assert.equal(outcome(await buy(s, third, last.pass)), '202 queued');
+  });
+});
+
+function place(seed: string, buyer: string): number {
+  return parseInt(createHash('sha1').update(`${seed}:${buyer}`).digest('hex').slice(0, 13), 16) / 2 ** 52;
+}
+
+/** A pass as the API signs one (for the expiry case): through the API's own Challenges. */
+async function passFor(s: Sale, user: string, expiresAt: number): Promise<string> {
+  const { Challenges } = await import('../shared/challenge.js');
+  return new Challenges(env.redis).pass(s.id, user, expiresAt, Date.now() - 10);
+}
