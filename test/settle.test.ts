@@ -153,6 +153,19 @@ test('settle: ended sales whose orders are all final are settled in one pass and
   assert.equal(await env.redis.get(saleKeys(b.id).available), '10');
 });
 
+test('settle: a waiting room\'s places, state and passes go with the rest of a settled sale', async () => {
+  const sale = await endedSale(env, { admission: 'queue' });
+  const k = saleKeys(sale.id);
+  // What a room leaves behind: places, the admitted count, a used pass and one that ran out.
+  await env.redis.zadd(k.queue, 0.25, 'w1', 0.5, 'w2', 2, 'w3');
+  await env.redis.hset(k.room, 'phase', 'open', 'admitted', 2, 'expired', 1);
+  await env.redis.zadd(k.passes, 0, 'w1');
+  assert.ok((await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger })).reconciliations.find((r) => r.saleId === sale.id)?.holds);
+  assert.ok(await settledAt(sale.id));
+  // Nothing was bought, so no purchase counter either.
+  assert.deepEqual((await saleMemory(env, sale.id)).keys, settledKeys(sale.id).filter((key) => key !== k.seq));
+});
+
 test('settle: ended sales with work left stay until it is done, then settle; open and no-end sales stay', async () => {
   const pending = await endedSale(env);
   const queued = await endedSale(env);

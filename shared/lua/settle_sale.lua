@@ -13,9 +13,12 @@
   KEYS[5] purchased     set of order ids
   KEYS[6] deadlines     zset of pending order ids (empty once every order is final)
   KEYS[7] writers       zset of writer leases (all run out: the sale was idle)
+  KEYS[8] queue         a waiting room's places (absent without one); the sale is over
+  KEYS[9] room          the room's state
+  KEYS[10] passes       the room's passes
 
   Returns the number of keys deleted.
 ]]
 local rcall = redis.call
 rcall('HSET', KEYS[1], 'settled', '1')
-return rcall('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+return rcall('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10])
