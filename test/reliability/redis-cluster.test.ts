@@ -17,6 +17,9 @@ import { assertNo500, beginScenario, checkSale, killMasterRuns, summarize, tally
 import { answersHold, Shoppers } from '../support/shoppers.js';
 import { allClosed, buy, lateness, masterOf, OnTopology, salesOnEveryMaster } from '../support/topology.js';
 import { waitFor, written } from '../support/fixtures.js';
+import { AdmissionLoop } from '../../shared/admission.js';
+import { PURCHASE_TOKEN_HEADER } from '../../shared/http/sales.js';
+import { saleKeys } from '../../shared/keys.js';
 
 const on = new OnTopology<LocalCluster>('redis-cluster');
 let topo: LocalCluster;
@@ -60,6 +63,26 @@ test('cluster: every process works, and expired events from every master reach t
   const status = await cli(env, ['sale', 'status', sales[0]!.id, '--json']);
   assert.equal(status.code, 0, status.out);
   assert.equal(JSON.parse(status.stdout).available, 1000);
+});
+
+test('cluster: a waiting room on every master: buyers join, the admission loop admits them in place order, each pass buys once', async () => {
+  const placed = await salesOnEveryMaster(env, 1, 'room', { stock: 3, perUserLimit: 2, admission: 'queue', admitRatePerSecond: 100, admitOverbook: 1, passSeconds: 60 });
+  const loop = new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
+  for (const [master, [sale]] of placed) {
+    const buyers = Array.from({ length: 5 }, (_, i) => `q${i}-${sale!.id}`);
+    for (const u of buyers) assert.equal((await http(c.apiPort, 'POST', `/api/sales/${sale!.id}/queue`, { user: u })).status, 200, master);
+    await loop.refreshSales();
+    await loop.tick(Date.now() + 1000);
+    const line = await env.redis.zrange(saleKeys(sale!.id).queue, '0', '-1');
+    const views = await Promise.all(line.map((u) => http(c.apiPort, 'GET', `/api/sales/${sale!.id}/queue/me`, { user: u })));
+    assert.deepEqual(views.map((v) => v.body.state), ['admitted', 'admitted', 'admitted', 'waiting', 'waiting'], `${sale!.id} on ${master}`);
+    for (const [i, v] of views.slice(0, 3).entries()) {
+      const buy = () => http(c.apiPort, 'POST', `/api/sales/${sale!.id}/purchases`, { user: line[i]!, body: { qty: 1 }, headers: { [PURCHASE_TOKEN_HEADER]: v.body.pass } });
+      assert.equal((await buy()).status, 202);
+      assert.equal((await buy()).body.error, 'admission_pass_invalid');
+    }
+    assert.equal(await env.redis.get(saleKeys(sale!.id).available), '0');
+  }
 });
 
 test('cluster: a graceful failover of every master while orders are pending loses no expiry and closes them on time', async () => {
