@@ -220,12 +220,21 @@ try {
           .option('payment-window', { type: 'number', describe: 'seconds (default 300)' })
           .option('challenge', { type: 'string', choices: ['none', 'pow'], describe: 'pow: buyers solve a proof-of-work challenge first (default none)' })
           .option('challenge-complexity', { type: 'number', describe: 'about how many hashes a challenge takes (default 50000)' })
+          .option('admission', { type: 'string', choices: ['first-come', 'queue', 'draw'], describe: 'queue: a waiting room in front; draw: entries, then a draw (default first-come)' })
+          .option('admit-rate', { type: 'number', describe: 'queue: passes per second (default 50)' })
+          .option('admit-overbook', { type: 'number', describe: 'queue: passes outstanding per unit left, for no-shows (default 1.2)' })
+          .option('pass-seconds', { type: 'number', describe: 'queue: how long a pass buys (default 120)' })
+          .option('entries-open-at', { type: 'string', describe: 'draw: ISO 8601 (default: starts-at)' })
+          .option('entries-close-at', { type: 'string', describe: 'draw: ISO 8601, when the draw is made' })
+          .option('backfill-until', { type: 'string', describe: 'draw: ISO 8601 (default: an hour after entries close)' })
           .option('id', { type: 'string' }).option('json', { type: 'boolean' }),
         async (argv) => {
           const sale = parseSaleInput(Object.fromEntries(Object.entries({
             id: argv.id, name: argv.name, stock: argv.stock, price: argv.price, currency: argv.currency, perUserLimit: argv['per-user'], maxPerOrder: argv['max-per-order'],
             startsAt: argv['starts-at'], endsAt: argv['ends-at'], paymentWindowSeconds: argv['payment-window'],
             challenge: argv.challenge, challengeComplexity: argv['challenge-complexity'],
+            admission: argv.admission, admitRatePerSecond: argv['admit-rate'], admitOverbook: argv['admit-overbook'], passSeconds: argv['pass-seconds'],
+            entriesOpenAt: argv['entries-open-at'], entriesCloseAt: argv['entries-close-at'], backfillUntil: argv['backfill-until'],
           }).filter(([, v]) => v !== undefined)));
           const view = await withConnections(argv, async ({ pool, redis }) => {
             await createSale(pool, redis, sale);

@@ -88,3 +88,29 @@ test('migrate, sale create, sale status and replay --once', async () => {
   assert.equal(replay.code, 3);
   assert.match(replay.stdout, /CONSERVATION_VIOLATED/);
 });
+
+test('sale create --admission: a waiting room with its rate, overbook and pass lifetime; a draw with its entry window; a setting of the other mode is refused', async () => {
+  const queue = await flashsale('sale', 'create', '--id', 'cli-queue', '--name', 'room', '--stock', '5', '--price', '100', '--currency', 'EUR',
+    '--admission', 'queue', '--admit-rate', '25', '--admit-overbook', '1.5', '--pass-seconds', '30', '--json');
+  assert.equal(queue.code, 0, queue.stderr);
+  const q = JSON.parse(queue.stdout);
+  assert.deepEqual({ admission: q.admission, admitRatePerSecond: q.admitRatePerSecond, admitOverbook: q.admitOverbook, passSeconds: q.passSeconds, seed: q.seed },
+    { admission: 'queue', admitRatePerSecond: 25, admitOverbook: 1.5, passSeconds: 30, seed: null });
+  assert.match(q.seedSha256, /^[0-9a-f]{64}$/);
+  assert.deepEqual((await env.pool.query("select admission, admit_rate_per_second, pass_seconds from sales where id = 'cli-queue'")).rows,
+    [{ admission: 'queue', admit_rate_per_second: 25, pass_seconds: 30 }]);
+
+  const start = Date.now() + 3_600_000;
+  const iso = (ms: number) => new Date(ms).toISOString();
+  const draw = await flashsale('sale', 'create', '--id', 'cli-draw', '--name', 'draw', '--stock', '5', '--price', '100', '--currency', 'EUR', '--admission', 'draw',
+    '--starts-at', iso(start), '--entries-open-at', iso(start - 60_000), '--entries-close-at', iso(start + 60_000), '--backfill-until', iso(start + 120_000), '--json');
+  assert.equal(draw.code, 0, draw.stderr);
+  const d = JSON.parse(draw.stdout);
+  assert.deepEqual({ admission: d.admission, entriesOpenAt: d.entriesOpenAt, entriesCloseAt: d.entriesCloseAt, backfillUntil: d.backfillUntil, seed: d.seed },
+    { admission: 'draw', entriesOpenAt: iso(start - 60_000), entriesCloseAt: iso(start + 60_000), backfillUntil: iso(start + 120_000), seed: null });
+
+  const stray = await flashsale('sale', 'create', '--id', 'cli-stray', '--name', 'stray', '--stock', '5', '--price', '100', '--currency', 'EUR', '--admit-rate', '25');
+  assert.equal(stray.code, 2, stray.stdout);
+  assert.match(stray.stderr, /^flashsale: admitRatePerSecond apply only to admission queue/m);
+  assert.equal((await env.pool.query("select 1 from sales where id = 'cli-stray'")).rowCount, 0);
+});

@@ -170,11 +170,11 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
     ...rateLimits, bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
     schema: {
       summary: 'Buy: reserve stock for the buyer', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams, body: purchaseBody,
-      description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token); a token makes one reservation.`,
+      description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token); a token makes one reservation. A sale with \`admission: queue\` takes the pass its waiting room gave the buyer in the same header; a \`draw\` sale sells only through its draw.`,
       response: {
         202: purchaseAnswer,
         ...errorResponses('invalid_qty', 'qty_above_max', 'bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'not_started', 'ended',
-          'purchase_token_required', 'invalid_purchase_token', 'purchase_token_used',
+          'purchase_token_required', 'invalid_purchase_token', 'purchase_token_used', 'admission_pass_required', 'admission_pass_invalid', 'draw_sale',
           'sale_not_found', 'sold_out', 'not_enough_stock', 'limit_reached', 'rate_limited', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
       },
     },
