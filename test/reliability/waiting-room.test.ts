@@ -49,13 +49,16 @@ async function untilAnswered(send: () => Promise<Reply>): Promise<Reply> {
   }
 }
 
-interface Join { buyer: string; sentAt: number; answeredAt: number; answer: string }
+/** A join as the client saw it: when first sent, when answered 200, and the position the answer gave (null before the opening and at sold out). */
+interface Join { buyer: string; sentAt: number; answeredAt: number; answer: string; position: number | null }
 
 test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed and Redis restarted mid-admission: nobody admitted twice or skipped, shuffled-then-arrival order, admission stops at sold out, nothing sold without a pass', async () => {
   const { seed, log, rand, answers } = beginScenario('waiting-room');
   const sale = await newSale(env, {
     stock: STOCK, perUserLimit: 1, maxPerOrder: 1, paymentWindowSeconds: 600, admission: 'queue',
-    admitRatePerSecond: 200, admitOverbook: 1.2, passSeconds: 10, startsAt: new Date(Date.now() + 3_600_000).toISOString(),
+    // 50 passes a second: the units left times the overbook (600) caps a round, not the rate, and at
+    // this rate the first round lasts 12 s, long enough for the faults to land inside it.
+    admitRatePerSecond: 50, admitOverbook: 1.2, passSeconds: 10, startsAt: new Date(Date.now() + 3_600_000).toISOString(),
   });
   const k = saleKeys(sale.id);
   c = new Cluster(env, log);
@@ -68,7 +71,7 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
   const join = async (buyer: string): Promise<Join> => {
     const sentAt = performance.now();
     const r = await untilAnswered(() => http(port, 'POST', `/api/sales/${sale.id}/queue`, { user: buyer }));
-    return { buyer, sentAt, answeredAt: performance.now(), answer: outcome(r) };
+    return { buyer, sentAt, answeredAt: performance.now(), answer: outcome(r), position: r.body?.position ?? null };
   };
 
   // The pre-queue: everyone in before the start.
@@ -144,7 +147,10 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
   const arrivals = runConcurrently(LIVE, JOIN_CONCURRENCY, (i) => join(`live-${i}`)).then((r) => ({ joins: r, ms: Date.now() - t }));
   const soldOut = waitFor('sold out', async () => (await env.redis.get(k.available).catch(() => null)) === '0', 180_000, 50).then(() => Date.now());
   const admittedNow = async () => (await env.redis.hget(k.room, 'admitted').catch(() => null)) ?? '?';
-  const reach = (n: number) => waitFor(`${n} admitted`, async () => Number(await admittedNow()) >= n, 60_000, 20);
+  const reach = async (n: number) => {
+    const at = await waitFor(`${n} admitted`, async () => { const a = Number(await admittedNow()); return a >= n && a; }, 60_000, 20);
+    log.note(`admitted ${at} (waited for ${n})`);
+  };
   const loopId = (name: string) => {
     const started = readFileSync(joinPath(cl.logDir, `${name}.log`), 'utf8').split('\n').filter((l) => l.includes('admission loop started'));
     return (JSON.parse(started.at(-1)!) as { loop: string }).loop;
@@ -164,7 +170,7 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
   const back = await killLeader();
   await reach(300 + Math.floor(rand() * 250));
   const downMs = 300 + rand() * 1000;
-  log.fault(`redis-server SIGKILL at admitted ${await admittedNow()}, down ${Math.round(downMs)} ms`);
+  log.fault(`redis-server SIGKILL (at admitted ${await admittedNow()}, down ${Math.round(downMs)} ms)`);
   await env.stopRedis('SIGKILL');
   await delay(downMs);
   await env.startRedis();
@@ -199,6 +205,7 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
     order.push(line[i]!);
     places.set(line[i]!, Number(line[i + 1]));
   }
+  const rank = new Map(order.map((b, i) => [b, i] as const));
   const room = await env.redis.hgetall(k.room);
   const admitted = Number(room.admitted);
   const passList = await env.redis.zrange(k.passes, '0', '-1', 'WITHSCORES');
@@ -222,6 +229,7 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
   // Everyone who joined has one place: 200 to every join, and the line holds exactly them.
   assert.deepEqual(countBy([...pre, ...liveJoins], (j) => j.answer), { 200: PRE + LIVE }, 'every join answered 200 in the end');
   assert.equal(order.length, PRE + LIVE, 'one place per buyer in the line');
+  assert.deepEqual(pre.filter((j) => j.position !== null).map((j) => j.buyer).slice(0, 5), [], 'no position before the start: places are drawn at the opening');
 
   // Order: the pre-queue first, in the seed's shuffle, each at the place the seed gives it ...
   const prePart = order.slice(0, PRE);
@@ -249,10 +257,13 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
     if (places.get(j.buyer)! <= ahead) overtaken.push(`${j.buyer} (place ${places.get(j.buyer)}) sent after ${aheadOf} (place ${ahead}) was answered`);
   }
   assert.deepEqual(overtaken.slice(0, 5), [], `live arrivals behind a later one: ${overtaken.length} of ${comparable} comparable`);
+  // The position a live join was answered is its place in the line less those admitted then, which only grows up to `admitted`.
+  const offPosition = liveJoins.filter((j) => j.position !== null && !(rank.get(j.buyer)! - (j.position - 1) >= 0 && rank.get(j.buyer)! - (j.position - 1) <= admitted))
+    .map((j) => `${j.buyer} at rank ${rank.get(j.buyer)} told position ${j.position}`);
+  assert.deepEqual(offPosition.slice(0, 5), [], `live joins told a position their place does not give: ${offPosition.length}`);
 
   // Nobody admitted twice, nobody skipped: every pass (live, used) is one of the first `admitted`
   // places, and the passes plus those that expired are exactly `admitted`, one per place.
-  const rank = new Map(order.map((b, i) => [b, i] as const));
   const beyond = [...passes.keys()].filter((b) => !(rank.get(b)! < admitted));
   assert.deepEqual(beyond, [], `buyers with a pass beyond the ${admitted} admitted places`);
   assert.equal(passes.size + expired, admitted, `passes ${passes.size} + expired ${expired} != admitted ${admitted}: a place had no pass or two`);
