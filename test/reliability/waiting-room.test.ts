@@ -257,6 +257,7 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
     if (places.get(j.buyer)! <= ahead) overtaken.push(`${j.buyer} (place ${places.get(j.buyer)}) sent after ${aheadOf} (place ${ahead}) was answered`);
   }
   assert.deepEqual(overtaken.slice(0, 5), [], `live arrivals behind a later one: ${overtaken.length} of ${comparable} comparable`);
+  log.note(`line: ${PRE} pre-queue places as the seed gives them, then ${LIVE} arrivals at places 2..${LIVE + 1}; ${comparable} arrivals were sent after another was answered, and each is behind it`);
   // The position a live join was answered is its place in the line less those admitted then, which only grows up to `admitted`.
   const offPosition = liveJoins.filter((j) => j.position !== null && !(rank.get(j.buyer)! - (j.position - 1) >= 0 && rank.get(j.buyer)! - (j.position - 1) <= admitted))
     .map((j) => `${j.buyer} at rank ${rank.get(j.buyer)} told position ${j.position}`);
