@@ -4,7 +4,9 @@
 // instance asks for a Redis lease every tick and steps only while it holds it; a loop that dies
 // loses it after LEASE_MS and another takes over. admit.lua itself stays correct with two loops
 // (its rate is a bucket refilled by elapsed time, its admitted count only grows); the lease only
-// saves the work. Sales are re-read from Postgres every SALES_REFRESH_MS.
+// saves the work. Sales are re-read from Postgres every SALES_REFRESH_MS, beside the ticks: the rooms
+// live in Redis, so a Postgres outage or a slow query only delays learning of new sales, never the
+// passes of the ones known.
 import { randomBytes } from 'node:crypto';
 import { delay, failureSignal, Retries } from './daemon.js';
 import type { Pool } from './db.js';
@@ -18,7 +20,7 @@ import { fromRow, type Sale, type SaleRow } from './sales.js';
 export const TICK_MS = 100;
 /** How long a silent leader keeps the lease: a SIGKILLed loop is replaced within this. */
 export const LEASE_MS = 2000;
-const SALES_REFRESH_MS = 1000;
+export const SALES_REFRESH_MS = 1000;
 /** A room with nothing new still publishes this often, so a stream that missed a message catches up. */
 const PUBLISH_EVERY_MS = 1000;
 
@@ -53,6 +55,7 @@ export class AdmissionLoop {
   private running: Promise<void> | undefined;
   private sales: Sale[] = [];
   private salesAt = 0;
+  private refreshing: Promise<void> | undefined;
   private readonly published = new Map<string, { tick: RoomTick; sentAt: number }>();
   /** Whether this loop held the lease at its last tick. */
   leader = false;
@@ -66,6 +69,7 @@ export class AdmissionLoop {
   async stop(): Promise<void> {
     this.abort.abort();
     await this.running;
+    await this.refreshing;
   }
 
   private async run(): Promise<void> {
@@ -84,10 +88,20 @@ export class AdmissionLoop {
     }
   }
 
-  /** Re-reads the sales with a room or a draw (each tick does, every SALES_REFRESH_MS). */
+  /** Re-reads the sales with a room or a draw (the ticks start one every SALES_REFRESH_MS, see refreshBeside). */
   async refreshSales(): Promise<void> {
     this.sales = await admissionSales(this.deps.pool);
     this.salesAt = Date.now();
+  }
+
+  /** A re-read that the ticks do not wait for; a failed one is logged and tried again an interval later. */
+  private refreshBeside(): void {
+    this.refreshing ??= this.refreshSales()
+      .catch((err: unknown) => {
+        this.salesAt = Date.now();
+        this.deps.logger.warn({ err, sales: this.sales.length }, 'admission: sales not re-read from Postgres; admitting for the ones known');
+      })
+      .finally(() => (this.refreshing = undefined));
   }
 
   /** One tick: the lease, then a step per sale. Public for tests, which drive the clock. */
@@ -97,7 +111,9 @@ export class AdmissionLoop {
     this.leader = await holdLease(redis, ADMISSION_LEASE, this.id, LEASE_MS);
     if (this.leader !== wasLeader) logger.info({ loop: this.id }, this.leader ? 'admission: this loop leads' : 'admission: another loop leads');
     if (!this.leader) return [];
-    if (Date.now() - this.salesAt >= SALES_REFRESH_MS) await this.refreshSales();
+    // Only a loop that knows no sales yet waits for Postgres.
+    if (this.salesAt === 0) await this.refreshSales();
+    else if (Date.now() - this.salesAt >= SALES_REFRESH_MS) this.refreshBeside();
     const ticks: RoomTick[] = [];
     for (const sale of this.sales) {
       if (sale.admission !== 'queue') continue;

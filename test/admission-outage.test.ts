@@ -1,0 +1,41 @@
+// The admission loop needs Postgres only to learn which sales have a room; the rooms themselves
+// live in Redis. A Postgres outage must not stop it handing out passes for the sales it knows.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { AdmissionLoop, SALES_REFRESH_MS } from '../shared/admission.js';
+import { delay } from '../shared/daemon.js';
+import { saleKeys } from '../shared/keys.js';
+import { joinQueue, Phase } from '../shared/room.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { newSale } from './support/fixtures.js';
+
+let env: TestEnv;
+before(async () => {
+  env = await testEnv({}, { ownPostgres: true });
+});
+after(() => env.close());
+
+test('admission: with Postgres down the loop keeps admitting for the sales it knows, and learns of new ones once Postgres is back', async () => {
+  const s = await newSale(env, { stock: 10, admission: 'queue', admitRatePerSecond: 100, admitOverbook: 1, passSeconds: 60 });
+  for (const b of ['b1', 'b2', 'b3']) await joinQueue(env.redis, s.id, b, Date.now());
+  const loop = new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
+  await loop.refreshSales();
+  await env.stopPostgres();
+  // Past the refresh interval: this tick's re-read of the sales fails.
+  await delay(SALES_REFRESH_MS + 50);
+  const ticks = await loop.tick(Date.now() + 1000);
+  assert.deepEqual(ticks.map((t) => [t.saleId, t.phase, t.admitted]), [[s.id, Phase.Open, 3]]);
+  assert.equal(await env.redis.hget(saleKeys(s.id).room, 'admitted'), '3');
+
+  await env.startPostgres();
+  const later = await newSale(env, { stock: 10, admission: 'queue', admitRatePerSecond: 100, admitOverbook: 1, passSeconds: 60 });
+  await joinQueue(env.redis, later.id, 'c1', Date.now());
+  await delay(SALES_REFRESH_MS + 50);
+  // The re-read goes on beside the ticks; a tick after it has finished steps the new sale too.
+  for (let i = 0; i < 100 && (await env.redis.hget(saleKeys(later.id).room, 'admitted')) !== '1'; i++) {
+    await loop.tick(Date.now() + 1000);
+    await delay(20);
+  }
+  assert.equal(await env.redis.hget(saleKeys(later.id).room, 'admitted'), '1');
+  await loop.stop();
+});
