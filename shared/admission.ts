@@ -4,7 +4,9 @@
 // instance asks for a Redis lease every tick and steps only while it holds it; a loop that dies
 // loses it after LEASE_MS and another takes over. admit.lua itself stays correct with two loops
 // (its rate is a bucket refilled by elapsed time, its admitted count only grows); the lease only
-// saves the work. Sales are re-read from Postgres every SALES_REFRESH_MS.
+// saves the work. A draw's tick is shared/draw-loop.ts's (the draw, its awards and backfill, a
+// DrawTick on DRAW_CHANNEL). Sales are re-read from Postgres every SALES_REFRESH_MS; a draw over
+// for more than DRAW_OVER_KEPT is no longer read.
 import { randomBytes } from 'node:crypto';
 import { delay, failureSignal, Retries } from './daemon.js';
 import type { Pool } from './db.js';
@@ -12,6 +14,7 @@ import { ADMISSION_CHANNEL, ADMISSION_LEASE } from './keys.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import { holdLease, type RedisClient } from './redis.js';
+import { DrawLoop } from './draw-loop.js';
 import { admitStep, Phase, type AdmitStep } from './room.js';
 import { fromRow, type Sale, type SaleRow } from './sales.js';
 
@@ -38,10 +41,18 @@ export interface AdmissionDeps {
   pool: Pool;
   redis: RedisClient;
   logger: Logger;
+  /** BUY_COUNT_TTL_SECONDS, for a draw's awards (default 86,400, as the setting's). */
+  buyCountTtlSeconds?: number;
 }
 
+/** A draw over still publishes its last tick this long (for streams that missed it), then is left alone. */
+const DRAW_OVER_KEPT = '1 minute';
+
 export async function admissionSales(pool: Pool): Promise<Sale[]> {
-  const res = await pool.query<SaleRow>("select * from sales where admission <> 'first-come' and settled_at is null order by starts_at");
+  const res = await pool.query<SaleRow>(
+    `select * from sales where admission <> 'first-come' and settled_at is null
+       and (draw_over_at is null or draw_over_at > now() - interval '${DRAW_OVER_KEPT}') order by starts_at`,
+  );
   return res.rows.map(fromRow);
 }
 
@@ -54,10 +65,13 @@ export class AdmissionLoop {
   private sales: Sale[] = [];
   private salesAt = 0;
   private readonly published = new Map<string, { tick: RoomTick; sentAt: number }>();
+  private readonly draws: DrawLoop;
   /** Whether this loop held the lease at its last tick. */
   leader = false;
 
-  constructor(private readonly deps: AdmissionDeps) {}
+  constructor(private readonly deps: AdmissionDeps) {
+    this.draws = new DrawLoop({ ...deps, buyCountTtlSeconds: deps.buyCountTtlSeconds ?? 86_400 });
+  }
 
   start(): void {
     this.running ??= this.run();
@@ -97,9 +111,12 @@ export class AdmissionLoop {
     this.leader = await holdLease(redis, ADMISSION_LEASE, this.id, LEASE_MS);
     if (this.leader !== wasLeader) logger.info({ loop: this.id }, this.leader ? 'admission: this loop leads' : 'admission: another loop leads');
     if (!this.leader) return [];
+    // Another loop may have led meanwhile, and failed in the middle of a draw's step.
+    if (!wasLeader) this.draws.forget();
     if (Date.now() - this.salesAt >= SALES_REFRESH_MS) await this.refreshSales();
     const ticks: RoomTick[] = [];
     for (const sale of this.sales) {
+      if (sale.admission === 'draw') await this.draws.tick(sale, now);
       if (sale.admission !== 'queue') continue;
       const step = await admitStep(redis, sale, now, Math.max(1, sale.admitRatePerSecond!));
       observe(sale.id, step);
