@@ -15,18 +15,25 @@ export interface EntryRow {
 }
 
 /**
- * Enters `buyer` (idempotent: a second entry changes nothing). The insert reads the sale's row FOR
- * SHARE: it waits for a draw being made and then finds it drawn, or the draw waits for it.
- * false: the sale was drawn already, and the buyer had not entered.
+ * Enters `buyer` (idempotent: a second entry changes nothing) and answers the entry, in one
+ * statement. The insert reads the sale's row FOR SHARE: it waits for a draw being made and then
+ * finds it drawn, or the draw waits for it. null: the sale was drawn already, and the buyer had not entered.
  */
-export async function insertEntry(db: Db, saleId: string, buyer: string, ticket: string): Promise<boolean> {
-  await db.query(
-    `insert into draw_entries (sale_id, buyer, ticket)
-     select s.id, $2, $3 from sales s where s.id = $1 and s.drawn_at is null for share
-     on conflict (sale_id, buyer) do nothing`,
+export async function insertEntry(db: Db, saleId: string, buyer: string, ticket: string): Promise<EntryRow | null> {
+  // On a conflict the insert returns nothing and the second branch, which cannot see a row this
+  // statement inserted, finds the one entered before.
+  const res = await db.query<EntryRow>(
+    `with ins as (
+       insert into draw_entries (sale_id, buyer, ticket)
+       select s.id, $2, $3 from sales s where s.id = $1 and s.drawn_at is null for share
+       on conflict (sale_id, buyer) do nothing
+       returning buyer, ticket, status, draw_rank, order_id)
+     select * from ins
+     union all
+     select buyer, ticket, status, draw_rank, order_id from draw_entries where sale_id = $1 and buyer = $2`,
     [saleId, buyer, ticket],
   );
-  return (await entryOf(db, saleId, buyer)) !== null;
+  return res.rows[0] ?? null;
 }
 
 export async function entryOf(db: Db, saleId: string, buyer: string): Promise<EntryRow | null> {

@@ -178,18 +178,22 @@ describe('the draw', () => {
     await tick();
     await drain(s);
     const [r1, , r3, r4, r5] = await entryRows(s);
+    const third = stream(s, r3!.buyer);
     const streams = [stream(s, r4!.buyer), stream(s, r5!.buyer)];
-    await waitFor('the streams\' first events', async () => streams.every((st) => st.events.length >= 1));
-    assert.deepEqual(streams.map((st) => st.events[0].state), ['waiting', 'waiting']);
+    await waitFor('the streams\' first events', async () => [third, ...streams].every((st) => st.events.length >= 1));
+    assert.deepEqual([third, ...streams].map((st) => st.events[0].state), ['waiting', 'waiting', 'waiting']);
     // Rank 1 does not pay: the order expires and its unit comes back.
     await env.pool.query('update orders set expires_at = now() where id = $1', [r1!.order_id]);
     await closeOrders(env.pool, env.redis, [r1!.order_id!], 'replay');
     assert.equal(await available(s), 1);
     await tick();
-    const third = (await me(s, r3!.buyer)).body;
-    assert.equal(third.state, 'won');
+    // Rank 3's stream tells it at once, with the order; the poll says the same.
+    await third.ended;
+    const won = (await me(s, r3!.buyer)).body;
+    assert.deepEqual(third.events.at(-1), won);
+    assert.equal(won.state, 'won');
     await drain(s);
-    assert.equal((await http(api.port, 'GET', `/api/orders/${third.orderId}`, { user: r3!.buyer })).body.status, 'pending_payment');
+    assert.equal((await http(api.port, 'GET', `/api/orders/${won.orderId}`, { user: r3!.buyer })).body.status, 'pending_payment');
     assert.equal((await me(s, r1!.buyer)).body.state, 'won', 'rank 1 keeps its (expired) order');
     assert.equal(await available(s), 0);
     // Backfill over: ranks 4 and 5 have lost.

@@ -82,12 +82,13 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
       const spent = await redis.set(saleKeys(sale.id).tokenUsed(token.id), 'entry', 'PXAT', token.expiresAt + TOKEN_MARK_MARGIN_MS, 'NX');
       if (spent !== 'OK') throw new HttpError('purchase_token_used', 'This purchase token has been used already: solve a new challenge.');
     }
-    if (!(await insertEntry(pool, sale.id, req.buyer, ticketOf(sale.id, req.buyer)))) {
-      throw new HttpError('entries_closed', 'Entries to this draw have closed: the draw has been made.');
-    }
-    // The copy for counting; the draw reads Postgres only, so losing it changes nothing.
-    await redis.sadd(saleKeys(sale.id).entries, req.buyer);
-    return buyerEntry(pool, sale.id, req.buyer);
+    const row = await insertEntry(pool, sale.id, req.buyer, ticketOf(sale.id, req.buyer));
+    if (!row) throw new HttpError('entries_closed', 'Entries to this draw have closed: the draw has been made.');
+    // The copy for counting (a crowd entering costs no count in Postgres); the draw reads Postgres
+    // only, so losing it changes nothing but this count.
+    const k = saleKeys(sale.id);
+    const [, [, entries]] = (await redis.multi().sadd(k.entries, req.buyer).scard(k.entries).exec()) as [unknown, [unknown, number]];
+    return entryView(sale.id, row, Math.max(1, entries));
   });
 
   app.get<SaleId>('/api/sales/:saleId/entries/me', {
