@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { request } from 'node:http';
 import { describe, test } from 'node:test';
-import { AdmissionLoop } from '../shared/admission.js';
+import { admissionSales, AdmissionLoop } from '../shared/admission.js';
+import { DrawLoop } from '../shared/draw-loop.js';
 import { awardUnits, endBackfill, makeDraw, reserveUnit } from '../shared/draw-steps.js';
 import { closeOrders } from '../shared/expiry.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/sales.js';
@@ -253,6 +254,36 @@ describe('the draw', () => {
     assert.equal(await endBackfill(deps(), s, s.backfillUntil!.getTime()), 1);
     assert.deepEqual((await entryRows(s)).map((r) => r.status), ['won', 'won', 'won', 'won', 'lost']);
     assert.equal(await env.redis.llen(saleKeys(s.id).winners), 4);
+  });
+
+  test('loop cost: a quiet drawn sale costs no Postgres query per tick; a draw over for a minute is no longer read', async () => {
+    let s = await drawSale({ stock: 1 });
+    for (const b of ['k1', 'k2']) await enter(s, b);
+    s = await closeEntries(s);
+    // A loop whose every Postgres query is counted (the pool itself is the real one).
+    let queries = 0;
+    const pool = new Proxy(env.pool, {
+      get(target, prop, receiver) {
+        const v = Reflect.get(target, prop, receiver);
+        if (prop === 'query' || prop === 'connect') return (...args: unknown[]) => (queries++, (v as (...a: unknown[]) => unknown).apply(target, args));
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const draws = new DrawLoop({ pool, redis: env.redis, logger: env.logger, buyCountTtlSeconds: 86_400 });
+    const t0 = Date.now();
+    assert.equal((await draws.tick(s, t0))?.through, 1);
+    assert.ok(queries > 0);
+    const before = queries;
+    for (let i = 1; i <= 20; i++) await draws.tick(s, t0 + i * 100);
+    assert.equal(queries, before, 'twenty quiet ticks, no query');
+    // Over: then nothing at all, and a minute on the sale is no longer among the loop's sales.
+    assert.equal((await draws.tick(s, s.backfillUntil!.getTime()))?.over, true);
+    const over = queries;
+    for (let i = 1; i <= 20; i++) await draws.tick(s, s.backfillUntil!.getTime() + i * 100);
+    assert.equal(queries, over);
+    assert.ok((await admissionSales(env.pool)).some((x) => x.id === s.id));
+    await env.pool.query("update sales set draw_over_at = now() - interval '2 minutes' where id = $1", [s.id]);
+    assert.ok(!(await admissionSales(env.pool)).some((x) => x.id === s.id));
   });
 
   test('draw verify: OK on a fair draw; a tampered rank is a mismatch, exit 3', async () => {
