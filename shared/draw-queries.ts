@@ -46,10 +46,14 @@ export async function countEntries(db: Db, saleId: string): Promise<number> {
   return res.rows[0]!.n;
 }
 
-/** Takes the sale's row lock for the transaction; null when the sale is not a draw. */
+/**
+ * Takes the sale's row lock for the transaction (null when the sale is not a draw): the draw's
+ * steps take turns, and an entry's insert (FOR SHARE) waits. NO KEY: the order writer's inserts
+ * (FOR KEY SHARE on the sale) go on meanwhile.
+ */
 export async function lockDraw(client: PoolClient, saleId: string): Promise<{ drawn: boolean; over: boolean } | null> {
   const res = await client.query<{ drawn_at: Date | null; draw_over_at: Date | null }>(
-    "select drawn_at, draw_over_at from sales where id = $1 and admission = 'draw' for update", [saleId],
+    "select drawn_at, draw_over_at from sales where id = $1 and admission = 'draw' for no key update", [saleId],
   );
   const row = res.rows[0];
   return row ? { drawn: row.drawn_at !== null, over: row.draw_over_at !== null } : null;

@@ -12,6 +12,7 @@ import { admissionSales, AdmissionLoop } from '../shared/admission.js';
 import { DrawLoop } from '../shared/draw-loop.js';
 import { awardUnits, endBackfill, makeDraw, reserveUnit } from '../shared/draw-steps.js';
 import { closeOrders } from '../shared/expiry.js';
+import { checkInvariants } from '../shared/invariants.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/sales.js';
 import { saleKeys } from '../shared/keys.js';
 import { getSale, type Sale } from '../shared/sales.js';
@@ -212,6 +213,8 @@ describe('the draw', () => {
     const verify = await cli(env, ['draw', 'verify', s.id]);
     assert.equal(verify.code, 0, verify.out);
     assert.match(verify.stdout, /verified: .* 5 entries .* 3 winners/);
+    // Units, orders and restores add up as for any sale.
+    assert.deepEqual((await checkInvariants(env.pool, env.redis, { saleIds: [s.id], replayIntervalMs: 3_600_000 })).violations, []);
   });
 
   test('a Redis that lost its copy of the entries changes nothing: the draw reads Postgres', async () => {
