@@ -10,6 +10,8 @@ import { request } from 'node:http';
 import { describe, test } from 'node:test';
 import { admissionSales, AdmissionLoop } from '../shared/admission.js';
 import { DrawLoop } from '../shared/draw-loop.js';
+import { insertEntry } from '../shared/draw-queries.js';
+import { ticketOf } from '../shared/draw.js';
 import { awardUnits, endBackfill, makeDraw, reserveUnit } from '../shared/draw-steps.js';
 import { closeOrders } from '../shared/expiry.js';
 import { checkInvariants } from '../shared/invariants.js';
@@ -146,9 +148,16 @@ describe('the draw', () => {
     for (const b of buyers) assert.equal(outcome(await enter(s, b)), '200');
     assert.equal((await record(s)).body.seed, null);
     assert.equal(outcome(await http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { user: 'd0', body: { qty: 1 } })), '403 draw_sale');
+    // The stream of the entrant the seed will rank first: entered now, won once the draw is made.
+    const expected = ranksOf(s.id, s.seed!, buyers);
+    const firstBuyer = buyers.find((b) => expected.get(b) === 1)!;
+    const watch = stream(s, firstBuyer);
+    await waitFor('the first event', async () => watch.events.length >= 1);
+    assert.equal(watch.events[0].state, 'entered');
     s = await closeEntries(s);
     await tick();
-    const expected = ranksOf(s.id, s.seed!, buyers);
+    await watch.ended;
+    assert.deepEqual([watch.events.at(-1).state, watch.events.at(-1).drawRank], ['won', 1]);
     const rows = await entryRows(s);
     assert.deepEqual(new Map(rows.map((r) => [r.buyer, r.draw_rank])), expected);
     assert.deepEqual(rows.map((r) => r.status), [...Array(3).fill('won'), ...Array(9).fill('waiting')]);
@@ -237,6 +246,8 @@ describe('the draw', () => {
     const now = Date.now();
     assert.equal(await makeDraw(env.pool, s, now), 5);
     assert.equal(await makeDraw(env.pool, s, now), 0, 'a second draw changes nothing');
+    // An entry that reaches Postgres after the draw (an API whose clock runs late) is refused, not left unranked.
+    assert.equal(await insertEntry(env.pool, s.id, 'g-late', ticketOf(s.id, 'g-late')), null);
     const ranked = await entryRows(s);
     // The award of rank 1 reached Redis, then the process died before Postgres heard of it.
     assert.equal(await reserveUnit(deps(), s, 1, ranked[0]!.buyer, now), 1);
