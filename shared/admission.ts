@@ -102,6 +102,7 @@ export class AdmissionLoop {
   async refreshSales(): Promise<void> {
     this.sales = await admissionSales(this.deps.pool);
     this.salesAt = Date.now();
+    this.draws.keepOnly(new Set(this.sales.map((s) => s.id)));
   }
 
   /** One tick: the lease, then a step per sale. Public for tests, which drive the clock. */

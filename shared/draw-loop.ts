@@ -36,6 +36,11 @@ export class DrawLoop {
     this.known.clear();
   }
 
+  /** Forgets the draws no longer among the loop's sales (over, settled). */
+  keepOnly(saleIds: Set<string>): void {
+    for (const id of this.known.keys()) if (!saleIds.has(id)) this.known.delete(id);
+  }
+
   /** One tick of one draw: the step due, and the tick published if it says something new. Never throws. */
   async tick(sale: Sale, now: number): Promise<DrawTick | null> {
     let k = this.known.get(sale.id);
