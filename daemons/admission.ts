@@ -12,7 +12,7 @@ export async function startAdmission(config: Config, logger: Logger): Promise<St
   const { pool, redis, close } = await connect(config, log);
   await migrate(pool, log);
   const ops = await startOpsServer(config, redis, pool);
-  const loop = new AdmissionLoop({ pool, redis, logger: log });
+  const loop = new AdmissionLoop({ pool, redis, logger: log, buyCountTtlSeconds: config.buyCountTtlSeconds });
   loop.start();
   log.info({ loop: loop.id }, 'admission loop started');
   let stopping: Promise<void> | undefined;

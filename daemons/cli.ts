@@ -7,6 +7,7 @@ import { ConfigError, loadConfig, redisConfigured, requireDirectPayConsent, requ
 import { runUntilSignal, type Stoppable } from '../shared/daemon.js';
 import { classify, HttpError } from '../shared/errors.js';
 import { checkInvariants, formatInvariants } from '../shared/invariants.js';
+import { verifyDraw } from '../shared/draw-verify.js';
 import { createLogger } from '../shared/logger.js';
 import { formatReport, progressReporter, runLoadtest } from '../tools/loadtest.js';
 import { migrate } from '../shared/migrate.js';
@@ -210,6 +211,15 @@ try {
           await conn?.close();
         }
       })
+    .command('draw', 'check draws', (y) => serverFlags(y)
+      .command('verify <saleId>', 'recompute a draw from its revealed seed and entries in Postgres and compare it with the recorded ranks and winners (exit 3 on a mismatch)',
+        (c) => c.positional('saleId', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
+        async (argv) => {
+          const verdict = await withConnections(argv, ({ pool }) => verifyDraw(pool, argv.saleId));
+          console.log(argv.json ? JSON.stringify(verdict) : verdict.line);
+          if (!verdict.ok) process.exitCode = 3;
+        })
+      .demandCommand(1), () => {})
     .command('sale', 'create, list, end and inspect sales', (y) => serverFlags(y)
       .command('create', 'create a sale and load it into Redis',
         (c) => c.option('name', { type: 'string', demandOption: true }).option('stock', { type: 'number', demandOption: true })

@@ -4,9 +4,10 @@
 // instance asks for a Redis lease every tick and steps only while it holds it; a loop that dies
 // loses it after LEASE_MS and another takes over. admit.lua itself stays correct with two loops
 // (its rate is a bucket refilled by elapsed time, its admitted count only grows); the lease only
-// saves the work. Sales are re-read from Postgres every SALES_REFRESH_MS, beside the ticks: the rooms
-// live in Redis, so a Postgres outage or a slow query only delays learning of new sales, never the
-// passes of the ones known.
+// saves the work. A draw's tick is shared/draw-loop.ts's (the draw, its awards and backfill, a
+// DrawTick on DRAW_CHANNEL). Sales are re-read from Postgres every SALES_REFRESH_MS, beside the
+// ticks: the rooms live in Redis, so a Postgres outage or a slow query only delays learning of new
+// sales, never the passes of the ones known. A draw over for more than DRAW_OVER_KEPT is no longer read.
 import { randomBytes } from 'node:crypto';
 import { delay, failureSignal, Retries } from './daemon.js';
 import type { Pool } from './db.js';
@@ -14,6 +15,7 @@ import { ADMISSION_CHANNEL, ADMISSION_LEASE } from './keys.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import { holdLease, type RedisClient } from './redis.js';
+import { DrawLoop } from './draw-loop.js';
 import { admitStep, Phase, type AdmitStep } from './room.js';
 import { fromRow, type Sale, type SaleRow } from './sales.js';
 
@@ -40,10 +42,18 @@ export interface AdmissionDeps {
   pool: Pool;
   redis: RedisClient;
   logger: Logger;
+  /** BUY_COUNT_TTL_SECONDS, for a draw's awards (default 86,400, as the setting's). */
+  buyCountTtlSeconds?: number;
 }
 
+/** A draw over still publishes its last tick this long (for streams that missed it), then is left alone. */
+const DRAW_OVER_KEPT = '1 minute';
+
 export async function admissionSales(pool: Pool): Promise<Sale[]> {
-  const res = await pool.query<SaleRow>("select * from sales where admission <> 'first-come' and settled_at is null order by starts_at");
+  const res = await pool.query<SaleRow>(
+    `select * from sales where admission <> 'first-come' and settled_at is null
+       and (draw_over_at is null or draw_over_at > now() - interval '${DRAW_OVER_KEPT}') order by starts_at`,
+  );
   return res.rows.map(fromRow);
 }
 
@@ -57,10 +67,13 @@ export class AdmissionLoop {
   private salesAt = 0;
   private refreshing: Promise<void> | undefined;
   private readonly published = new Map<string, { tick: RoomTick; sentAt: number }>();
+  private readonly draws: DrawLoop;
   /** Whether this loop held the lease at its last tick. */
   leader = false;
 
-  constructor(private readonly deps: AdmissionDeps) {}
+  constructor(private readonly deps: AdmissionDeps) {
+    this.draws = new DrawLoop({ ...deps, buyCountTtlSeconds: deps.buyCountTtlSeconds ?? 86_400 });
+  }
 
   start(): void {
     this.running ??= this.run();
@@ -92,6 +105,7 @@ export class AdmissionLoop {
   async refreshSales(): Promise<void> {
     this.sales = await admissionSales(this.deps.pool);
     this.salesAt = Date.now();
+    this.draws.keepOnly(new Set(this.sales.map((s) => s.id)));
   }
 
   /** A re-read that the ticks do not wait for; a failed one is logged and tried again an interval later. */
@@ -111,11 +125,14 @@ export class AdmissionLoop {
     this.leader = await holdLease(redis, ADMISSION_LEASE, this.id, LEASE_MS);
     if (this.leader !== wasLeader) logger.info({ loop: this.id }, this.leader ? 'admission: this loop leads' : 'admission: another loop leads');
     if (!this.leader) return [];
+    // Another loop may have led meanwhile, and failed in the middle of a draw's step.
+    if (!wasLeader) this.draws.forget();
     // Only a loop that knows no sales yet waits for Postgres.
     if (this.salesAt === 0) await this.refreshSales();
     else if (Date.now() - this.salesAt >= SALES_REFRESH_MS) this.refreshBeside();
     const ticks: RoomTick[] = [];
     for (const sale of this.sales) {
+      if (sale.admission === 'draw') await this.draws.tick(sale, now);
       if (sale.admission !== 'queue') continue;
       const step = await admitStep(redis, sale, now, Math.max(1, sale.admitRatePerSecond!));
       observe(sale.id, step);

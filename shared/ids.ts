@@ -1,5 +1,5 @@
 // Ids and the winner entry: their formats, made and parsed here and nowhere else.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 /** Sale ids: what the admin may choose, and what a key's hash tag may hold. */
 export const SALE_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
@@ -51,4 +51,14 @@ export function parseWinner(entry: string): Winner {
     purchasedAt: Number(parts[3]),
     userId: parts.slice(4).join('|'),
   };
+}
+
+/**
+ * The order a draw gives its entrant of rank `rank`: an order id of the usual form whose random
+ * part is the first 16 bytes of sha256('draw-order:' + saleId + ':' + rank). Derived, not drawn, so
+ * an award retried after a crash between Redis and Postgres reserves under the same id, which
+ * purchase.lua's resend guard turns into a no-op: a rank can never hold two units.
+ */
+export function drawOrderId(saleId: string, rank: number): string {
+  return `${saleId}.${createHash('sha256').update(`draw-order:${saleId}:${rank}`).digest().toString('base64url', 0, 16)}`;
 }

@@ -26,6 +26,8 @@ export const STOCK_CHANNEL = 'flashsale:stock';
 export const ORDERS_CHANNEL = 'flashsale:orders';
 /** Each admission tick that changed a waiting room publishes `{saleId, ...}` here for the API's queue streams (shared/room-events.ts). */
 export const ADMISSION_CHANNEL = 'flashsale:admission';
+/** Each draw tick of the admission loop publishes a DrawTick here for the API's entry streams (shared/http/draw-events.ts). */
+export const DRAW_CHANNEL = 'flashsale:draw';
 /** The admission loop's lease: one loop admits for the whole deployment (shared/admission.ts). */
 export const ADMISSION_LEASE = 'flashsale:admission:leader';
 export const EXPIRED_PATTERN = '__keyevent@*__:expired';
@@ -77,6 +79,8 @@ function buildSaleKeys(saleId: string) {
     room: `${p}:room`,
     /** Admission passes handed out: zset buyer -> expiry ms, 0 once it bought (purchase.lua). */
     passes: `${p}:passes`,
+    /** A draw's entrants (set of buyers): a copy for counting; the draw itself reads Postgres only. */
+    entries: `${p}:entries`,
     /** Orders whose buyer asked to cancel them while queued (cancel.lua). */
     cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,

@@ -21,6 +21,12 @@ alter table sales add constraint sales_draw_window check (
 -- sha256, published from the start; a draw's seed is shown only once entries have closed.
 alter table sales add column seed text check (seed ~ '^[0-9a-f]{64}$');
 alter table sales add column seed_sha256 text check (seed_sha256 ~ '^[0-9a-f]{64}$');
+-- A draw's progress: when its ranks were given (entries are refused from then on) and when its
+-- backfill ended (the remaining entrants lost; the admission loop stops looking at it).
+alter table sales add column drawn_at timestamptz;
+alter table sales add column draw_over_at timestamptz;
+alter table sales add constraint sales_draw_progress check (
+  (drawn_at is null or admission = 'draw') and (draw_over_at is null or drawn_at is not null));
 alter table sales add constraint sales_seed check ((admission = 'first-come') = (seed is null) and (seed is null) = (seed_sha256 is null));
 
 -- A draw's entries: one per buyer and sale. `ticket` is sha256(sale id || ':' || buyer) in hex,

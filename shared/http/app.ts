@@ -12,6 +12,7 @@ import type { Purchaser } from '../purchase.js';
 import { admin } from './admin.js';
 import { serverLimits } from './client-limits.js';
 import { docs } from './docs.js';
+import { draw } from './draw.js';
 import { errorHandler, errorMapping, onClientError, SCHEMA_OPTIONS } from './errors.js';
 import { jsonBody } from './json-body.js';
 import { loadShedding } from './load-shedding.js';
@@ -62,6 +63,7 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   const challenges = new Challenges(redis);
   void app.register(sales, { pool, redis, purchaser, auth, limits: config, saleCache, challenges });
   void app.register(queue, { redis, auth, limits: config, saleCache, challenges, logger });
+  void app.register(draw, { pool, redis, auth, limits: config, saleCache, challenges, logger });
   void app.register(payments, paymentDeps);
   void app.register(orders, { pool, redis, auth, maxCancelsPerSale: config.maxCancelsPerSale, directPay: config.directPay ? paymentDeps : undefined });
   void app.register(orderEvents, { pool, redis, auth, limits: config, logger });

@@ -7,6 +7,7 @@ import { wholeApp } from './plugin.js';
 
 const TAGS = [
   { name: 'sales', description: 'sales and purchases' },
+  { name: 'draw', description: 'a draw\'s entries and its public record (admission: draw)' },
   { name: 'orders', description: 'a buyer\'s orders' },
   { name: 'payments', description: 'the payment provider\'s webhook' },
   { name: 'admin', description: 'sales administration (ADMIN_TOKEN)' },

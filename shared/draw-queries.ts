@@ -1,0 +1,128 @@
+// A draw's rows in Postgres (draw_entries, and the sale's drawn_at and draw_over_at): the record of
+// the draw. Every state change says what it expects; the draw and the awards run under the sale's
+// row lock (shared/draw-steps.ts), which an entry's insert shares, so no entry slips in after the ranks.
+import type { Pool, PoolClient } from './db.js';
+import type { EntryState } from './draw.js';
+
+type Db = Pool | PoolClient;
+
+export interface EntryRow {
+  buyer: string;
+  ticket: string;
+  status: EntryState;
+  draw_rank: number | null;
+  order_id: string | null;
+}
+
+/**
+ * Enters `buyer` (idempotent: a second entry changes nothing) and answers the entry, in one
+ * statement. The insert reads the sale's row FOR SHARE: it waits for a draw being made and then
+ * finds it drawn, or the draw waits for it. null: the sale was drawn already, and the buyer had not entered.
+ */
+export async function insertEntry(db: Db, saleId: string, buyer: string, ticket: string): Promise<EntryRow | null> {
+  // On a conflict the insert returns nothing and the second branch, which cannot see a row this
+  // statement inserted, finds the one entered before.
+  const res = await db.query<EntryRow>(
+    `with ins as (
+       insert into draw_entries (sale_id, buyer, ticket)
+       select s.id, $2, $3 from sales s where s.id = $1 and s.drawn_at is null for share
+       on conflict (sale_id, buyer) do nothing
+       returning buyer, ticket, status, draw_rank, order_id)
+     select * from ins
+     union all
+     select buyer, ticket, status, draw_rank, order_id from draw_entries where sale_id = $1 and buyer = $2`,
+    [saleId, buyer, ticket],
+  );
+  return res.rows[0] ?? null;
+}
+
+export async function entryOf(db: Db, saleId: string, buyer: string): Promise<EntryRow | null> {
+  const res = await db.query<EntryRow>('select buyer, ticket, status, draw_rank, order_id from draw_entries where sale_id = $1 and buyer = $2', [saleId, buyer]);
+  return res.rows[0] ?? null;
+}
+
+export async function countEntries(db: Db, saleId: string): Promise<number> {
+  const res = await db.query<{ n: number }>('select count(*)::int as n from draw_entries where sale_id = $1', [saleId]);
+  return res.rows[0]!.n;
+}
+
+/**
+ * Takes the sale's row lock for the transaction (null when the sale is not a draw): the draw's
+ * steps take turns, and an entry's insert (FOR SHARE) waits. NO KEY: the order writer's inserts
+ * (FOR KEY SHARE on the sale) go on meanwhile.
+ */
+export async function lockDraw(client: PoolClient, saleId: string): Promise<{ drawn: boolean; over: boolean } | null> {
+  const res = await client.query<{ drawn_at: Date | null; draw_over_at: Date | null }>(
+    "select drawn_at, draw_over_at from sales where id = $1 and admission = 'draw' for no key update", [saleId],
+  );
+  const row = res.rows[0];
+  return row ? { drawn: row.drawn_at !== null, over: row.draw_over_at !== null } : null;
+}
+
+/** The entries not yet ranked (all of them, the first time). */
+export async function unranked(client: PoolClient, saleId: string): Promise<{ buyer: string; ticket: string }[]> {
+  return (await client.query<{ buyer: string; ticket: string }>("select buyer, ticket from draw_entries where sale_id = $1 and status = 'entered'", [saleId])).rows;
+}
+
+/** Gives the ranks and marks the sale drawn at `at`; returns how many entries were ranked. */
+export async function recordRanks(client: PoolClient, saleId: string, buyers: string[], ranks: number[], at: Date): Promise<number> {
+  const res = await client.query(
+    `update draw_entries d set status = 'waiting', draw_rank = u.rank
+     from unnest($2::text[], $3::int[]) as u(buyer, rank)
+     where d.sale_id = $1 and d.buyer = u.buyer and d.status = 'entered'`,
+    [saleId, buyers, ranks],
+  );
+  await client.query('update sales set drawn_at = $2 where id = $1 and drawn_at is null', [saleId, at]);
+  return res.rowCount ?? 0;
+}
+
+/** The next entrants waiting for a unit, lowest rank first. */
+export async function waitingHead(db: Db, saleId: string, limit: number): Promise<{ buyer: string; draw_rank: number }[]> {
+  return (await db.query<{ buyer: string; draw_rank: number }>(
+    "select buyer, draw_rank from draw_entries where sale_id = $1 and status = 'waiting' order by draw_rank limit $2", [saleId, limit],
+  )).rows;
+}
+
+/** Records that rank `rank` holds order `orderId`; false if it was not waiting (already recorded). */
+export async function recordWon(db: Db, saleId: string, rank: number, orderId: string): Promise<boolean> {
+  const res = await db.query(
+    "update draw_entries set status = 'won', order_id = $3 where sale_id = $1 and draw_rank = $2 and status = 'waiting'", [saleId, rank, orderId],
+  );
+  return res.rowCount === 1;
+}
+
+/** Backfill is over: every entrant still waiting has lost, and the sale's draw is marked over at `at`. */
+export async function recordOver(client: PoolClient, saleId: string, at: Date): Promise<number> {
+  const res = await client.query("update draw_entries set status = 'lost' where sale_id = $1 and status = 'waiting'", [saleId]);
+  await client.query('update sales set draw_over_at = $2 where id = $1 and draw_over_at is null', [saleId, at]);
+  return res.rowCount ?? 0;
+}
+
+export interface Progress {
+  drawn: boolean;
+  over: boolean;
+  entries: number;
+  /** The highest rank given an order (awards go in rank order, so every rank below has one too); 0 none. */
+  through: number;
+  waiting: number;
+}
+
+export async function readProgress(db: Db, saleId: string): Promise<Progress> {
+  const res = await db.query<{ drawn: boolean; over: boolean; entries: number; through: number; waiting: number }>(
+    `select s.drawn_at is not null as drawn, s.draw_over_at is not null as over,
+            count(d.buyer)::int as entries,
+            coalesce(max(d.draw_rank) filter (where d.status = 'won'), 0)::int as through,
+            count(d.buyer) filter (where d.status = 'waiting')::int as waiting
+     from sales s left join draw_entries d on d.sale_id = s.id
+     where s.id = $1 group by s.id`,
+    [saleId],
+  );
+  return res.rows[0] ?? { drawn: false, over: false, entries: 0, through: 0, waiting: 0 };
+}
+
+/** Every entry of the sale, in draw order once drawn (then by ticket): the public record and `draw verify`'s input. */
+export async function allEntries(db: Db, saleId: string): Promise<EntryRow[]> {
+  return (await db.query<EntryRow>(
+    'select buyer, ticket, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, ticket', [saleId],
+  )).rows;
+}

@@ -1,0 +1,76 @@
+// A draw (admission 'draw'), the algorithm anyone can recompute from what GET /api/sales/:saleId/draw
+// publishes (the seed once entries close, every entry's ticket):
+//
+//   ticket(buyer)  = hex(sha256(saleId + ':' + buyer))            what the list shows instead of the buyer
+//   key(ticket)    = hex(sha256(seed + ':' + ticket))              seed: the 64 lower-case hex digits published
+//   draw order     = the tickets sorted by key ascending, as lower-case hex strings (a tie, which
+//                    sha256 makes impossible in practice, is broken by the ticket, ascending)
+//   drawRank       = 1 + the ticket's position in that order
+//
+// sha256(seed) is published from the sale's creation, so the seed cannot be chosen after the
+// entries are known. When entries close, the admission loop gives the ranks in one transaction,
+// then an order to each entrant in rank order while units are left (the first `stock` entrants);
+// a unit that comes back (an order expired or cancelled) goes to the lowest rank still waiting,
+// until backfillUntil. Then every entrant still waiting has lost. Each award's order id is derived
+// from the sale and the rank (ids.ts drawOrderId). `flashsale draw verify` checks it all.
+import { createHash } from 'node:crypto';
+import { drawOrderId } from './ids.js';
+
+export const ENTRY_STATES = ['entered', 'won', 'waiting', 'lost'] as const;
+export type EntryState = (typeof ENTRY_STATES)[number];
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
+export const ticketOf = (saleId: string, buyer: string): string => sha256(`${saleId}:${buyer}`);
+
+export const drawKey = (seed: string, ticket: string): string => sha256(`${seed}:${ticket}`);
+
+export const seedHash = (seed: string): string => sha256(seed);
+
+/** The tickets in draw order: index i holds drawRank i + 1. */
+export function drawOrder(seed: string, tickets: readonly string[]): string[] {
+  const keyed = tickets.map((ticket) => ({ ticket, key: drawKey(seed, ticket) }));
+  keyed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.ticket < b.ticket ? -1 : a.ticket > b.ticket ? 1 : 0));
+  return keyed.map((k) => k.ticket);
+}
+
+/** What a tick of the admission loop tells a draw's entry streams (DRAW_CHANNEL). */
+export interface DrawTick {
+  saleId: string;
+  /** Ranks have been given. */
+  drawn: boolean;
+  entries: number;
+  /** Every rank up to this one has been given an order (0: none yet). */
+  through: number;
+  /** Backfill is over: every entrant without an order has lost. */
+  over: boolean;
+  at: number;
+}
+
+/** What a buyer is shown (POST .../entries, GET .../entries/me, each stream event). */
+export interface EntryView {
+  saleId: string;
+  state: EntryState;
+  ticket: string;
+  drawRank: number | null;
+  orderId: string | null;
+  entries: number;
+}
+
+/** The view of an entry as Postgres has it. */
+export function entryView(saleId: string, row: { ticket: string; status: EntryState; draw_rank: number | null; order_id: string | null }, entries: number): EntryView {
+  return { saleId, state: row.status, ticket: row.ticket, drawRank: row.draw_rank, orderId: row.order_id, entries };
+}
+
+/**
+ * The view of an entry of rank `rank` (null: not drawn when it was read) from a tick alone: awards
+ * go in rank order, so the tick's `through` says whether this rank has its order, whose id is derived.
+ * null: the rank is needed and unknown (read it again).
+ */
+export function viewFromTick(ticket: string, rank: number | null, tick: DrawTick): EntryView | null {
+  const base = { saleId: tick.saleId, ticket, entries: tick.entries };
+  if (!tick.drawn) return { ...base, state: 'entered', drawRank: null, orderId: null };
+  if (rank === null) return null;
+  if (rank <= tick.through) return { ...base, state: 'won', drawRank: rank, orderId: drawOrderId(tick.saleId, rank) };
+  return { ...base, state: tick.over ? 'lost' : 'waiting', drawRank: rank, orderId: null };
+}

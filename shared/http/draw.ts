@@ -1,0 +1,105 @@
+// A draw (admission 'draw'), for the buyer: enter once in the entry window, then follow the entry
+// by polling GET .../entries/me or by the stream GET .../entries/events (draw-events.ts) until won
+// (with the order to pay) or lost; and for anyone, GET .../draw: what recomputes the draw.
+import type { FastifyPluginCallback } from 'fastify';
+import type { Auth } from '../auth.js';
+import type { Challenges } from '../challenge.js';
+import type { Config } from '../config.js';
+import type { Pool } from '../db.js';
+import { ENTRY_STATES, entryView, ticketOf, type EntryView } from '../draw.js';
+import { countEntries, entryOf, insertEntry } from '../draw-queries.js';
+import { HttpError } from '../errors.js';
+import { saleKeys } from '../keys.js';
+import type { Logger } from '../logger.js';
+import type { RedisClient } from '../redis.js';
+import type { Sale } from '../sales.js';
+import { drawEvents } from './draw-events.js';
+import { drawRecord } from './draw-record.js';
+import type { SaleCache } from './sale-cache.js';
+import { PURCHASE_TOKEN_HEADER, saleIdParams } from './sales.js';
+import { errorResponses, SECURITY } from './schemas.js';
+
+export const entryViewSchema = {
+  description: 'the buyer\'s entry', type: 'object', required: ['saleId', 'state', 'ticket', 'drawRank', 'orderId', 'entries'],
+  properties: {
+    saleId: { type: 'string' },
+    state: { type: 'string', enum: ENTRY_STATES, description: 'entered (before the draw), won (pay `orderId` as any order), waiting (drawn, no unit yet: one may come back until backfillUntil), lost (backfill is over without a unit)' },
+    ticket: { type: 'string', description: 'sha256(saleId + ":" + buyer) in hex: how GET .../draw lists this entry' },
+    drawRank: { type: 'integer', nullable: true, description: 'the place in the draw, 1 first; null before the draw' },
+    orderId: { type: 'string', nullable: true, description: 'with won: the order the draw made (pending_payment within the sale\'s payment window)' },
+    entries: { type: 'integer', description: 'entries in the draw' },
+  },
+};
+
+type SaleId = { Params: { saleId: string } };
+
+export interface DrawDeps {
+  pool: Pool;
+  redis: RedisClient;
+  auth: Auth;
+  limits: Pick<Config, 'sseMaxStreams'>;
+  saleCache: SaleCache;
+  challenges: Challenges;
+  logger: Logger;
+}
+
+/** How long past its expiry a spent token's mark is kept, as for purchases (shared/redis.ts). */
+const TOKEN_MARK_MARGIN_MS = 10_000;
+
+export async function drawSale(saleCache: SaleCache, id: string): Promise<Sale> {
+  const sale = await saleCache.get(id);
+  if (sale.admission !== 'draw') throw new HttpError('not_a_draw');
+  return sale;
+}
+
+export async function buyerEntry(pool: Pool, saleId: string, buyer: string): Promise<EntryView> {
+  const row = await entryOf(pool, saleId, buyer);
+  if (!row) throw new HttpError('not_entered');
+  return entryView(saleId, row, await countEntries(pool, saleId));
+}
+
+export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
+  const { pool, redis, auth, saleCache, challenges } = deps;
+  app.post<SaleId>('/api/sales/:saleId/entries', {
+    preValidation: auth.buyer, bodyLimit: 1024,
+    schema: {
+      summary: 'Enter the sale\'s draw (admission: draw); entering again keeps the entry', tags: ['draw'], security: SECURITY.buyer, params: saleIdParams,
+      description: `One entry per buyer, from entriesOpenAt until entriesCloseAt. A sale with \`challenge: pow\` needs a purchase token in \`${PURCHASE_TOKEN_HEADER}\` to enter (it is spent by the entry); a buyer who has entered gets their entry back without one.`,
+      response: {
+        200: entryViewSchema,
+        ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'not_a_draw', 'entries_not_open', 'entries_closed', 'purchase_token_required', 'invalid_purchase_token', 'purchase_token_used', 'unavailable'),
+      },
+    },
+  }, async (req) => {
+    const sale = await drawSale(saleCache, req.params.saleId);
+    const now = Date.now();
+    if (now < sale.entriesOpenAt!.getTime()) throw new HttpError('entries_not_open', `Entries to this draw open at ${sale.entriesOpenAt!.toISOString()}.`);
+    if (now >= sale.entriesCloseAt!.getTime()) throw new HttpError('entries_closed', `Entries to this draw closed at ${sale.entriesCloseAt!.toISOString()}.`);
+    if (sale.challenge === 'pow' && !(await entryOf(pool, sale.id, req.buyer))) {
+      const header = req.headers[PURCHASE_TOKEN_HEADER];
+      const token = await challenges.check(sale.id, req.buyer, header === undefined ? undefined : String(header), now);
+      if (token.kind !== 'token') throw new HttpError('invalid_purchase_token', 'An admission pass buys; it does not enter a draw.');
+      const spent = await redis.set(saleKeys(sale.id).tokenUsed(token.id), 'entry', 'PXAT', token.expiresAt + TOKEN_MARK_MARGIN_MS, 'NX');
+      if (spent !== 'OK') throw new HttpError('purchase_token_used', 'This purchase token has been used already: solve a new challenge.');
+    }
+    const row = await insertEntry(pool, sale.id, req.buyer, ticketOf(sale.id, req.buyer));
+    if (!row) throw new HttpError('entries_closed', 'Entries to this draw have closed: the draw has been made.');
+    // The copy for counting (a crowd entering costs no count in Postgres); the draw reads Postgres
+    // only, so losing it changes nothing but this count.
+    const k = saleKeys(sale.id);
+    const [, [, entries]] = (await redis.multi().sadd(k.entries, req.buyer).scard(k.entries).exec()) as [unknown, [unknown, number]];
+    return entryView(sale.id, row, Math.max(1, entries));
+  });
+
+  app.get<SaleId>('/api/sales/:saleId/entries/me', {
+    preValidation: auth.buyer,
+    schema: {
+      summary: 'The buyer\'s entry in the draw: entered, won (with the order), waiting or lost', tags: ['draw'], security: SECURITY.buyer, params: saleIdParams,
+      response: { 200: entryViewSchema, ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'not_a_draw', 'not_entered', 'unavailable') },
+    },
+  }, async (req) => buyerEntry(pool, (await drawSale(saleCache, req.params.saleId)).id, req.buyer));
+
+  void app.register(drawRecord, deps);
+  void app.register(drawEvents, deps);
+  done();
+};

@@ -1,0 +1,320 @@
+// A draw (admission 'draw') against the real API, Redis and Postgres, with the admission loop's
+// ticks driven by the test's clock: entries in their window (once per buyer, a pow sale's token
+// spent by the entry), the ranks the seed's documented order gives, orders for the first `stock`
+// through the writer, backfill through expiry until backfillUntil and then `lost`, told by poll
+// and stream; a Redis that lost its copy of the entries, and a step that stops half way, change
+// nothing; `flashsale draw verify` agrees, and catches a tampered rank.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { request } from 'node:http';
+import { describe, test } from 'node:test';
+import { admissionSales, AdmissionLoop } from '../shared/admission.js';
+import { DrawLoop } from '../shared/draw-loop.js';
+import { insertEntry } from '../shared/draw-queries.js';
+import { ticketOf } from '../shared/draw.js';
+import { awardUnits, endBackfill, makeDraw, reserveUnit } from '../shared/draw-steps.js';
+import { closeOrders } from '../shared/expiry.js';
+import { checkInvariants } from '../shared/invariants.js';
+import { PURCHASE_TOKEN_HEADER } from '../shared/http/sales.js';
+import { saleKeys } from '../shared/keys.js';
+import { getSale, type Sale } from '../shared/sales.js';
+import { OrderWriter } from '../shared/writer.js';
+import { apiEnv, type ApiEnv } from './support/api.js';
+import { cli } from './support/cli.js';
+import type { TestEnv } from './support/env.js';
+import { newSale, waitFor } from './support/fixtures.js';
+import { http, outcome } from './support/http.js';
+import * as pow from './support/pow.js';
+import { token } from './support/tokens.js';
+
+let env: TestEnv;
+let api: ApiEnv['api'];
+apiEnv((s) => ({ env, api } = s), { challengeRatePerBuyer: 0, purchaseRatePerBuyer: 0 });
+
+let shared: AdmissionLoop | undefined;
+const loop = () => (shared ??= new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger }));
+/** One tick of the loop at `at`, with the sales re-read first. */
+async function tick(at = Date.now()) {
+  await loop().refreshSales();
+  await loop().tick(at);
+}
+const deps = () => ({ pool: env.pool, redis: env.redis, buyCountTtlSeconds: 86_400 });
+
+const HOUR = 3_600_000;
+/** Entries open since a minute ago, close in an hour (closeEntries brings that to now); backfill runs an hour after. */
+const drawSale = (fields: Record<string, unknown> = {}) => newSale(env, {
+  admission: 'draw', startsAt: new Date(Date.now() - 60_000).toISOString(), entriesCloseAt: new Date(Date.now() + HOUR).toISOString(), ...fields,
+});
+/** Entries close now: the sale as Postgres then has it. */
+async function closeEntries(s: Sale): Promise<Sale> {
+  await env.pool.query('update sales set entries_close_at = now(), backfill_until = now() + interval \'1 hour\' where id = $1', [s.id]);
+  return (await getSale(env.pool, s.id))!;
+}
+
+const enter = (s: Sale | string, user: string, headers: Record<string, string> = {}) =>
+  http(api.port, 'POST', `/api/sales/${typeof s === 'string' ? s : s.id}/entries`, { user, headers });
+const me = (s: Sale, user: string) => http(api.port, 'GET', `/api/sales/${s.id}/entries/me`, { user });
+const record = (s: Sale) => http(api.port, 'GET', `/api/sales/${s.id}/draw`);
+const entryRows = async (s: Sale) => (await env.pool.query<{ buyer: string; ticket: string; status: string; draw_rank: number | null; order_id: string | null }>(
+  'select buyer, ticket, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, buyer', [s.id])).rows;
+const available = async (s: Sale) => Number(await env.redis.get(saleKeys(s.id).available));
+const drain = async (s: Sale) => {
+  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: `w-${s.id}`, writerLeaseMs: 1 } });
+  while ((await writer.drainOnce()) > 0);
+};
+
+/** The documented order, computed here from scratch: tickets sorted by sha256(seed:ticket) hex. */
+const sha = (text: string) => createHash('sha256').update(text).digest('hex');
+function ranksOf(saleId: string, seed: string, buyers: string[]): Map<string, number> {
+  const keyed = buyers.map((b) => ({ b, key: sha(`${seed}:${sha(`${saleId}:${b}`)}`) })).sort((x, y) => (x.key < y.key ? -1 : 1));
+  return new Map(keyed.map((k, i) => [k.b, i + 1]));
+}
+
+/** Events of a buyer's entry stream until it ends. */
+function stream(s: Sale, user: string): { events: any[]; ended: Promise<void> } {
+  const events: any[] = [];
+  const ended = new Promise<void>((resolve, reject) => {
+    const req = request({ port: api.port, path: `/api/sales/${s.id}/entries/events?access_token=${token(user)}` }, (res) => {
+      assert.equal(res.statusCode, 200);
+      let buf = '';
+      res.on('data', (chunk: Buffer) => {
+        buf += chunk.toString();
+        for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
+          const line = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          if (line.startsWith('data: ')) events.push(JSON.parse(line.slice(6)));
+        }
+      });
+      res.on('end', () => resolve());
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  return { events, ended };
+}
+
+describe('entries', () => {
+  test('outside the window, on a sale that is no draw, an unknown or malformed sale, without a token: 4xx {error, message}, nothing entered', async () => {
+    const plain = await newSale(env);
+    const early = await drawSale({ entriesOpenAt: new Date(Date.now() + HOUR).toISOString(), entriesCloseAt: new Date(Date.now() + 2 * HOUR).toISOString() });
+    const late = await drawSale({ startsAt: new Date(Date.now() - 2 * HOUR).toISOString(), entriesCloseAt: new Date(Date.now() - HOUR).toISOString() });
+    const cases: [Sale | string, string | undefined, string][] = [
+      [plain, 'ann', '409 not_a_draw'], [early, 'ann', '409 entries_not_open'], [late, 'ann', '409 entries_closed'],
+      ['no-such-sale', 'ann', '404 sale_not_found'], ['bad id!', 'ann', '400 invalid_id'], [early, undefined, '401 unauthorized'],
+    ];
+    for (const [s, user, expected] of cases) {
+      const r = await http(api.port, 'POST', `/api/sales/${encodeURIComponent(typeof s === 'string' ? s : s.id)}/entries`, user === undefined ? {} : { user });
+      assert.equal(outcome(r), expected);
+      assert.deepEqual(Object.keys(r.body).sort(), ['error', 'message']);
+    }
+    assert.equal(outcome(await me(early, 'ann')), '404 not_entered');
+    assert.equal(outcome(await me(plain, 'ann')), '409 not_a_draw');
+    const rows = await env.pool.query('select 1 from draw_entries where sale_id = any($1::text[])', [[plain.id, early.id, late.id]]);
+    assert.equal(rows.rowCount, 0);
+    for (const s of [early, late]) assert.equal(await env.redis.exists(saleKeys(s.id).entries), 0);
+  });
+
+  test('entering twice keeps one entry; /entries/me shows it, entered, with its ticket', async () => {
+    const s = await drawSale();
+    const first = await enter(s, 'ann');
+    assert.equal(outcome(first), '200');
+    assert.deepEqual(first.body, { saleId: s.id, state: 'entered', ticket: sha(`${s.id}:ann`), drawRank: null, orderId: null, entries: 1 });
+    assert.deepEqual((await enter(s, 'ann')).body, first.body);
+    await enter(s, 'bob');
+    assert.equal((await me(s, 'ann')).body.entries, 2);
+    assert.equal((await entryRows(s)).length, 2);
+    assert.deepEqual((await env.redis.smembers(saleKeys(s.id).entries)).sort(), ['ann', 'bob']);
+  });
+
+  test('a pow draw needs a purchase token to enter, which the entry spends; the entrant comes back without one', async () => {
+    const s = await drawSale({ challenge: 'pow', challengeComplexity: 1000 });
+    assert.equal(outcome(await enter(s, 'cat')), '403 purchase_token_required');
+    const t = await pow.tokenFor(api.port, s, 'cat');
+    assert.equal(outcome(await enter(s, 'dan', { [PURCHASE_TOKEN_HEADER]: t })), '403 invalid_purchase_token');
+    assert.equal(outcome(await enter(s, 'cat', { [PURCHASE_TOKEN_HEADER]: t })), '200');
+    assert.equal(outcome(await enter(s, 'cat')), '200');
+    const t2 = await pow.tokenFor(api.port, s, 'eve');
+    assert.equal(outcome(await enter(s, 'eve', { [PURCHASE_TOKEN_HEADER]: t2 })), '200');
+    // The entry spent eve's token: its mark is the one a purchase would have left.
+    assert.equal(await env.redis.exists(saleKeys(s.id).tokenUsed(pow.tokenId(t2))), 1);
+    assert.deepEqual((await entryRows(s)).map((r) => r.buyer).sort(), ['cat', 'eve']);
+  });
+});
+
+describe('the draw', () => {
+  test('ranks follow the seed\'s documented order; the first `stock` get pending orders through the writer, payable; purchases are refused', async () => {
+    let s = await drawSale({ stock: 3 });
+    const buyers = Array.from({ length: 12 }, (_, i) => `d${i}`);
+    for (const b of buyers) assert.equal(outcome(await enter(s, b)), '200');
+    assert.equal((await record(s)).body.seed, null);
+    assert.equal(outcome(await http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { user: 'd0', body: { qty: 1 } })), '403 draw_sale');
+    // The stream of the entrant the seed will rank first: entered now, won once the draw is made.
+    const expected = ranksOf(s.id, s.seed!, buyers);
+    const firstBuyer = buyers.find((b) => expected.get(b) === 1)!;
+    const watch = stream(s, firstBuyer);
+    await waitFor('the first event', async () => watch.events.length >= 1);
+    assert.equal(watch.events[0].state, 'entered');
+    s = await closeEntries(s);
+    await tick();
+    await watch.ended;
+    assert.deepEqual([watch.events.at(-1).state, watch.events.at(-1).drawRank], ['won', 1]);
+    const rows = await entryRows(s);
+    assert.deepEqual(new Map(rows.map((r) => [r.buyer, r.draw_rank])), expected);
+    assert.deepEqual(rows.map((r) => r.status), [...Array(3).fill('won'), ...Array(9).fill('waiting')]);
+    assert.equal(await available(s), 0);
+    const first = rows[0]!;
+    const mine = (await me(s, first.buyer)).body;
+    assert.deepEqual(mine, { saleId: s.id, state: 'won', ticket: first.ticket, drawRank: 1, orderId: first.order_id, entries: 12 });
+    assert.deepEqual((await me(s, rows[5]!.buyer)).body.state, 'waiting');
+    // The public record: the seed, every ticket sorted, the winners in draw order.
+    const pub = await waitFor('the seed revealed', async () => ((await record(s)).body.seed ? (await record(s)).body : null));
+    assert.equal(sha(pub.seed), pub.seedSha256);
+    assert.deepEqual(pub.tickets, rows.map((r) => r.ticket).sort());
+    assert.deepEqual(pub.winners, rows.slice(0, 3).map((r) => ({ ticket: r.ticket, drawRank: r.draw_rank, orderId: r.order_id })));
+    assert.equal(pub.drawn, true);
+    // The writer makes the orders; a winner pays theirs as any order.
+    await drain(s);
+    const order = await http(api.port, 'GET', `/api/orders/${first.order_id}`, { user: first.buyer });
+    assert.equal(order.body.status, 'pending_payment');
+    assert.equal(outcome(await http(api.port, 'POST', `/api/orders/${first.order_id}/pay`, { user: first.buyer })), '200 paid');
+    assert.equal((await env.pool.query('select status from orders where id = $1', [first.order_id])).rows[0].status, 'paid');
+    assert.equal(outcome(await http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { user: rows[5]!.buyer, body: { qty: 1 } })), '403 draw_sale');
+    assert.equal(outcome(await enter(s, 'late-comer')), '409 entries_closed');
+  });
+
+  test('backfill through expiry: an expired winner\'s unit goes to the next rank; at backfillUntil the rest have lost, told by poll and stream', async () => {
+    let s = await drawSale({ stock: 2, paymentWindowSeconds: 60 });
+    for (const b of ['e1', 'e2', 'e3', 'e4', 'e5']) await enter(s, b);
+    s = await closeEntries(s);
+    await tick();
+    await drain(s);
+    const [r1, , r3, r4, r5] = await entryRows(s);
+    const third = stream(s, r3!.buyer);
+    const streams = [stream(s, r4!.buyer), stream(s, r5!.buyer)];
+    await waitFor('the streams\' first events', async () => [third, ...streams].every((st) => st.events.length >= 1));
+    assert.deepEqual([third, ...streams].map((st) => st.events[0].state), ['waiting', 'waiting', 'waiting']);
+    // Rank 1 does not pay: the order expires and its unit comes back.
+    await env.pool.query('update orders set expires_at = now() where id = $1', [r1!.order_id]);
+    await closeOrders(env.pool, env.redis, [r1!.order_id!], 'replay');
+    assert.equal(await available(s), 1);
+    await tick();
+    // Rank 3's stream tells it at once, with the order; the poll says the same.
+    await third.ended;
+    const won = (await me(s, r3!.buyer)).body;
+    assert.deepEqual(third.events.at(-1), won);
+    assert.equal(won.state, 'won');
+    await drain(s);
+    assert.equal((await http(api.port, 'GET', `/api/orders/${won.orderId}`, { user: r3!.buyer })).body.status, 'pending_payment');
+    assert.equal((await me(s, r1!.buyer)).body.state, 'won', 'rank 1 keeps its (expired) order');
+    assert.equal(await available(s), 0);
+    // Backfill over: ranks 4 and 5 have lost.
+    await tick(s.backfillUntil!.getTime());
+    await Promise.all(streams.map((st) => st.ended));
+    assert.deepEqual(streams.map((st) => st.events.at(-1).state), ['lost', 'lost']);
+    assert.deepEqual([(await me(s, r4!.buyer)).body.state, (await me(s, r5!.buyer)).body.state], ['lost', 'lost']);
+    // A unit that comes back now stays unsold.
+    const r2 = (await entryRows(s))[1]!;
+    await env.pool.query('update orders set expires_at = now() where id = $1', [r2.order_id]);
+    await closeOrders(env.pool, env.redis, [r2.order_id!], 'replay');
+    await tick(s.backfillUntil!.getTime() + 1000);
+    assert.deepEqual((await entryRows(s)).map((r) => r.status), ['won', 'won', 'won', 'lost', 'lost']);
+    assert.equal(await available(s), 1);
+    const verify = await cli(env, ['draw', 'verify', s.id]);
+    assert.equal(verify.code, 0, verify.out);
+    assert.match(verify.stdout, /verified: .* 5 entries .* 3 winners/);
+    // Units, orders and restores add up as for any sale.
+    assert.deepEqual((await checkInvariants(env.pool, env.redis, { saleIds: [s.id], replayIntervalMs: 3_600_000 })).violations, []);
+  });
+
+  test('a Redis that lost its copy of the entries changes nothing: the draw reads Postgres', async () => {
+    let s = await drawSale({ stock: 4 });
+    const buyers = Array.from({ length: 30 }, (_, i) => `f${i}`);
+    for (const b of buyers) await enter(s, b);
+    await env.redis.del(saleKeys(s.id).entries);
+    s = await closeEntries(s);
+    await tick();
+    const rows = await entryRows(s);
+    assert.deepEqual(new Map(rows.map((r) => [r.buyer, r.draw_rank])), ranksOf(s.id, s.seed!, buyers));
+    assert.equal(rows.filter((r) => r.status === 'won').length, 4);
+    assert.equal((await me(s, 'f0')).body.entries, 30);
+  });
+
+  test('a step stopped half way never awards a rank twice: a unit reserved but not recorded is recorded, not reserved again', async () => {
+    let s = await drawSale({ stock: 3 });
+    for (const b of ['g1', 'g2', 'g3', 'g4', 'g5']) await enter(s, b);
+    s = await closeEntries(s);
+    const now = Date.now();
+    assert.equal(await makeDraw(env.pool, s, now), 5);
+    assert.equal(await makeDraw(env.pool, s, now), 0, 'a second draw changes nothing');
+    // An entry that reaches Postgres after the draw (an API whose clock runs late) is refused, not left unranked.
+    assert.equal(await insertEntry(env.pool, s.id, 'g-late', ticketOf(s.id, 'g-late')), null);
+    const ranked = await entryRows(s);
+    // The award of rank 1 reached Redis, then the process died before Postgres heard of it.
+    assert.equal(await reserveUnit(deps(), s, 1, ranked[0]!.buyer, now), 1);
+    assert.equal(await available(s), 2);
+    assert.equal((await entryRows(s))[0]!.status, 'waiting');
+    // The retry: the same order id, so the same reservation.
+    assert.equal(await reserveUnit(deps(), s, 1, ranked[0]!.buyer, now), 1);
+    assert.equal(await available(s), 2);
+    assert.equal(await awardUnits(deps(), s, now, true), 2);
+    const rows = await entryRows(s);
+    assert.deepEqual(rows.map((r) => r.status), ['won', 'won', 'won', 'waiting', 'waiting']);
+    assert.equal(await available(s), 0);
+    assert.equal(await env.redis.llen(saleKeys(s.id).winners), 3);
+    assert.equal(new Set(rows.slice(0, 3).map((r) => r.order_id)).size, 3);
+    // A unit back, reserved for rank 4 and not recorded, then backfill ends: rank 4 won, rank 5 lost.
+    await env.redis.incr(saleKeys(s.id).available);
+    assert.equal(await reserveUnit(deps(), s, 4, rows[3]!.buyer, now), 1);
+    assert.equal(await endBackfill(deps(), s, s.backfillUntil!.getTime()), 1);
+    assert.deepEqual((await entryRows(s)).map((r) => r.status), ['won', 'won', 'won', 'won', 'lost']);
+    assert.equal(await env.redis.llen(saleKeys(s.id).winners), 4);
+  });
+
+  test('loop cost: a quiet drawn sale costs no Postgres query per tick; a draw over for a minute is no longer read', async () => {
+    let s = await drawSale({ stock: 1 });
+    for (const b of ['k1', 'k2']) await enter(s, b);
+    s = await closeEntries(s);
+    // A loop whose every Postgres query is counted (the pool itself is the real one).
+    let queries = 0;
+    const pool = new Proxy(env.pool, {
+      get(target, prop, receiver) {
+        const v = Reflect.get(target, prop, receiver);
+        if (prop === 'query' || prop === 'connect') return (...args: unknown[]) => (queries++, (v as (...a: unknown[]) => unknown).apply(target, args));
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const draws = new DrawLoop({ pool, redis: env.redis, logger: env.logger, buyCountTtlSeconds: 86_400 });
+    const t0 = Date.now();
+    assert.equal((await draws.tick(s, t0))?.through, 1);
+    assert.ok(queries > 0);
+    const before = queries;
+    for (let i = 1; i <= 20; i++) await draws.tick(s, t0 + i * 100);
+    assert.equal(queries, before, 'twenty quiet ticks, no query');
+    // Over: then nothing at all, and a minute on the sale is no longer among the loop's sales.
+    assert.equal((await draws.tick(s, s.backfillUntil!.getTime()))?.over, true);
+    const over = queries;
+    for (let i = 1; i <= 20; i++) await draws.tick(s, s.backfillUntil!.getTime() + i * 100);
+    assert.equal(queries, over);
+    assert.ok((await admissionSales(env.pool)).some((x) => x.id === s.id));
+    await env.pool.query("update sales set draw_over_at = now() - interval '2 minutes' where id = $1", [s.id]);
+    assert.ok(!(await admissionSales(env.pool)).some((x) => x.id === s.id));
+  });
+
+  test('draw verify: OK on a fair draw; a tampered rank is a mismatch, exit 3', async () => {
+    let s = await drawSale({ stock: 2 });
+    for (const b of ['h1', 'h2', 'h3', 'h4']) await enter(s, b);
+    s = await closeEntries(s);
+    await tick();
+    const ok = await cli(env, ['draw', 'verify', s.id]);
+    assert.equal(ok.code, 0, ok.out);
+    assert.match(ok.stdout, new RegExp(`draw ${s.id} verified`));
+    // Swap ranks 3 and 4 (both waiting): the seed's order says otherwise.
+    for (const [from, to] of [[3, -3], [4, 3], [-3, 4]]) {
+      await env.pool.query('update draw_entries set draw_rank = $3 where sale_id = $1 and draw_rank = $2', [s.id, from, to]);
+    }
+    const bad = await cli(env, ['draw', 'verify', s.id]);
+    assert.equal(bad.code, 3, bad.out);
+    assert.match(bad.stdout, /MISMATCH: ticket [0-9a-f]{64} has drawRank [34], the seed's order gives [34]/);
+    assert.equal((await cli(env, ['draw', 'verify', 'no-such-sale'])).code, 2);
+  });
+});
