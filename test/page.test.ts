@@ -464,6 +464,36 @@ describe('waiting room page', () => {
     assert.equal(await page.getByTestId('message').isHidden(), true, 'no error shown');
   });
 
+  test('page: a proof-of-work queue sale: the join carries the purchase token the widget earned, the purchase the pass', { timeout: 60_000 }, async () => {
+    const s = await queueSale({ name: 'Bot-proof room', stock: 2, admitRatePerSecond: 1000, challenge: 'pow', challengeComplexity: 5_000 });
+    const sent: { path: string; token?: string }[] = [];
+    const page = await open(`/?sale=${s.id}`);
+    page.on('request', (r) => sent.push({ path: new URL(r.url()).pathname, token: r.headers()['flashsale-purchase-token'] }));
+    await page.getByTestId('user-id').fill('pia');
+    await page.locator('[data-testid="join"]:enabled').waitFor();
+    await page.getByTestId('join').click();
+    await see(page, 'queue-status', /^(You are in the waiting room|You are number 1)$/, 20_000);
+    const joined = sent.find((r) => r.path === `/api/sales/${s.id}/queue`);
+    assert.ok(joined?.token, 'the join carried a purchase token');
+    // A pow room refuses a join without one (test/queue.test.ts): pia is in.
+    assert.notEqual(await env.redis.zscore(saleKeys(s.id).queue, 'pia'), null);
+
+    await admitAt(Date.now());
+    await see(page, 'queue-status', 'It is your turn!');
+    await page.getByTestId('buy').click();
+    await see(page, 'order-status', 'Queued…');
+    const bought = sent.find((r) => r.path === `/api/sales/${s.id}/purchases`);
+    const pass = (await http(api.port, 'GET', `/api/sales/${s.id}/queue/me`, { user: 'pia' })).body;
+    assert.equal(pass.state, 'used');
+    assert.ok(bought?.token && bought.token !== joined.token, 'the purchase carried the pass, not the spent token');
+    assert.equal(await env.redis.zscore(saleKeys(s.id).passes, 'pia'), '0');
+    const queued = await env.redis.hvals(saleKeys(s.id).queued);
+    assert.equal(queued.length, 1);
+    assert.match(queued[0]!, /pia/);
+    writer();
+    await waitFor('drained', async () => (await env.redis.hlen(saleKeys(s.id).queued)) === 0);
+  });
+
   test('page: a buyer waiting in a room that sells out is told so, and keeps the place', { timeout: 60_000 }, async () => {
     const s = await queueSale({ name: 'Single unit', stock: 1, admitRatePerSecond: 1000 });
     const t0 = s.startsAt.getTime();
