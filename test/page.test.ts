@@ -494,6 +494,26 @@ describe('waiting room page', () => {
     await waitFor('drained', async () => (await env.redis.hlen(saleKeys(s.id).queued)) === 0);
   });
 
+  test('page: an admitted buyer who does not buy before the pass runs out is told the turn has passed', { timeout: 60_000 }, async () => {
+    const s = await queueSale({ name: 'Slow hands', stock: 1, admitRatePerSecond: 1000, passSeconds: 10, startsAt: new Date(Date.now() - 60_000).toISOString() });
+    const page = await open(`/?sale=${s.id}`);
+    await page.getByTestId('user-id').fill('tom');
+    await page.locator('[data-testid="join"]:enabled').waitFor();
+    await page.getByTestId('join').click();
+    await see(page, 'queue-status', 'You are in the waiting room');
+    // The loop's clock 7 s behind: the 10 s pass it hands out runs out 3 s from now.
+    await admitAt(Date.now() - 7000);
+    await see(page, 'queue-status', 'It is your turn!');
+    await buyEnabled(page);
+    await see(page, 'queue-status', 'Your turn has passed', 10_000);
+    await see(page, 'queue-detail', 'Your pass ran out before you bought, so the next buyer in line was let in.');
+    assert.equal(await page.getByTestId('buy').isHidden(), true, 'no Buy button without a live pass');
+    assert.equal(await page.getByTestId('pass-countdown').isHidden(), true);
+    assert.ok(Number(await env.redis.zscore(saleKeys(s.id).passes, 'tom')) < Date.now(), 'the pass is past its expiry');
+    assert.deepEqual(await ordersOf(s.id), []);
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '1');
+  });
+
   test('page: a buyer waiting in a room that sells out is told so, and keeps the place', { timeout: 60_000 }, async () => {
     const s = await queueSale({ name: 'Single unit', stock: 1, admitRatePerSecond: 1000 });
     const t0 = s.startsAt.getTime();
