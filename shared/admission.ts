@@ -124,6 +124,9 @@ export class AdmissionLoop {
     const wasLeader = this.leader;
     this.leader = await holdLease(redis, ADMISSION_LEASE, this.id, LEASE_MS);
     if (this.leader !== wasLeader) logger.info({ loop: this.id }, this.leader ? 'admission: this loop leads' : 'admission: another loop leads');
+    // A former leader's last figures would sit beside the new leader's, and the stuck-queue alert
+    // takes the max over instances: only the leader exports rooms.
+    if (wasLeader && !this.leader) forgetRooms();
     if (!this.leader) return [];
     // Another loop may have led meanwhile, and failed in the middle of a draw's step.
     if (!wasLeader) this.draws.forget();
@@ -135,7 +138,7 @@ export class AdmissionLoop {
       if (sale.admission === 'draw') await this.draws.tick(sale, now);
       if (sale.admission !== 'queue') continue;
       const step = await admitStep(redis, sale, now, Math.max(1, sale.admitRatePerSecond!));
-      observe(sale.id, step);
+      observe(sale, step);
       const tick: RoomTick = { saleId: sale.id, phase: step.phase, admitted: step.admitted, waiting: step.waiting, available: step.available, passExpiresAt: step.passExpiresAt, at: now };
       if (step.admittedNow > 0) logger.debug({ saleId: sale.id, admitted: step.admittedNow, waiting: step.waiting }, 'admitted');
       if (this.news(tick, now)) {
@@ -157,12 +160,20 @@ export class AdmissionLoop {
   }
 }
 
-function observe(sale: string, step: AdmitStep): void {
+function observe({ id: sale, admitOverbook }: Sale, step: AdmitStep): void {
   if (step.phase === Phase.NotQueue) return;
   metrics.queueWaiting.set({ sale }, step.waiting);
+  // admit.lua's budget after this step: what the loop should admit next unless the rate holds it
+  // back. Waiting buyers with stock left but every pass out is no stuck queue.
+  const budget = Math.floor(step.available * admitOverbook! + 1e-9) - step.outstanding;
+  metrics.queueAdmittable.set({ sale }, step.phase === Phase.Open ? Math.max(0, Math.min(step.waiting, budget)) : 0);
   metrics.queueAvailable.set({ sale }, step.available);
   metrics.queuePassesOutstanding.set({ sale }, step.outstanding);
   // Incremented by 0 too: the series exists from the first tick, for the stuck-queue alert's increase().
   metrics.queueAdmitted.inc({ sale }, step.admittedNow);
   metrics.queuePassesExpired.inc({ sale }, step.expiredNow);
+}
+
+function forgetRooms(): void {
+  for (const gauge of [metrics.queueWaiting, metrics.queueAvailable, metrics.queuePassesOutstanding, metrics.queueAdmittable]) gauge.reset();
 }

@@ -46,6 +46,11 @@ export const metrics = {
   queueWaiting: new Gauge({ name: 'flashsale_queue_waiting', help: 'Buyers in a waiting room not yet admitted', labelNames: ['sale'], registers: [registry] }),
   queueAvailable: new Gauge({ name: 'flashsale_queue_available', help: 'Units left of a waiting room\'s sale (pending orders hold theirs)', labelNames: ['sale'], registers: [registry] }),
   queuePassesOutstanding: new Gauge({ name: 'flashsale_queue_passes_outstanding', help: 'Admission passes handed out, unused and unexpired', labelNames: ['sale'], registers: [registry] }),
+  queueAdmittable: new Gauge({
+    name: 'flashsale_queue_admittable',
+    help: 'Waiting buyers a room could admit now within its pass budget (units left x overbook - outstanding); 0 before the start, sold out or ended',
+    labelNames: ['sale'], registers: [registry],
+  }),
   queueAdmitted: new Counter({ name: 'flashsale_queue_admitted_total', help: 'Buyers admitted from a waiting room (given a pass)', labelNames: ['sale'], registers: [registry] }),
   queuePassesExpired: new Counter({ name: 'flashsale_queue_passes_expired_total', help: 'Admission passes that expired unused (no-shows)', labelNames: ['sale'], registers: [registry] }),
   backendErrors: new Counter({ name: 'flashsale_backend_errors_total', help: 'Redis and Postgres errors', labelNames: ['backend'], registers: [registry] }),

@@ -1,6 +1,6 @@
 // One sale's live numbers for the operator's page, in one round trip: where its units are (the
 // reconciliation), how many purchases Redis has accepted, how far the writer is behind, how late
-// expired orders were closed, and this API instance's purchase outcomes.
+// expired orders were closed, a waiting room's figures, and this API instance's purchase outcomes.
 //
 // Everything but the outcomes is read from Redis and Postgres, so any API instance answers the
 // same. Refusals are never written to Redis (a write per refusal would cost the sold-out path,
@@ -11,6 +11,7 @@ import { parseWinner } from './ids.js';
 import { saleKeys } from './keys.js';
 import { metrics } from './metrics.js';
 import { reconcile, type Reconciliation } from './reconcile.js';
+import { roomFigures, type RoomFigures } from './room-live.js';
 import { saleView, type Sale, type SaleView } from './sales.js';
 
 /** Expiry lateness is taken from the orders closed in this window, at most LATENESS_SAMPLE of them. */
@@ -35,6 +36,8 @@ export interface SaleLive {
   /** Age of the oldest winner not yet taken off Redis by a writer; null when none waits. */
   writerLagMs: number | null;
   lateness: Lateness;
+  /** The waiting room's figures (admission 'queue'); null for other sales. */
+  room: RoomFigures | null;
   /** flashsale_purchases_total of the API process that answered, all sales, since it started. */
   thisInstance: { outcomes: Record<string, number> };
 }
@@ -72,11 +75,12 @@ async function outcomesOfThisInstance(): Promise<Record<string, number>> {
 }
 
 export async function saleLive(pool: Pool, redis: RedisClient, sale: Sale, now = new Date()): Promise<SaleLive> {
-  const [view, rec, winners, lateness, outcomes] = await Promise.all([
+  const [view, rec, winners, lateness, room, outcomes] = await Promise.all([
     saleView(redis, sale, now.getTime()),
     reconcile(pool, redis, sale.id, sale.stock),
     oldestWinnerAt(redis, sale.id),
     closeLateness(pool, sale.id, now),
+    sale.admission === 'queue' ? roomFigures(redis, sale.id, now.getTime()) : null,
     outcomesOfThisInstance(),
   ]);
   const { saleId: _id, missingInPostgres: _missing, ...reconciliation } = rec;
@@ -87,6 +91,7 @@ export async function saleLive(pool: Pool, redis: RedisClient, sale: Sale, now =
     purchases: winners.purchases,
     writerLagMs: winners.oldestAt === null ? null : Math.max(0, now.getTime() - winners.oldestAt),
     lateness,
+    room,
     thisInstance: { outcomes },
   };
 }

@@ -8,7 +8,9 @@ import { fileURLToPath } from 'node:url';
 import { after, afterEach, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { AdmissionLoop } from '../shared/admission.js';
 import { sweepOverdue } from '../shared/expiry.js';
+import { PURCHASE_TOKEN_HEADER } from '../shared/http/sales.js';
 import { buildApp } from '../shared/http/app.js';
 import { parseWinner } from '../shared/ids.js';
 import { saleKeys } from '../shared/keys.js';
@@ -76,6 +78,21 @@ async function expire(orderIds: string[], agoMs: number[]): Promise<void> {
   );
   await sweepOverdue(env.pool, env.redis, 'replay');
 }
+
+// One admission loop for the file, its ticks at the test's clock (test/queue.test.ts does the same).
+let loop: AdmissionLoop | undefined;
+async function admit(at: number): Promise<void> {
+  loop ??= new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
+  await loop.refreshSales();
+  await loop.tick(at);
+}
+/** Now, once it is at least 10 ms past the sale's start: the first step's bucket (1000/s) then holds the passes wanted. */
+async function pastTheStart(s: Sale): Promise<number> {
+  await waitFor('10 ms past the start', async () => Date.now() >= s.startsAt.getTime() + 10, 1000, 5);
+  return Date.now();
+}
+const join = (saleId: string, user: string) => http(port, 'POST', `/api/sales/${saleId}/queue`, { user });
+const queueMe = (saleId: string, user: string) => http(port, 'GET', `/api/sales/${saleId}/queue/me`, { user });
 
 async function outcomes(saleId: string): Promise<Record<string, number>> {
   return (await live(saleId)).body.thisInstance.outcomes;
@@ -149,6 +166,46 @@ describe('GET /api/sales/:saleId/live', () => {
     assert.equal((await buy(s.id, 'c2')).body.error, 'sold_out');
     const after = await outcomes(s.id);
     for (const outcome of ['queued', 'limit_reached', 'sold_out']) assert.equal((after[outcome] ?? 0) - (before[outcome] ?? 0), 1, outcome);
+    await drain();
+  });
+
+  test('live: a queue sale\'s room: joined, waiting, admitted, passes outstanding, used and expired as Redis holds them, and the no-show rate', async () => {
+    const plain = await sale({ stock: 1 });
+    assert.equal((await live(plain.id)).body.room, null, 'a first-come sale has no room');
+
+    const s = await sale({ stock: 3, admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60 });
+    for (const user of ['q1', 'q2', 'q3', 'q4']) assert.equal((await join(s.id, user)).status, 200);
+    const before = await live(s.id);
+    assert.equal(before.status, 200, JSON.stringify(before.body));
+    assert.deepEqual(before.body.room, {
+      open: false, joined: 4, waiting: 4, admitted: 0, passesOutstanding: 0, passesUsed: 0, passesExpired: 0, noShowRate: null,
+    });
+
+    // Opened: three passes, one per unit (overbook 1). One buys, one runs out unused. The loop's
+    // clock is the real one here: /live reads passes against it.
+    const t0 = await pastTheStart(s);
+    await admit(t0);
+    const k = saleKeys(s.id);
+    const [buyer, noShow] = await env.redis.zrange(k.queue, '0', '1');
+    const pass = (await queueMe(s.id, buyer!)).body.pass as string;
+    assert.equal((await http(port, 'POST', `/api/sales/${s.id}/purchases`, { user: buyer!, body: { qty: 1 }, headers: { [PURCHASE_TOKEN_HEADER]: pass } })).status, 202);
+    await env.redis.zadd(k.passes, t0, noShow!);
+    // Not yet swept by the loop: already counted expired.
+    assert.deepEqual((await live(s.id)).body.room, {
+      open: true, joined: 4, waiting: 1, admitted: 3, passesOutstanding: 1, passesUsed: 1, passesExpired: 1, noShowRate: 0.5,
+    });
+    // The loop sweeps it and gives its unit's slot to the last in line.
+    await admit(Date.now());
+    const { room } = (await live(s.id)).body;
+    assert.deepEqual(room, {
+      open: true, joined: 4, waiting: 0, admitted: 4, passesOutstanding: 2, passesUsed: 1, passesExpired: 1, noShowRate: 0.5,
+    });
+    // The same figures read from Redis directly.
+    assert.equal(await env.redis.zcard(k.queue), room.joined);
+    assert.equal(Number(await env.redis.hget(k.room, 'admitted')), room.admitted);
+    assert.equal(Number(await env.redis.hget(k.room, 'expired')), room.passesExpired);
+    assert.equal(await env.redis.zcount(k.passes, 0, 0), room.passesUsed);
+    assert.equal(await env.redis.zcount(k.passes, `(${Date.now()}`, '+inf'), room.passesOutstanding);
     await drain();
   });
 
@@ -321,6 +378,46 @@ describe('operator page', () => {
     assert.equal((await buy('launch-day', 'u9')).body.error, 'ended');
     await saleRow(page, 'launch-day').locator('td[data-state="ended"]').waitFor({ timeout: 10_000 });
     await shot(page, 'admin-03-ended');
+    await page.context().close();
+  });
+
+  test('admin page: a queue sale shows its waiting room (in line, admitted, passes used and expired, no-show rate) as Redis holds it', { timeout: 60_000 }, async () => {
+    const s = await sale({ name: 'Queue drop', stock: 2, admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60 });
+    const buyers = Array.from({ length: 7 }, (_, i) => `r${i}`);
+    for (const user of buyers) assert.equal((await join(s.id, user)).status, 200);
+    const page = await open(`/admin#${s.id}`);
+    await page.getByTestId('token').fill(ADMIN_TOKEN);
+    await page.getByTestId('sign-in-button').click();
+    await see(page, 'live-name', 'Queue drop');
+    await see(page, 'room-waiting', '7');
+    await see(page, 'room-joined', '7 buyers joined · places drawn at the start');
+    await see(page, 'room-no-show', '–');
+
+    // Two passes for the two units: one buys, one runs out and its slot goes to the next in line.
+    const t0 = await pastTheStart(s);
+    await admit(t0);
+    const k = saleKeys(s.id);
+    const [buyer, noShow] = await env.redis.zrange(k.queue, '0', '1');
+    const pass = (await queueMe(s.id, buyer!)).body.pass as string;
+    assert.equal((await http(port, 'POST', `/api/sales/${s.id}/purchases`, { user: buyer!, body: { qty: 1 }, headers: { [PURCHASE_TOKEN_HEADER]: pass } })).status, 202);
+    await env.redis.zadd(k.passes, t0, noShow!);
+    await admit(Date.now());
+
+    await see(page, 'room-waiting', '4');
+    await see(page, 'room-joined', '7 buyers joined');
+    await see(page, 'room-admitted', '3');
+    await see(page, 'room-outstanding', '1 pass can still buy');
+    await see(page, 'room-used', '1');
+    await see(page, 'room-expired', '1');
+    await see(page, 'room-no-show', '50.0%');
+    // The figures shown are Redis's.
+    assert.equal(await env.redis.zcard(k.queue) - Number(await env.redis.hget(k.room, 'admitted')), 4);
+    assert.equal(Number(await env.redis.hget(k.room, 'admitted')), 3);
+    assert.equal(await env.redis.zcount(k.passes, 0, 0), 1);
+    assert.equal(Number(await env.redis.hget(k.room, 'expired')), 1);
+    assert.equal(await env.redis.zcount(k.passes, `(${Date.now()}`, '+inf'), 1);
+    await shot(page, 'admin-04-room', 'admin-room.png');
+    await drain();
     await page.context().close();
   });
 

@@ -2,12 +2,14 @@
 // API, order writer and expiry listener. Assertions are on what a person sees: visible text.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { after, afterEach, before, describe, test } from 'node:test';
 import type { Redis } from 'ioredis';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startApi } from '../daemons/api.js';
+import { AdmissionLoop } from '../shared/admission.js';
+import { POSITION_EVERY_MS } from '../shared/http/room-events.js';
 import { buildApp } from '../shared/http/app.js';
 import { saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
@@ -19,6 +21,7 @@ import { assertConserved, testEnv, type TestEnv } from './support/env.js';
 import { newSale, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { PAYMENT_WEBHOOK_SECRET, token } from './support/tokens.js';
+import { PURCHASE_TOKEN_HEADER } from '../shared/http/sales.js';
 
 const CHROMIUM_ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
@@ -106,7 +109,12 @@ async function see(page: Page, testId: string, text: string | RegExp, timeout = 
 }
 
 const buyEnabled = (page: Page, timeout = 5000) => page.locator('[data-testid="buy"]:enabled').waitFor({ timeout });
-const shot = (page: Page, name: string) => page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage: true });
+const DOCS = fileURLToPath(new URL('../docs/', import.meta.url));
+/** A screenshot for the test's output; with UPDATE_SCREENSHOTS=1, also the README's copy in docs/ (as test/admin-page.test.ts). */
+async function shot(page: Page, name: string, docsName?: string): Promise<void> {
+  await page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage: true });
+  if (docsName && process.env.UPDATE_SCREENSHOTS === '1') copyFileSync(`${SCREENSHOTS}${name}.png`, `${DOCS}${docsName}`);
+}
 
 /** A buyer's window on the sale, one click on Buy made. */
 async function buyOne(s: Sale, user: string): Promise<Page> {
@@ -375,5 +383,167 @@ describe('buyer page', () => {
     await see(page, 'sale-name', 'No such sale');
     await see(page, 'message', 'There is no sale called "no-such-sale".');
     assert.equal(await page.getByTestId('buy').isDisabled(), true);
+  });
+});
+
+// The admission loop of the waiting room, ticked at the test's clock (as test/queue.test.ts does):
+// the page follows what each tick publishes.
+let admission: AdmissionLoop | undefined;
+async function admitAt(at: number): Promise<void> {
+  admission ??= new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
+  await admission.refreshSales();
+  await admission.tick(at);
+}
+const joinRoom = (s: Sale, user: string) => http(api.port, 'POST', `/api/sales/${s.id}/queue`, { user });
+/**
+ * A stream writes a new position at most once per POSITION_EVERY_MS and drops one that comes
+ * sooner (the live loop republishes every second, so it is caught up then; these tests tick by
+ * hand): before a tick that only moves the place, let that long pass since the stream's last write.
+ */
+const streamMayMove = () => new Promise((r) => setTimeout(r, POSITION_EVERY_MS + 100));
+const streamOpened = (page: Page) => page.waitForResponse((r) => r.url().includes('/queue/events'));
+const progressOf = async (page: Page) => Number(await page.getByTestId('queue-progress').getAttribute('aria-valuenow'));
+const queueSale = (fields: Record<string, unknown>) => sale({ admission: 'queue', admitOverbook: 1, passSeconds: 60, ...fields });
+
+describe('waiting room page', () => {
+  test('page: a queue sale: join, see the place, the wait and the progress, move up as the loop admits, then buy with the pass', { timeout: 60_000 }, async () => {
+    const s = await queueSale({ name: 'Console restock', stock: 5, admitRatePerSecond: 1 });
+    writer();
+    // The room opens at the start with an empty bucket: nobody admitted yet. Three buyers are in
+    // line before the page's buyer.
+    const t0 = s.startsAt.getTime();
+    await admitAt(t0);
+    for (const user of ['q1', 'q2', 'q3']) assert.equal((await joinRoom(s, user)).status, 200);
+
+    const page = await open(`/?sale=${s.id}`);
+    await page.getByTestId('user-id').fill('zoe');
+    await see(page, 'buy-hint', 'This sale has a waiting room: join it, and the Buy button appears when it is your turn.');
+    assert.equal(await page.getByTestId('buy').isHidden(), true, 'no Buy button before the turn');
+    const streaming = streamOpened(page);
+    await page.getByTestId('join').click();
+    await see(page, 'queue-status', 'You are number 4');
+    await see(page, 'queue-ahead', '3 people');
+    await see(page, 'queue-wait', 'about 3 s');
+    await see(page, 'queue-progress-hint', '0 of the 3 people ahead of you have gone in.');
+    assert.equal(await progressOf(page), 0);
+    assert.equal(await page.getByTestId('join').isHidden(), true, 'joined once');
+    assert.equal(await env.redis.zrank(saleKeys(s.id).queue, 'zoe'), 3, 'zoe holds the fourth place');
+
+    // One admitted: the stream moves zoe up.
+    await streaming;
+    await streamMayMove();
+    await admitAt(t0 + 1000);
+    await see(page, 'queue-status', 'You are number 3');
+    await see(page, 'queue-ahead', '2 people');
+    await see(page, 'queue-progress-hint', '1 of the 3 people ahead of you has gone in.');
+    // One step of the four (three ahead, then her own turn).
+    assert.equal(await progressOf(page), 25);
+    await shot(page, 'queue-01-waiting', 'queue-page.png');
+
+    await streamMayMove();
+    await admitAt(t0 + 2000);
+    await see(page, 'queue-status', 'You are number 2');
+    await streamMayMove();
+    await admitAt(t0 + 3000);
+    await see(page, 'queue-status', /^You are number 1$/);
+    await admitAt(t0 + 4000);
+    await see(page, 'queue-status', 'It is your turn!');
+    await see(page, 'pass-countdown', /^Your pass buys for (0:[1-5]\d|1:00)$/);
+    assert.equal(await progressOf(page), 100);
+    await buyEnabled(page);
+    await shot(page, 'queue-02-admitted');
+    const passExpiry = Number(await env.redis.zscore(saleKeys(s.id).passes, 'zoe'));
+    assert.ok(passExpiry > Date.now(), 'zoe holds a live pass');
+
+    await page.getByTestId('buy').click();
+    await see(page, 'order-status', 'Waiting for payment');
+    assert.equal(await page.getByTestId('queue').isHidden(), true, 'the order takes over from the room');
+    assert.equal(await env.redis.zscore(saleKeys(s.id).passes, 'zoe'), '0', 'the pass bought, once');
+    assert.deepEqual(await ordersOf(s.id), [{ user_id: 'zoe', status: 'pending' }]);
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '4');
+    assert.equal(await page.getByTestId('message').isHidden(), true, 'no error shown');
+  });
+
+  test('page: a proof-of-work queue sale: the join carries the purchase token the widget earned, the purchase the pass', { timeout: 60_000 }, async () => {
+    const s = await queueSale({ name: 'Bot-proof room', stock: 2, admitRatePerSecond: 1000, challenge: 'pow', challengeComplexity: 5_000 });
+    const sent: { path: string; token?: string }[] = [];
+    const page = await open(`/?sale=${s.id}`);
+    page.on('request', (r) => sent.push({ path: new URL(r.url()).pathname, token: r.headers()['flashsale-purchase-token'] }));
+    await page.getByTestId('user-id').fill('pia');
+    await page.locator('[data-testid="join"]:enabled').waitFor();
+    await page.getByTestId('join').click();
+    await see(page, 'queue-status', /^(You are in the waiting room|You are number 1)$/, 20_000);
+    const joined = sent.find((r) => r.path === `/api/sales/${s.id}/queue`);
+    assert.ok(joined?.token, 'the join carried a purchase token');
+    // A pow room refuses a join without one (test/queue.test.ts): pia is in.
+    assert.notEqual(await env.redis.zscore(saleKeys(s.id).queue, 'pia'), null);
+
+    await admitAt(Date.now());
+    await see(page, 'queue-status', 'It is your turn!');
+    await page.getByTestId('buy').click();
+    await see(page, 'order-status', 'Queued…');
+    const bought = sent.find((r) => r.path === `/api/sales/${s.id}/purchases`);
+    const pass = (await http(api.port, 'GET', `/api/sales/${s.id}/queue/me`, { user: 'pia' })).body;
+    assert.equal(pass.state, 'used');
+    assert.ok(bought?.token && bought.token !== joined.token, 'the purchase carried the pass, not the spent token');
+    assert.equal(await env.redis.zscore(saleKeys(s.id).passes, 'pia'), '0');
+    const queued = await env.redis.hvals(saleKeys(s.id).queued);
+    assert.equal(queued.length, 1);
+    assert.match(queued[0]!, /pia/);
+    writer();
+    await waitFor('drained', async () => (await env.redis.hlen(saleKeys(s.id).queued)) === 0);
+  });
+
+  test('page: an admitted buyer who does not buy before the pass runs out is told the turn has passed', { timeout: 60_000 }, async () => {
+    const s = await queueSale({ name: 'Slow hands', stock: 1, admitRatePerSecond: 1000, passSeconds: 10, startsAt: new Date(Date.now() - 60_000).toISOString() });
+    const page = await open(`/?sale=${s.id}`);
+    await page.getByTestId('user-id').fill('tom');
+    await page.locator('[data-testid="join"]:enabled').waitFor();
+    await page.getByTestId('join').click();
+    await see(page, 'queue-status', 'You are in the waiting room');
+    // The loop's clock 7 s behind: the 10 s pass it hands out runs out 3 s from now.
+    await admitAt(Date.now() - 7000);
+    await see(page, 'queue-status', 'It is your turn!');
+    await buyEnabled(page);
+    await see(page, 'queue-status', 'Your turn has passed', 10_000);
+    await see(page, 'queue-detail', 'Your pass ran out before you bought, so the next buyer in line was let in.');
+    assert.equal(await page.getByTestId('buy').isHidden(), true, 'no Buy button without a live pass');
+    assert.equal(await page.getByTestId('pass-countdown').isHidden(), true);
+    assert.ok(Number(await env.redis.zscore(saleKeys(s.id).passes, 'tom')) < Date.now(), 'the pass is past its expiry');
+    assert.deepEqual(await ordersOf(s.id), []);
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '1');
+  });
+
+  test('page: a buyer waiting in a room that sells out is told so, and keeps the place', { timeout: 60_000 }, async () => {
+    const s = await queueSale({ name: 'Single unit', stock: 1, admitRatePerSecond: 1000 });
+    const t0 = s.startsAt.getTime();
+    await admitAt(t0); // open, nobody admitted yet
+    assert.equal((await joinRoom(s, 'first')).status, 200);
+    const page = await open(`/?sale=${s.id}`);
+    await page.getByTestId('user-id').fill('sam');
+    const streaming = streamOpened(page);
+    await page.getByTestId('join').click();
+    await see(page, 'queue-status', 'You are number 2');
+
+    // `first` is admitted (one pass for the one unit) and buys with it.
+    await streaming;
+    await streamMayMove();
+    await admitAt(t0 + 1000);
+    await see(page, 'queue-status', 'You are number 1');
+    const pass = (await http(api.port, 'GET', `/api/sales/${s.id}/queue/me`, { user: 'first' })).body.pass as string;
+    const bought = await http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { user: 'first', body: { qty: 1 }, headers: { [PURCHASE_TOKEN_HEADER]: pass } });
+    assert.equal(bought.status, 202, JSON.stringify(bought.body));
+    await admitAt(t0 + 2000);
+    await see(page, 'queue-status', 'Sold out for now');
+    await see(page, 'queue-detail', 'Every item is claimed. You keep your place: if a buyer does not pay in time, the line moves again.');
+    assert.equal(await page.getByTestId('buy').isHidden(), true);
+    assert.equal(await page.getByTestId('queue-facts').isHidden(), true);
+    await see(page, 'stock', '0 of 1 left');
+    await see(page, 'sale-state', 'Sold out');
+    await shot(page, 'queue-03-sold-out');
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '0');
+    assert.equal(await env.redis.zscore(saleKeys(s.id).passes, 'sam'), null, 'sam was never given a pass');
+    writer();
+    await waitFor('drained', async () => (await env.redis.hlen(saleKeys(s.id).queued)) === 0);
   });
 });

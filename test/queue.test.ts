@@ -10,6 +10,7 @@ import { describe, test } from 'node:test';
 import { AdmissionLoop, LEASE_MS } from '../shared/admission.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/sales.js';
 import { ADMISSION_LEASE, saleKeys } from '../shared/keys.js';
+import { metrics } from '../shared/metrics.js';
 import { Phase } from '../shared/room.js';
 import { getSale, type Sale } from '../shared/sales.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
@@ -222,6 +223,43 @@ describe('the stream', () => {
     const last = events.at(-1)!;
     assert.equal(last.state, 'admitted');
     assert.equal(outcome(await buy(s, third, last.pass)), '202 queued');
+  });
+});
+
+describe('metrics', () => {
+  /** The room's series as this process exports them (the loop runs in it): undefined when not exported. */
+  async function exported(s: Sale) {
+    const of = async (m: { get(): Promise<{ values: { labels: Record<string, unknown>; value: number }[] }> }) =>
+      (await m.get()).values.find((v) => v.labels.sale === s.id)?.value;
+    return {
+      waiting: await of(metrics.queueWaiting), available: await of(metrics.queueAvailable), outstanding: await of(metrics.queuePassesOutstanding),
+      admittable: await of(metrics.queueAdmittable), admitted: await of(metrics.queueAdmitted),
+    };
+  }
+
+  test('the leading loop exports each room; admittable is 0 before the start and once every pass the units allow is out; a loop that stops leading drops the room', async () => {
+    const s = await queueSale({ stock: 2, admitRatePerSecond: 1, admitOverbook: 1, startsAt: new Date(Date.now() + 3_600_000).toISOString() });
+    for (const u of ['m1', 'm2', 'm3']) await join(s, u);
+    const t0 = s.startsAt.getTime();
+    // Before the start: waiters and units, nothing to admit yet; the admissions counter exists at 0.
+    await step(s, t0 - 1000);
+    assert.deepEqual(await exported(s), { waiting: 3, available: 2, outstanding: 0, admittable: 0, admitted: 0 });
+    // Open at one pass a second: one pass, room for one more.
+    await step(s, t0 + 1000);
+    assert.deepEqual(await exported(s), { waiting: 2, available: 2, outstanding: 1, admittable: 1, admitted: 1 });
+    // Two passes out for two units: m3's turn waits for a pass to buy or expire, which is no stuck queue.
+    await step(s, t0 + 2000);
+    assert.deepEqual(await exported(s), { waiting: 1, available: 2, outstanding: 2, admittable: 0, admitted: 2 });
+    assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'admitted')), 2);
+
+    // Another loop holds the lease: this one's next tick steps nothing and stops exporting rooms.
+    await env.redis.set(ADMISSION_LEASE, 'another-loop', 'PX', LEASE_MS);
+    assert.equal(await step(s, t0 + 3000), null);
+    assert.equal(loop().leader, false);
+    const gone = await exported(s);
+    assert.deepEqual([gone.waiting, gone.available, gone.outstanding, gone.admittable], [undefined, undefined, undefined, undefined]);
+    assert.equal(gone.admitted, 2, 'the admissions counter stays: Prometheus sums it over the loops');
+    await env.redis.del(ADMISSION_LEASE);
   });
 });
 

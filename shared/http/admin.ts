@@ -36,9 +36,18 @@ const UNITS = {
   holds: { type: 'boolean', description: 'available + queued + pending + paid + restoring = total' },
 };
 
+const ROOM = {
+  open: { type: 'boolean', description: 'the room has opened (places drawn at the start); before, everyone is in the pre-queue' },
+  joined: count('buyers who joined'), waiting: count('joined, not yet admitted'),
+  admitted: count('passes ever handed out: outstanding + used + expired'),
+  passesOutstanding: count('passes that can still buy'), passesUsed: count('passes that bought'),
+  passesExpired: count('passes that ran out unused (no-shows)'),
+  noShowRate: { type: 'number', nullable: true, description: 'passesExpired / (passesUsed + passesExpired); null while both are 0' },
+};
+
 const liveSchema = {
   description: 'the sale\'s numbers, read at `at`', type: 'object',
-  required: ['at', 'sale', 'reconciliation', 'purchases', 'writerLagMs', 'lateness', 'thisInstance'],
+  required: ['at', 'sale', 'reconciliation', 'purchases', 'writerLagMs', 'lateness', 'room', 'thisInstance'],
   properties: {
     at: { type: 'string', format: 'date-time', description: 'the server\'s clock when they were read' },
     sale: saleViewSchema,
@@ -50,6 +59,7 @@ const liveSchema = {
       description: `expired orders closed in the last ${LATENESS_WINDOW_MS / 1000} s (at most ${LATENESS_SAMPLE}): how long after their deadline`,
       properties: { closes: count('orders closed'), p50Ms: ms('median lateness'), p99Ms: ms('99th percentile') },
     },
+    room: { type: 'object', nullable: true, description: 'the waiting room (admission: queue), read in one snapshot; null for other sales', required: Object.keys(ROOM), properties: ROOM },
     thisInstance: {
       type: 'object', required: ['outcomes'],
       description: 'the answering API process\'s own counters (all sales, since it started): refusals are counted per process only',
@@ -66,7 +76,7 @@ export const admin: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth
   app.get<{ Params: { saleId: string } }>('/api/sales/:saleId/live', {
     preValidation: auth.admin,
     schema: {
-      summary: 'A sale\'s live numbers in one round trip: units by place, purchases, writer lag, expiry lateness', tags: ['admin'],
+      summary: 'A sale\'s live numbers in one round trip: units by place, purchases, writer lag, expiry lateness, the waiting room', tags: ['admin'],
       description: 'Polled every second by /admin. Everything but `thisInstance` comes from Redis and Postgres, whichever API instance answers.',
       security: SECURITY.admin, params: saleIdParams,
       response: { 200: liveSchema, ...errorResponses('invalid_id', 'unauthorized', 'forbidden', 'sale_not_found', 'unavailable') },

@@ -187,8 +187,23 @@ function renderSaleHead(sale) {
   $('end-sale').hidden = sale.state === 'ended';
 }
 
+// A queue sale's waiting room; other sales have none (`room` is null).
+function renderRoom(room) {
+  $('room').hidden = room === null;
+  if (room === null) return;
+  const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+  setText('room-waiting', String(room.waiting));
+  setText('room-joined', room.open ? `${plural(room.joined, 'buyer', 'buyers')} joined` : `${plural(room.joined, 'buyer', 'buyers')} joined · places drawn at the start`);
+  setText('room-admitted', String(room.admitted));
+  setText('room-outstanding', `${plural(room.passesOutstanding, 'pass', 'passes')} can still buy`);
+  setText('room-used', String(room.passesUsed));
+  setText('room-expired', String(room.passesExpired));
+  setText('room-no-show', room.noShowRate === null ? '–' : `${(room.noShowRate * 100).toFixed(1)}%`);
+}
+
 function renderLive(n) {
   renderSaleHead(n.sale);
+  renderRoom(n.room);
   const r = n.reconciliation;
   for (const u of UNITS) setText(`live-${u}`, String(r[u]));
   addSample(n);
@@ -244,6 +259,7 @@ function startLive(saleId) {
   live.saleId = saleId;
   live.samples = [];
   $('live').hidden = false;
+  $('room').hidden = true;
   for (const u of UNITS) setText(`live-${u}`, '–');
   makeChart();
   void pollLive(saleId);

@@ -1,6 +1,8 @@
 // The buyer's page: polls the sale, buys one item, then follows the order to paid, expired or
 // cancelled (pushed by the server as events, polled if that fails). On load (and for a new buyer)
 // it asks the server for the buyer's orders in this sale, so a reload shows the current order as it was.
+// A sale with a waiting room (admission: queue) has the buyer join first and follow their place
+// (pushed as events, polled if that fails); once admitted, the pass buys, as the token the purchase carries.
 // All state is in `state`; render() draws all of it, so every change is an assignment and a render().
 
 const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
@@ -9,7 +11,11 @@ const el = {
   userId: $('user-id'), token: $('token'), buy: $('buy'), buyHint: $('buy-hint'), message: $('message'),
   order: $('order'), orderStatus: $('order-status'), orderDetail: $('order-detail'), timer: $('payment-countdown'), pay: $('pay'),
   cancel: $('cancel'), history: $('orders'), orderList: $('order-list'), challenge: $('challenge'),
+  join: $('join'), queue: $('queue'), queueStatus: $('queue-status'), queueDetail: $('queue-detail'), queueFacts: $('queue-facts'),
+  queueAhead: $('queue-ahead'), queueWait: $('queue-wait'), queueProgress: $('queue-progress'), queueProgressHint: $('queue-progress-hint'),
+  passCountdown: $('pass-countdown'),
 };
+const TOKEN_HEADER = 'flashsale-purchase-token';
 
 const development = document.body.dataset.mode === 'development';
 // Direct pay: the Pay button asks the API, which signs a payment event and takes it through the
@@ -35,6 +41,9 @@ const MESSAGES = {
   challenge_failed: 'The anti-bot check did not pass; please try again.',
   invalid_purchase_token: 'The anti-bot check has expired; please try again.',
   purchase_token_used: 'The anti-bot check was used up; please try again.',
+  admission_pass_required: 'This sale has a waiting room: join it, and buy when it is your turn.',
+  admission_pass_invalid: 'Your pass can no longer buy: it was used or has run out.',
+  not_in_queue: 'You are not in this sale\'s waiting room: join it first.',
   busy: 'The shop is very busy right now; please try again.',
   unavailable: 'The shop is having trouble right now; please try again shortly.',
   network: 'Cannot reach the shop; retrying…',
@@ -50,6 +59,8 @@ const state = {
   paying: false,
   cancelling: false,
   order: null, // { orderId, token, status, expiresAt (ms), closed }
+  joining: false, // a join request is in flight
+  room: null, // a queue sale, once joined: { token, view (GET .../queue/me's answer), startAhead, expiryAsked }
   history: [], // this buyer's orders in this sale as GET /api/me/orders listed them, newest first
   message: '',
 };
@@ -141,7 +152,7 @@ async function solveChallenge(token) {
  */
 function prepareChallenge() {
   const s = state.sale;
-  if (s?.challenge !== 'pow' || (s.state !== 'upcoming' && s.state !== 'open') || orderHeld()) return;
+  if (s?.challenge !== 'pow' || (s.state !== 'upcoming' && s.state !== 'open') || orderHeld() || state.room) return;
   const buyer = buyerKey();
   const token = development ? tokens.get(buyer) : buyer;
   if (token) solvedPayload(buyer, token).catch(() => {}); // a failure is met again, and said, at the click
@@ -164,7 +175,11 @@ async function purchaseToken(token) {
 const identityGiven = () => (development ? el.userId.value.trim() : el.token.value.trim()) !== '';
 // Queued, waiting for payment, or paid: one order per visit; an expired or cancelled one frees the button again.
 const orderHeld = () => state.order !== null && state.order.status !== 'expired' && state.order.status !== 'cancelled';
-const canBuy = () => state.sale?.state === 'open' && !state.buying && !orderHeld() && identityGiven();
+const queueSale = () => state.sale?.admission === 'queue';
+const passLive = () => state.room?.view.state === 'admitted' && Date.parse(state.room.view.passExpiresAt) > Date.now();
+const canBuy = () => state.sale?.state === 'open' && !state.buying && !orderHeld() && identityGiven() && (!queueSale() || passLive());
+// A sold-out room can be joined: units come back from unpaid orders, and admission resumes.
+const canJoin = () => queueSale() && state.sale.state !== 'ended' && !state.joining && !state.room && !orderHeld() && identityGiven();
 
 // Answers to overlapping requests can arrive in any order; only the newest sale view is shown.
 let saleAsked = 0;
@@ -177,8 +192,10 @@ async function refreshSale() {
       // A refusal ("sold out", "not started") is stale once the sale opens again.
       if (sale.state === 'open' && state.sale?.state !== 'open') state.message = '';
       saleShown = seq;
+      const first = state.sale === null;
       state.sale = sale;
       prepareChallenge();
+      if (first && sale.admission === 'queue') void loadRoom();
     }
     state.offline = false;
   } catch (err) {
@@ -284,19 +301,197 @@ async function buy() {
   const buyer = buyerKey();
   try {
     const token = await buyerToken();
-    const headers = state.sale.challenge === 'pow' ? { 'flashsale-purchase-token': await purchaseToken(token) } : {};
+    const room = queueSale() ? state.room : null;
+    const headers = room ? { [TOKEN_HEADER]: room.view.pass }
+      : state.sale.challenge === 'pow' ? { [TOKEN_HEADER]: await purchaseToken(token) } : {};
     const { orderId } = await api('POST', `/api/sales/${encodeURIComponent(saleId)}/purchases`, { token, body: { qty: 1 }, headers });
-    purchaseTokens.delete(buyer); // spent
+    if (room) applyRoom(room, { ...room.view, state: 'used', pass: undefined });
+    else purchaseTokens.delete(buyer); // spent
     state.order = { orderId, token, status: 'queued', expiresAt: 0, closed: false };
     void followOrder(state.order);
   } catch (err) {
     if (err.code === 'purchase_token_used' || err.code === 'invalid_purchase_token') purchaseTokens.delete(buyer);
+    if (err.code === 'admission_pass_invalid' && state.room) void refreshRoom(state.room); // used elsewhere, or run out
     state.message = plain(err);
   } finally {
     state.buying = false;
     render();
   }
   void refreshSale(); // the stock moved, or a refusal says our view of the sale is stale
+}
+
+// --- the waiting room (admission: queue) ---------------------------------------------------------
+
+// Views arrive from the stream, the poll and our own requests in any order: a late one must never
+// move the buyer back (admitted, then "number 3"). sold_out goes back to waiting when units return.
+const ROOM_RANK = { waiting: 0, sold_out: 0, admitted: 1, used: 2, expired: 2, ended: 2 };
+
+function applyRoom(r, view) {
+  const old = r.view;
+  if (old) {
+    if (ROOM_RANK[view.state] < ROOM_RANK[old.state]) return;
+    if (ROOM_RANK[view.state] === 0 && old.position !== null && view.position !== null && view.position > old.position) return;
+  }
+  r.view = view;
+  // Sold out, admitted, ended: the sale's figures moved too; show them with it, not at the next poll.
+  if (old && old.state !== view.state) void refreshSale();
+  // The progress bar's baseline: the most people this page has seen ahead of the buyer (their
+  // place is fixed once the room opens, so this is where they started, or where this page came in).
+  if (view.ahead !== null && (r.startAhead === null || view.ahead > r.startAhead)) r.startAhead = view.ahead;
+}
+
+function enterRoom(token, view) {
+  const r = { token, view: null, startAhead: null, expiryAsked: false };
+  applyRoom(r, view);
+  state.room = r;
+  if (ROOM_RANK[view.state] < 1) void followRoom(r);
+}
+
+// The buyer's place on load, or for a new buyer: a buyer who joined before (a reload) is back in line.
+let roomAsked = 0;
+async function loadRoom() {
+  if (!queueSale() || !identityGiven() || state.room) return;
+  const seq = ++roomAsked;
+  try {
+    const token = await buyerToken();
+    const view = await api('GET', `/api/sales/${encodeURIComponent(saleId)}/queue/me`, { token });
+    if (seq === roomAsked && !state.room) enterRoom(token, view);
+  } catch (err) {
+    if (err.code === 'network' || err.code === 'busy' || err.code === 'unavailable') state.offline = true;
+    // not_in_queue: the buyer has not joined; the Join button is the answer.
+  }
+  render();
+}
+
+async function join() {
+  if (!canJoin()) return;
+  // Disabled before the first await, as Buy is.
+  state.joining = true;
+  state.message = '';
+  render();
+  const buyer = buyerKey();
+  const seq = ++roomAsked;
+  try {
+    const token = await buyerToken();
+    // A pow sale's room takes a purchase token to join (the join spends it); the pass buys later.
+    const pow = state.sale.challenge === 'pow';
+    const headers = pow ? { [TOKEN_HEADER]: await purchaseToken(token) } : {};
+    const view = await api('POST', `/api/sales/${encodeURIComponent(saleId)}/queue`, { token, headers });
+    if (pow) purchaseTokens.delete(buyer);
+    if (seq === roomAsked) enterRoom(token, view);
+  } catch (err) {
+    if (err.code === 'purchase_token_used' || err.code === 'invalid_purchase_token') purchaseTokens.delete(buyer);
+    state.message = plain(err);
+  } finally {
+    state.joining = false;
+    render();
+  }
+}
+
+// GET .../queue/events pushes each move (the token in the URL, as for orders). The stream ends once
+// the buyer is admitted (its last event carries the pass) or out of the line. Resolves false if it
+// fails first: polling takes over.
+function streamRoom(r) {
+  if (typeof EventSource !== 'function') return Promise.resolve(false);
+  const followed = () => state.room === r && ROOM_RANK[r.view.state] < 1;
+  return new Promise((resolve) => {
+    const source = new EventSource(`/api/sales/${encodeURIComponent(saleId)}/queue/events?access_token=${encodeURIComponent(r.token)}`);
+    const stop = (ok) => {
+      clearInterval(watch);
+      source.close(); // EventSource would reconnect after the server ends the stream
+      resolve(ok);
+    };
+    const watch = setInterval(() => !followed() && stop(true), 1000);
+    source.onmessage = (e) => {
+      applyRoom(r, JSON.parse(e.data));
+      state.offline = false;
+      render();
+      if (!followed()) stop(true);
+    };
+    source.onerror = () => stop(!followed());
+  });
+}
+
+async function followRoom(r) {
+  if (await streamRoom(r)) return;
+  while (state.room === r && ROOM_RANK[r.view.state] < 1) {
+    await delay(1000);
+    await refreshRoom(r);
+  }
+}
+
+async function refreshRoom(r) {
+  try {
+    const view = await api('GET', `/api/sales/${encodeURIComponent(saleId)}/queue/me`, { token: r.token });
+    if (state.room === r) applyRoom(r, view);
+    state.offline = false;
+  } catch (err) {
+    if (err.code === 'network' || err.code === 'busy' || err.code === 'unavailable') state.offline = true;
+    else if (err.code === 'not_in_queue' && state.room === r) state.room = null; // the room was cleared
+  }
+  render();
+}
+
+function waitText(seconds) {
+  if (seconds === 0) return 'any moment';
+  return seconds < 60 ? `about ${seconds} s` : `about ${Math.ceil(seconds / 60)} min`;
+}
+
+const ROOM_TEXT = {
+  upcoming: ['You are in the waiting room', 'Places are drawn at random when the sale opens: everyone who joins before then has the same chance. Keep this page open.'],
+  waiting: [null, 'Keep this page open: the Buy button appears here when it is your turn.'],
+  admitted: ['It is your turn!', 'Buy before your pass runs out; after that it goes to the next in line.'],
+  used: ['Your pass was used', 'You bought with it; your order is below.'],
+  expired: ['Your turn has passed', 'Your pass ran out before you bought, so the next buyer in line was let in.'],
+  sold_out: ['Sold out for now', 'Every item is claimed. You keep your place: if a buyer does not pay in time, the line moves again.'],
+  ended: ['The sale has ended', 'The waiting room closed before your turn.'],
+};
+
+/**
+ * How far the buyer has come: of the steps from where this page first saw them (the people then
+ * ahead, plus their own admission) the share taken. Full only once admitted; 0 before the room
+ * opens, when places are not drawn yet. It measures the line's progress, not time.
+ */
+function roomProgress(r) {
+  const v = r.view;
+  if (v.state === 'admitted' || v.state === 'used') return 100;
+  if (v.ahead === null || r.startAhead === null) return 0;
+  return Math.round(((r.startAhead - v.ahead) / (r.startAhead + 1)) * 100);
+}
+
+function renderRoom(now) {
+  const r = state.room;
+  el.join.hidden = !queueSale() || r !== null || orderHeld();
+  el.join.disabled = !canJoin();
+  setText(el.join, state.joining ? 'Joining…' : 'Join the waiting room');
+  // Once the pass has bought, the order below says the rest.
+  el.queue.hidden = !r || (r.view.state === 'used' && state.order !== null);
+  if (!r) return;
+  const v = r.view;
+  const before = v.state === 'waiting' && v.position === null;
+  const key = before ? 'upcoming' : v.state;
+  el.queue.dataset.state = key;
+  const [title, detail] = ROOM_TEXT[key];
+  setText(el.queueStatus, title ?? `You are number ${v.position}`);
+  setText(el.queueDetail, detail);
+  const inLine = v.state === 'waiting' && v.position !== null;
+  el.queueFacts.hidden = !inLine;
+  setText(el.queueAhead, inLine ? `${v.ahead} ${v.ahead === 1 ? 'person' : 'people'}` : '–');
+  setText(el.queueWait, inLine ? waitText(v.estimatedWaitSeconds) : '–');
+  const moving = v.state === 'waiting' || v.state === 'admitted';
+  el.queueProgress.hidden = !moving;
+  const progress = roomProgress(r);
+  if (el.queueProgress.getAttribute('aria-valuenow') !== String(progress)) {
+    el.queueProgress.setAttribute('aria-valuenow', String(progress));
+    el.queueProgress.firstElementChild.style.width = `${progress}%`;
+  }
+  const moved = r.startAhead === null || !inLine ? 0 : r.startAhead - v.ahead;
+  setText(el.queueProgressHint, !inLine ? ''
+    : r.startAhead === 0 ? 'You are next in line.'
+      : `${moved} of the ${r.startAhead} ${r.startAhead === 1 ? 'person' : 'people'} ahead of you ${moved === 1 ? 'has' : 'have'} gone in.`);
+  const admitted = v.state === 'admitted';
+  el.passCountdown.hidden = !admitted;
+  setText(el.passCountdown, admitted ? `Your pass buys for ${duration(Date.parse(v.passExpiresAt) - now)}` : '');
 }
 
 // Pay and Cancel: one request for the order at a time; its answer moves the order, a refusal is shown.
@@ -346,9 +541,11 @@ function buyHintText(s) {
   if (orderHeld() || state.buying) return '';
   if (!s) return '';
   if (s.state === 'upcoming') return 'The button opens when the countdown ends.';
+  if (s.admission === 'queue' && state.room) return '';
   if (s.state === 'sold_out') return 'Items come back if a buyer does not pay in time.';
   if (s.state === 'ended') return 'This sale is over.';
   if (!identityGiven()) return development ? 'Enter a user id to buy.' : 'Paste your buyer token to buy.';
+  if (s.admission === 'queue') return 'This sale has a waiting room: join it, and the Buy button appears when it is your turn.';
   return '';
 }
 
@@ -410,15 +607,18 @@ function render() {
   setText(el.countdown, s ? saleTimeText(s, now) : '–');
   setText(el.price, s?.price != null ? money(s.price, s.currency) : '–');
   setText(el.stock, s ? `${s.available} of ${s.stock} left` : '–');
+  // A queue sale's Buy button appears once admitted (and stays with the order it made).
+  el.buy.hidden = queueSale() && state.room?.view.state !== 'admitted' && !orderHeld() && !state.buying;
   el.buy.disabled = !canBuy();
   setText(el.buy, state.buying ? 'Buying…' : 'Buy now');
   setText(el.buyHint, buyHintText(s));
-  const inFlight = state.buying || (orderHeld() && state.order.status !== 'paid');
+  const inFlight = state.buying || state.joining || (orderHeld() && state.order.status !== 'paid') || state.room?.view.state === 'admitted';
   el.userId.disabled = inFlight;
   el.token.disabled = inFlight;
   const message = state.saleMissing ? `There is no sale called "${saleId}".` : state.message || (state.offline ? MESSAGES.network : '');
   el.message.hidden = message === '';
   setText(el.message, message);
+  renderRoom(now);
   renderOrder(now);
   renderHistory();
 }
@@ -431,6 +631,12 @@ function tick() {
     startAsked = true;
     void refreshSale();
   }
+  // The pass ran out here: the server says whether it bought (elsewhere) or expired.
+  const r = state.room;
+  if (r?.view.state === 'admitted' && !r.expiryAsked && Date.now() >= Date.parse(r.view.passExpiresAt)) {
+    r.expiryAsked = true;
+    void refreshRoom(r);
+  }
   render();
 }
 
@@ -440,11 +646,14 @@ function changeIdentity() {
   if (state.order && ORDER_RANK[state.order.status] === 2) state.order = null;
   state.history = [];
   ordersAsked++; // an answer still on its way is the previous buyer's
+  state.room = null; // the previous buyer's place (its stream or poll stops)
+  roomAsked++;
   state.message = '';
   render();
 }
 
 el.buy.addEventListener('click', () => void buy());
+el.join.addEventListener('click', () => void join());
 el.pay.addEventListener('click', () => void pay());
 el.cancel.addEventListener('click', () => void cancel());
 el.userId.addEventListener('input', changeIdentity);
@@ -453,8 +662,12 @@ el.userId.value = localStorage.getItem('flashsale.userId') ?? '';
 el.userId.addEventListener('change', () => {
   localStorage.setItem('flashsale.userId', el.userId.value.trim());
   void loadOrders();
+  void loadRoom();
 });
-el.token.addEventListener('change', () => void loadOrders());
+el.token.addEventListener('change', () => {
+  void loadOrders();
+  void loadRoom();
+});
 setInterval(tick, 250);
 render();
 void pollSale();
