@@ -21,7 +21,7 @@ type ScriptName = (typeof SCRIPTS)[number];
  * (see their headers); auto-pipelining is off for them.
  */
 const KEY_COUNTS: Record<ScriptName, number | null> = {
-  purchase: 9, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 10,
+  purchase: 9, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 11,
   join_queue: 4, admit: 5, queue_status: 4, lease: 1,
 };
 const PER_CALL_KEYS = SCRIPTS.filter((name) => KEY_COUNTS[name] === null);
@@ -291,7 +291,7 @@ export async function unmarkCancelling(redis: RedisClient, saleId: string, order
 /** settle_sale.lua: marks a settled sale so nothing restores there again, and deletes its per-order keys. */
 export async function forgetSettledOrders(redis: RedisClient, saleId: string): Promise<void> {
   const k = saleKeys(saleId);
-  await run(redis, 'settle_sale', [k.meta, k.restored, k.restoredQty, k.cancels, k.purchased, k.deadlines, k.writers, k.queue, k.room, k.passes], []);
+  await run(redis, 'settle_sale', [k.meta, k.restored, k.restoredQty, k.cancels, k.purchased, k.deadlines, k.writers, k.queue, k.room, k.passes, k.entries], []);
 }
 
 /**

@@ -166,6 +166,21 @@ test('settle: a waiting room\'s places, state and passes go with the rest of a s
   assert.deepEqual((await saleMemory(env, sale.id)).keys, settledKeys(sale.id).filter((key) => key !== k.seq));
 });
 
+test('settle: a draw\'s copy of its entrants in Redis goes with the rest of a settled sale; its entries stay in Postgres', async () => {
+  const now = Date.now();
+  const sale = await endedSale(env, {
+    admission: 'draw', entriesOpenAt: iso(now - 2 * HOUR), entriesCloseAt: iso(now - 1.5 * HOUR), backfillUntil: iso(now - 1.25 * HOUR),
+  });
+  const k = saleKeys(sale.id);
+  await env.pool.query("insert into draw_entries (sale_id, buyer, ticket) values ($1, 'e1', 'x'), ($1, 'e2', 'y')", [sale.id]);
+  await env.redis.sadd(k.entries, 'e1', 'e2');
+  assert.ok((await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger })).reconciliations.find((r) => r.saleId === sale.id)?.holds);
+  assert.ok(await settledAt(sale.id));
+  assert.equal(await env.redis.exists(k.entries), 0);
+  assert.deepEqual((await saleMemory(env, sale.id)).keys, settledKeys(sale.id).filter((key) => key !== k.seq));
+  assert.equal((await env.pool.query('select count(*)::int as n from draw_entries where sale_id = $1', [sale.id])).rows[0].n, 2);
+});
+
 test('settle: ended sales with work left stay until it is done, then settle; open and no-end sales stay', async () => {
   const pending = await endedSale(env);
   const queued = await endedSale(env);

@@ -16,9 +16,10 @@
   KEYS[8] queue         a waiting room's places (absent without one); the sale is over
   KEYS[9] room          the room's state
   KEYS[10] passes       the room's passes
+  KEYS[11] entries      a draw's copy of its entrants (absent without one); Postgres keeps the record
 
   Returns the number of keys deleted.
 ]]
 local rcall = redis.call
 rcall('HSET', KEYS[1], 'settled', '1')
-return rcall('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10])
+return rcall('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11])
