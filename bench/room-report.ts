@@ -1,0 +1,97 @@
+// Section 11 of BENCHMARKS.md, from bench/results/room.json (written by `npm run bench:room`, bench/room.ts).
+import { existsSync, readFileSync } from 'node:fs';
+import type { LoadResult } from './load.js';
+import type { Machine } from './machine.js';
+import { table } from './report.js';
+import type { FanoutResult } from './room-fanout.js';
+
+export interface JoinRun {
+  round: number; width: number; buyers: number; load: LoadResult; joined: number; members: number; encoding: string; apiCpuUs: number;
+  queueBytes: number; roomBytes: number; usedMemoryDelta: number; bytesPerBuyer: number; usedBytesPerBuyer: number;
+}
+export interface PurchaseRun { round: number; withPass: boolean; buyers: number; load: LoadResult; won: number; apiCpuUs: number }
+export interface ZsetSize { width: number; members: number; encoding: string; bytes: number; bytesPerMember: number }
+
+export interface RoomResults {
+  mode: 'quick' | 'full';
+  at: string;
+  seconds: number;
+  settings: { buyers: number; rounds: number; streams: number; ticks: number; connections: number; widths: number[]; streamsPerApi: number };
+  machine: Machine;
+  joins: JoinRun[];
+  purchases: PurchaseRun[];
+  zsets: ZsetSize[];
+  fanout: FanoutResult[];
+}
+
+const n = (x: number) => Math.round(x).toLocaleString('en-US');
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+const TARGET_BYTES = 150;
+const TARGET_LAG_MS = 2000;
+
+/** The run of median throughput among `runs`, with every round's figure beside it. */
+function pick<T extends { load: LoadResult }>(runs: T[]): { m: T; rps: string; p99: string } {
+  const m = [...runs].sort((a, b) => a.load.rps - b.load.rps)[Math.floor((runs.length - 1) / 2)]!;
+  return { m, rps: runs.map((x) => n(x.load.rps)).join(' / '), p99: runs.map((x) => x.load.latencyMs.p99).join(' / ') };
+}
+
+export function roomSection(): string | undefined {
+  const file = new URL('./results/room.json', import.meta.url);
+  if (!existsSync(file)) return undefined;
+  const r = JSON.parse(readFileSync(file, 'utf8')) as RoomResults;
+  const s = r.settings;
+  const m = r.machine;
+  const plain = r.purchases.filter((p) => !p.withPass);
+  const passed = r.purchases.filter((p) => p.withPass);
+  const fc = pick(plain);
+  const pass = pick(passed);
+  // Ratios round by round (the runs of a round ran back to back), then their median.
+  const perRound = (f: (round: number) => number | undefined) => [...new Set(r.purchases.map((p) => p.round))].map(f).filter((x): x is number => x !== undefined);
+  const rpsRatio = perRound((k) => {
+    const a = plain.find((p) => p.round === k); const b = passed.find((p) => p.round === k);
+    return a && b ? b.load.rps / a.load.rps : undefined;
+  });
+  const joinRows = s.widths.map((w) => {
+    const runs = r.joins.filter((j) => j.width === w);
+    const { m: j, rps, p99 } = pick(runs);
+    const cpuVsPurchase = perRound((k) => {
+      const a = runs.find((x) => x.round === k); const b = plain.find((p) => p.round === k);
+      return a && b ? a.apiCpuUs / b.apiCpuUs : undefined;
+    });
+    return [`${w}`, n(j.load.rps), j.load.latencyMs.p50, j.load.latencyMs.p99, `${n(j.joined)} of ${n(j.buyers)}`, n(median(runs.map((x) => x.apiCpuUs))),
+      cpuVsPurchase.length ? `${median(cpuVsPurchase).toFixed(2)}x` : '-', rps, p99,
+      n(median(runs.map((x) => x.bytesPerBuyer))), n(median(runs.map((x) => x.usedBytesPerBuyer))), `${j.encoding}, room hash ${n(j.roomBytes)} B`];
+  });
+  const bytes24 = median(r.joins.filter((j) => j.width === 24).map((j) => j.bytesPerBuyer));
+  const bytes36 = median(r.joins.filter((j) => j.width === 36).map((j) => j.bytesPerBuyer));
+  const z = (w: number, big: boolean) => r.zsets.find((x) => x.width === w && (big ? x.members > 128 : x.members <= 128));
+  const z8 = z(8, true); const z24 = z(24, true); const z36 = z(36, true); const lp = z(24, false);
+  const purchaseRows = [fc, pass].map(({ m: p, rps, p99 }) => [p.withPass ? 'queue sale, every buyer with a pass' : 'first-come sale (no pass)', n(p.load.rps),
+    p.withPass ? `${median(rpsRatio).toFixed(2)}x (rounds ${rpsRatio.map((x) => `${x.toFixed(2)}x`).join(', ')})` : '1.00x',
+    p.load.latencyMs.p50, p.load.latencyMs.p99, p.load.latencyMs.max, `${n(p.won)} of ${n(p.buyers)}`, n(median((p.withPass ? passed : plain).map((x) => x.apiCpuUs))), rps, p99,
+    p.load.procs.map((x) => `${x.name} ${x.cpuPct}%`).join(', ')]);
+  const fanRows = r.fanout.map((f: FanoutResult) => [`${n(f.streams)} streams, ${f.apis} API process${f.apis > 1 ? 'es' : ''}`, `${f.openS} s`, n(f.lagMs),
+    f.ticks.map((t) => n(t.lagMs)).join(' / '), n(f.updatesPerS), f.ticks.map((t) => `${n(t.received)}/${n(t.owed)}`).join(', '), n(f.apiCpuUsPerUpdate),
+    f.ticks.map((t) => t.apiCpuPct.join('+')).join(' / '), f.apiRssMb.map(n).join(' / ')]);
+  const big = r.fanout.find((f) => f.streams >= 50_000) ?? r.fanout[r.fanout.length - 1];
+  const meets = (ok: boolean) => (ok ? 'met' : '**missed**');
+  return ['## 11. Waiting room', '',
+    `\`npm run bench:room\` (\`bench/room.ts\`, ${r.mode} run; raw figures \`bench/results/room.json\`): the product's API and order writer as their own processes on a fresh redis-server and Postgres, wrk (one thread, ${s.connections} connections, every request a new buyer) as the crowd, ${s.rounds} round(s) with joins and both purchases interleaved, the median round shown and every round listed. Run ${r.at}, ${Math.round(r.seconds / 60)} min, on ${m.cores} × ${m.cpu}, Node ${m.node}, redis-server ${m.versions['redis-server'] ?? '?'}; load average ${m.loadAvgAtStart.join(' / ')} at the start (the machine is shared: only ratios within this run mean anything).`,
+    '',
+    `**Join.** ${n(s.buyers)} buyers join one queue sale each round (\`POST /api/sales/:id/queue\`, the room still in its pre-queue: join_queue.lua draws each place from the sale's seed), once with ${s.widths.join('-character and once with ')}-character buyer ids (a 24-character id such as a MongoDB ObjectId's hex, and a UUID's length). API CPU per join: the API process's CPU from /proc over the run, divided by the joins; "vs a purchase": against a winning first-come purchase's CPU in the same round (the purchase table below). Redis bytes per buyer: MEMORY USAGE (SAMPLES 0) of the sale's queue zset plus its room hash, over the buyers; and the INFO used_memory delta over the run, over the buyers.`,
+    '',
+    table(['id length', 'joins/s', 'p50 ms', 'p99 ms', 'joined (200)', 'API CPU µs per join', 'vs a purchase', 'rounds joins/s', 'rounds p99 ms', 'Redis B per buyer (MEMORY USAGE)', 'B per buyer (used_memory)', 'encoding'], joinRows),
+    '',
+    `Target ≤ ${TARGET_BYTES} B per waiting buyer: ${meets(bytes24 <= TARGET_BYTES)} with 24-character ids (${n(bytes24)} B), ${meets(bytes36 <= TARGET_BYTES)} with 36 (${n(bytes36)} B). A room of thousands is a skiplist zset: each member is an sds string (its length plus a 3-byte header, in a jemalloc size class), a skiplist node (score, backward pointer, one or more levels of 16 bytes) and a dict entry with its bucket; the member's own bytes are the smaller part. The same zset filled directly with ${n(z24?.members ?? 0)} members (random scores) shows the split:${z8 && z24 && z36 ? ` ${z8.bytesPerMember} B per member with 8-character members, ${z24.bytesPerMember} B with 24, ${z36.bytesPerMember} B with 36, so about ${Math.round(z8.bytesPerMember - 8)} B is the structure's fixed overhead` : ''}${lp ? `; a zset of ${lp.members} members, still a listpack, takes ${lp.bytesPerMember} B per 24-character member` : ''}. What would win the target: a shorter member (a fixed 8- or 12-byte digest of the buyer id in the zset, the id kept only for admitted buyers in the passes zset) would bring a large room near the 8-character figure; a listpack cannot hold 50,000 members at a usable speed (every insert shifts it). Not changed in this branch: the key layout is the product's.`,
+    '',
+    `**Purchase with a pass against without.** The same crowd (${n(s.buyers)} buyers, 24-character ids, stock = buyers, so every buyer wins and does the full work) against a first-come sale and against the round's queue sale after one admission tick handed every joined buyer a pass; each pass signed by the API's own key (\`Challenges.pass\`, as \`GET .../queue/me\` signs them) and sent in \`flashsale-purchase-token\`. With a pass the API checks its HMAC and purchase.lua checks and spends the buyer's entry in the passes zset. The order writer drains each sale before the next run.`,
+    '',
+    table(['sale', 'purchases/s', 'vs first-come (round by round)', 'p50 ms', 'p99 ms', 'max ms', 'won (202)', 'API CPU µs per purchase', 'rounds purchases/s', 'rounds p99 ms', 'CPU % of a core'], purchaseRows),
+    '',
+    `**Stream fan-out.** A room of ${n(s.streams)} waiting buyers (admission rate 50/s, the default), opened by a tick; then each buyer holds \`GET .../queue/events\` open: raw sockets from ${big ? big.clients : '?'} client processes (\`bench/room-client.ts\`, one loopback address each), spread evenly over the API processes. This process then runs the admission loop's own tick (\`AdmissionLoop.tick\`: admit.lua, then one PUBLISH) ${s.ticks} times, each at least ${1.2} s after the previous tick's last update (a stream writes a position that only moved at most once a second). Lag: from the tick's start (before admit.lua) until the last open stream received that tick's update (clients match it by its \`waiting\` count); updates/s: streams updated over that lag. One API process can hold at most about ${n(s.streamsPerApi)} streams on this machine: the hard limit of open files per process is 20,000 (\`ulimit -Hn\`) and the bench cannot raise it, so ${n(s.streams)} streams need several API processes, as PM2's one instance per core runs them (each holds its own subscription to the admission channel).`,
+    '',
+    table(['setup', 'streams opened in', 'lag of the last stream, median ms', 'lag per tick ms', 'updates/s, median', 'updated / owed per tick', 'API CPU µs per update', 'API CPU % per tick', 'API peak RSS MB'], fanRows),
+    '',
+    big ? `Target ≤ ${n(TARGET_LAG_MS)} ms for the last of ${n(big.streams)} buyers: ${meets(big.lagMs <= TARGET_LAG_MS)} (median ${n(big.lagMs)} ms over ${big.ticks.length} ticks, worst ${n(Math.max(...big.ticks.map((t) => t.lagMs)))} ms). What limits it: each update is one JSON.stringify and one socket write per stream on the API's event loop, ${n(big.apiCpuUsPerUpdate)} µs of API CPU each, and the API processes share two cores with the clients and Redis.` : '',
+    ''].join('\n');
+}
