@@ -6,7 +6,9 @@
 // stream received that tick's update.
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { AdmissionLoop } from '../shared/admission.js';
+import type { Redis } from 'ioredis';
+import type { AdmissionLoop, RoomTick } from '../shared/admission.js';
+import { ADMISSION_CHANNEL } from '../shared/keys.js';
 import { progress, sleep } from './harness.js';
 import { Monitor, type ProcCost, type Watched } from './procstat.js';
 import type { ClientMessage, ClientReport, ClientRequest } from './room-client.js';
@@ -23,6 +25,9 @@ export interface FanoutTick {
   /** From the tick's start until the first / the last stream had the update. */
   firstMs: number;
   lagMs: number;
+  /** From the tick's start until this sale's message reached a subscriber of the channel (this process); then until the last stream had it. */
+  publishedMs: number;
+  afterPublishMs: number;
   updatesPerS: number;
   /** CPU of each API process over the fan-out, and µs of API CPU per update delivered. */
   apiCpuPct: number[];
@@ -40,6 +45,7 @@ export interface FanoutResult {
   ticks: FanoutTick[];
   /** Medians over the ticks. */
   lagMs: number;
+  afterPublishMs: number;
   updatesPerS: number;
   apiCpuUsPerUpdate: number;
 }
@@ -60,9 +66,17 @@ class Client {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 
 export async function runFanout(opts: {
-  loop: AdmissionLoop; saleId: string; buyers: string[]; apis: { port: number; pid: number }[]; clients: number; ticks: number;
+  loop: AdmissionLoop; redis: Redis; saleId: string; buyers: string[]; apis: { port: number; pid: number }[]; clients: number; ticks: number;
 }): Promise<FanoutResult> {
   const { loop, saleId, buyers, apis } = opts;
+  // A subscriber of our own, as each API has: when the tick's message was delivered.
+  const heard = new Map<number, number>();
+  const sub = opts.redis.duplicate();
+  sub.on('message', (_c: string, m: string) => {
+    const t = JSON.parse(m) as RoomTick;
+    if (t.saleId === saleId) heard.set(t.waiting, Date.now());
+  });
+  await sub.subscribe(ADMISSION_CHANNEL);
   const clients = Array.from({ length: opts.clients }, () => new Client(fork(CLIENT, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })));
   try {
     progress(`fan-out: opening ${buyers.length} streams over ${apis.length} API process(es) from ${clients.length} client processes`);
@@ -104,20 +118,22 @@ export async function runFanout(opts: {
       const lagMs = last - start;
       const busyS = (Date.now() - start) / 1000;
       const cpuS = cpu.reduce((n, p) => n + (p.cpuPct / 100) * busyS, 0);
+      const at = heard.get(tick.waiting) ?? start;
       const t: FanoutTick = {
-        owed, received, admitted: tick.admitted, firstMs: first - start, lagMs,
+        owed, received, admitted: tick.admitted, firstMs: first - start, lagMs, publishedMs: at - start, afterPublishMs: last - at,
         updatesPerS: Math.round(received / (lagMs / 1000)), apiCpuPct: cpu.map((p) => p.cpuPct), apiCpuUsPerUpdate: Math.round((cpuS * 1e6) / Math.max(1, received)),
       };
-      progress(`  tick ${i + 1}/${opts.ticks}: ${received}/${owed} streams updated, first ${t.firstMs} ms, last ${lagMs} ms, ${t.updatesPerS} updates/s, API CPU ${t.apiCpuPct.join('/')}%`);
+      progress(`  tick ${i + 1}/${opts.ticks}: ${received}/${owed} streams updated, published ${t.publishedMs} ms, first ${t.firstMs} ms, last ${lagMs} ms (${t.afterPublishMs} ms after the message), ${t.updatesPerS} updates/s, API CPU ${t.apiCpuPct.join('/')}%`);
       ticks.push(t);
       await sleep(Math.max(0, last + AFTER_LAST_MS - Date.now()));
     }
     return {
       streams, apis: apis.length, clients: clients.length, openS, openRetries: opened.reduce((n, o) => n + o.retries, 0), openFailed: opened.reduce((n, o) => n + o.failed, 0),
       apiRssMb: rss.map((p) => p.rssMaxMb), ticks,
-      lagMs: median(ticks.map((t) => t.lagMs)), updatesPerS: median(ticks.map((t) => t.updatesPerS)), apiCpuUsPerUpdate: median(ticks.map((t) => t.apiCpuUsPerUpdate)),
+      lagMs: median(ticks.map((t) => t.lagMs)), afterPublishMs: median(ticks.map((t) => t.afterPublishMs)), updatesPerS: median(ticks.map((t) => t.updatesPerS)), apiCpuUsPerUpdate: median(ticks.map((t) => t.apiCpuUsPerUpdate)),
     };
   } finally {
+    sub.disconnect();
     for (const c of clients) {
       c.child.send({ type: 'close' } satisfies ClientRequest);
       c.child.once('exit', () => {});

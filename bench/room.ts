@@ -4,9 +4,9 @@
 // (shared/admission.ts) driven by this process, tick by tick. Join and purchase rounds interleaved,
 // median shown; every round listed.
 //
-//   npm run bench:room [-- --quick] [--buyers 50000 --rounds 3 --streams 50000 --ticks 5 --streams-per-api 18000]
+//   npm run bench:room [-- --quick] [--only fanout] [--buyers 50000 --rounds 3 --streams 50000 --ticks 5 --streams-per-api 18000]
 // Results: bench/results/room.json, and BENCHMARKS.md rendered again with section 11.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -26,7 +26,7 @@ import { PRODUCT_ENV } from './stacks.js';
 
 const { values: flags } = parseArgs({ options: {
   quick: { type: 'boolean', default: false }, buyers: { type: 'string' }, rounds: { type: 'string' }, streams: { type: 'string' }, ticks: { type: 'string' },
-  connections: { type: 'string', default: '500' }, 'streams-per-api': { type: 'string', default: '18000' },
+  connections: { type: 'string', default: '500' }, only: { type: 'string' }, 'streams-per-api': { type: 'string', default: '18000' },
 } });
 const quick = flags.quick;
 const S = {
@@ -38,6 +38,9 @@ const S = {
   /** One API process holds every stream's socket; this machine's hard limit is 20,000 descriptors a process (ulimit -Hn). */
   streamsPerApi: Number(flags['streams-per-api']),
 };
+// --only fanout: the stream part alone, its figures replacing those of the saved run of the same mode.
+const fanoutOnly = flags.only === 'fanout';
+if (flags.only !== undefined && !fanoutOnly) throw new Error('--only takes fanout (the join and purchase parts have no use alone)');
 if (!Object.values(S).every((n) => Number.isInteger(n) && n > 0)) throw new Error('--buyers, --rounds, --streams, --ticks and --connections must be positive integers');
 if (!wrkVersion()) {
   console.error(`wrk (the load generator) is not installed. Install it with:\n\n  ${WRK_INSTALL}`);
@@ -155,6 +158,8 @@ try {
     return run;
   };
 
+  if (!fanoutOnly) await joinsAndPurchases();
+  async function joinsAndPurchases() {
   // Warm-up (JIT, pools): a small join and both purchases, not recorded.
   const warm = Math.max(1000, Math.round(S.buyers / 10));
   progress(`warm-up: ${warm} buyers`);
@@ -182,6 +187,7 @@ try {
     await r.del(key);
   }
   progress(`zsets: ${out.zsets.map((z) => `${z.width}-char x ${z.members}: ${z.bytesPerMember} B (${z.encoding})`).join(', ')}`);
+  }
 
   // Fan-out: one room of `streams` waiting buyers at the default admission rate, opened by a tick.
   const room = 'room-sse';
@@ -193,16 +199,21 @@ try {
   // wrk's crowd starts at buyer 2 (its first call of request() builds a request it never sends).
   const buyers = Array.from({ length: S.streams }, (_, i) => buyerId('s', i + 2, WIDTHS[0]));
   const one = Math.min(S.streams, S.streamsPerApi);
-  out.fanout.push(await runFanout({ loop, saleId: room, buyers: buyers.slice(0, one), apis: [api], clients: Math.ceil(one / 9000), ticks: S.ticks }));
+  out.fanout.push(await runFanout({ loop, redis: r, saleId: room, buyers: buyers.slice(0, one), apis: [api], clients: Math.ceil(one / 9000), ticks: S.ticks }));
   if (S.streams > S.streamsPerApi) {
     const apis = [api];
     while (apis.length * S.streamsPerApi < S.streams) apis.push(await startApi(`api${apis.length + 1}`));
-    out.fanout.push(await runFanout({ loop, saleId: room, buyers, apis, clients: Math.ceil(S.streams / 12_500), ticks: S.ticks }));
+    out.fanout.push(await runFanout({ loop, redis: r, saleId: room, buyers, apis, clients: Math.ceil(S.streams / 12_500), ticks: S.ticks }));
   }
 
   out.seconds = Math.round((performance.now() - started) / 1000);
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
-  writeFileSync(new URL('./results/room.json', import.meta.url), `${JSON.stringify(out, null, 2)}\n`);
+  const file = new URL('./results/room.json', import.meta.url);
+  const last = fanoutOnly && existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as RoomResults) : undefined;
+  const result: RoomResults = last?.mode === out.mode
+    ? { ...last, fanout: out.fanout, fanoutRun: { at: out.at, seconds: out.seconds, loadAvgAtStart: out.machine.loadAvgAtStart } }
+    : out;
+  writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
   // BENCHMARKS.md is rendered from every saved result, so section 11 appears whichever bench ran last.
   const saved = JSON.parse(readFileSync(new URL('./results/bench.json', import.meta.url), 'utf8')) as Partial<Record<'quick' | 'full', BenchResults>>;
   writeFileSync(new URL('../BENCHMARKS.md', import.meta.url), document(saved));
