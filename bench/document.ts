@@ -5,6 +5,7 @@ import type { ClusterResults, Measured } from './cluster.js';
 import { analysis } from './analysis.js';
 import type { ProfileResults } from './profiles.js';
 import { rateLimitSection } from './rate-limit.js';
+import { roomSection } from './room-report.js';
 import { wholeMachineSection } from './whole-machine.js';
 import { existsSync, readFileSync } from 'node:fs';
 import type { Machine } from './machine.js';
@@ -264,6 +265,8 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
   if (whole) out.push(wholeMachineSection(whole.w, whole.mode));
   const profiles = r.profile ? { p: r.profile, mode: r.mode } : saved.quick?.profile ? { p: saved.quick.profile, mode: 'quick' as const } : undefined;
   if (profiles) out.push(profileSection(profiles.p, profiles.mode));
+  const room = roomSection();
+  if (room) out.push(room);
   out.push('## Targets: what limits each, and what was changed', '', analysis(r), '');
   return `${out.join('\n')}\n`;
 }

@@ -39,11 +39,13 @@ interface WrkJson {
  * connections; resolves once every one has an answer. Processes in `watch` are measured meanwhile.
  * `holdMs` (default 1 s): every connection is opened first and the crowd starts together; 0 lets
  * buyers connect while the server is already busy (see bench/wrk/purchase.lua). `script`: another wrk
- * script with the same arguments and report (default bench/wrk/purchase.lua).
+ * script with the same arguments and report (default bench/wrk/purchase.lua). `idWidth`: every buyer id
+ * padded to that many characters; `passesFile`: line n is buyer n's purchase token (a pass).
  */
-export async function runLoad(url: string, opts: { buyers: number; connections: number; prefix: string; watch: Watched[]; holdMs?: number; script?: string }): Promise<LoadResult> {
+export async function runLoad(url: string, opts: { buyers: number; connections: number; prefix: string; watch: Watched[]; holdMs?: number; script?: string; idWidth?: number; passesFile?: string }): Promise<LoadResult> {
   const hold = opts.holdMs ?? 1000;
-  const args = ['-t1', `-c${opts.connections}`, '-d900s', '--timeout', '30s', '-s', opts.script ?? SCRIPT, url, '--', String(opts.buyers), opts.prefix, String(opts.connections), String(hold)];
+  const args = ['-t1', `-c${opts.connections}`, '-d900s', '--timeout', '30s', '-s', opts.script ?? SCRIPT, url, '--', String(opts.buyers), opts.prefix, String(opts.connections), String(hold),
+    ...(opts.idWidth || opts.passesFile ? [String(opts.idWidth ?? 0), opts.passesFile ?? ''] : [])];
   const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (c: Buffer) => { out += c.toString(); });

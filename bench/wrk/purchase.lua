@@ -6,6 +6,9 @@
 -- SIGINT, so wrk ends at once instead of sleeping out -d; the elapsed time is taken here, from the
 -- end of the hold to the last answer.
 --   wrk -t1 -c500 -d900s --timeout 30s -s purchase.lua URL -- <buyers> <prefix> <connections> <hold_ms>
+-- Optional: <id_width> pads n with zeros so every id has that many characters (0: no padding), and
+-- <passes_file> holds one purchase token per line, line n sent by buyer n in the flashsale-purchase-token header.
+--   ... -- <buyers> <prefix> <connections> <hold_ms> [<id_width> [<passes_file>]]
 -- One thread only: the answer count and the stop are per thread.
 local ffi = require("ffi")
 ffi.cdef[[
@@ -23,7 +26,8 @@ end
 local threads = {}
 function setup(thread) table.insert(threads, thread) end
 
-local buyers, prefix, sent, connections, hold_ms
+local buyers, prefix, sent, connections, hold_ms, id_width
+local passes = nil
 local held = 0
 statuses = {}
 answered = 0
@@ -35,7 +39,19 @@ function init(args)
   prefix = args[2] or "buyer-"
   connections = tonumber(args[3] or "0")
   hold_ms = tonumber(args[4] or "0")
+  id_width = tonumber(args[5] or "0")
+  if args[6] and args[6] ~= "" then
+    passes = {}
+    for line in io.lines(args[6]) do table.insert(passes, line) end
+  end
   sent = 0
+end
+
+local function buyer(n)
+  local digits = tostring(n)
+  local pad = id_width - #prefix - #digits
+  if pad > 0 then return prefix .. string.rep("0", pad) .. digits end
+  return prefix .. digits
 end
 
 function delay()
@@ -50,7 +66,9 @@ end
 local body = '{"qty":1}'
 function request()
   sent = sent + 1
-  return wrk.format("POST", nil, { ["Content-Type"] = "application/json", ["X-User-Id"] = prefix .. sent }, body)
+  local headers = { ["Content-Type"] = "application/json", ["X-User-Id"] = buyer(sent) }
+  if passes then headers["flashsale-purchase-token"] = passes[sent] end
+  return wrk.format("POST", nil, headers, body)
 end
 
 function response(status)
