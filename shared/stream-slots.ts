@@ -1,5 +1,5 @@
 // The caps on open event streams (SSE_MAX_STREAMS per process, a few per buyer), counted per kind
-// of stream: order streams (shared/order-events.ts) and waiting-room streams (http/room-events.ts).
+// of stream: order streams (shared/order-events.ts), waiting-room and draw streams (http/sale-feed.ts).
 import { HttpError } from './errors.js';
 
 /** Counts open streams, in all and per buyer, refusing past either cap with 429 busy. */

@@ -9,18 +9,14 @@ import type { FastifyPluginCallback } from 'fastify';
 import { viewFromTick, type DrawTick, type EntryView } from '../draw.js';
 import { HttpError } from '../errors.js';
 import { DRAW_CHANNEL } from '../keys.js';
-import type { Logger } from '../logger.js';
-import { hintSubscriber, quitRedis, type RedisClient } from '../redis.js';
-import { StreamSlots } from '../stream-slots.js';
 import { buyerEntry, drawSale, type DrawDeps } from './draw.js';
-import { refusal } from './errors.js';
 import { saleIdParams } from './sales.js';
 import { errorResponses, SECURITY, textResponse } from './schemas.js';
-import { startStream } from './sse.js';
+import { SaleFeed } from './sale-feed.js';
+import { startStream, streamQuery } from './sse.js';
 import { tokenFromQuery } from './url-token.js';
 
 export const COUNT_EVERY_MS = 1000;
-const MAX_STREAMS_PER_BUYER = 3;
 const FINAL = new Set(['won', 'lost']);
 
 const schema = {
@@ -28,11 +24,7 @@ const schema = {
   description: 'Each event\'s data is the view GET .../entries/me answers. A change of state comes at once, a new entry count at most once a second. '
     + 'The stream ends after won (with the orderId) or lost. The token may come as ?access_token= (EventSource cannot send headers).',
   tags: ['draw'], security: SECURITY.buyer, params: saleIdParams,
-  querystring: {
-    type: 'object', additionalProperties: false,
-    properties: { access_token: { type: 'string', minLength: 1, description: 'the buyer token, for clients that cannot send Authorization', ...refusal('bad_request', 'access_token must be a token.') } },
-    ...refusal('bad_request', 'The query takes access_token only.', 'Unknown query parameter(s): {fields}.'),
-  },
+  querystring: streamQuery,
   response: {
     200: textResponse('text/event-stream', 'the buyer\'s entry: `data: {"saleId", "state", "ticket", "drawRank", "orderId", "entries"}`'),
     ...errorResponses('invalid_id', 'bad_request', 'unauthorized', 'sale_not_found', 'not_a_draw', 'not_entered', 'busy', 'unavailable'),
@@ -41,59 +33,10 @@ const schema = {
 
 type TickListener = (tick: DrawTick | null) => void;
 
-/** One API process's subscription to DRAW_CHANNEL and the streams of each draw. */
-class DrawFeed {
-  private readonly bySale = new Map<string, Set<TickListener>>();
-  private readonly slots: StreamSlots;
-  private subscriber: RedisClient | undefined;
-
-  constructor(private readonly redis: RedisClient, maxStreams: number, private readonly logger: Logger) {
-    this.slots = new StreamSlots(() => ({ all: maxStreams, perBuyer: MAX_STREAMS_PER_BUYER }), 'draw', 'GET .../entries/me');
-  }
-
-  join(saleId: string, buyer: string, listener: TickListener): () => void {
-    const release = this.slots.take(buyer);
-    let set = this.bySale.get(saleId);
-    if (!set) this.bySale.set(saleId, (set = new Set()));
-    set.add(listener);
-    if (!this.subscriber) {
-      const sub = (this.subscriber = hintSubscriber(this.redis, this.logger, 'draw subscriber'));
-      let before = false;
-      // Ticks published while the subscription was away are lost: every stream reads its entry again.
-      sub.on('ready', () => {
-        if (before) for (const s of this.bySale.values()) for (const l of s) l(null);
-        before = true;
-      });
-      sub.on('message', (_channel: string, message: string) => this.dispatch(message));
-      sub.subscribe(DRAW_CHANNEL).catch((err: unknown) => this.logger.warn({ err }, 'draw subscription failed'));
-    }
-    return () => {
-      release();
-      set.delete(listener);
-      if (set.size === 0 && this.bySale.get(saleId) === set) this.bySale.delete(saleId);
-    };
-  }
-
-  private dispatch(message: string): void {
-    let tick: DrawTick;
-    try {
-      tick = JSON.parse(message) as DrawTick;
-    } catch {
-      return;
-    }
-    const set = this.bySale.get(tick?.saleId);
-    if (set) for (const listener of set) listener(tick);
-  }
-
-  close(): Promise<void> {
-    return this.subscriber ? quitRedis(this.subscriber) : Promise.resolve();
-  }
-}
-
 type Stream = { Params: { saleId: string }; Querystring: { access_token?: string } };
 
 export const drawEvents: FastifyPluginCallback<DrawDeps> = (app, { pool, redis, auth, limits, saleCache, logger }, done) => {
-  const feed = new DrawFeed(redis, limits.sseMaxStreams, logger);
+  const feed = new SaleFeed<DrawTick>(redis, DRAW_CHANNEL, 'draw', 'GET .../entries/me', limits.sseMaxStreams, logger);
   const open = new Set<() => void>();
   app.addHook('preClose', (next) => {
     for (const end of [...open]) end();

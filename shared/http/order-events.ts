@@ -10,10 +10,9 @@ import type { Pool } from '../db.js';
 import type { Logger } from '../logger.js';
 import { OrderFeed, type OrderEvent } from '../order-events.js';
 import { getOrder, type OrderStatus, type OrderView } from '../orders.js';
-import { refusal } from './errors.js';
 import { orderIdParams } from './orders.js';
 import { errorResponses, SECURITY, textResponse } from './schemas.js';
-import { startStream } from './sse.js';
+import { startStream, streamQuery } from './sse.js';
 import { tokenFromQuery } from './url-token.js';
 
 /** A pending order this long past its deadline with no news is read again (its close was missed, or not made yet). */
@@ -27,11 +26,7 @@ const schema = {
     + 'Browsers\' EventSource cannot send headers: the token may come as ?access_token= on this route only.',
   tags: ['orders'], security: SECURITY.buyer,
   params: orderIdParams,
-  querystring: {
-    type: 'object', additionalProperties: false,
-    properties: { access_token: { type: 'string', minLength: 1, description: 'the buyer token, for clients that cannot send Authorization', ...refusal('bad_request', 'access_token must be a token.') } },
-    ...refusal('bad_request', 'The query takes access_token only.', 'Unknown query parameter(s): {fields}.'),
-  },
+  querystring: streamQuery,
   response: {
     200: textResponse('text/event-stream', 'the order\'s events: `data: {"orderId", "saleId", "qty", "status", "expiresAt"?}`'),
     ...errorResponses('invalid_id', 'bad_request', 'unauthorized', 'order_not_found', 'busy', 'unavailable'),

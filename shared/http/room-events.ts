@@ -10,21 +10,16 @@ import type { FastifyPluginCallback } from 'fastify';
 import type { RoomTick } from '../admission.js';
 import { HttpError } from '../errors.js';
 import { ADMISSION_CHANNEL } from '../keys.js';
-import { hintSubscriber, quitRedis, type RedisClient } from '../redis.js';
 import { Phase, readPlace, viewOf, type QueueView } from '../room.js';
 import type { Sale } from '../sales.js';
-import type { Logger } from '../logger.js';
-import { refusal } from './errors.js';
 import { queueSale, withPass, type QueueDeps } from './queue.js';
 import { saleIdParams } from './sales.js';
 import { errorResponses, SECURITY, textResponse } from './schemas.js';
-import { startStream } from './sse.js';
-import { StreamSlots } from '../stream-slots.js';
+import { SaleFeed } from './sale-feed.js';
+import { startStream, streamQuery } from './sse.js';
 import { tokenFromQuery } from './url-token.js';
 
 export const POSITION_EVERY_MS = 1000;
-/** How many queue streams one buyer may hold at once (SSE_MAX_STREAMS bounds the process's). */
-const MAX_STREAMS_PER_BUYER = 3;
 const OUT_OF_LINE = new Set(['admitted', 'used', 'expired', 'ended']);
 
 const schema = {
@@ -32,11 +27,7 @@ const schema = {
   description: 'Each event\'s data is the view GET .../queue/me answers. A state change comes at once, a new position at most once a second. '
     + 'The stream ends once the buyer is admitted (with the pass), used, expired or ended. The token may come as ?access_token= (EventSource cannot send headers).',
   tags: ['queue'], security: SECURITY.buyer, params: saleIdParams,
-  querystring: {
-    type: 'object', additionalProperties: false,
-    properties: { access_token: { type: 'string', minLength: 1, description: 'the buyer token, for clients that cannot send Authorization', ...refusal('bad_request', 'access_token must be a token.') } },
-    ...refusal('bad_request', 'The query takes access_token only.', 'Unknown query parameter(s): {fields}.'),
-  },
+  querystring: streamQuery,
   response: {
     200: textResponse('text/event-stream', 'the buyer\'s place: `data: {"saleId", "state", "position", "ahead", "waiting", "estimatedWaitSeconds", "pass"?, "passExpiresAt"?}`'),
     ...errorResponses('invalid_id', 'bad_request', 'unauthorized', 'sale_not_found', 'no_waiting_room', 'not_in_queue', 'busy', 'unavailable'),
@@ -45,63 +36,10 @@ const schema = {
 
 type TickListener = (tick: RoomTick | null) => void;
 
-/** One API process's subscription to ADMISSION_CHANNEL and the streams of each sale. */
-class RoomFeed {
-  private readonly bySale = new Map<string, Set<TickListener>>();
-  private readonly slots: StreamSlots;
-  private subscriber: RedisClient | undefined;
-  private subscribed: Promise<unknown> | undefined;
-
-  constructor(private readonly redis: RedisClient, maxStreams: number, private readonly logger: Logger) {
-    this.slots = new StreamSlots(() => ({ all: maxStreams, perBuyer: MAX_STREAMS_PER_BUYER }), 'queue', 'GET .../queue/me');
-  }
-
-  join(saleId: string, buyer: string, listener: TickListener): () => void {
-    const release = this.slots.take(buyer);
-    let set = this.bySale.get(saleId);
-    if (!set) this.bySale.set(saleId, (set = new Set()));
-    set.add(listener);
-    const leave = () => {
-      release();
-      set.delete(listener);
-      if (set.size === 0 && this.bySale.get(saleId) === set) this.bySale.delete(saleId);
-    };
-    if (!this.subscribed) {
-      const sub = hintSubscriber(this.redis, this.logger, 'admission subscriber');
-      this.subscriber = sub;
-      let before = false;
-      // Ticks published while the subscription was away are lost: every stream reads its place again.
-      sub.on('ready', () => {
-        if (before) for (const s of this.bySale.values()) for (const l of s) l(null);
-        before = true;
-      });
-      sub.on('message', (_channel: string, message: string) => this.dispatch(message));
-      this.subscribed = sub.subscribe(ADMISSION_CHANNEL);
-      this.subscribed.catch((err: unknown) => this.logger.warn({ err }, 'admission subscription failed'));
-    }
-    return leave;
-  }
-
-  private dispatch(message: string): void {
-    let tick: RoomTick;
-    try {
-      tick = JSON.parse(message) as RoomTick;
-    } catch {
-      return;
-    }
-    const set = this.bySale.get(tick?.saleId);
-    if (set) for (const listener of set) listener(tick);
-  }
-
-  close(): Promise<void> {
-    return this.subscriber ? quitRedis(this.subscriber) : Promise.resolve();
-  }
-}
-
 type Stream = { Params: { saleId: string }; Querystring: { access_token?: string } };
 
 export const roomEvents: FastifyPluginCallback<QueueDeps> = (app, { redis, auth, limits, saleCache, challenges, logger }, done) => {
-  const feed = new RoomFeed(redis, limits.sseMaxStreams, logger);
+  const feed = new SaleFeed<RoomTick>(redis, ADMISSION_CHANNEL, 'queue', 'GET .../queue/me', limits.sseMaxStreams, logger);
   const open = new Set<() => void>();
   app.addHook('preClose', (next) => {
     for (const end of [...open]) end();

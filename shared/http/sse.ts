@@ -1,9 +1,17 @@
-// How the event streams (order-events.ts, room-events.ts) start their answer: headers, the
+// How the event streams (order-events.ts, room-events.ts, draw-events.ts) take their token and start their answer: headers, the
 // load-shedding slot given back (a stream is no request in flight), a heartbeat comment, and one
 // end that clears it all. Their caps are shared/stream-slots.ts.
 import type { FastifyReply } from 'fastify';
 import type { ServerResponse } from 'node:http';
+import { refusal } from './errors.js';
 import { releaseSlot } from './load-shedding.js';
+
+/** An event stream's query: the token alone, for EventSource, which cannot send Authorization (url-token.ts takes it from there). */
+export const streamQuery = {
+  type: 'object', additionalProperties: false,
+  properties: { access_token: { type: 'string', minLength: 1, description: 'the buyer token, for clients that cannot send Authorization', ...refusal('bad_request', 'access_token must be a token.') } },
+  ...refusal('bad_request', 'The query takes access_token only.', 'Unknown query parameter(s): {fields}.'),
+};
 
 /** A comment line this often keeps proxies from closing a quiet stream. */
 export const HEARTBEAT_MS = 15_000;
