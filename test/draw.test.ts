@@ -6,7 +6,6 @@
 // nothing; `flashsale draw verify` agrees, and catches a tampered rank.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { request } from 'node:http';
 import { describe, test } from 'node:test';
 import { admissionSales, AdmissionLoop } from '../shared/admission.js';
 import { DrawLoop } from '../shared/draw-loop.js';
@@ -23,7 +22,7 @@ import { apiEnv, type ApiEnv } from './support/api.js';
 import { cli } from './support/cli.js';
 import type { TestEnv } from './support/env.js';
 import { newSale, waitFor } from './support/fixtures.js';
-import { http, outcome } from './support/http.js';
+import { http, outcome, sseEvents } from './support/http.js';
 import * as pow from './support/pow.js';
 import { token } from './support/tokens.js';
 
@@ -71,27 +70,7 @@ function ranksOf(saleId: string, seed: string, buyers: string[]): Map<string, nu
 }
 
 /** Events of a buyer's entry stream until it ends. */
-function stream(s: Sale, user: string): { events: any[]; ended: Promise<void> } {
-  const events: any[] = [];
-  const ended = new Promise<void>((resolve, reject) => {
-    const req = request({ port: api.port, path: `/api/sales/${s.id}/entries/events?access_token=${token(user)}` }, (res) => {
-      assert.equal(res.statusCode, 200);
-      let buf = '';
-      res.on('data', (chunk: Buffer) => {
-        buf += chunk.toString();
-        for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
-          const line = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          if (line.startsWith('data: ')) events.push(JSON.parse(line.slice(6)));
-        }
-      });
-      res.on('end', () => resolve());
-    });
-    req.on('error', reject);
-    req.end();
-  });
-  return { events, ended };
-}
+const stream = (s: Sale, user: string) => sseEvents(api.port, `/api/sales/${s.id}/entries/events?access_token=${token(user)}`);
 
 describe('entries', () => {
   test('outside the window, on a sale that is no draw, an unknown or malformed sale, without a token: 4xx {error, message}, nothing entered', async () => {

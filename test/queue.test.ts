@@ -5,7 +5,6 @@
 // passes go back to the budget, admission stops at sold out and resumes when a unit comes back.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { request } from 'node:http';
 import { describe, test } from 'node:test';
 import { AdmissionLoop, LEASE_MS } from '../shared/admission.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/sales.js';
@@ -16,7 +15,7 @@ import { getSale, type Sale } from '../shared/sales.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
 import type { TestEnv } from './support/env.js';
 import { newSale, waitFor } from './support/fixtures.js';
-import { http, outcome } from './support/http.js';
+import { http, outcome, sseEvents } from './support/http.js';
 import * as pow from './support/pow.js';
 import { token } from './support/tokens.js';
 
@@ -190,24 +189,7 @@ describe('the stream', () => {
     // Opened (places final), nobody admitted yet: the bucket starts empty at the start.
     const t0 = s.startsAt.getTime();
     await step(s, t0);
-    const events: { state: string; position: number | null; pass?: string }[] = [];
-    const ended = new Promise<void>((resolve, reject) => {
-      const req = request({ port: api.port, path: `/api/sales/${s.id}/queue/events`, headers: { authorization: `Bearer ${token(third)}` } }, (res) => {
-        assert.equal(res.statusCode, 200);
-        let buf = '';
-        res.on('data', (chunk: Buffer) => {
-          buf += chunk.toString();
-          for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
-            const line = buf.slice(0, i);
-            buf = buf.slice(i + 2);
-            if (line.startsWith('data: ')) events.push(JSON.parse(line.slice(6)));
-          }
-        });
-        res.on('end', () => resolve());
-      });
-      req.on('error', reject);
-      req.end();
-    });
+    const { events, ended } = sseEvents<{ state: string; position: number | null; pass?: string }>(api.port, `/api/sales/${s.id}/queue/events`, { authorization: `Bearer ${token(third)}` });
     await waitFor('the first event', async () => events.length >= 1);
     assert.deepEqual([events[0]!.state, events[0]!.position], ['waiting', 3]);
     // A new position is written at most once a second (the loop publishes at least that often).

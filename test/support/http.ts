@@ -1,5 +1,6 @@
 // Requests over loopback, as clients send them: one HTTP client for every test (it never rejects:
 // no answer is an answer too), and a raw socket for what no HTTP client would send.
+import assert from 'node:assert/strict';
 import { Agent, request } from 'node:http';
 import { connect as netConnect } from 'node:net';
 import { token } from './tokens.js';
@@ -159,4 +160,27 @@ export function rawRequest(port: number, text: string, opts: RawOptions = {}): P
       resolve({ status, head, headers, body, closed, ms: Date.now() - started, ...(error ? { error } : {}) });
     });
   });
+}
+
+/** An event stream's `data:` events, parsed as they come, until the server ends it (a 200 is asserted). */
+export function sseEvents<T = any>(port: number, path: string, headers: Record<string, string> = {}): { events: T[]; ended: Promise<void> } {
+  const events: T[] = [];
+  const ended = new Promise<void>((resolve, reject) => {
+    const req = request({ port, path, headers }, (res) => {
+      assert.equal(res.statusCode, 200);
+      let buf = '';
+      res.on('data', (chunk: Buffer) => {
+        buf += chunk.toString();
+        for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
+          const line = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          if (line.startsWith('data: ')) events.push(JSON.parse(line.slice(6)) as T);
+        }
+      });
+      res.on('end', () => resolve());
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  return { events, ended };
 }
