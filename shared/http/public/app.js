@@ -705,6 +705,10 @@ function setText(node, text) {
 }
 
 function saleTimeText(s, now) {
+  if (s.admission === 'draw' && s.state !== 'ended') {
+    if (now < Date.parse(s.entriesOpenAt)) return `Entries open in ${duration(Date.parse(s.entriesOpenAt) - now)}`;
+    if (now < Date.parse(s.entriesCloseAt)) return `Draw in ${duration(Date.parse(s.entriesCloseAt) - now)}`;
+  }
   if (s.state === 'upcoming') return `Starts in ${duration(Date.parse(s.startsAt) - now)}`;
   if (s.state === 'ended') return 'Ended';
   return s.endsAt ? `Ends in ${duration(Date.parse(s.endsAt) - now)}` : 'No end time';
@@ -728,7 +732,8 @@ function drawHintText(s, now) {
   if (now < Date.parse(s.entriesOpenAt)) return `Entries open at ${when(s.entriesOpenAt)}.`;
   if (now >= Date.parse(s.entriesCloseAt)) return 'Entries are closed.';
   if (!identityGiven()) return development ? 'Enter a user id to enter the draw.' : 'Paste your buyer token to enter the draw.';
-  return `Entries close at ${when(s.entriesCloseAt)}; then the draw is made, and the first ${plural(s.stock, 'entrant', 'entrants')} drawn get an order.`;
+  const first = s.stock === 1 ? 'the first entrant drawn gets an order' : `the first ${s.stock} entrants drawn get an order`;
+  return `Entries close at ${when(s.entriesCloseAt)}; then the draw is made, and ${first}.`;
 }
 
 const ORDER_TEXT = {
