@@ -633,6 +633,39 @@ describe('draw page', () => {
     assert.equal(await winner.getByTestId('message').isHidden(), true, 'no error shown');
   });
 
+  test('page: a drawn winner who cancels is told the unit went to the next in line, whose page then shows the order', { timeout: 60_000 }, async () => {
+    let s = await drawSale({ name: 'Second chance', stock: 1, paymentWindowSeconds: 120 });
+    writer();
+    // Entered elsewhere: each page finds its entry on load (GET .../entries/me).
+    for (const user of ['cal', 'dee']) assert.equal((await http(api.port, 'POST', `/api/sales/${s.id}/entries`, { user })).status, 200);
+    s = await closeEntries(s);
+    await admitAt(Date.now());
+    const [first, second] = await entryRows(s);
+    const pages = new Map<string, Page>();
+    for (const user of ['cal', 'dee']) {
+      const page = await open(`/?sale=${s.id}`);
+      await page.getByTestId('user-id').fill(user);
+      await page.getByTestId('user-id').press('Tab');
+      pages.set(user, page);
+    }
+    const winner = pages.get(first!.buyer)!;
+    const next = pages.get(second!.buyer)!;
+    await see(winner, 'order-status', 'Waiting for payment');
+    await see(winner, 'draw-status', 'You were drawn!');
+    await see(next, 'draw-status', 'Drawn at rank 2; not yet');
+
+    await winner.getByTestId('cancel').click();
+    await see(winner, 'order-status', 'Cancelled');
+    await see(winner, 'draw-status', 'You were drawn');
+    await see(winner, 'draw-detail', 'Drawn at rank 1 of 2; your order was cancelled, so its unit went to the next in line.');
+    await admitAt(Date.now());
+    await see(next, 'draw-status', 'You were drawn!');
+    await see(next, 'order-status', 'Waiting for payment');
+    assert.deepEqual((await entryRows(s)).map((r) => [r.buyer, r.status]), [[first!.buyer, 'won'], [second!.buyer, 'won']]);
+    assert.deepEqual((await ordersOf(s.id)).sort((a, b) => a.user_id.localeCompare(b.user_id)),
+      [{ user_id: first!.buyer, status: 'cancelled' }, { user_id: second!.buyer, status: 'pending' }].sort((a, b) => a.user_id.localeCompare(b.user_id)));
+  });
+
   test('page: a draw before its entries open says when they open; after they close, a buyer who did not enter is told so', { timeout: 60_000 }, async () => {
     const early = await drawSale({ name: 'Not yet', stock: 1, entriesOpenAt: new Date(Date.now() + HOUR).toISOString(), entriesCloseAt: new Date(Date.now() + 2 * HOUR).toISOString() });
     const page = await open(`/?sale=${early.id}`);

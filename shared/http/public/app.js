@@ -629,8 +629,13 @@ function entryText(v, s, now) {
       return now < Date.parse(s.entriesCloseAt)
         ? ['You\'re in the draw', `${plural(v.entries, 'entry', 'entries')}; the draw is made at ${when(s.entriesCloseAt)}. Keep this page open, or come back then.`]
         : ['You\'re in the draw', `Entries are closed (${plural(v.entries, 'entry', 'entries')}); the draw is being made…`];
-    case 'won':
-      return ['You were drawn!', `${ranked}: your order is below. Pay before its timer runs out, or it goes to the next in line.`];
+    case 'won': {
+      // The order may have closed since: its unit then went to the next in line, not back on sale.
+      const closed = state.order?.orderId === v.orderId && (state.order.status === 'expired' || state.order.status === 'cancelled');
+      return closed
+        ? ['You were drawn', `${ranked}; your order was ${state.order.status === 'expired' ? 'not paid in time' : 'cancelled'}, so its unit went to the next in line.`]
+        : ['You were drawn!', `${ranked}: your order is below. Pay before its timer runs out, or it goes to the next in line.`];
+    }
     case 'waiting':
       return [`Drawn at rank ${v.drawRank}; not yet`, `Units that come back (an order not paid in time, or cancelled) go to the next in line until ${when(s.backfillUntil)}. Keep this page open.`];
     default:
