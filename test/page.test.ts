@@ -658,6 +658,8 @@ describe('draw page', () => {
     await see(winner, 'order-status', 'Cancelled');
     await see(winner, 'draw-status', 'You were drawn');
     await see(winner, 'draw-detail', 'Drawn at rank 1 of 2; your order was cancelled, so its unit went to the next in line.');
+    await see(winner, 'order-detail', 'You cancelled this order.');
+    await shot(winner, 'draw-05-cancelled');
     await admitAt(Date.now());
     await see(next, 'draw-status', 'You were drawn!');
     await see(next, 'order-status', 'Waiting for payment');

@@ -622,6 +622,9 @@ async function refreshEntry(e) {
 
 const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
 
+/** A won entry whose order has closed since (expired or cancelled): its unit went to the next in line. */
+const orderClosed = (v) => v.state === 'won' && state.order?.orderId === v.orderId && (state.order.status === 'expired' || state.order.status === 'cancelled');
+
 function entryText(v, s, now) {
   const ranked = `Drawn at rank ${v.drawRank} of ${v.entries}`;
   switch (v.state) {
@@ -630,10 +633,10 @@ function entryText(v, s, now) {
         ? ['You\'re in the draw', `${plural(v.entries, 'entry', 'entries')}; the draw is made at ${when(s.entriesCloseAt)}. Keep this page open, or come back then.`]
         : ['You\'re in the draw', `Entries are closed (${plural(v.entries, 'entry', 'entries')}); the draw is being made…`];
     case 'won': {
-      // The order may have closed since: its unit then went to the next in line, not back on sale.
-      const closed = state.order?.orderId === v.orderId && (state.order.status === 'expired' || state.order.status === 'cancelled');
-      return closed
-        ? ['You were drawn', `${ranked}; your order was ${state.order.status === 'expired' ? 'not paid in time' : 'cancelled'}, so its unit went to the next in line.`]
+      // The order may have closed since: its unit then goes to the next in line (not back on sale), until backfillUntil.
+      const gone = now < Date.parse(s.backfillUntil) ? 'so its unit went to the next in line' : 'and the draw is over: its unit is not sold again';
+      return orderClosed(v)
+        ? ['You were drawn', `${ranked}; your order was ${state.order.status === 'expired' ? 'not paid in time' : 'cancelled'}, ${gone}.`]
         : ['You were drawn!', `${ranked}: your order is below. Pay before its timer runs out, or it goes to the next in line.`];
     }
     case 'waiting':
@@ -652,7 +655,7 @@ function renderDraw(now) {
   setText(el.enter, state.entering ? 'Entering…' : 'Enter the draw');
   el.draw.hidden = !e;
   if (e) {
-    el.draw.dataset.state = e.view.state;
+    el.draw.dataset.state = orderClosed(e.view) ? 'closed' : e.view.state;
     const [title, detail] = entryText(e.view, s, now);
     setText(el.drawStatus, title);
     setText(el.drawDetail, detail);
@@ -751,6 +754,8 @@ const ORDER_TEXT = {
   cancelled: ['Cancelled', 'You cancelled this order, so the item went back on sale.'],
 };
 
+const DRAW_CLOSED_TEXT = { expired: 'The payment window closed.', cancelled: 'You cancelled this order.' };
+
 function renderOrder(now) {
   const o = state.order;
   el.order.hidden = !o;
@@ -760,7 +765,9 @@ function renderOrder(now) {
   const pending = o.status === 'pending_payment';
   const overdue = pending && now >= o.expiresAt;
   setText(el.orderStatus, title);
-  setText(el.orderDetail, overdue ? 'Time is up; checking your order…' : detail);
+  // A draw's unit does not go back on sale: the draw panel above says where it went.
+  const drawClosed = drawSale() && (o.status === 'expired' || o.status === 'cancelled');
+  setText(el.orderDetail, overdue ? 'Time is up; checking your order…' : drawClosed ? DRAW_CLOSED_TEXT[o.status] : detail);
   el.timer.hidden = !pending;
   setText(el.timer, pending ? duration(o.expiresAt - now) : '');
   el.pay.hidden = !directPay || !pending || o.closed;
