@@ -1,12 +1,13 @@
 // One sale's live numbers for the operator's page, in one round trip: where its units are (the
 // reconciliation), how many purchases Redis has accepted, how far the writer is behind, how late
-// expired orders were closed, a waiting room's figures, and this API instance's purchase outcomes.
+// expired orders were closed, a waiting room's or a draw's figures, and this API instance's purchase outcomes.
 //
 // Everything but the outcomes is read from Redis and Postgres, so any API instance answers the
 // same. Refusals are never written to Redis (a write per refusal would cost the sold-out path,
 // which answers from memory): they are this process's counters, for all sales, and named so.
 import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
+import { drawFigures, type DrawFigures } from './draw-live.js';
 import { parseWinner } from './ids.js';
 import { saleKeys } from './keys.js';
 import { metrics } from './metrics.js';
@@ -38,6 +39,8 @@ export interface SaleLive {
   lateness: Lateness;
   /** The waiting room's figures (admission 'queue'); null for other sales. */
   room: RoomFigures | null;
+  /** The draw's figures (admission 'draw'), from Postgres; null for other sales. */
+  draw: DrawFigures | null;
   /** flashsale_purchases_total of the API process that answered, all sales, since it started. */
   thisInstance: { outcomes: Record<string, number> };
 }
@@ -75,12 +78,13 @@ async function outcomesOfThisInstance(): Promise<Record<string, number>> {
 }
 
 export async function saleLive(pool: Pool, redis: RedisClient, sale: Sale, now = new Date()): Promise<SaleLive> {
-  const [view, rec, winners, lateness, room, outcomes] = await Promise.all([
+  const [view, rec, winners, lateness, room, draw, outcomes] = await Promise.all([
     saleView(redis, sale, now.getTime()),
     reconcile(pool, redis, sale.id, sale.stock),
     oldestWinnerAt(redis, sale.id),
     closeLateness(pool, sale.id, now),
     sale.admission === 'queue' ? roomFigures(redis, sale.id, now.getTime()) : null,
+    sale.admission === 'draw' ? drawFigures(pool, sale.id) : null,
     outcomesOfThisInstance(),
   ]);
   const { saleId: _id, missingInPostgres: _missing, ...reconciliation } = rec;
@@ -92,6 +96,7 @@ export async function saleLive(pool: Pool, redis: RedisClient, sale: Sale, now =
     writerLagMs: winners.oldestAt === null ? null : Math.max(0, now.getTime() - winners.oldestAt),
     lateness,
     room,
+    draw,
     thisInstance: { outcomes },
   };
 }

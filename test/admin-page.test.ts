@@ -16,7 +16,7 @@ import { parseWinner } from '../shared/ids.js';
 import { saleKeys } from '../shared/keys.js';
 import { Purchaser } from '../shared/purchase.js';
 import { reconcile } from '../shared/reconcile.js';
-import type { Sale } from '../shared/sales.js';
+import { getSale, type Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
 import { newSale, waitFor } from './support/fixtures.js';
@@ -93,6 +93,22 @@ async function pastTheStart(s: Sale): Promise<number> {
 }
 const join = (saleId: string, user: string) => http(port, 'POST', `/api/sales/${saleId}/queue`, { user });
 const queueMe = (saleId: string, user: string) => http(port, 'GET', `/api/sales/${saleId}/queue/me`, { user });
+
+const HOUR = 3_600_000;
+/** A draw whose entries are open (since a minute ago, for an hour; closeEntries brings the close to now). */
+const drawSale = (fields: Record<string, unknown>) => sale({
+  admission: 'draw', startsAt: new Date(Date.now() - 60_000).toISOString(), entriesCloseAt: new Date(Date.now() + HOUR).toISOString(), ...fields,
+});
+async function closeEntries(s: Sale): Promise<Sale> {
+  await env.pool.query("update sales set entries_close_at = now(), backfill_until = now() + interval '1 hour' where id = $1", [s.id]);
+  return (await getSale(env.pool, s.id))!;
+}
+const enter = (saleId: string, user: string) => http(port, 'POST', `/api/sales/${saleId}/entries`, { user });
+/** The draw's entries by status, read from Postgres directly. */
+async function entryCounts(saleId: string): Promise<Record<string, number>> {
+  const res = await env.pool.query<{ status: string; n: number }>('select status, count(*)::int as n from draw_entries where sale_id = $1 group by status', [saleId]);
+  return Object.fromEntries(res.rows.map((r) => [r.status, r.n]));
+}
 
 async function outcomes(saleId: string): Promise<Record<string, number>> {
   return (await live(saleId)).body.thisInstance.outcomes;
@@ -206,6 +222,23 @@ describe('GET /api/sales/:saleId/live', () => {
     assert.equal(Number(await env.redis.hget(k.room, 'expired')), room.passesExpired);
     assert.equal(await env.redis.zcount(k.passes, 0, 0), room.passesUsed);
     assert.equal(await env.redis.zcount(k.passes, `(${Date.now()}`, '+inf'), room.passesOutstanding);
+    await drain();
+  });
+
+  test('live: a draw sale\'s draw: entries, drawn, awarded, waiting, lost and over as Postgres records them; null for other sales', async () => {
+    assert.equal((await live((await sale({ stock: 1 })).id)).body.draw, null, 'a first-come sale has no draw');
+    let s = await drawSale({ stock: 2 });
+    for (const user of ['e1', 'e2', 'e3', 'e4', 'e5']) assert.equal((await enter(s.id, user)).status, 200);
+    assert.deepEqual((await live(s.id)).body.draw, { entries: 5, drawn: false, drawnAt: null, awarded: 0, waiting: 0, lost: 0, over: false });
+    s = await closeEntries(s);
+    await admit(Date.now());
+    const drawn = (await live(s.id)).body.draw;
+    const drawnAt = (await env.pool.query<{ drawn_at: Date }>('select drawn_at from sales where id = $1', [s.id])).rows[0]!.drawn_at;
+    assert.deepEqual(drawn, { entries: 5, drawn: true, drawnAt: drawnAt.toISOString(), awarded: 2, waiting: 3, lost: 0, over: false });
+    assert.deepEqual(await entryCounts(s.id), { won: 2, waiting: 3 });
+    await admit(s.backfillUntil!.getTime());
+    assert.deepEqual((await live(s.id)).body.draw, { entries: 5, drawn: true, drawnAt: drawnAt.toISOString(), awarded: 2, waiting: 0, lost: 3, over: true });
+    assert.deepEqual(await entryCounts(s.id), { won: 2, lost: 3 });
     await drain();
   });
 
@@ -418,6 +451,40 @@ describe('operator page', () => {
     assert.equal(await env.redis.zcount(k.passes, `(${Date.now()}`, '+inf'), 1);
     await shot(page, 'admin-04-room', 'admin-room.png');
     await drain();
+    await page.context().close();
+  });
+
+  test('admin page: a draw sale shows its draw (entries, awarded, waiting, lost) as Postgres records it', { timeout: 60_000 }, async () => {
+    let s = await drawSale({ name: 'Draw drop', stock: 2 });
+    for (const user of ['d1', 'd2', 'd3', 'd4', 'd5', 'd6']) assert.equal((await enter(s.id, user)).status, 200);
+    const page = await open(`/admin#${s.id}`);
+    await page.getByTestId('token').fill(ADMIN_TOKEN);
+    await page.getByTestId('sign-in-button').click();
+    await see(page, 'live-name', 'Draw drop');
+    await see(page, 'draw-entries', '6');
+    await see(page, 'draw-made', /^draw at .+$/);
+    await see(page, 'draw-awarded', '0');
+    await see(page, 'draw-backfill', 'not drawn yet');
+    assert.equal(await page.getByTestId('room').isHidden(), true, 'a draw has no waiting room');
+
+    s = await closeEntries(s);
+    await admit(Date.now());
+    await see(page, 'draw-made', /^drawn .+$/);
+    await see(page, 'draw-awarded', '2');
+    await see(page, 'draw-waiting', '4');
+    await see(page, 'draw-lost', '0');
+    await see(page, 'draw-backfill', /^next in line until .+$/);
+    assert.deepEqual(await entryCounts(s.id), { won: 2, waiting: 4 });
+    await drain();
+    await see(page, 'live-pending', '2');
+    await shot(page, 'admin-05-draw');
+
+    await admit(s.backfillUntil!.getTime());
+    await see(page, 'draw-waiting', '0');
+    await see(page, 'draw-lost', '4');
+    await see(page, 'draw-backfill', 'backfill over');
+    await see(page, 'draw-entries', '6');
+    assert.deepEqual(await entryCounts(s.id), { won: 2, lost: 4 });
     await page.context().close();
   });
 

@@ -1,7 +1,7 @@
 // The buyer's page in real headless Chromium (Debian's, through playwright-core) against the real
 // API, order writer and expiry listener. Assertions are on what a person sees: visible text.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { after, afterEach, before, describe, test } from 'node:test';
@@ -15,11 +15,12 @@ import { saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
 import { signPayload } from '../shared/payments.js';
 import { Purchaser } from '../shared/purchase.js';
-import type { Sale } from '../shared/sales.js';
+import { getSale, type Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
 import { newSale, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
+import { tokenId } from './support/pow.js';
 import { PAYMENT_WEBHOOK_SECRET, token } from './support/tokens.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/sales.js';
 
@@ -545,5 +546,157 @@ describe('waiting room page', () => {
     assert.equal(await env.redis.zscore(saleKeys(s.id).passes, 'sam'), null, 'sam was never given a pass');
     writer();
     await waitFor('drained', async () => (await env.redis.hlen(saleKeys(s.id).queued)) === 0);
+  });
+});
+
+// A draw, made by the admission loop's tick at the test's clock (as test/draw.test.ts does): the
+// page follows the entry the tick moves.
+const HOUR = 3_600_000;
+/** Entries open since a minute ago and close in an hour (closeEntries brings that to now). */
+const drawSale = (fields: Record<string, unknown>) => sale({
+  admission: 'draw', startsAt: new Date(Date.now() - 60_000).toISOString(), entriesCloseAt: new Date(Date.now() + HOUR).toISOString(), ...fields,
+});
+/** Entries close now, backfill runs for an hour: the sale as Postgres then has it (the API's cache follows within a second). */
+async function closeEntries(s: Sale): Promise<Sale> {
+  await env.pool.query("update sales set entries_close_at = now(), backfill_until = now() + interval '1 hour' where id = $1", [s.id]);
+  return (await getSale(env.pool, s.id))!;
+}
+const entryRows = async (s: Sale) => (await env.pool.query<{ buyer: string; status: string; draw_rank: number | null; order_id: string | null }>(
+  'select buyer, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, buyer', [s.id])).rows;
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+const enterEnabled = (page: Page, timeout = 5000) => page.locator('[data-testid="enter"]:enabled').waitFor({ timeout });
+
+describe('draw page', () => {
+  test('page: a draw: enter, "in the draw", the loop makes the draw: the winner\'s page shows the order to pay, the other\'s "waiting", then "not drawn" after backfillUntil', { timeout: 90_000 }, async () => {
+    let s = await drawSale({ name: 'Festival tickets', stock: 1, paymentWindowSeconds: 120 });
+    writer(); // the draw's orders are written as any winner's
+    const pages = new Map<string, Page>();
+    for (const [user, entries] of [['ada', '1 entry'], ['ben', '2 entries']] as const) {
+      const page = await open(`/?sale=${s.id}`);
+      pages.set(user, page);
+      await page.getByTestId('user-id').fill(user);
+      await see(page, 'buy-hint', /^Entries close at .+, \d{1,2}:\d\d [AP]M; then the draw is made, and the first entrant drawn gets an order\.$/);
+      assert.equal(await page.getByTestId('buy').isHidden(), true, 'a draw has no Buy button');
+      await see(page, 'countdown', /^Draw in (59:\d\d|1:00:00)$/);
+      await see(page, 'draw-seed-hash', s.seedSha256!);
+      assert.equal(await page.getByTestId('draw-seed-row').isHidden(), true, 'the seed stays secret until entries close');
+      await enterEnabled(page);
+      await page.getByTestId('enter').click();
+      await see(page, 'draw-status', 'You\'re in the draw');
+      await see(page, 'draw-detail', new RegExp(`^${entries}; the draw is made at .+\\. Keep this page open, or come back then\\.$`));
+      await see(page, 'draw-ticket', sha256(`${s.id}:${user}`));
+      assert.equal(await page.getByTestId('enter').isHidden(), true, 'entered once');
+    }
+    await shot(pages.get('ben')!, 'draw-01-entered');
+    assert.deepEqual((await entryRows(s)).map((r) => [r.buyer, r.status]), [['ada', 'entered'], ['ben', 'entered']]);
+
+    s = await closeEntries(s);
+    await admitAt(Date.now());
+    const [won, waiting] = await entryRows(s);
+    assert.deepEqual([won!.status, won!.draw_rank, waiting!.status, waiting!.draw_rank], ['won', 1, 'waiting', 2]);
+    const winner = pages.get(won!.buyer)!;
+    const other = pages.get(waiting!.buyer)!;
+
+    await see(winner, 'draw-status', 'You were drawn!');
+    await see(winner, 'draw-detail', 'Drawn at rank 1 of 2: your order is below. Pay before its timer runs out, or it goes to the next in line.');
+    await see(winner, 'order-status', 'Waiting for payment');
+    await see(winner, 'payment-countdown', /^(1:[0-5]\d|2:00)$/);
+    await see(other, 'draw-status', 'Drawn at rank 2; not yet');
+    await see(other, 'draw-detail', /^Units that come back \(an order not paid in time, or cancelled\) go to the next in line until .+\. Keep this page open\.$/);
+    assert.equal(await other.getByTestId('order').isHidden(), true, 'no order for the one waiting');
+    // The fairness facts, once entries have closed: the seed, which hashes to what was published.
+    for (const page of [winner, other]) {
+      await see(page, 'draw-seed', s.seed!);
+      await see(page, 'draw-check', /^To check: sha256\(seed\) is the hash above;/);
+      assert.equal(await page.getByTestId('draw-record').getAttribute('href'), `/api/sales/${s.id}/draw`);
+    }
+    assert.equal(sha256(s.seed!), s.seedSha256);
+    assert.deepEqual(await ordersOf(s.id), [{ user_id: won!.buyer, status: 'pending' }]);
+    assert.equal((await entryRows(s))[0]!.order_id, (await env.pool.query<{ id: string }>('select id from orders where sale_id = $1', [s.id])).rows[0]!.id);
+    await shot(winner, 'draw-02-won', 'draw-page.png');
+    await shot(other, 'draw-03-waiting');
+
+    // Backfill over: the one waiting has lost, and a reload says the same.
+    await admitAt(s.backfillUntil!.getTime());
+    await see(other, 'draw-status', 'Not drawn this time');
+    await see(other, 'draw-detail', /^Drawn at rank 2 of 2; no unit came back to your place before .+\.$/);
+    await shot(other, 'draw-04-lost');
+    assert.deepEqual((await entryRows(s)).map((r) => r.status), ['won', 'lost']);
+    await other.reload();
+    await see(other, 'draw-status', 'Not drawn this time');
+    assert.equal(await other.getByTestId('enter').isHidden(), true);
+    assert.equal(await other.getByTestId('buy-hint').isHidden(), true, 'the panel says it all: no hint for an entrant');
+
+    await winner.getByTestId('pay').click();
+    await see(winner, 'order-status', 'Paid');
+    assert.deepEqual(await ordersOf(s.id), [{ user_id: won!.buyer, status: 'paid' }]);
+    assert.equal(await winner.getByTestId('message').isHidden(), true, 'no error shown');
+  });
+
+  test('page: a drawn winner who cancels is told the unit went to the next in line, whose page then shows the order', { timeout: 60_000 }, async () => {
+    let s = await drawSale({ name: 'Second chance', stock: 1, paymentWindowSeconds: 120 });
+    writer();
+    // Entered elsewhere: each page finds its entry on load (GET .../entries/me).
+    for (const user of ['cal', 'dee']) assert.equal((await http(api.port, 'POST', `/api/sales/${s.id}/entries`, { user })).status, 200);
+    s = await closeEntries(s);
+    await admitAt(Date.now());
+    const [first, second] = await entryRows(s);
+    const pages = new Map<string, Page>();
+    for (const user of ['cal', 'dee']) {
+      const page = await open(`/?sale=${s.id}`);
+      await page.getByTestId('user-id').fill(user);
+      await page.getByTestId('user-id').press('Tab');
+      pages.set(user, page);
+    }
+    const winner = pages.get(first!.buyer)!;
+    const next = pages.get(second!.buyer)!;
+    await see(winner, 'order-status', 'Waiting for payment');
+    await see(winner, 'draw-status', 'You were drawn!');
+    await see(next, 'draw-status', 'Drawn at rank 2; not yet');
+
+    await winner.getByTestId('cancel').click();
+    await see(winner, 'order-status', 'Cancelled');
+    await see(winner, 'draw-status', 'You were drawn');
+    await see(winner, 'draw-detail', 'Drawn at rank 1 of 2; your order was cancelled, so its unit went to the next in line.');
+    await see(winner, 'order-detail', 'You cancelled this order.');
+    await shot(winner, 'draw-05-cancelled');
+    await admitAt(Date.now());
+    await see(next, 'draw-status', 'You were drawn!');
+    await see(next, 'order-status', 'Waiting for payment');
+    assert.deepEqual((await entryRows(s)).map((r) => [r.buyer, r.status]), [[first!.buyer, 'won'], [second!.buyer, 'won']]);
+    assert.deepEqual((await ordersOf(s.id)).sort((a, b) => a.user_id.localeCompare(b.user_id)),
+      [{ user_id: first!.buyer, status: 'cancelled' }, { user_id: second!.buyer, status: 'pending' }].sort((a, b) => a.user_id.localeCompare(b.user_id)));
+  });
+
+  test('page: a draw before its entries open says when they open; after they close, a buyer who did not enter is told so', { timeout: 60_000 }, async () => {
+    const early = await drawSale({ name: 'Not yet', stock: 1, entriesOpenAt: new Date(Date.now() + HOUR).toISOString(), entriesCloseAt: new Date(Date.now() + 2 * HOUR).toISOString() });
+    const page = await open(`/?sale=${early.id}`);
+    await page.getByTestId('user-id').fill('cy');
+    await see(page, 'buy-hint', /^Entries open at .+\.$/);
+    await see(page, 'countdown', /^Entries open in (59:\d\d|1:00:00)$/);
+    assert.equal(await page.getByTestId('enter').isDisabled(), true);
+    const late = await drawSale({ name: 'Too late', stock: 1, startsAt: new Date(Date.now() - 2 * HOUR).toISOString(), entriesCloseAt: new Date(Date.now() - HOUR).toISOString() });
+    const closed = await open(`/?sale=${late.id}`);
+    await closed.getByTestId('user-id').fill('cy');
+    await see(closed, 'buy-hint', 'Entries are closed.');
+    assert.equal(await closed.getByTestId('enter').isHidden(), true);
+    await see(closed, 'draw-seed', late.seed!);
+    assert.equal(await closed.getByTestId('draw-ticket-row').isHidden(), true, 'no ticket without an entry');
+    assert.equal((await env.pool.query('select 1 from draw_entries where sale_id = any($1::text[])', [[early.id, late.id]])).rowCount, 0);
+  });
+
+  test('page: a proof-of-work draw: the entry carries the purchase token the widget earned, and spends it', { timeout: 60_000 }, async () => {
+    const s = await drawSale({ name: 'Bot-proof draw', stock: 1, challenge: 'pow', challengeComplexity: 5_000 });
+    const sent: { path: string; token?: string }[] = [];
+    const page = await open(`/?sale=${s.id}`);
+    page.on('request', (r) => sent.push({ path: new URL(r.url()).pathname, token: r.headers()['flashsale-purchase-token'] }));
+    await page.getByTestId('user-id').fill('pat');
+    await enterEnabled(page);
+    await page.getByTestId('enter').click();
+    await see(page, 'draw-status', 'You\'re in the draw', 20_000);
+    const entry = sent.find((r) => r.path === `/api/sales/${s.id}/entries`);
+    assert.ok(entry?.token, 'the entry carried a purchase token');
+    assert.equal(await env.redis.get(saleKeys(s.id).tokenUsed(tokenId(entry.token))), 'entry', 'the entry spent it');
+    assert.deepEqual((await entryRows(s)).map((r) => [r.buyer, r.status]), [['pat', 'entered']]);
   });
 });

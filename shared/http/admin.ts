@@ -45,9 +45,18 @@ const ROOM = {
   noShowRate: { type: 'number', nullable: true, description: 'passesExpired / (passesUsed + passesExpired); null while both are 0' },
 };
 
+const DRAW = {
+  entries: count('entries in the draw'), drawn: { type: 'boolean', description: 'the ranks have been given' },
+  drawnAt: { type: 'string', format: 'date-time', nullable: true, description: 'when the draw was made; null before' },
+  awarded: count('entrants handed an order: the first `stock` ranks, then those backfill reached'),
+  waiting: count('drawn, no order yet: next in line for a unit that comes back until backfillUntil'),
+  lost: count('still waiting when backfill ended'),
+  over: { type: 'boolean', description: 'backfill is over: nothing changes any more' },
+};
+
 const liveSchema = {
   description: 'the sale\'s numbers, read at `at`', type: 'object',
-  required: ['at', 'sale', 'reconciliation', 'purchases', 'writerLagMs', 'lateness', 'room', 'thisInstance'],
+  required: ['at', 'sale', 'reconciliation', 'purchases', 'writerLagMs', 'lateness', 'room', 'draw', 'thisInstance'],
   properties: {
     at: { type: 'string', format: 'date-time', description: 'the server\'s clock when they were read' },
     sale: saleViewSchema,
@@ -60,6 +69,7 @@ const liveSchema = {
       properties: { closes: count('orders closed'), p50Ms: ms('median lateness'), p99Ms: ms('99th percentile') },
     },
     room: { type: 'object', nullable: true, description: 'the waiting room (admission: queue), read in one snapshot; null for other sales', required: Object.keys(ROOM), properties: ROOM },
+    draw: { type: 'object', nullable: true, description: 'the draw (admission: draw), read from Postgres in one query; null for other sales', required: Object.keys(DRAW), properties: DRAW },
     thisInstance: {
       type: 'object', required: ['outcomes'],
       description: 'the answering API process\'s own counters (all sales, since it started): refusals are counted per process only',
@@ -76,7 +86,7 @@ export const admin: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth
   app.get<{ Params: { saleId: string } }>('/api/sales/:saleId/live', {
     preValidation: auth.admin,
     schema: {
-      summary: 'A sale\'s live numbers in one round trip: units by place, purchases, writer lag, expiry lateness, the waiting room', tags: ['admin'],
+      summary: 'A sale\'s live numbers in one round trip: units by place, purchases, writer lag, expiry lateness, the waiting room or the draw', tags: ['admin'],
       description: 'Polled every second by /admin. Everything but `thisInstance` comes from Redis and Postgres, whichever API instance answers.',
       security: SECURITY.admin, params: saleIdParams,
       response: { 200: liveSchema, ...errorResponses('invalid_id', 'unauthorized', 'forbidden', 'sale_not_found', 'unavailable') },

@@ -201,9 +201,22 @@ function renderRoom(room) {
   setText('room-no-show', room.noShowRate === null ? '–' : `${(room.noShowRate * 100).toFixed(1)}%`);
 }
 
+// A draw's entrants as Postgres records them; other sales have none (`draw` is null).
+function renderDraw(draw, sale) {
+  $('draw').hidden = draw === null;
+  if (draw === null) return;
+  setText('draw-entries', String(draw.entries));
+  setText('draw-made', draw.drawn ? `drawn ${when(draw.drawnAt)}` : `draw at ${when(sale.entriesCloseAt)}`);
+  setText('draw-awarded', String(draw.awarded));
+  setText('draw-waiting', String(draw.waiting));
+  setText('draw-backfill', draw.over ? 'backfill over' : draw.drawn ? `next in line until ${when(sale.backfillUntil)}` : 'not drawn yet');
+  setText('draw-lost', String(draw.lost));
+}
+
 function renderLive(n) {
   renderSaleHead(n.sale);
   renderRoom(n.room);
+  renderDraw(n.draw, n.sale);
   const r = n.reconciliation;
   for (const u of UNITS) setText(`live-${u}`, String(r[u]));
   addSample(n);
@@ -260,6 +273,7 @@ function startLive(saleId) {
   live.samples = [];
   $('live').hidden = false;
   $('room').hidden = true;
+  $('draw').hidden = true;
   for (const u of UNITS) setText(`live-${u}`, '–');
   makeChart();
   void pollLive(saleId);

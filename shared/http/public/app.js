@@ -3,6 +3,8 @@
 // it asks the server for the buyer's orders in this sale, so a reload shows the current order as it was.
 // A sale with a waiting room (admission: queue) has the buyer join first and follow their place
 // (pushed as events, polled if that fails); once admitted, the pass buys, as the token the purchase carries.
+// A draw (admission: draw) has the buyer enter while entries are open and follow the entry (pushed,
+// polled if that fails) to won, whose order then follows as a bought one, waiting, or lost.
 // All state is in `state`; render() draws all of it, so every change is an assignment and a render().
 
 const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
@@ -14,6 +16,9 @@ const el = {
   join: $('join'), queue: $('queue'), queueStatus: $('queue-status'), queueDetail: $('queue-detail'), queueFacts: $('queue-facts'),
   queueAhead: $('queue-ahead'), queueWait: $('queue-wait'), queueProgress: $('queue-progress'), queueProgressHint: $('queue-progress-hint'),
   passCountdown: $('pass-countdown'),
+  enter: $('enter'), draw: $('draw'), drawStatus: $('draw-status'), drawDetail: $('draw-detail'), fairness: $('fairness'),
+  seedHash: $('draw-seed-hash'), seedRow: $('draw-seed-row'), seed: $('draw-seed'), ticketRow: $('draw-ticket-row'), ticket: $('draw-ticket'),
+  drawCheck: $('draw-check'), recordLine: $('draw-record-line'), record: $('draw-record'),
 };
 const TOKEN_HEADER = 'flashsale-purchase-token';
 
@@ -44,6 +49,8 @@ const MESSAGES = {
   admission_pass_required: 'This sale has a waiting room: join it, and buy when it is your turn.',
   admission_pass_invalid: 'Your pass can no longer buy: it was used or has run out.',
   not_in_queue: 'You are not in this sale\'s waiting room: join it first.',
+  entries_not_open: 'Entries to this draw are not open yet.',
+  entries_closed: 'Entries to this draw are closed.',
   busy: 'The shop is very busy right now; please try again.',
   unavailable: 'The shop is having trouble right now; please try again shortly.',
   network: 'Cannot reach the shop; retrying…',
@@ -61,6 +68,8 @@ const state = {
   order: null, // { orderId, token, status, expiresAt (ms), closed }
   joining: false, // a join request is in flight
   room: null, // a queue sale, once joined: { token, view (GET .../queue/me's answer), startAhead, expiryAsked }
+  entering: false, // an entry request is in flight
+  entry: null, // a draw, once entered: { token, view (GET .../entries/me's answer) }
   history: [], // this buyer's orders in this sale as GET /api/me/orders listed them, newest first
   message: '',
 };
@@ -152,7 +161,8 @@ async function solveChallenge(token) {
  */
 function prepareChallenge() {
   const s = state.sale;
-  if (s?.challenge !== 'pow' || (s.state !== 'upcoming' && s.state !== 'open') || orderHeld() || state.room) return;
+  if (s?.challenge !== 'pow' || (s.state !== 'upcoming' && s.state !== 'open') || orderHeld() || state.room || state.entry) return;
+  if (s.admission === 'draw' && Date.now() >= Date.parse(s.entriesCloseAt)) return;
   const buyer = buyerKey();
   const token = development ? tokens.get(buyer) : buyer;
   if (token) solvedPayload(buyer, token).catch(() => {}); // a failure is met again, and said, at the click
@@ -177,8 +187,11 @@ const identityGiven = () => (development ? el.userId.value.trim() : el.token.val
 const orderHeld = () => state.order !== null && state.order.status !== 'expired' && state.order.status !== 'cancelled';
 const queueSale = () => state.sale?.admission === 'queue';
 const passLive = () => state.room?.view.state === 'admitted' && Date.parse(state.room.view.passExpiresAt) > Date.now();
-const canBuy = () => state.sale?.state === 'open' && !state.buying && !orderHeld() && identityGiven() && (!queueSale() || passLive());
+const canBuy = () => state.sale?.state === 'open' && !state.buying && !orderHeld() && identityGiven() && !drawSale() && (!queueSale() || passLive());
 // A sold-out room can be joined: units come back from unpaid orders, and admission resumes.
+const drawSale = () => state.sale?.admission === 'draw';
+const entriesOpen = (now) => drawSale() && now >= Date.parse(state.sale.entriesOpenAt) && now < Date.parse(state.sale.entriesCloseAt);
+const canEnter = () => entriesOpen(Date.now()) && !state.entering && !state.entry && identityGiven();
 const canJoin = () => queueSale() && state.sale.state !== 'ended' && !state.joining && !state.room && !orderHeld() && identityGiven();
 
 // Answers to overlapping requests can arrive in any order; only the newest sale view is shown.
@@ -196,6 +209,7 @@ async function refreshSale() {
       state.sale = sale;
       prepareChallenge();
       if (first && sale.admission === 'queue') void loadRoom();
+      if (first && sale.admission === 'draw') void loadEntry();
     }
     state.offline = false;
   } catch (err) {
@@ -494,6 +508,173 @@ function renderRoom(now) {
   setText(el.passCountdown, admitted ? `Your pass buys for ${duration(Date.parse(v.passExpiresAt) - now)}` : '');
 }
 
+// --- the draw (admission: draw) -------------------------------------------------------------------
+
+// As for the room: views from the stream, the poll and our own request arrive in any order, and a
+// late one never moves the entry back (won, then "waiting").
+const ENTRY_RANK = { entered: 0, waiting: 1, won: 2, lost: 2 };
+
+/** A time the buyer reads: "Nov 25, 2026, 11:45 PM" in their locale and time zone. */
+const when = (iso) => new Date(iso).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+
+function applyEntry(e, view) {
+  const old = e.view;
+  if (old && ENTRY_RANK[view.state] < ENTRY_RANK[old.state]) return;
+  e.view = view;
+  if (old && old.state !== view.state) void refreshSale(); // drawn: the units moved too
+  // Won: the draw's order is the buyer's order, followed as one just bought (unless a reload's
+  // list of orders has it already).
+  if (view.state === 'won' && state.entry === e && state.order?.orderId !== view.orderId) {
+    state.order = { orderId: view.orderId, token: e.token, status: 'queued', expiresAt: 0, closed: false };
+    void followOrder(state.order);
+  }
+}
+
+function takeEntry(token, view) {
+  const e = { token, view: null };
+  state.entry = e;
+  applyEntry(e, view);
+  if (ENTRY_RANK[view.state] < 2) void followEntry(e);
+}
+
+// The buyer's entry on load, or for a new buyer: one who entered before (a reload) sees it again.
+let entryAsked = 0;
+async function loadEntry() {
+  if (!drawSale() || !identityGiven() || state.entry) return;
+  const seq = ++entryAsked;
+  try {
+    const token = await buyerToken();
+    const view = await api('GET', `/api/sales/${encodeURIComponent(saleId)}/entries/me`, { token });
+    if (seq === entryAsked && !state.entry) takeEntry(token, view);
+  } catch (err) {
+    if (err.code === 'network' || err.code === 'busy' || err.code === 'unavailable') state.offline = true;
+    // not_entered: the Enter button is the answer.
+  }
+  render();
+}
+
+async function enter() {
+  if (!canEnter()) return;
+  // Disabled before the first await, as Buy is.
+  state.entering = true;
+  state.message = '';
+  render();
+  const buyer = buyerKey();
+  const seq = ++entryAsked;
+  try {
+    const token = await buyerToken();
+    // A pow draw takes a purchase token to enter (the entry spends it).
+    const pow = state.sale.challenge === 'pow';
+    const headers = pow ? { [TOKEN_HEADER]: await purchaseToken(token) } : {};
+    const view = await api('POST', `/api/sales/${encodeURIComponent(saleId)}/entries`, { token, headers });
+    if (pow) purchaseTokens.delete(buyer);
+    if (seq === entryAsked) takeEntry(token, view);
+  } catch (err) {
+    if (err.code === 'purchase_token_used' || err.code === 'invalid_purchase_token') purchaseTokens.delete(buyer);
+    state.message = plain(err);
+  } finally {
+    state.entering = false;
+    render();
+  }
+}
+
+// GET .../entries/events pushes each change (the token in the URL, as for orders); the stream ends
+// after won or lost. Resolves false if it fails first: polling takes over.
+function streamEntry(e) {
+  if (typeof EventSource !== 'function') return Promise.resolve(false);
+  const followed = () => state.entry === e && ENTRY_RANK[e.view.state] < 2;
+  return new Promise((resolve) => {
+    const source = new EventSource(`/api/sales/${encodeURIComponent(saleId)}/entries/events?access_token=${encodeURIComponent(e.token)}`);
+    const stop = (ok) => {
+      clearInterval(watch);
+      source.close();
+      resolve(ok);
+    };
+    const watch = setInterval(() => !followed() && stop(true), 1000);
+    source.onmessage = (m) => {
+      applyEntry(e, JSON.parse(m.data));
+      state.offline = false;
+      render();
+      if (!followed()) stop(true);
+    };
+    source.onerror = () => stop(!followed());
+  });
+}
+
+async function followEntry(e) {
+  if (await streamEntry(e)) return;
+  while (state.entry === e && ENTRY_RANK[e.view.state] < 2) {
+    await delay(1000);
+    await refreshEntry(e);
+  }
+}
+
+async function refreshEntry(e) {
+  try {
+    const view = await api('GET', `/api/sales/${encodeURIComponent(saleId)}/entries/me`, { token: e.token });
+    if (state.entry === e) applyEntry(e, view);
+    state.offline = false;
+  } catch (err) {
+    if (err.code === 'network' || err.code === 'busy' || err.code === 'unavailable') state.offline = true;
+  }
+  render();
+}
+
+const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+
+/** A won entry whose order has closed since (expired or cancelled): its unit went to the next in line. */
+const orderClosed = (v) => v.state === 'won' && state.order?.orderId === v.orderId && (state.order.status === 'expired' || state.order.status === 'cancelled');
+
+function entryText(v, s, now) {
+  const ranked = `Drawn at rank ${v.drawRank} of ${v.entries}`;
+  switch (v.state) {
+    case 'entered':
+      return now < Date.parse(s.entriesCloseAt)
+        ? ['You\'re in the draw', `${plural(v.entries, 'entry', 'entries')}; the draw is made at ${when(s.entriesCloseAt)}. Keep this page open, or come back then.`]
+        : ['You\'re in the draw', `Entries are closed (${plural(v.entries, 'entry', 'entries')}); the draw is being made…`];
+    case 'won': {
+      // The order may have closed since: its unit then goes to the next in line (not back on sale), until backfillUntil.
+      const gone = now < Date.parse(s.backfillUntil) ? 'so its unit went to the next in line' : 'and the draw is over: its unit is not sold again';
+      return orderClosed(v)
+        ? ['You were drawn', `${ranked}; your order was ${state.order.status === 'expired' ? 'not paid in time' : 'cancelled'}, ${gone}.`]
+        : ['You were drawn!', `${ranked}: your order is below. Pay before its timer runs out, or it goes to the next in line.`];
+    }
+    case 'waiting':
+      return [`Drawn at rank ${v.drawRank}; not yet`, `Units that come back (an order not paid in time, or cancelled) go to the next in line until ${when(s.backfillUntil)}. Keep this page open.`];
+    default:
+      return ['Not drawn this time', `${ranked}; no unit came back to your place before ${when(s.backfillUntil)}.`];
+  }
+}
+
+function renderDraw(now) {
+  const s = state.sale;
+  const draw = drawSale();
+  const e = state.entry;
+  el.enter.hidden = !draw || e !== null || orderHeld() || now >= Date.parse(s.entriesCloseAt);
+  el.enter.disabled = !canEnter();
+  setText(el.enter, state.entering ? 'Entering…' : 'Enter the draw');
+  el.draw.hidden = !e;
+  if (e) {
+    el.draw.dataset.state = orderClosed(e.view) ? 'closed' : e.view.state;
+    const [title, detail] = entryText(e.view, s, now);
+    setText(el.drawStatus, title);
+    setText(el.drawDetail, detail);
+  }
+  el.fairness.hidden = !draw;
+  if (!draw) return;
+  setText(el.seedHash, s.seedSha256);
+  el.seedRow.hidden = s.seed === null;
+  setText(el.seed, s.seed ?? '');
+  el.ticketRow.hidden = !e;
+  setText(el.ticket, e ? e.view.ticket : '');
+  setText(el.drawCheck, s.seed === null
+    ? 'The seed that orders the draw is revealed when entries close. Its hash is published now, so it cannot be picked once the entries are known.'
+    : 'To check: sha256(seed) is the hash above; each ticket is sha256(sale id + ":" + buyer); the draw order is every ticket sorted by sha256(seed + ":" + ticket), and the first in that order get the units.');
+  el.recordLine.hidden = s.seed === null;
+  const record = `/api/sales/${encodeURIComponent(saleId)}/draw`;
+  if (el.record.getAttribute('href') !== record) el.record.setAttribute('href', record);
+}
+
 // Pay and Cancel: one request for the order at a time; its answer moves the order, a refusal is shown.
 async function act(flag, action, onRefused) {
   const o = state.order;
@@ -532,6 +713,10 @@ function setText(node, text) {
 }
 
 function saleTimeText(s, now) {
+  if (s.admission === 'draw' && s.state !== 'ended') {
+    if (now < Date.parse(s.entriesOpenAt)) return `Entries open in ${duration(Date.parse(s.entriesOpenAt) - now)}`;
+    if (now < Date.parse(s.entriesCloseAt)) return `Draw in ${duration(Date.parse(s.entriesCloseAt) - now)}`;
+  }
   if (s.state === 'upcoming') return `Starts in ${duration(Date.parse(s.startsAt) - now)}`;
   if (s.state === 'ended') return 'Ended';
   return s.endsAt ? `Ends in ${duration(Date.parse(s.endsAt) - now)}` : 'No end time';
@@ -540,6 +725,7 @@ function saleTimeText(s, now) {
 function buyHintText(s) {
   if (orderHeld() || state.buying) return '';
   if (!s) return '';
+  if (s.admission === 'draw') return drawHintText(s, Date.now());
   if (s.state === 'upcoming') return 'The button opens when the countdown ends.';
   if (s.admission === 'queue' && state.room) return '';
   if (s.state === 'sold_out') return 'Items come back if a buyer does not pay in time.';
@@ -547,6 +733,15 @@ function buyHintText(s) {
   if (!identityGiven()) return development ? 'Enter a user id to buy.' : 'Paste your buyer token to buy.';
   if (s.admission === 'queue') return 'This sale has a waiting room: join it, and the Buy button appears when it is your turn.';
   return '';
+}
+
+function drawHintText(s, now) {
+  if (state.entry || state.entering) return '';
+  if (now < Date.parse(s.entriesOpenAt)) return `Entries open at ${when(s.entriesOpenAt)}.`;
+  if (now >= Date.parse(s.entriesCloseAt)) return 'Entries are closed.';
+  if (!identityGiven()) return development ? 'Enter a user id to enter the draw.' : 'Paste your buyer token to enter the draw.';
+  const first = s.stock === 1 ? 'the first entrant drawn gets an order' : `the first ${s.stock} entrants drawn get an order`;
+  return `Entries close at ${when(s.entriesCloseAt)}; then the draw is made, and ${first}.`;
 }
 
 const ORDER_TEXT = {
@@ -559,6 +754,8 @@ const ORDER_TEXT = {
   cancelled: ['Cancelled', 'You cancelled this order, so the item went back on sale.'],
 };
 
+const DRAW_CLOSED_TEXT = { expired: 'The payment window closed.', cancelled: 'You cancelled this order.' };
+
 function renderOrder(now) {
   const o = state.order;
   el.order.hidden = !o;
@@ -568,7 +765,9 @@ function renderOrder(now) {
   const pending = o.status === 'pending_payment';
   const overdue = pending && now >= o.expiresAt;
   setText(el.orderStatus, title);
-  setText(el.orderDetail, overdue ? 'Time is up; checking your order…' : detail);
+  // A draw's unit does not go back on sale: the draw panel above says where it went.
+  const drawClosed = drawSale() && (o.status === 'expired' || o.status === 'cancelled');
+  setText(el.orderDetail, overdue ? 'Time is up; checking your order…' : drawClosed ? DRAW_CLOSED_TEXT[o.status] : detail);
   el.timer.hidden = !pending;
   setText(el.timer, pending ? duration(o.expiresAt - now) : '');
   el.pay.hidden = !directPay || !pending || o.closed;
@@ -608,17 +807,18 @@ function render() {
   setText(el.price, s?.price != null ? money(s.price, s.currency) : '–');
   setText(el.stock, s ? `${s.available} of ${s.stock} left` : '–');
   // A queue sale's Buy button appears once admitted (and stays with the order it made).
-  el.buy.hidden = queueSale() && state.room?.view.state !== 'admitted' && !orderHeld() && !state.buying;
+  el.buy.hidden = drawSale() || (queueSale() && state.room?.view.state !== 'admitted' && !orderHeld() && !state.buying);
   el.buy.disabled = !canBuy();
   setText(el.buy, state.buying ? 'Buying…' : 'Buy now');
   setText(el.buyHint, buyHintText(s));
-  const inFlight = state.buying || state.joining || (orderHeld() && state.order.status !== 'paid') || state.room?.view.state === 'admitted';
+  const inFlight = state.buying || state.joining || state.entering || (orderHeld() && state.order.status !== 'paid') || state.room?.view.state === 'admitted';
   el.userId.disabled = inFlight;
   el.token.disabled = inFlight;
   const message = state.saleMissing ? `There is no sale called "${saleId}".` : state.message || (state.offline ? MESSAGES.network : '');
   el.message.hidden = message === '';
   setText(el.message, message);
   renderRoom(now);
+  renderDraw(now);
   renderOrder(now);
   renderHistory();
 }
@@ -648,12 +848,15 @@ function changeIdentity() {
   ordersAsked++; // an answer still on its way is the previous buyer's
   state.room = null; // the previous buyer's place (its stream or poll stops)
   roomAsked++;
+  state.entry = null; // the previous buyer's entry, likewise
+  entryAsked++;
   state.message = '';
   render();
 }
 
 el.buy.addEventListener('click', () => void buy());
 el.join.addEventListener('click', () => void join());
+el.enter.addEventListener('click', () => void enter());
 el.pay.addEventListener('click', () => void pay());
 el.cancel.addEventListener('click', () => void cancel());
 el.userId.addEventListener('input', changeIdentity);
@@ -663,10 +866,12 @@ el.userId.addEventListener('change', () => {
   localStorage.setItem('flashsale.userId', el.userId.value.trim());
   void loadOrders();
   void loadRoom();
+  void loadEntry();
 });
 el.token.addEventListener('change', () => {
   void loadOrders();
   void loadRoom();
+  void loadEntry();
 });
 setInterval(tick, 250);
 render();
