@@ -338,6 +338,55 @@ describe('operator page', () => {
     await page.context().close();
   });
 
+  test('admin page: the form creates a waiting room and a draw with their settings; a draw without its close is refused as the server says', async () => {
+    const page = await open('/admin');
+    await page.getByTestId('token').fill(ADMIN_TOKEN);
+    await page.getByTestId('sign-in-button').click();
+    await page.getByTestId('create-form').waitFor();
+    const fillBasics = async (id: string) => {
+      await page.getByTestId('create-name').fill(`Admission ${id}`);
+      await page.getByTestId('create-id').fill(id);
+      await page.getByTestId('create-stock').fill('5');
+      await page.getByTestId('create-price').fill('500');
+      await page.getByTestId('create-currency').fill('EUR');
+    };
+    // The form's times are local time, to the second (the browser runs in this process's time zone).
+    const local = (ms: number) => {
+      const d = new Date(ms);
+      const p = (n: number) => String(n).padStart(2, '0');
+      return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+    };
+
+    await fillBasics('form-room');
+    await page.getByTestId('create-admission').selectOption('queue');
+    await page.getByTestId('create-admit-rate').fill('20');
+    await page.getByTestId('create-admit-overbook').fill('1.5');
+    await page.getByTestId('create-pass-seconds').fill('45');
+    await page.getByTestId('create-button').click();
+    await see(page, 'live-name', 'Admission form-room');
+    assert.deepEqual((await env.pool.query("select admission, admit_rate_per_second, admit_overbook, pass_seconds from sales where id = 'form-room'")).rows,
+      [{ admission: 'queue', admit_rate_per_second: 20, admit_overbook: 1.5, pass_seconds: 45 }]);
+    sales.push({ id: 'form-room', stock: 5 } as Sale);
+
+    const close = Math.ceil((Date.now() + 3_600_000) / 1000) * 1000;
+    const refusedBefore = (await env.pool.query('select id from sales')).rowCount;
+    await fillBasics('form-draw');
+    await page.getByTestId('create-admission').selectOption('draw');
+    await page.getByTestId('create-button').click();
+    await see(page, 'create-message', /^entriesCloseAt is required for admission draw/);
+    assert.equal((await env.pool.query('select id from sales')).rowCount, refusedBefore, 'no sale created');
+    await page.getByTestId('create-entries-close').fill(local(close));
+    await page.getByTestId('create-button').click();
+    await see(page, 'live-name', 'Admission form-draw');
+    const [draw] = (await env.pool.query("select admission, entries_open_at, entries_close_at, backfill_until, starts_at from sales where id = 'form-draw'")).rows;
+    assert.equal(draw.admission, 'draw');
+    assert.equal(draw.entries_close_at.getTime(), close);
+    assert.equal(draw.entries_open_at.getTime(), draw.starts_at.getTime(), 'entries open at the start by default');
+    assert.equal(draw.backfill_until.getTime(), close + 3_600_000, 'backfill an hour past the close by default');
+    sales.push({ id: 'form-draw', stock: 5 } as Sale);
+    await page.context().close();
+  });
+
   test('admin page: a sale created from the form, followed live through purchases, payment, expiry and cancel, then ended', { timeout: 90_000 }, async () => {
     const page = await open('/admin');
     await page.getByTestId('token').fill(ADMIN_TOKEN);

@@ -310,8 +310,11 @@ function saleDefinition(form) {
   const f = new FormData(form);
   const body = {};
   for (const key of ['id', 'name', 'currency']) if (f.get(key).trim()) body[key] = f.get(key).trim();
-  for (const key of ['stock', 'price', 'perUserLimit', 'maxPerOrder', 'paymentWindowSeconds']) if (f.get(key) !== '') body[key] = Number(f.get(key));
-  for (const key of ['startsAt', 'endsAt']) if (f.get(key)) body[key] = new Date(f.get(key)).toISOString();
+  for (const key of ['stock', 'price', 'perUserLimit', 'maxPerOrder', 'paymentWindowSeconds', 'admitRatePerSecond', 'admitOverbook', 'passSeconds']) {
+    if (f.get(key) !== '') body[key] = Number(f.get(key));
+  }
+  for (const key of ['startsAt', 'endsAt', 'entriesOpenAt', 'entriesCloseAt', 'backfillUntil']) if (f.get(key)) body[key] = new Date(f.get(key)).toISOString();
+  if (f.get('admission') !== 'first-come') body.admission = f.get('admission');
   return body;
 }
 
