@@ -208,7 +208,7 @@ export interface PurchaseArgs {
 }
 
 /** How long past its expiry a spent token's mark is kept: API hosts whose clocks run behind still accept the token that long. */
-const TOKEN_MARK_MARGIN_MS = 10_000;
+export const TOKEN_MARK_MARGIN_MS = 10_000;
 
 /** Raw {code, n} from purchase.lua; shared/purchase.ts gives it meaning. */
 export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {

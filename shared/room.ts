@@ -7,7 +7,7 @@
 import type { CheckedToken } from './challenge.js';
 import { HttpError } from './errors.js';
 import { saleKeys } from './keys.js';
-import { run, type RedisClient } from './redis.js';
+import { run, TOKEN_MARK_MARGIN_MS, type RedisClient } from './redis.js';
 import type { Sale } from './sales.js';
 
 /** join_queue.lua's refusals, as purchase.lua numbers the ones they share. */
@@ -19,8 +19,6 @@ const JOIN_REFUSALS: Record<number, () => HttpError> = {
   [-13]: () => new HttpError('no_waiting_room'),
 };
 
-/** How long past its expiry a spent token's mark is kept, as for purchases (shared/redis.ts). */
-const TOKEN_MARK_MARGIN_MS = 10_000;
 
 /** Joins `buyer` to the sale's room (idempotent): true if this call joined, false if they had before. */
 export async function joinQueue(redis: RedisClient, saleId: string, buyer: string, now: number, token?: CheckedToken): Promise<boolean> {

@@ -11,7 +11,7 @@ import { countEntries, entryOf, insertEntry } from '../draw-queries.js';
 import { HttpError } from '../errors.js';
 import { saleKeys } from '../keys.js';
 import type { Logger } from '../logger.js';
-import type { RedisClient } from '../redis.js';
+import { TOKEN_MARK_MARGIN_MS, type RedisClient } from '../redis.js';
 import type { Sale } from '../sales.js';
 import { drawEvents } from './draw-events.js';
 import { drawRecord } from './draw-record.js';
@@ -43,8 +43,6 @@ export interface DrawDeps {
   logger: Logger;
 }
 
-/** How long past its expiry a spent token's mark is kept, as for purchases (shared/redis.ts). */
-const TOKEN_MARK_MARGIN_MS = 10_000;
 
 export async function drawSale(saleCache: SaleCache, id: string): Promise<Sale> {
   const sale = await saleCache.get(id);
