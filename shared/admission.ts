@@ -68,6 +68,8 @@ export class AdmissionLoop {
   private refreshing: Promise<void> | undefined;
   private readonly published = new Map<string, { tick: RoomTick; sentAt: number }>();
   private readonly draws: DrawLoop;
+  /** The draws' pass in progress: the room steps never wait for it (see tick). */
+  private drawing: Promise<void> | undefined;
   /** Whether this loop held the lease at its last tick. */
   leader = false;
 
@@ -83,6 +85,7 @@ export class AdmissionLoop {
     this.abort.abort();
     await this.running;
     await this.refreshing;
+    await this.drawing;
   }
 
   private async run(): Promise<void> {
@@ -90,7 +93,7 @@ export class AdmissionLoop {
     while (!this.abort.signal.aborted) {
       let wait = TICK_MS;
       try {
-        await this.tick(Date.now());
+        await this.tick(Date.now(), false);
         retries.succeeded();
       } catch (err) {
         const retryIn = retries.failed(err, 'admission tick failed');
@@ -118,8 +121,13 @@ export class AdmissionLoop {
       .finally(() => (this.refreshing = undefined));
   }
 
-  /** One tick: the lease, then a step per sale. Public for tests, which drive the clock. */
-  async tick(now: number): Promise<RoomTick[]> {
+  /**
+   * One tick: the lease, then a step per sale. The draws' steps (Postgres transactions) run beside
+   * the rooms' (Redis only), one pass at a time, so a slow or blocked Postgres never holds up a
+   * room's passes nor the lease; the loop itself does not wait for them (`waitForDraws` false),
+   * tests do. Public for tests, which drive the clock.
+   */
+  async tick(now: number, waitForDraws = true): Promise<RoomTick[]> {
     const { redis, logger } = this.deps;
     const wasLeader = this.leader;
     this.leader = await holdLease(redis, ADMISSION_LEASE, this.id, LEASE_MS);
@@ -133,9 +141,11 @@ export class AdmissionLoop {
     // Only a loop that knows no sales yet waits for Postgres.
     if (this.salesAt === 0) await this.refreshSales();
     else if (Date.now() - this.salesAt >= SALES_REFRESH_MS) this.refreshBeside();
+    const draws = this.sales.filter((s) => s.admission === 'draw');
+    // DrawLoop.tick never throws: nothing here can reject unhandled.
+    const drawing = (this.drawing ??= Promise.all(draws.map((s) => this.draws.tick(s, now))).then(() => {}).finally(() => (this.drawing = undefined)));
     const ticks: RoomTick[] = [];
     for (const sale of this.sales) {
-      if (sale.admission === 'draw') await this.draws.tick(sale, now);
       if (sale.admission !== 'queue') continue;
       const step = await admitStep(redis, sale, now, Math.max(1, sale.admitRatePerSecond!));
       observe(sale, step);
@@ -146,6 +156,7 @@ export class AdmissionLoop {
         ticks.push(tick);
       }
     }
+    if (waitForDraws) await drawing;
     return ticks;
   }
 

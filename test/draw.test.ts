@@ -279,6 +279,31 @@ describe('the draw', () => {
     assert.ok(!(await admissionSales(env.pool)).some((x) => x.id === s.id));
   });
 
+  test('a draw blocked in Postgres holds up neither a waiting room\'s passes nor the loop\'s next tick; the draw is made once the block lifts', async () => {
+    let s = await drawSale({ stock: 1 });
+    for (const b of ['j1', 'j2']) assert.equal((await enter(s, b)).status, 200);
+    s = await closeEntries(s);
+    const room = await newSale(env, { stock: 2, admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60 });
+    for (const b of ['r1', 'r2']) assert.equal((await http(api.port, 'POST', `/api/sales/${room.id}/queue`, { user: b })).status, 200);
+    // Another transaction holds the draw's sale row: its step waits for the lock.
+    const blocker = await env.pool.connect();
+    try {
+      await blocker.query('begin');
+      await blocker.query('select 1 from sales where id = $1 for update', [s.id]);
+      await loop().refreshSales();
+      // As the loop's own run ticks: not waiting for the draws.
+      await loop().tick(room.startsAt.getTime() + 1000, false);
+      assert.equal(await env.redis.hget(saleKeys(room.id).room, 'admitted'), '2', 'the room admitted while the draw waits');
+      assert.deepEqual((await entryRows(s)).map((r) => r.draw_rank), [null, null], 'the draw is still blocked');
+      await loop().tick(room.startsAt.getTime() + 1100, false);
+    } finally {
+      await blocker.query('commit');
+      blocker.release();
+    }
+    await waitFor('the draw, once the lock is free', async () => (await entryRows(s)).every((r) => r.draw_rank !== null));
+    assert.deepEqual((await entryRows(s)).map((r) => r.status).sort(), ['waiting', 'won']);
+  });
+
   test('draw verify: OK on a fair draw; a tampered rank is a mismatch, exit 3', async () => {
     let s = await drawSale({ stock: 2 });
     for (const b of ['h1', 'h2', 'h3', 'h4']) await enter(s, b);
