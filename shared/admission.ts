@@ -141,6 +141,8 @@ export class AdmissionLoop {
     // Only a loop that knows no sales yet waits for Postgres.
     if (this.salesAt === 0) await this.refreshSales();
     else if (Date.now() - this.salesAt >= SALES_REFRESH_MS) this.refreshBeside();
+    // A caller that waits for the draws (tests) gets a pass at its own `now`, after any pass in flight.
+    if (waitForDraws) await this.drawing;
     const draws = this.sales.filter((s) => s.admission === 'draw');
     // DrawLoop.tick never throws: nothing here can reject unhandled.
     const drawing = (this.drawing ??= Promise.all(draws.map((s) => this.draws.tick(s, now))).then(() => {}).finally(() => (this.drawing = undefined)));
