@@ -16,10 +16,10 @@ import { parseWinner } from '../shared/ids.js';
 import { saleKeys } from '../shared/keys.js';
 import { Purchaser } from '../shared/purchase.js';
 import { reconcile } from '../shared/reconcile.js';
-import { getSale, type Sale } from '../shared/sales.js';
+import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
-import { newSale, waitFor } from './support/fixtures.js';
+import { closeEntries as closeEntriesOf, newSale, openDraw, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
 
@@ -91,18 +91,25 @@ async function pastTheStart(s: Sale): Promise<number> {
   await waitFor('10 ms past the start', async () => Date.now() >= s.startsAt.getTime() + 10, 1000, 5);
   return Date.now();
 }
+/**
+ * The room's first step, just past the start; then the first in line buys with their pass and the
+ * second's pass runs out unused (its expiry set to that step's clock, not yet swept by the loop).
+ */
+async function oneBuysOneNoShow(s: Sale): Promise<void> {
+  const t0 = await pastTheStart(s);
+  await admit(t0);
+  const k = saleKeys(s.id);
+  const [buyer, noShow] = await env.redis.zrange(k.queue, '0', '1');
+  const pass = (await queueMe(s.id, buyer!)).body.pass as string;
+  assert.equal((await http(port, 'POST', `/api/sales/${s.id}/purchases`, { user: buyer!, body: { qty: 1 }, headers: { [PURCHASE_TOKEN_HEADER]: pass } })).status, 202);
+  await env.redis.zadd(k.passes, t0, noShow!);
+}
 const join = (saleId: string, user: string) => http(port, 'POST', `/api/sales/${saleId}/queue`, { user });
 const queueMe = (saleId: string, user: string) => http(port, 'GET', `/api/sales/${saleId}/queue/me`, { user });
 
-const HOUR = 3_600_000;
-/** A draw whose entries are open (since a minute ago, for an hour; closeEntries brings the close to now). */
-const drawSale = (fields: Record<string, unknown>) => sale({
-  admission: 'draw', startsAt: new Date(Date.now() - 60_000).toISOString(), entriesCloseAt: new Date(Date.now() + HOUR).toISOString(), ...fields,
-});
-async function closeEntries(s: Sale): Promise<Sale> {
-  await env.pool.query("update sales set entries_close_at = now(), backfill_until = now() + interval '1 hour' where id = $1", [s.id]);
-  return (await getSale(env.pool, s.id))!;
-}
+/** A draw whose entries are open (support/fixtures.ts openDraw). */
+const drawSale = (fields: Record<string, unknown>) => sale({ ...openDraw(), ...fields });
+const closeEntries = (s: Sale) => closeEntriesOf(env, s);
 const enter = (saleId: string, user: string) => http(port, 'POST', `/api/sales/${saleId}/entries`, { user });
 /** The draw's entries by status, read from Postgres directly. */
 async function entryCounts(saleId: string): Promise<Record<string, number>> {
@@ -199,13 +206,8 @@ describe('GET /api/sales/:saleId/live', () => {
 
     // Opened: three passes, one per unit (overbook 1). One buys, one runs out unused. The loop's
     // clock is the real one here: /live reads passes against it.
-    const t0 = await pastTheStart(s);
-    await admit(t0);
+    await oneBuysOneNoShow(s);
     const k = saleKeys(s.id);
-    const [buyer, noShow] = await env.redis.zrange(k.queue, '0', '1');
-    const pass = (await queueMe(s.id, buyer!)).body.pass as string;
-    assert.equal((await http(port, 'POST', `/api/sales/${s.id}/purchases`, { user: buyer!, body: { qty: 1 }, headers: { [PURCHASE_TOKEN_HEADER]: pass } })).status, 202);
-    await env.redis.zadd(k.passes, t0, noShow!);
     // Not yet swept by the loop: already counted expired.
     assert.deepEqual((await live(s.id)).body.room, {
       open: true, joined: 4, waiting: 1, admitted: 3, passesOutstanding: 1, passesUsed: 1, passesExpired: 1, noShowRate: 0.5,
@@ -476,13 +478,8 @@ describe('operator page', () => {
     await see(page, 'room-no-show', '–');
 
     // Two passes for the two units: one buys, one runs out and its slot goes to the next in line.
-    const t0 = await pastTheStart(s);
-    await admit(t0);
+    await oneBuysOneNoShow(s);
     const k = saleKeys(s.id);
-    const [buyer, noShow] = await env.redis.zrange(k.queue, '0', '1');
-    const pass = (await queueMe(s.id, buyer!)).body.pass as string;
-    assert.equal((await http(port, 'POST', `/api/sales/${s.id}/purchases`, { user: buyer!, body: { qty: 1 }, headers: { [PURCHASE_TOKEN_HEADER]: pass } })).status, 202);
-    await env.redis.zadd(k.passes, t0, noShow!);
     await admit(Date.now());
 
     await see(page, 'room-waiting', '4');

@@ -16,12 +16,12 @@ import { closeOrders } from '../shared/expiry.js';
 import { checkInvariants } from '../shared/invariants.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/sales.js';
 import { saleKeys } from '../shared/keys.js';
-import { getSale, type Sale } from '../shared/sales.js';
+import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
 import { cli } from './support/cli.js';
 import type { TestEnv } from './support/env.js';
-import { newSale, waitFor } from './support/fixtures.js';
+import { closeEntries as closeEntriesOf, HOUR, newSale, openDraw, waitFor } from './support/fixtures.js';
 import { http, outcome, sseEvents } from './support/http.js';
 import * as pow from './support/pow.js';
 import { token } from './support/tokens.js';
@@ -39,16 +39,9 @@ async function tick(at = Date.now()) {
 }
 const deps = () => ({ pool: env.pool, redis: env.redis, buyCountTtlSeconds: 86_400 });
 
-const HOUR = 3_600_000;
-/** Entries open since a minute ago, close in an hour (closeEntries brings that to now); backfill runs an hour after. */
-const drawSale = (fields: Record<string, unknown> = {}) => newSale(env, {
-  admission: 'draw', startsAt: new Date(Date.now() - 60_000).toISOString(), entriesCloseAt: new Date(Date.now() + HOUR).toISOString(), ...fields,
-});
-/** Entries close now: the sale as Postgres then has it. */
-async function closeEntries(s: Sale): Promise<Sale> {
-  await env.pool.query('update sales set entries_close_at = now(), backfill_until = now() + interval \'1 hour\' where id = $1', [s.id]);
-  return (await getSale(env.pool, s.id))!;
-}
+/** A draw whose entries are open (support/fixtures.ts openDraw). */
+const drawSale = (fields: Record<string, unknown> = {}) => newSale(env, { ...openDraw(), ...fields });
+const closeEntries = (s: Sale) => closeEntriesOf(env, s);
 
 const enter = (s: Sale | string, user: string, headers: Record<string, string> = {}) =>
   http(api.port, 'POST', `/api/sales/${typeof s === 'string' ? s : s.id}/entries`, { user, headers });

@@ -15,10 +15,10 @@ import { saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
 import { signPayload } from '../shared/payments.js';
 import { Purchaser } from '../shared/purchase.js';
-import { getSale, type Sale } from '../shared/sales.js';
+import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
-import { newSale, waitFor } from './support/fixtures.js';
+import { closeEntries as closeEntriesOf, HOUR, newSale, openDraw, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { tokenId } from './support/pow.js';
 import { PAYMENT_WEBHOOK_SECRET, token } from './support/tokens.js';
@@ -551,16 +551,9 @@ describe('waiting room page', () => {
 
 // A draw, made by the admission loop's tick at the test's clock (as test/draw.test.ts does): the
 // page follows the entry the tick moves.
-const HOUR = 3_600_000;
-/** Entries open since a minute ago and close in an hour (closeEntries brings that to now). */
-const drawSale = (fields: Record<string, unknown>) => sale({
-  admission: 'draw', startsAt: new Date(Date.now() - 60_000).toISOString(), entriesCloseAt: new Date(Date.now() + HOUR).toISOString(), ...fields,
-});
-/** Entries close now, backfill runs for an hour: the sale as Postgres then has it (the API's cache follows within a second). */
-async function closeEntries(s: Sale): Promise<Sale> {
-  await env.pool.query("update sales set entries_close_at = now(), backfill_until = now() + interval '1 hour' where id = $1", [s.id]);
-  return (await getSale(env.pool, s.id))!;
-}
+/** A draw whose entries are open (support/fixtures.ts openDraw). */
+const drawSale = (fields: Record<string, unknown>) => sale({ ...openDraw(), ...fields });
+const closeEntries = (s: Sale) => closeEntriesOf(env, s);
 const entryRows = async (s: Sale) => (await env.pool.query<{ buyer: string; status: string; draw_rank: number | null; order_id: string | null }>(
   'select buyer, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, buyer', [s.id])).rows;
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');

@@ -2,7 +2,7 @@
 // for the state a test expects (polled, with a deadline) instead of sleeping.
 import { readFileSync } from 'node:fs';
 import { saleKeys } from '../../shared/keys.js';
-import { createSale, parseSaleInput, type Sale } from '../../shared/sales.js';
+import { createSale, getSale, parseSaleInput, type Sale } from '../../shared/sales.js';
 import type { TestEnv } from './env.js';
 
 let saleCounter = 0;
@@ -14,6 +14,17 @@ export async function newSale(env: TestEnv, fields: Record<string, unknown> = {}
   const sale = parseSaleInput({ id: `sale-${process.pid}-${++saleCounter}`, name: 'Test sale', stock: 10, ...SALE_PRICE, ...fields });
   await createSale(env.pool, env.redis, sale);
   return sale;
+}
+
+export const HOUR = 3_600_000;
+
+/** A draw's fields with its entries open since a minute ago for an hour (closeEntries brings the close to now): spread into a sale definition. */
+export const openDraw = () => ({ admission: 'draw', startsAt: new Date(Date.now() - 60_000).toISOString(), entriesCloseAt: new Date(Date.now() + HOUR).toISOString() });
+
+/** A draw's entries close now and its backfill runs for an hour: the sale as Postgres then has it (the API's cache follows within a second). */
+export async function closeEntries(env: TestEnv, s: Sale): Promise<Sale> {
+  await env.pool.query("update sales set entries_close_at = now(), backfill_until = now() + interval '1 hour' where id = $1", [s.id]);
+  return (await getSale(env.pool, s.id))!;
 }
 
 /** A small seeded PRNG (mulberry32) so fault schedules are reproducible from the seed printed. */
