@@ -63,7 +63,9 @@ export type ErrorCode = keyof typeof ERRORS;
 export class HttpError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
-  constructor(code: ErrorCode, message?: string) {
+  /** Seconds, answered as Retry-After (a 429 rate_limited says when the window ends). */
+  readonly retryAfter: number | undefined;
+  constructor(code: ErrorCode, message?: string, retryAfter?: number) {
     // An answer to a client, not a fault: its stack is never logged, and capturing one for every
     // refused buyer of a sold-out crowd cost a tenth of the API's CPU (bench/, BENCHMARKS.md).
     const limit = Error.stackTraceLimit;
@@ -72,6 +74,7 @@ export class HttpError extends Error {
     Error.stackTraceLimit = limit;
     this.code = code;
     this.status = ERRORS[code][0];
+    this.retryAfter = retryAfter;
   }
 
   body(): { error: ErrorCode; message: string } {

@@ -34,7 +34,7 @@ export const EXPIRED_PATTERN = '__keyevent@*__:expired';
 /** A throwaway key the listener makes expire to see that events arrive where CONFIG is refused. */
 export const probeKey = (id: string) => `flashsale:probe:${id}`;
 /** One rate limit's counters (the limiter appends the buyer or the address): a key per counter, any slot. */
-export const rateLimitPrefix = (limit: 'buyer' | 'ip' | 'challenge' | 'exchange') => `flashsale:rl:${limit}:`;
+export const rateLimitPrefix = (limit: 'ip' | 'challenge' | 'exchange') => `flashsale:rl:${limit}:`;
 
 /**
  * A sale's key names, built once per sale: every purchase needs seven of them. Bounded, since a
@@ -87,6 +87,8 @@ function buildSaleKeys(saleId: string) {
     /** Buyer U's count is this prefix followed by U (settle finds them by it). */
     buysPrefix,
     buys: (userId: string) => buysPrefix + userId,
+    /** Buyer U's purchases of this sale in the current rate-limit window (purchase.lua): gone when the window ends. */
+    rate: (userId: string) => `${p}:rl:${userId}`,
     /** The expiry key of order O is this prefix followed by O (ack.lua builds it so). */
     expiryPrefix,
     expiry: (orderId: string) => expiryPrefix + orderId,

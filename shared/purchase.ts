@@ -1,5 +1,6 @@
 // The purchase decision: one Lua script call, plus a short-lived in-process sold-out flag so a
 // crowd hitting a sold-out sale costs no Redis round trip.
+import type { Config } from './config.js';
 import type { RedisClient } from './redis.js';
 import { HttpError } from './errors.js';
 import { purchaseScript, type PurchaseGate } from './redis.js';
@@ -20,6 +21,7 @@ export enum Refusal {
   DrawOnly = -10,
   PassRequired = -11,
   PassInvalid = -12,
+  RateLimited = -13,
 }
 
 function refusalError(code: number, n: number): Error {
@@ -36,6 +38,10 @@ function refusalError(code: number, n: number): Error {
     case Refusal.DrawOnly: return new HttpError('draw_sale');
     case Refusal.PassRequired: return new HttpError('admission_pass_required');
     case Refusal.PassInvalid: return new HttpError('admission_pass_invalid');
+    case Refusal.RateLimited: {
+      const seconds = Math.max(1, Math.ceil(n / 1000));
+      return new HttpError('rate_limited', `This buyer is sending purchases too fast; retry in ${seconds} s.`, seconds);
+    }
     // The script and this enum disagree: a bug, answered 500 internal and logged with its stack.
     default: return new Error(`Unknown purchase result ${code}.`);
   }
@@ -51,8 +57,14 @@ export class Purchaser {
 
   constructor(
     private readonly redis: RedisClient,
-    private readonly opts: { soldOutCacheMs: number; buyCountTtlSeconds: number },
-  ) {}
+    private readonly opts: Pick<Config, 'soldOutCacheMs' | 'buyCountTtlSeconds'> & Partial<Pick<Config, 'purchaseRatePerBuyer' | 'purchaseRateWindowMs'>>,
+  ) {
+    const { purchaseRatePerBuyer: max = 0, purchaseRateWindowMs: windowMs = 0 } = opts;
+    this.rate = max > 0 ? { max, windowMs } : undefined;
+  }
+
+  /** The per-buyer limit, counted by purchase.lua in the same round trip as the purchase. */
+  private readonly rate: { max: number; windowMs: number } | undefined;
 
   /** With REDIS_MIN_REPLICAS_ACK, a reservation is answered 202 only once that many replicas have it. */
   private async confirm(saleId: string, orderId: string): Promise<void> {
@@ -85,7 +97,7 @@ export class Purchaser {
   async purchase(saleId: string, userId: string, qty: number, now = Date.now(), gate?: PurchaseGate): Promise<PurchaseResult> {
     const orderId = newOrderId(saleId);
     const [code, n] = await purchaseScript(this.redis, {
-      saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, gate,
+      saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, gate, rate: this.rate,
     });
     if (code === 1) {
       await this.confirm(saleId, orderId);

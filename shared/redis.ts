@@ -21,7 +21,7 @@ type ScriptName = (typeof SCRIPTS)[number];
  * (see their headers); auto-pipelining is off for them.
  */
 const KEY_COUNTS: Record<ScriptName, number | null> = {
-  purchase: 9, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 11,
+  purchase: 10, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 11,
   join_queue: 4, admit: 5, queue_status: 4, lease: 1,
 };
 const PER_CALL_KEYS = SCRIPTS.filter((name) => KEY_COUNTS[name] === null);
@@ -205,6 +205,8 @@ export interface PurchaseArgs {
   /** BUY_COUNT_TTL_SECONDS: the buyer's count outlives the sale's end + payment window by this much (no end: it never expires). */
   buyCountTtlSeconds: number;
   gate?: PurchaseGate;
+  /** PURCHASE_RATE_PER_BUYER per PURCHASE_RATE_WINDOW_MS, counted per buyer and sale (absent or max 0: no limit). */
+  rate?: { max: number; windowMs: number };
 }
 
 /** How long past its expiry a spent token's mark is kept: API hosts whose clocks run behind still accept the token that long. */
@@ -217,8 +219,8 @@ export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promi
   // KEYS[9] is the token's mark, the passes, or (read by nobody) a name that keeps the key count fixed.
   const gateKey = g?.kind === 'pass' ? k.passes : k.tokenUsed(g?.kind === 'token' ? g.id : '');
   const gateUntil = g?.kind === 'token' ? g.expiresAt + TOKEN_MARK_MARGIN_MS : g?.kind === 'pass' ? g.expiresAt : 0;
-  return (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased, k.deadlines, gateKey], [
-    a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, g?.kind ?? '', gateUntil,
+  return (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased, k.deadlines, gateKey, k.rate(a.userId)], [
+    a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, g?.kind ?? '', gateUntil, a.rate?.max ?? 0, a.rate?.windowMs ?? 0,
   ])) as [number, number];
 }
 

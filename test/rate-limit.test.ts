@@ -50,13 +50,16 @@ test('per buyer: past PURCHASE_RATE_PER_BUYER a buyer gets 429 rate_limited with
   const port = await api({ purchaseRatePerBuyer: 3 });
   const sale = await newSale(env, { stock: 20, perUserLimit: 10 });
   for (let i = 0; i < 3; i++) assert.equal((await buy(port, sale.id, 'greedy')).status, 202);
-  // Everything but the limiter's own counters, which count every attempt by design.
-  const skip = (key: string) => key.startsWith('flashsale:rl:');
+  // Everything but the limit's own counter, which counts every attempt by design.
+  const counter = saleKeys(sale.id).rate('greedy');
+  const skip = (key: string) => key === counter;
   const before = await stateSnapshot(env, skip);
   const refused = [await buy(port, sale.id, 'greedy'), await buy(port, sale.id, 'greedy')];
   for (const r of refused) assertRateLimited(r, LONG_WINDOW_MS / 1000);
   assert.deepEqual(await stateSnapshot(env, skip), before, 'a refused purchase changed Redis or Postgres');
-  assert.equal(await env.redis.get(`${rateLimitPrefix('buyer')}greedy`), '5', 'the counter is in Redis under flashsale:rl:');
+  assert.equal(await env.redis.get(counter), '5', 'the counter is in Redis, in the sale\'s slot');
+  const ttl = await env.redis.pttl(counter);
+  assert.ok(ttl > 0 && ttl <= LONG_WINDOW_MS, `the counter ends with its window (PTTL ${ttl})`);
 
   assert.equal((await buy(port, sale.id, 'calm')).status, 202);
   assert.equal(await available(sale.id), 16);
@@ -91,7 +94,7 @@ test('a sale known sold out is answered from memory without counting: 409 sold_o
   for (let i = 0; i < 6; i++) replies.push(await buy(port, sale.id, 'late'));
   assert.deepEqual(tally(replies), { '409 sold_out': 6 });
   // Only the first reached Redis (and learnt the sale was sold out).
-  assert.equal(await env.redis.get(`${rateLimitPrefix('buyer')}late`), '1');
+  assert.equal(await env.redis.get(saleKeys(sale.id).rate('late')), '1');
 });
 
 test('after the window the limited buyer buys again', async () => {

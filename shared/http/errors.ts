@@ -96,7 +96,8 @@ export function errorHandler(logger: Logger) {
       if (answer.code === 'internal') logger.error({ err, request: requestForLog(req) }, 'request failed: a bug');
       else if (answer.code === 'unavailable') warn(err, req);
     }
-    if (answer.code === 'unavailable') void reply.header('retry-after', String(RETRY_AFTER_SECONDS));
+    const retryAfter = answer.code === 'unavailable' ? RETRY_AFTER_SECONDS : answer.retryAfter;
+    if (retryAfter !== undefined) void reply.header('retry-after', String(retryAfter));
     void reply.code(answer.status).send(answer.body());
   };
 }

@@ -1,7 +1,8 @@
 // Rate limits, counted in Redis by @fastify/rate-limit's Redis store (one fixed window per key), so
-// a limit holds across every API process on that Redis: purchases per buyer and per client address,
-// and per buyer the challenges fetched and the solutions exchanged for purchase tokens (each costs
-// the API a signature or a verification). A refused request is answered 429 rate_limited with
+// a limit holds across every API process on that Redis: purchases per client address, and per
+// buyer the challenges fetched and the solutions exchanged for purchase tokens (each costs the API
+// a signature or a verification). Purchases per buyer are counted by purchase.lua itself, in the
+// purchase's own round trip (shared/purchase.ts), with the same answer. A refused request is answered 429 rate_limited with
 // Retry-After before the handler runs: it takes no stock, issues no challenge, spends no solution.
 // (429 busy is another thing: one process shedding load, see load-shedding.ts.)
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
@@ -12,21 +13,13 @@ import { rateLimitPrefix } from '../keys.js';
 import { purchaseOutcome } from '../metrics.js';
 import type { RedisClient } from '../redis.js';
 
-export type RateLimitSettings = Pick<Config, 'purchaseRatePerBuyer' | 'purchaseRatePerIp' | 'purchaseRateWindowMs' | 'challengeRatePerBuyer' | 'challengeRateWindowMs'>;
-type Limit = 'buyer' | 'ip' | 'challenge' | 'exchange';
+export type RateLimitSettings = Pick<Config, 'purchaseRatePerIp' | 'purchaseRateWindowMs' | 'challengeRatePerBuyer' | 'challengeRateWindowMs'>;
+type Limit = 'ip' | 'challenge' | 'exchange';
 type Hook = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => void;
 type Check = ReturnType<FastifyInstance['createRateLimit']>;
 
-/** The purchase route's hooks: each present only when its limit is on. */
-export interface PurchaseLimits {
-  /** Per address: before the body is read and the token verified, so a flood costs neither. */
-  onRequest?: Hook;
-  /** Per buyer: once auth has said who it is, and the input is valid (a malformed request counts for nothing). */
-  preHandler?: Hook;
-}
 
 const MESSAGES: Record<Limit, string> = {
-  buyer: 'This buyer is sending purchases too fast',
   ip: 'Too many purchases from this address',
   challenge: 'This buyer is asking for challenges too fast',
   exchange: 'This buyer is exchanging solutions too fast',
@@ -76,19 +69,16 @@ function limiter(app: FastifyInstance, redis: RedisClient, spec: LimitSpec): Hoo
 }
 
 /**
- * The purchase route's limits, each registered under `app` when it is on. While a sale is known
- * sold out, its purchases skip them: the answer comes from memory, which costs less than the Redis
+ * The purchase route's per-address limit (an onRequest hook: before the body is read and the token
+ * verified, so a flood costs neither), registered under `app` when it is on. While a sale is known
+ * sold out, its purchases skip it: the answer comes from memory, which costs less than the Redis
  * round trip that would count it.
  */
-export function purchaseLimits(app: FastifyInstance, redis: RedisClient, limits: RateLimitSettings, soldOut: (saleId: string) => boolean): PurchaseLimits {
+export function purchaseAddressLimit(app: FastifyInstance, redis: RedisClient, limits: RateLimitSettings, soldOut: (saleId: string) => boolean): Hook | undefined {
   const skip = (req: FastifyRequest) => soldOut((req.params as { saleId: string }).saleId);
   const refused = () => purchaseOutcome('rate_limited').inc();
-  const windowMs = limits.purchaseRateWindowMs;
-  return {
-    // An IPv6 client usually holds a whole /64: counted as one address, as the plugin's own key does.
-    onRequest: limiter(app, redis, { limit: 'ip', max: limits.purchaseRatePerIp, windowMs, key: (req) => normalizeIP(req.ip), skip, refused }),
-    preHandler: limiter(app, redis, { limit: 'buyer', max: limits.purchaseRatePerBuyer, windowMs, key: (req) => req.buyer, skip, refused }),
-  };
+  // An IPv6 client usually holds a whole /64: counted as one address, as the plugin's own key does.
+  return limiter(app, redis, { limit: 'ip', max: limits.purchaseRatePerIp, windowMs: limits.purchaseRateWindowMs, key: (req) => normalizeIP(req.ip), skip, refused });
 }
 
 /** Per buyer, a preHandler (auth has said who it is, the input is valid): `challenge` counts challenges fetched, `exchange` solutions exchanged. */

@@ -12,7 +12,7 @@ import { endSale, LIST_LIMIT, listSalePage } from '../sale-admin.js';
 import { createSale, MAX_PER_ORDER, parseSaleInput, SALE_FIELDS, saleView, type SaleState } from '../sales.js';
 import type { SaleCache } from './sale-cache.js';
 import { answerFor, refusal } from './errors.js';
-import { challengeLimit, purchaseLimits, type RateLimitSettings } from './rate-limit.js';
+import { challengeLimit, purchaseAddressLimit, type RateLimitSettings } from './rate-limit.js';
 import { documentedOnly, errorResponses, saleDefinitionSchema, salePageSchema, saleViewSchema, SECURITY } from './schemas.js';
 
 export const PURCHASE_URL = '/api/sales/:saleId/purchases';
@@ -164,10 +164,11 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
     if (req.body === undefined) req.body = {};
     done();
   };
-  // Per address on arrival, per buyer once known; refused before the handler, so nothing changes.
-  const rateLimits = purchaseLimits(app, redis, limits, (saleId) => purchaser.soldOut(saleId));
+  // Per address on arrival, refused before the handler, so nothing changes; per buyer, purchase.lua
+  // counts and refuses in the purchase's own round trip.
+  const addressLimit = purchaseAddressLimit(app, redis, limits, (saleId) => purchaser.soldOut(saleId));
   app.post<SaleId & { Body: { qty?: number | null } }>(PURCHASE_URL, {
-    ...rateLimits, bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
+    ...(addressLimit && { onRequest: addressLimit }), bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
     schema: {
       summary: 'Buy: reserve stock for the buyer', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams, body: purchaseBody,
       description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token); a token makes one reservation. A sale with \`admission: queue\` takes the pass its waiting room gave the buyer in the same header; a \`draw\` sale sells only through its draw.`,

@@ -14,6 +14,8 @@
   KEYS[9] gate       with a purchase token: the token's mark once it bought (value: the order id);
                      with a pass: the sale's passes (zset buyer -> the pass's expiry ms, 0 once used);
                      unused otherwise
+  KEYS[10] rate      this buyer's purchases of this sale in the current window (PURCHASE_RATE_PER_BUYER:
+                     a fixed window, expiring ARGV[9] ms after its first purchase)
 
   ARGV[1] now (ms, from the caller's clock)
   ARGV[2] qty
@@ -27,6 +29,8 @@
           sale sells to nobody else), '' nothing
   ARGV[7] with a token, when its mark may go (ms): its expiry, plus a margin for API clocks that
           disagree; with a pass, its expiry (ms) as the pass says, which must be the one in KEYS[9]
+  ARGV[8] purchases per buyer per window (0: no limit)
+  ARGV[9] the window (ms)
 
   Returns {code, n}:
     { 1, available after}   reserved (or reserved before under this order id: nothing changes)
@@ -42,10 +46,11 @@
     {-10, 0}                a draw sale: orders come from the draw only
     {-11, 0}                a queue sale: an admission pass is required
     {-12, 0}                this pass has bought already, has expired, or is not this buyer's latest
+    {-13, ms}               this buyer sent more than ARGV[8] purchases in the window; it ends in ms
 ]]
 local rcall = redis.call
-local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey, gateKey =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey, gateKey, rateKey =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local now = tonumber(ARGV[1])
 local qty = tonumber(ARGV[2])
 local orderId, userId = ARGV[3], ARGV[4]
@@ -54,6 +59,7 @@ local gate = ARGV[6]
 local tokenChecked = gate == 'token' or gate == '1'
 local passChecked = gate == 'pass'
 local gateUntil = tonumber(ARGV[7])
+local rateMax, rateWindow = tonumber(ARGV[8]), tonumber(ARGV[9])
 
 -- A client resends a script whose reply a dropped connection lost (ioredis does after a Redis
 -- restart); run twice, it would take the stock twice for one order. The id is in exactly one of
@@ -61,6 +67,21 @@ local gateUntil = tonumber(ARGV[7])
 -- token's mark: the resent script finds its own token spent.
 if rcall('SISMEMBER', purchasedKey, orderId) == 1 or rcall('ZSCORE', deadlinesKey, orderId) then
   return {1, tonumber(rcall('GET', availableKey) or '0')}
+end
+
+-- Every attempt counts, refused or not, as the limit's own round trip used to; a resent script
+-- whose first run reserved returned above and is not counted twice.
+if rateMax > 0 then
+  local sent = rcall('INCR', rateKey)
+  if sent == 1 then rcall('PEXPIRE', rateKey, rateWindow) end
+  if sent > rateMax then
+    local left = rcall('PTTL', rateKey)
+    if left < 0 then
+      rcall('PEXPIRE', rateKey, rateWindow)
+      left = rateWindow
+    end
+    return {-13, left}
+  end
 end
 
 local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder', 'paymentWindow', 'challenge', 'admission')
