@@ -80,12 +80,18 @@ export class Purchaser {
     this.soldOutUntil.delete(saleId);
   }
 
-  /** Whether this process saw the sale sold out less than SOLD_OUT_CACHE_MS ago. */
+  /**
+   * Whether this process saw the sale sold out less than SOLD_OUT_CACHE_MS ago. Once that has run
+   * out, the first caller is told no and asks Redis; the others are still told yes meanwhile, for up
+   * to another SOLD_OUT_CACHE_MS, and its answer decides (purchase). Letting every request in until
+   * the first answer came back sent a herd to Redis each time the memory ran out: under load, most
+   * of a sold-out crowd. Stock that comes back clears the memory at once (stockRestored).
+   */
   soldOut(saleId: string, now = Date.now()): boolean {
     const until = this.soldOutUntil.get(saleId);
     if (until === undefined) return false;
     if (now < until) return true;
-    this.soldOutUntil.delete(saleId);
+    this.soldOutUntil.set(saleId, now + this.opts.soldOutCacheMs);
     return false;
   }
 
@@ -96,14 +102,23 @@ export class Purchaser {
    */
   async purchase(saleId: string, userId: string, qty: number, now = Date.now(), gate?: PurchaseGate): Promise<PurchaseResult> {
     const orderId = newOrderId(saleId);
-    const [code, n] = await purchaseScript(this.redis, {
-      saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, gate, rate: this.rate,
-    });
+    let code: number, n: number;
+    try {
+      [code, n] = await purchaseScript(this.redis, {
+        saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, gate, rate: this.rate,
+      });
+    } catch (err) {
+      this.soldOutUntil.delete(saleId);
+      throw err;
+    }
+    // Remembered from the answer's arrival, not the request's start: under load the round trip can
+    // outlast the memory. Any other answer forgets it: only a sold-out answer says the sale is.
+    if (code === Refusal.SoldOut && this.opts.soldOutCacheMs > 0) this.soldOutUntil.set(saleId, Date.now() + this.opts.soldOutCacheMs);
+    else this.soldOutUntil.delete(saleId);
     if (code === 1) {
       await this.confirm(saleId, orderId);
       return { orderId, available: n };
     }
-    if (code === Refusal.SoldOut && this.opts.soldOutCacheMs > 0) this.soldOutUntil.set(saleId, now + this.opts.soldOutCacheMs);
     throw refusalError(code, n);
   }
 }

@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
 import { DEMO_SALE } from '../daemons/dev.js';
 import { saleKeys } from '../shared/keys.js';
+import { Purchaser } from '../shared/purchase.js';
 import { parseSaleInput } from '../shared/sales.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { countBy, newSale, runConcurrently } from './support/fixtures.js';
@@ -144,5 +145,23 @@ describe('purchase', () => {
       await new Promise((r) => setTimeout(r, 10));
     }
     assert.equal(again!.status, 202);
+  });
+
+  test('once the sold-out memory runs out, one purchase asks Redis while the rest are still answered from memory; its answer decides', async () => {
+    const purchaser = new Purchaser(env.redis, { soldOutCacheMs: 50, buyCountTtlSeconds: 3600 });
+    const sale = await newSale(env, { stock: 1 });
+    await purchaser.purchase(sale.id, 'first', 1);
+    await assert.rejects(purchaser.purchase(sale.id, 'second', 1), { code: 'sold_out' });
+    assert.equal(purchaser.soldOut(sale.id), true);
+    const ran = Date.now() + 60;
+    assert.deepEqual(Array.from({ length: 5 }, () => purchaser.soldOut(sale.id, ran)), [false, true, true, true, true], 'one asks, the others wait for its answer');
+    // The one that asks learns the sale is still sold out: remembered again.
+    await assert.rejects(purchaser.purchase(sale.id, 'third', 1), { code: 'sold_out' });
+    assert.equal(purchaser.soldOut(sale.id), true);
+    // A unit comes back without the stock channel's news: the next one to ask wins, and the memory is gone.
+    await env.redis.incr(saleKeys(sale.id).available);
+    assert.equal(purchaser.soldOut(sale.id, Date.now() + 60), false);
+    await purchaser.purchase(sale.id, 'fourth', 1);
+    assert.equal(purchaser.soldOut(sale.id), false, 'a win forgets the sold-out memory');
   });
 });
