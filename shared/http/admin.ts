@@ -10,17 +10,16 @@ import type { Pool } from '../db.js';
 import { HttpError } from '../errors.js';
 import { getSale } from '../sales.js';
 import { LATENESS_SAMPLE, LATENESS_WINDOW_MS, saleLive } from '../sale-live.js';
-import { PUBLIC_DIR, staticRoute } from './page.js';
+import { JS, pageModules, PUBLIC_DIR, staticRoute } from './page.js';
 import { saleIdParams } from './sales.js';
 import { errorResponses, saleViewSchema, SECURITY } from './schemas.js';
 
 // Resolved like an import, so it works from the sources, from dist/ and from a PM2 deployment.
 const uplot = (file: string) => createRequire(import.meta.url).resolve(`uplot/dist/${file}`);
 
-const JS = 'text/javascript; charset=utf-8';
 const CSS = 'text/css; charset=utf-8';
-const ASSETS: { url: string; file: string | URL; type: string }[] = [
-  { url: '/admin.js', file: new URL('admin.js', PUBLIC_DIR), type: JS },
+const assets = (): { url: string; file: string | URL; type: string }[] => [
+  ...pageModules('admin').map((name) => ({ url: `/${name}`, file: new URL(name, PUBLIC_DIR), type: JS })),
   { url: '/admin.css', file: new URL('admin.css', PUBLIC_DIR), type: CSS },
   { url: '/uplot.js', file: uplot('uPlot.iife.min.js'), type: JS },
   { url: '/uplot.css', file: uplot('uPlot.min.css'), type: CSS },
@@ -81,7 +80,7 @@ const liveSchema = {
 export const admin: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth }> = (app, { pool, redis, auth }, done) => {
   const html = readFileSync(new URL('admin.html', PUBLIC_DIR), 'utf8');
   staticRoute(app, '/admin', 'text/html; charset=utf-8', html, 'The operator\'s page: sales, a sale\'s live view, create and end');
-  for (const { url, file, type } of ASSETS) staticRoute(app, url, type, readFileSync(file), `The operator's page's ${url.slice(1)}`);
+  for (const { url, file, type } of assets()) staticRoute(app, url, type, readFileSync(file), `The operator's page's ${url.slice(1)}`);
 
   app.get<{ Params: { saleId: string } }>('/api/sales/:saleId/live', {
     preValidation: auth.admin,

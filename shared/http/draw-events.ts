@@ -7,13 +7,13 @@
 // after won or lost.
 import type { FastifyPluginCallback } from 'fastify';
 import { viewFromTick, type DrawTick, type EntryView } from '../draw.js';
-import { HttpError } from '../errors.js';
 import { DRAW_CHANNEL } from '../keys.js';
 import { buyerEntry, drawSale, type DrawDeps } from './draw.js';
 import { saleIdParams } from './sales.js';
 import { errorResponses, SECURITY, textResponse } from './schemas.js';
+import { feedStreams } from './feed-stream.js';
 import { SaleFeed } from './sale-feed.js';
-import { startStream, streamQuery } from './sse.js';
+import { streamQuery } from './sse.js';
 import { tokenFromQuery } from './url-token.js';
 
 export const COUNT_EVERY_MS = 1000;
@@ -31,69 +31,37 @@ const schema = {
   },
 };
 
-type TickListener = (tick: DrawTick | null) => void;
-
 type Stream = { Params: { saleId: string }; Querystring: { access_token?: string } };
 
 export const drawEvents: FastifyPluginCallback<DrawDeps> = (app, { pool, redis, auth, limits, saleCache, logger }, done) => {
-  const feed = new SaleFeed<DrawTick>(redis, DRAW_CHANNEL, 'draw', 'GET .../entries/me', limits.sseMaxStreams, logger);
-  const open = new Set<() => void>();
-  app.addHook('preClose', (next) => {
-    for (const end of [...open]) end();
-    next();
-  });
-  app.addHook('onClose', () => feed.close());
+  const follow = feedStreams(app, new SaleFeed<DrawTick>(redis, DRAW_CHANNEL, 'draw', 'GET .../entries/me', limits.sseMaxStreams, logger));
 
   app.get<Stream>('/api/sales/:saleId/entries/events', { onRequest: tokenFromQuery, preValidation: auth.buyer, schema }, async (req, reply) => {
     const sale = await drawSale(saleCache, req.params.saleId);
     const buyer = req.buyer;
-    let latest: DrawTick | null = null;
-    let deliver: TickListener = (t) => void (latest = t ?? latest);
-    const leave = feed.join(sale.id, buyer, (t) => deliver(t));
-    let entry: EntryView;
-    try {
-      entry = await buyerEntry(pool, sale.id, buyer);
-    } catch (err) {
-      leave();
-      throw err;
-    }
-    const { res, end } = startStream(reply, open, leave);
-    const ticket = entry.ticket;
-    let rank = entry.drawRank;
-    let sent: EntryView | undefined;
-    let sentAt = 0;
-    let reading = false;
-    const send = (view: EntryView) => {
-      if (!open.has(end)) return;
-      const now = Date.now();
-      if (sent && sent.state === view.state && (sent.entries === view.entries || now - sentAt < COUNT_EVERY_MS)) return;
-      sent = view;
-      sentAt = now;
-      res.write(`data: ${JSON.stringify(view)}\n\n`);
-      if (FINAL.has(view.state)) end();
+    let ticket = '';
+    let rank: number | null = null;
+    // From Postgres: before the stream, once when the draw is made (the rank), and after the subscription was away.
+    const read = async () => {
+      const entry = await buyerEntry(pool, sale.id, buyer);
+      ticket = entry.ticket;
+      rank = entry.drawRank;
+      return entry;
     };
-    // From Postgres: once when the draw is made (the rank), and after the subscription was away.
-    const reread = () => {
-      if (reading || !open.has(end)) return;
-      reading = true;
-      buyerEntry(pool, sale.id, buyer)
-        .then((v) => {
-          rank = v.drawRank;
-          send(v);
-        })
-        .catch(() => {})
-        .finally(() => (reading = false));
-    };
-    deliver = (tick) => {
-      // A tick older than the entry read (published before the draw): nothing to say.
-      if (tick && !tick.drawn && rank !== null) return;
-      const view = tick && viewFromTick(ticket, rank, tick);
-      if (view) send(view);
-      else reread();
-    };
-    send(entry);
-    if (latest) deliver(latest);
-    if (res.destroyed) end();
+    await follow<EntryView>(reply, sale.id, buyer, {
+      first: read,
+      read,
+      moved: (sent, view) => sent.entries !== view.entries,
+      everyMs: COUNT_EVERY_MS,
+      final: FINAL,
+      onTick: (tick, send, reread) => {
+        // A tick older than the entry read (published before the draw): nothing to say.
+        if (tick && !tick.drawn && rank !== null) return;
+        const view = tick && viewFromTick(ticket, rank, tick);
+        if (view) send(view);
+        else reread();
+      },
+    });
   });
   done();
 };

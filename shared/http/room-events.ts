@@ -10,13 +10,14 @@ import type { FastifyPluginCallback } from 'fastify';
 import type { RoomTick } from '../admission.js';
 import { HttpError } from '../errors.js';
 import { ADMISSION_CHANNEL } from '../keys.js';
-import { Phase, readPlace, viewOf, type QueueView } from '../room.js';
+import { Phase, readPlace, viewOf, type Place, type QueueView } from '../room.js';
 import type { Sale } from '../sales.js';
 import { queueSale, withPass, type QueueDeps } from './queue.js';
 import { saleIdParams } from './sales.js';
 import { errorResponses, SECURITY, textResponse } from './schemas.js';
+import { feedStreams } from './feed-stream.js';
 import { SaleFeed } from './sale-feed.js';
-import { startStream, streamQuery } from './sse.js';
+import { streamQuery } from './sse.js';
 import { tokenFromQuery } from './url-token.js';
 
 export const POSITION_EVERY_MS = 1000;
@@ -34,72 +35,38 @@ const schema = {
   },
 };
 
-type TickListener = (tick: RoomTick | null) => void;
-
 type Stream = { Params: { saleId: string }; Querystring: { access_token?: string } };
 
 export const roomEvents: FastifyPluginCallback<QueueDeps> = (app, { redis, auth, limits, saleCache, challenges, logger }, done) => {
-  const feed = new SaleFeed<RoomTick>(redis, ADMISSION_CHANNEL, 'queue', 'GET .../queue/me', limits.sseMaxStreams, logger);
-  const open = new Set<() => void>();
-  app.addHook('preClose', (next) => {
-    for (const end of [...open]) end();
-    next();
-  });
-  app.addHook('onClose', () => feed.close());
+  const follow = feedStreams(app, new SaleFeed<RoomTick>(redis, ADMISSION_CHANNEL, 'queue', 'GET .../queue/me', limits.sseMaxStreams, logger));
 
   app.get<Stream>('/api/sales/:saleId/queue/events', { onRequest: tokenFromQuery, preValidation: auth.buyer, schema }, async (req, reply) => {
     const sale = await queueSale(saleCache, req.params.saleId);
     const buyer = req.buyer;
-    let latest: RoomTick | null = null;
-    let deliver: TickListener = (t) => void (latest = t ?? latest);
-    const leave = feed.join(sale.id, buyer, (t) => deliver(t));
-    let place;
-    try {
-      place = await readPlace(redis, sale.id, buyer);
-      if (place.rank < 0) throw new HttpError('not_in_queue');
-    } catch (err) {
-      leave();
-      throw err;
-    }
-
-    const { res, end } = startStream(reply, open, leave);
-
     // The place is known once the room is open; before that it is drawn at the opening.
-    let rank: number | null = place.open ? place.rank : null;
-    let sent: QueueView | undefined;
-    let sentAt = 0;
-    let reading = false;
-    const send = (view: QueueView) => {
-      if (!open.has(end)) return;
-      const now = Date.now();
-      const moved = !sent || sent.state !== view.state || sent.waiting !== view.waiting || sent.position !== view.position;
-      if (!moved || (sent && sent.state === view.state && now - sentAt < POSITION_EVERY_MS)) return;
-      sent = view;
-      sentAt = now;
-      res.write(`data: ${JSON.stringify(view)}\n\n`);
-      if (OUT_OF_LINE.has(view.state)) end();
-    };
+    let rank: number | null = null;
     // From Redis: the place (once open), and the pass when admitted.
-    const reread = () => {
-      if (reading || !open.has(end)) return;
-      reading = true;
-      readPlace(redis, sale.id, buyer)
-        .then(async (p) => {
-          if (p.open) rank = p.rank;
-          send(await withPass(challenges, viewOf(sale, p, Date.now()), buyer, p.pass));
-        })
-        .catch(() => {})
-        .finally(() => (reading = false));
+    const view = (p: Place) => {
+      if (p.open) rank = p.rank;
+      return withPass(challenges, viewOf(sale, p, Date.now()), buyer, p.pass);
     };
-    deliver = (tick) => {
-      if (!tick || tick.phase === Phase.NotQueue) return reread();
-      if (tick.phase !== Phase.NotStarted && rank === null) return reread();
-      if (rank !== null && rank < tick.admitted) return reread();
-      send(fromTick(sale, tick, rank));
-    };
-    send(await withPass(challenges, viewOf(sale, place, Date.now()), buyer, place.pass));
-    if (latest) deliver(latest);
-    if (res.destroyed) end();
+    await follow<QueueView>(reply, sale.id, buyer, {
+      first: async () => {
+        const place = await readPlace(redis, sale.id, buyer);
+        if (place.rank < 0) throw new HttpError('not_in_queue');
+        return view(place);
+      },
+      read: async () => view(await readPlace(redis, sale.id, buyer)),
+      moved: (sent, v) => sent.waiting !== v.waiting || sent.position !== v.position,
+      everyMs: POSITION_EVERY_MS,
+      final: OUT_OF_LINE,
+      onTick: (tick, send, reread) => {
+        if (!tick || tick.phase === Phase.NotQueue) return reread();
+        if (tick.phase !== Phase.NotStarted && rank === null) return reread();
+        if (rank !== null && rank < tick.admitted) return reread();
+        send(fromTick(sale, tick, rank));
+      },
+    });
   });
   done();
 };

@@ -1,4 +1,4 @@
-// How the event streams (order-events.ts, room-events.ts, draw-events.ts) take their token and start their answer: headers, the
+// How the event streams (order-events.ts; room-events.ts and draw-events.ts through feed-stream.ts) take their token and start their answer: headers, the
 // load-shedding slot given back (a stream is no request in flight), a heartbeat comment, and one
 // end that clears it all. Their caps are shared/stream-slots.ts.
 import type { FastifyReply } from 'fastify';
