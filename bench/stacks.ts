@@ -70,7 +70,7 @@ async function insertRowLockSale(pool: Pool, id: string, stock: number): Promise
   await pool.query('insert into bench_stock (sale_id, stock) values ($1, $2)', [id, stock]);
 }
 
-/** The PM2 designs: one API (or hello-world) instance per core, as the README tells an operator to run it. */
+/** The PM2 designs: one API (or hello-world) instance per core, as docs/operations.md tells an operator to run it. */
 const CORES = cpus().length;
 const HELLO_ECOSYSTEM = fileURLToPath(new URL('./baselines/hello.config.js', import.meta.url));
 const ECOSYSTEM = fileURLToPath(new URL('../ecosystem.config.js', import.meta.url));

@@ -3,7 +3,7 @@
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { signJwt } from '../shared/jwt.js';
-import { ConfigError, loadConfig, redisConfigured, requireDirectPayConsent, requireSecrets, requireServers, withLocalSecrets, type Config, type ConfigOverrides } from '../shared/config.js';
+import { ConfigError, loadConfig, redisConfigured, requireDirectPayConsent, requireSecrets, requireServers, SETTING_FLAGS, withLocalSecrets, type Config, type ConfigOverrides } from '../shared/config.js';
 import { runUntilSignal, type Stoppable } from '../shared/daemon.js';
 import { classify, HttpError } from '../shared/errors.js';
 import { checkInvariants, formatInvariants } from '../shared/invariants.js';
@@ -26,12 +26,8 @@ import { replayPassOnce, startReplay } from './replay.js';
 
 type Args = Record<string, unknown>;
 
-const FLAG_TO_CONFIG: Record<string, keyof Config> = {
-  'database-url': 'databaseUrl', 'redis-url': 'redisUrl', 'log-level': 'logLevel', port: 'port', host: 'host',
-  'jwt-secret': 'jwtSecret', 'admin-token': 'adminToken', 'auth-mode': 'authMode', 'batch-size': 'writerBatchSize',
-  'writer-id': 'writerId', interval: 'replayIntervalSeconds', 'data-dir': 'dataDir', development: 'development',
-  'ops-port': 'opsPort', 'local-stack': 'localStack',
-};
+// The settings' own flags (SETTING_FLAGS), and two that only `dev` sets for itself.
+const FLAG_TO_CONFIG: Record<string, keyof Config> = { ...SETTING_FLAGS, development: 'development', 'local-stack': 'localStack' };
 
 function configFrom(argv: Args): Config {
   const overrides: ConfigOverrides = {};

@@ -1,7 +1,7 @@
 // The operator's page (/admin) in real headless Chromium against the real API, and the endpoint it
 // polls, GET /api/sales/:saleId/live. The page's numbers are checked as text in the DOM; the
 // endpoint's against the reconciliation, Redis's winners and Postgres's closes read directly.
-// UPDATE_SCREENSHOTS=1 also writes the README's screenshots into docs/.
+// UPDATE_SCREENSHOTS=1 also writes the screenshots docs/operations.md shows into docs/.
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -285,7 +285,7 @@ async function see(page: Page, testId: string, text: string | RegExp, timeout = 
   });
 }
 
-/** A screenshot for the test's output; with UPDATE_SCREENSHOTS=1, also the README's copy in docs/. */
+/** A screenshot for the test's output; with UPDATE_SCREENSHOTS=1, also the copy docs/operations.md shows. */
 async function shot(page: Page, name: string, docsName?: string): Promise<void> {
   const path = `${SCREENSHOTS}${name}.png`;
   await page.screenshot({ path, fullPage: true });

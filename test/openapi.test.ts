@@ -1,4 +1,4 @@
-// The OpenAPI document is the README's HTTP API table, machine-readable: every route the table
+// The OpenAPI document is the HTTP API table of docs/api.md, machine-readable: every route the table
 // names is in /docs/json, with every error it lists among that operation's responses, and the
 // Swagger UI at /docs answers from the package's own assets.
 import assert from 'node:assert/strict';
@@ -30,11 +30,11 @@ interface Row {
   errors: { status: string; code?: string }[];
 }
 
-/** The `| Route | Success | Errors |` table of README.md. */
-function readmeRows(): Row[] {
-  const lines = readFileSync(new URL('../README.md', import.meta.url), 'utf8').split('\n');
+/** The `| Route | Success | Errors |` table of docs/api.md. */
+function apiDocRows(): Row[] {
+  const lines = readFileSync(new URL('../docs/api.md', import.meta.url), 'utf8').split('\n');
   const head = lines.findIndex((l) => /^\| Route \| Success \| Errors \|/.test(l));
-  assert.ok(head >= 0, 'README.md has the HTTP API table');
+  assert.ok(head >= 0, 'docs/api.md has the HTTP API table');
   const rows: Row[] = [];
   for (const line of lines.slice(head + 2)) {
     if (!line.startsWith('|')) break;
@@ -58,14 +58,14 @@ interface Operation {
   responses: Record<string, { schema?: { properties?: { error?: { enum?: string[] } } }; content?: Record<string, { schema?: { properties?: { error?: { enum?: string[] } } } }> }>;
 }
 
-test('every route and every error of the README\'s HTTP API table is in the OpenAPI document', async () => {
+test('every route and every error of the HTTP API table (docs/api.md) is in the OpenAPI document', async () => {
   const res = await app.inject({ method: 'GET', url: '/docs/json' });
   assert.equal(res.statusCode, 200);
   const doc = res.json() as { openapi: string; paths: Record<string, Record<string, Operation>>; components: { securitySchemes: Record<string, unknown> } };
   assert.match(doc.openapi, /^3\./);
   assert.deepEqual(Object.keys(doc.components.securitySchemes).sort(), ['admin', 'buyer', 'webhook']);
   let checked = 0;
-  for (const row of readmeRows()) {
+  for (const row of apiDocRows()) {
     for (const { method, path } of row.routes) {
       const op = doc.paths[path]?.[method];
       assert.ok(op, `${method.toUpperCase()} ${path} is documented`);

@@ -111,7 +111,7 @@ async function see(page: Page, testId: string, text: string | RegExp, timeout = 
 
 const buyEnabled = (page: Page, timeout = 5000) => page.locator('[data-testid="buy"]:enabled').waitFor({ timeout });
 const DOCS = fileURLToPath(new URL('../docs/', import.meta.url));
-/** A screenshot for the test's output; with UPDATE_SCREENSHOTS=1, also the README's copy in docs/ (as test/admin-page.test.ts). */
+/** A screenshot for the test's output; with UPDATE_SCREENSHOTS=1, also the copy in docs/ that docs/api.md names (as test/admin-page.test.ts). */
 async function shot(page: Page, name: string, docsName?: string): Promise<void> {
   await page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage: true });
   if (docsName && process.env.UPDATE_SCREENSHOTS === '1') copyFileSync(`${SCREENSHOTS}${name}.png`, `${DOCS}${docsName}`);
