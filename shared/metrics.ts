@@ -1,21 +1,39 @@
 // Prometheus series an operator watches during a sale. One registry per process; the API serves
 // it at /metrics, each daemon on its ops port.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { BoundHistogram } from './bound-histogram.js';
 import { backendOf, type Backend } from './errors.js';
 import type { ClosedOrder } from './order-queries.js';
 
 export const registry = new Registry();
+
+class Tally {
+  n = 0;
+  inc(): void {
+    this.n++;
+  }
+}
+const outcomeTallies = new Map<string, Tally>();
 collectDefaultMetrics({ register: registry, prefix: 'flashsale_process_' });
 
 /** Who closed an order: the expiry paths, or `cancel`, the buyer (through the API). */
 export type ClosedBy = 'listener' | 'replay' | 'writer' | 'cancel';
 
 export const metrics = {
-  purchases: new Counter({ name: 'flashsale_purchases_total', help: 'Purchase attempts by outcome', labelNames: ['outcome'], registers: [registry] }),
-  httpDuration: new Histogram({
-    name: 'flashsale_http_request_duration_seconds', help: 'HTTP request latency', labelNames: ['route', 'method', 'status'],
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registers: [registry],
+  purchases: new Counter({
+    name: 'flashsale_purchases_total', help: 'Purchase attempts by outcome', labelNames: ['outcome'], registers: [registry],
+    // Each purchase counts into its outcome's tally (purchaseOutcome); read, they are added here.
+    collect() {
+      for (const [outcome, tally] of outcomeTallies) {
+        if (tally.n > 0) this.inc({ outcome }, tally.n);
+        tally.n = 0;
+      }
+    },
   }),
+  httpDuration: new BoundHistogram(
+    'flashsale_http_request_duration_seconds', 'HTTP request latency', ['route', 'method', 'status'],
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5], registry,
+  ),
   winnersQueued: new Gauge({ name: 'flashsale_winners_queued', help: 'Winners waiting for the order writer, per sale', labelNames: ['sale'], registers: [registry] }),
   ordersWritten: new Counter({ name: 'flashsale_orders_written_total', help: 'Orders written to Postgres by the order writer', registers: [registry] }),
   writerSaleFailures: new Counter({
@@ -56,25 +74,14 @@ export const metrics = {
   backendErrors: new Counter({ name: 'flashsale_backend_errors_total', help: 'Redis and Postgres errors', labelNames: ['backend'], registers: [registry] }),
 };
 
-/**
- * A series of a labelled metric, looked up once per label set: labelling on every request hashes
- * the labels each time, which showed in the purchase path's profile. Label sets are few (outcomes,
- * routes, methods, statuses).
- */
-function series<T>(make: (...labels: string[]) => T): (...labels: string[]) => T {
-  const made = new Map<string, T>();
-  return (...labels) => {
-    const key = labels.join('\n');
-    let s = made.get(key);
-    if (s === undefined) made.set(key, (s = make(...labels)));
-    return s;
-  };
+/** flashsale_purchases_total{outcome}: a number each, added to the counter when it is read (a counter's inc hashes its labels every time). */
+export function purchaseOutcome(outcome: string): { inc(): void } {
+  let tally = outcomeTallies.get(outcome);
+  if (tally === undefined) outcomeTallies.set(outcome, (tally = new Tally()));
+  return tally;
 }
-
-/** flashsale_purchases_total{outcome}. */
-export const purchaseOutcome = series((outcome) => metrics.purchases.labels({ outcome }));
 /** flashsale_http_request_duration_seconds{route, method, status}. */
-export const httpDurationOf = series((route, method, status) => metrics.httpDuration.labels({ route, method, status }));
+export const httpDurationOf = (route: string, method: string, status: string) => metrics.httpDuration.of(route, method, status);
 
 export function observeClosed(by: ClosedBy, closed: ClosedOrder[]): void {
   if (closed.length > 0) metrics.ordersClosed.inc({ by }, closed.length);

@@ -80,14 +80,21 @@ export class Purchaser {
     this.soldOutUntil.delete(saleId);
   }
 
-  /**
-   * Whether this process saw the sale sold out less than SOLD_OUT_CACHE_MS ago. Once that has run
-   * out, the first caller is told no and asks Redis; the others are still told yes meanwhile, for up
-   * to another SOLD_OUT_CACHE_MS, and its answer decides (purchase). Letting every request in until
-   * the first answer came back sent a herd to Redis each time the memory ran out: under load, most
-   * of a sold-out crowd. Stock that comes back clears the memory at once (stockRestored).
-   */
+  /** Whether this process saw the sale sold out less than SOLD_OUT_CACHE_MS ago. */
   soldOut(saleId: string, now = Date.now()): boolean {
+    const until = this.soldOutUntil.get(saleId);
+    return until !== undefined && now < until;
+  }
+
+  /**
+   * The purchase route's question: answer sold_out from memory? While the memory lasts, yes. Once
+   * it has run out, the first caller is told no and asks Redis; the others are still told yes
+   * meanwhile, for up to another SOLD_OUT_CACHE_MS, and its answer decides (purchase). Letting every
+   * request in until the first answer came back sent a herd to Redis each time the memory ran out:
+   * under load, most of a sold-out crowd. Stock that comes back clears the memory at once
+   * (stockRestored).
+   */
+  answerSoldOut(saleId: string, now = Date.now()): boolean {
     const until = this.soldOutUntil.get(saleId);
     if (until === undefined) return false;
     if (now < until) return true;
@@ -96,8 +103,8 @@ export class Purchaser {
   }
 
   /**
-   * Asks Redis. The route answers a sale it knows sold out from memory (soldOut) before it gets
-   * here, so that is not checked twice. `gate`: the buyer's purchase token or admission pass for
+   * Asks Redis. The route answers a sale it knows sold out from memory (answerSoldOut) before it
+   * gets here, so that is not checked twice. `gate`: the buyer's purchase token or admission pass for
    * this sale, checked (shared/challenge.ts); a reservation spends it.
    */
   async purchase(saleId: string, userId: string, qty: number, now = Date.now(), gate?: PurchaseGate): Promise<PurchaseResult> {

@@ -83,3 +83,24 @@ test('/metrics after a load test with payments and expiry shows real values for 
   assert.doesNotMatch(text, /^flashsale_reconciliation_failures_total\{/m, 'no reconciliation failed');
   assert.match(text, /^# TYPE flashsale_backend_errors_total counter$/m);
 });
+
+test('the request latency histogram (series bound once) writes the same text as prom-client\'s Histogram for the same observations', async () => {
+  const { Histogram, Registry } = await import('prom-client');
+  const { BoundHistogram } = await import('../shared/bound-histogram.js');
+  const buckets = [0.001, 0.01, 0.1, 1];
+  const [ours, theirs] = [new Registry(), new Registry()];
+  const bound = new BoundHistogram('latency_seconds', 'help', ['route', 'status'], buckets, ours);
+  const reference = new Histogram({ name: 'latency_seconds', help: 'help', labelNames: ['route', 'status'], buckets, registers: [theirs] });
+  const seen: [string, string, number][] = [['/a', '202', 0.0005], ['/a', '202', 0.001], ['/a', '409', 0.05], ['/b', '202', 3], ['/a', '202', 0.2], ['/a', '202', 0.0105]];
+  for (const [route, status, v] of seen) {
+    bound.of(route, status).observe(v);
+    reference.labels({ route, status }).observe(v);
+  }
+  const text = await ours.metrics();
+  assert.equal(text, await theirs.metrics());
+  assert.match(text, /^latency_seconds_bucket\{le="0.01",route="\/a",status="202"\} 2$/m);
+  assert.match(text, /^latency_seconds_bucket\{le="\+Inf",route="\/b",status="202"\} 1$/m);
+  assert.deepEqual((await bound.get()).values, (await reference.get()).values);
+  bound.reset();
+  assert.equal(await ours.metrics(), '# HELP latency_seconds help\n# TYPE latency_seconds histogram\n');
+});

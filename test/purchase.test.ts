@@ -147,6 +147,21 @@ describe('purchase', () => {
     assert.equal(again!.status, 202);
   });
 
+  test('a sale known sold out answers a buyer 409 sold_out before reading the body; no buyer is still 401', async () => {
+    const sale = await newSale(env, { stock: 1 });
+    assert.equal((await buy(sale.id, 'a')).status, 202);
+    assert.equal((await buy(sale.id, 'b')).body.error, 'sold_out');
+    const malformed = await buy(sale.id, 'c', '{"qty": "many"');
+    assert.deepEqual([malformed.status, malformed.body.error], [409, 'sold_out'], 'the body is never read');
+    const anonymous = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 } });
+    assert.deepEqual([anonymous.status, anonymous.body.error], [401, 'unauthorized']);
+    // Another sale, not sold out, still refuses the same body.
+    const open = await newSale(env, { stock: 5 });
+    assert.deepEqual([(await buy(open.id, 'c', '{"qty": "many"')).status], [400]);
+    // The connection that carried the unread body serves its next request.
+    assert.equal((await buy(open.id, 'c')).status, 202);
+  });
+
   test('once the sold-out memory runs out, one purchase asks Redis while the rest are still answered from memory; its answer decides', async () => {
     const purchaser = new Purchaser(env.redis, { soldOutCacheMs: 50, buyCountTtlSeconds: 3600 });
     const sale = await newSale(env, { stock: 1 });
@@ -154,13 +169,14 @@ describe('purchase', () => {
     await assert.rejects(purchaser.purchase(sale.id, 'second', 1), { code: 'sold_out' });
     assert.equal(purchaser.soldOut(sale.id), true);
     const ran = Date.now() + 60;
-    assert.deepEqual(Array.from({ length: 5 }, () => purchaser.soldOut(sale.id, ran)), [false, true, true, true, true], 'one asks, the others wait for its answer');
+    assert.equal(purchaser.soldOut(sale.id, ran), false, 'the memory has run out');
+    assert.deepEqual(Array.from({ length: 5 }, () => purchaser.answerSoldOut(sale.id, ran)), [false, true, true, true, true], 'one asks, the others wait for its answer');
     // The one that asks learns the sale is still sold out: remembered again.
     await assert.rejects(purchaser.purchase(sale.id, 'third', 1), { code: 'sold_out' });
     assert.equal(purchaser.soldOut(sale.id), true);
     // A unit comes back without the stock channel's news: the next one to ask wins, and the memory is gone.
     await env.redis.incr(saleKeys(sale.id).available);
-    assert.equal(purchaser.soldOut(sale.id, Date.now() + 60), false);
+    assert.equal(purchaser.answerSoldOut(sale.id, Date.now() + 60), false);
     await purchaser.purchase(sale.id, 'fourth', 1);
     assert.equal(purchaser.soldOut(sale.id), false, 'a win forgets the sold-out memory');
   });

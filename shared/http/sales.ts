@@ -164,14 +164,26 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
     if (req.body === undefined) req.body = {};
     done();
   };
+  // Most of a crowd arrives after the sale sold out. A sale this process knows sold out is answered
+  // as soon as the buyer is known, before the body is read and checked: that answer holds whatever
+  // the body says, and reading and checking it was most of what such a request cost (BENCHMARKS.md).
+  // A request the memory does not answer goes on; the handler does not ask the memory again.
+  const soldOutFirst = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
+    if (!purchaser.answerSoldOut((req.params as { saleId: string }).saleId)) return done();
+    auth.buyer(req, reply, (err) => {
+      if (err) return done(err);
+      purchaseOutcome('sold_out').inc();
+      void reply.code(409).type('application/json; charset=utf-8').send(SOLD_OUT_BODY);
+    });
+  };
   // Per address on arrival, refused before the handler, so nothing changes; per buyer, purchase.lua
   // counts and refuses in the purchase's own round trip.
   const addressLimit = purchaseAddressLimit(app, redis, limits, (saleId) => purchaser.soldOut(saleId));
   app.post<SaleId & { Body: { qty?: number | null } }>(PURCHASE_URL, {
-    ...(addressLimit && { onRequest: addressLimit }), bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
+    onRequest: addressLimit ? [soldOutFirst, addressLimit] : soldOutFirst, bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
     schema: {
       summary: 'Buy: reserve stock for the buyer', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams, body: purchaseBody,
-      description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token); a token makes one reservation. A sale with \`admission: queue\` takes the pass its waiting room gave the buyer in the same header; a \`draw\` sale sells only through its draw.`,
+      description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token); a token makes one reservation. A sale with \`admission: queue\` takes the pass its waiting room gave the buyer in the same header; a \`draw\` sale sells only through its draw. Once this API process knows a sale is sold out, a buyer's purchase is answered \`409 sold_out\` before its body is read.`,
       response: {
         202: purchaseAnswer,
         ...errorResponses('invalid_qty', 'qty_above_max', 'bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'not_started', 'ended',
@@ -182,12 +194,6 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
   }, async (req, reply) => {
     const { saleId } = req.params;
     const qty = req.body.qty ?? 1;
-    // Most of a crowd arrives after the sale sold out: answered from memory without building and
-    // throwing an error, which profiling showed to cost more than the rest of such a request.
-    if (purchaser.soldOut(saleId)) {
-      purchaseOutcome('sold_out').inc();
-      return reply.code(409).type('application/json; charset=utf-8').send(SOLD_OUT_BODY);
-    }
     try {
       // A token is checked when given (one HMAC); purchase.lua refuses a `pow` sale without one, and a spent one.
       const header = req.headers[PURCHASE_TOKEN_HEADER];
