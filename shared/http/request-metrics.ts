@@ -1,5 +1,6 @@
 // Latency of every request, by route, method and status: what /metrics shows of the HTTP side.
 import type { onResponseHookHandler } from 'fastify';
+import type { HistogramSeries } from '../bound-histogram.js';
 import { httpDurationOf } from '../metrics.js';
 import { wholeApp } from './plugin.js';
 
@@ -8,8 +9,14 @@ export const requestMetrics = wholeApp((app, _opts, done) => {
   // request.routeOptions builds a new object on every request.
   app.addHook('onRoute', (route) => {
     const { url } = route;
+    // Its series by method and status, found without building a string per request.
+    const byMethod = new Map<string, Map<number, HistogramSeries>>();
     const observe: onResponseHookHandler = (req, reply, next) => {
-      httpDurationOf(url, req.method, String(reply.statusCode)).observe(reply.elapsedTime / 1000);
+      let byStatus = byMethod.get(req.method);
+      if (byStatus === undefined) byMethod.set(req.method, (byStatus = new Map()));
+      let series = byStatus.get(reply.statusCode);
+      if (series === undefined) byStatus.set(reply.statusCode, (series = httpDurationOf(url, req.method, String(reply.statusCode))));
+      series.observe(reply.elapsedTime / 1000);
       next();
     };
     route.onResponse = route.onResponse === undefined ? observe : [route.onResponse, observe].flat();
