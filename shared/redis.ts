@@ -7,6 +7,7 @@ import type { RedisTarget } from './config.js';
 import { saleKeys, STOCK_CHANNEL } from './keys.js';
 import { masterGuard, reviveOnEnd, sentinelOptions } from './sentinel.js';
 import type { Logger } from './logger.js';
+import { SALE_DEFINITION, type Sale, type SaleField } from './sale-definition.js';
 
 const SCRIPTS = [
   'purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot', 'cancel', 'settle_sale', 'join_queue', 'admit', 'queue_status', 'lease',
@@ -161,26 +162,21 @@ export function run(redis: RedisClient, name: ScriptName, keys: string[], args: 
   return fn.call(redis, ...keys, ...args);
 }
 
-export interface SaleRules {
-  stock: number;
-  startsAt: number;
-  endsAt: number | null;
-  perUserLimit: number;
-  maxPerOrder: number;
-  paymentWindowSeconds: number;
-  /** 'pow': purchase.lua sells only to a buyer whose purchase token the API has checked (default none). */
-  challenge?: 'none' | 'pow';
-  /** 'queue': purchase.lua sells only to a buyer with a live pass; 'draw': only to the draw (default first-come). */
-  admission?: 'first-come' | 'queue' | 'draw';
-  /** A queue's seed: orders its pre-queue (join_queue.lua). */
-  seed?: string | null;
-}
+/** A sale's rules as load_sale.lua keeps them: times in ms; a rule left out takes its default. */
+export type SaleRules = { stock: number } & { [K in SaleField]?: Sale[K] extends Date | null ? number | null : Sale[K] };
+
+const META = (Object.keys(SALE_DEFINITION) as SaleField[]).flatMap((key) => {
+  const { redis, schema } = SALE_DEFINITION[key];
+  return redis ? [{ key, ...redis, fallback: schema.default as string | number | undefined }] : [];
+});
 
 export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules): Promise<boolean> {
   const k = saleKeys(saleId);
-  const loaded = await run(redis, 'load_sale', [k.meta, k.available], [
-    r.stock, r.startsAt, r.endsAt ?? 0, r.perUserLimit, r.maxPerOrder, r.paymentWindowSeconds, r.challenge ?? 'none', r.admission ?? 'first-come', r.seed ?? '',
-  ]);
+  const meta = META.flatMap(({ key, name, none, admission, fallback }) => {
+    const v = admission && r.admission !== admission ? null : (r[key] ?? none ?? fallback);
+    return v === null || v === undefined ? [] : [name, v];
+  });
+  const loaded = await run(redis, 'load_sale', [k.meta, k.available], [r.stock, ...meta]);
   return loaded === 1;
 }
 

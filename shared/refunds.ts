@@ -5,7 +5,7 @@
 import type { Pool } from './db.js';
 import { HttpError } from './errors.js';
 import type { RefundReason } from './payment-queries.js';
-import { UNSHOWABLE } from './sales.js';
+import { UNSHOWABLE } from './sale-definition.js';
 
 export interface Refund {
   paymentId: string;

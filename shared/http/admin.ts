@@ -11,6 +11,7 @@ import { HttpError } from '../errors.js';
 import { getSale } from '../sales.js';
 import { LATENESS_SAMPLE, LATENESS_WINDOW_MS, saleLive } from '../sale-live.js';
 import { JS, pageModules, PUBLIC_DIR, staticRoute } from './page.js';
+import { withSaleForm } from './sale-form.js';
 import { saleIdParams } from './sales.js';
 import { errorResponses, saleViewSchema, SECURITY } from './schemas.js';
 
@@ -78,7 +79,7 @@ const liveSchema = {
 };
 
 export const admin: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth }> = (app, { pool, redis, auth }, done) => {
-  const html = readFileSync(new URL('admin.html', PUBLIC_DIR), 'utf8');
+  const html = withSaleForm(readFileSync(new URL('admin.html', PUBLIC_DIR), 'utf8'));
   staticRoute(app, '/admin', 'text/html; charset=utf-8', html, 'The operator\'s page: sales, a sale\'s live view, create and end');
   for (const { url, file, type } of assets()) staticRoute(app, url, type, readFileSync(file), `The operator's page's ${url.slice(1)}`);
 

@@ -3,8 +3,8 @@
 // schema does not list, so each success schema names every property its route returns.
 import type { SwaggerTransform } from '@fastify/swagger';
 import { ERRORS, type ErrorCode } from '../errors.js';
-import { SALE_ID_PATTERN } from '../ids.js';
-import { ADMISSIONS, CHALLENGES, CURRENCY_PATTERN, DEFAULT_COMPLEXITY, LIMITS, OVERBOOK_LIMITS, QUEUE_DEFAULTS } from '../sales.js';
+import { ADMISSIONS, CHALLENGES, SALE_DEFINITION, SALE_FIELDS } from '../sale-definition.js';
+import type { Field } from '../sale-field.js';
 
 /** Who may call a route, as the OpenAPI document's security schemes name them. */
 export const SECURITY = {
@@ -77,30 +77,13 @@ export const salePageSchema = {
   },
 };
 
+// Left out, a time is null (no end) unless it must be given; any other field takes its default.
+const required = (f: Field<unknown>) => !f.only && (f.kind === 'time' ? Boolean(f.required) : f.schema.default === undefined && !f.fallback);
+
 /** The sale definition POST /api/sales takes (parseSaleInput checks it, with its own messages). */
 export const saleDefinitionSchema = {
-  type: 'object', required: ['name', 'stock', 'price', 'currency'], additionalProperties: false,
-  properties: {
-    id: { type: 'string', pattern: SALE_ID_PATTERN.source, description: 'default: generated' },
-    name: { type: 'string', minLength: 1, maxLength: 200, description: 'no control characters, bidirectional overrides or isolates' },
-    stock: { type: 'integer', minimum: 1, maximum: LIMITS.stock },
-    price: { type: 'integer', minimum: 1, maximum: LIMITS.price, description: 'one unit, in the currency\'s minor unit (cents for EUR)' },
-    currency: { type: 'string', pattern: CURRENCY_PATTERN.source, description: 'ISO 4217, three upper-case letters' },
-    perUserLimit: { type: 'integer', minimum: 1, maximum: LIMITS.perUserLimit, default: 1 },
-    maxPerOrder: { type: 'integer', minimum: 1, maximum: LIMITS.maxPerOrder, default: 1, description: 'at most perUserLimit' },
-    startsAt: time('ISO 8601 with Z or an offset, years 2000-9999; default: now'),
-    endsAt: time('ISO 8601 with Z or an offset, after startsAt; null or absent: no end', true),
-    paymentWindowSeconds: { type: 'integer', minimum: 1, maximum: LIMITS.paymentWindowSeconds, default: 300 },
-    challenge: { type: 'string', enum: CHALLENGES, default: 'none', description: '`pow`: buyers first solve a proof-of-work challenge' },
-    challengeComplexity: { type: 'integer', minimum: 1000, maximum: LIMITS.challengeComplexity, default: DEFAULT_COMPLEXITY, description: 'about how many hashes a challenge takes' },
-    admission: { type: 'string', enum: ADMISSIONS, default: 'first-come', description: 'queue: a waiting room in front; draw: entries and a draw' },
-    admitRatePerSecond: { type: 'integer', minimum: 1, maximum: LIMITS.admitRatePerSecond, default: QUEUE_DEFAULTS.admitRatePerSecond, description: 'queue only' },
-    admitOverbook: { type: 'number', minimum: OVERBOOK_LIMITS.min, maximum: OVERBOOK_LIMITS.max, default: QUEUE_DEFAULTS.admitOverbook, description: 'queue only: the no-show allowance' },
-    passSeconds: { type: 'integer', minimum: 10, maximum: LIMITS.passSeconds, default: QUEUE_DEFAULTS.passSeconds, description: 'queue only' },
-    entriesOpenAt: time('draw only; default: startsAt'),
-    entriesCloseAt: time('draw only, required: after entriesOpenAt, not before startsAt, before endsAt'),
-    backfillUntil: time('draw only; default: an hour after entriesCloseAt (at most endsAt)'),
-  },
+  type: 'object', required: SALE_FIELDS.filter((k) => required(SALE_DEFINITION[k])), additionalProperties: false,
+  properties: Object.fromEntries(SALE_FIELDS.map((k) => [k, SALE_DEFINITION[k].schema])),
 };
 
 /** A route's answer that is not JSON (the page, its assets, metrics). */

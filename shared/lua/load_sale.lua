@@ -4,16 +4,16 @@
 
   KEYS[1] meta
   KEYS[2] available
-  ARGV[1] stock  ARGV[2] startsAt (ms)  ARGV[3] endsAt (ms, 0 = none)
-  ARGV[4] perUser  ARGV[5] maxPerOrder  ARGV[6] payment window (s)  ARGV[7] challenge (none | pow)
-  ARGV[8] admission (first-come | queue | draw)  ARGV[9] a queue's seed (64 hex digits; empty otherwise)
+  ARGV[1] stock
+  ARGV[2..] the rules for meta as name, value pairs, built by loadSale (shared/redis.ts) from the
+    `redis` names in shared/sale-definition.ts: stock, startsAt (ms), endsAt (ms, 0 = none),
+    perUser, maxPerOrder, paymentWindow (s), challenge (none | pow), admission
+    (first-come | queue | draw), and a queue's seed (64 hex digits)
 
   Returns 1 loaded, 0 already there.
 ]]
 local rcall = redis.call
 if rcall('EXISTS', KEYS[1]) == 1 then return 0 end
-rcall('HSET', KEYS[1], 'stock', ARGV[1], 'startsAt', ARGV[2], 'endsAt', ARGV[3],
-  'perUser', ARGV[4], 'maxPerOrder', ARGV[5], 'paymentWindow', ARGV[6], 'challenge', ARGV[7], 'admission', ARGV[8])
-if ARGV[9] ~= '' then rcall('HSET', KEYS[1], 'seed', ARGV[9]) end
+rcall('HSET', KEYS[1], unpack(ARGV, 2))
 rcall('SET', KEYS[2], ARGV[1])
 return 1

@@ -1,17 +1,19 @@
 // The new-sale form: its fields become POST /api/sales's body. Empty fields are left out (the
-// server's defaults apply); the server checks everything else and its refusal is shown as it says it.
+// server's defaults apply), and so is a choice at its default; the server checks everything else and
+// its refusal is shown as it says it. The inputs are the sale definition's (shared/http/sale-form.ts):
+// their names are its fields, their types say how to send them.
 import { loadSales } from './admin-sales.js';
 import { $, api, failed, refused, show } from './admin-session.js';
 
 function saleDefinition(form) {
-  const f = new FormData(form);
   const body = {};
-  for (const key of ['id', 'name', 'currency']) if (f.get(key).trim()) body[key] = f.get(key).trim();
-  for (const key of ['stock', 'price', 'perUserLimit', 'maxPerOrder', 'paymentWindowSeconds', 'admitRatePerSecond', 'admitOverbook', 'passSeconds']) {
-    if (f.get(key) !== '') body[key] = Number(f.get(key));
+  for (const input of form.querySelectorAll('[name]')) {
+    const value = input.value.trim();
+    if (value === '' || value === input.dataset.default) continue;
+    if (input.type === 'number') body[input.name] = Number(value);
+    else if (input.type === 'datetime-local') body[input.name] = new Date(value).toISOString();
+    else body[input.name] = value;
   }
-  for (const key of ['startsAt', 'endsAt', 'entriesOpenAt', 'entriesCloseAt', 'backfillUntil']) if (f.get(key)) body[key] = new Date(f.get(key)).toISOString();
-  if (f.get('admission') !== 'first-come') body.admission = f.get('admission');
   return body;
 }
 

@@ -1,0 +1,73 @@
+// What every `flashsale` command shares: its settings from flags and the environment, running a
+// long-lived service until a signal, one-shot connections, and the flags of servers and the API.
+import type { Argv } from 'yargs';
+import { loadConfig, requireDirectPayConsent, requireSecrets, requireServers, SETTING_FLAGS, withLocalSecrets, type Config, type ConfigOverrides } from '../../shared/config.js';
+import { runUntilSignal, type Stoppable } from '../../shared/daemon.js';
+import { classify } from '../../shared/errors.js';
+import { createLogger } from '../../shared/logger.js';
+import { migrate } from '../../shared/migrate.js';
+import { connect } from '../../shared/services.js';
+
+export type Args = Record<string, unknown>;
+
+// The settings' own flags (SETTING_FLAGS), and two that only `dev` sets for itself.
+const FLAG_TO_CONFIG: Record<string, keyof Config> = { ...SETTING_FLAGS, development: 'development', 'local-stack': 'localStack' };
+
+export function configFrom(argv: Args): Config {
+  const overrides: ConfigOverrides = {};
+  for (const [flag, key] of Object.entries(FLAG_TO_CONFIG)) if (argv[flag] !== undefined) overrides[key] = argv[flag];
+  return withLocalSecrets(loadConfig(overrides));
+}
+
+/**
+ * Starts a long-running service and keeps it until a signal; a bad setting exits 2, a failed start
+ * 1, with the reason. Every service but the local stack's own refuses to run without real secrets.
+ */
+export function serve(argv: Args, start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>, opts = { secrets: true, dev: false }): void {
+  const config = configFrom(argv);
+  const logger = createLogger(config);
+  runUntilSignal(async () => {
+    // `dev` turns DIRECT_PAY on for its demo page; every other process needs the consent.
+    if (!opts.dev) requireDirectPayConsent(config);
+    if (opts.secrets) {
+      if (!config.development) requireServers(config);
+      requireSecrets(config);
+    }
+    return start(config, logger);
+  }, logger);
+}
+
+/** 2: the settings or the input are wrong (fix them); 1: a dependency is unusable, or a bug. */
+export function exitCodeFor(err: unknown): number {
+  return classify(err) === 'client' ? 2 : 1;
+}
+
+export async function withConnections<T>(argv: Args, fn: (c: Awaited<ReturnType<typeof connect>>, config: Config) => Promise<T>): Promise<T> {
+  const config = configFrom(argv);
+  const conn = await connect(config, createLogger({ ...config, logLevel: 'warn' }, 'flashsale', 2));
+  try {
+    await migrate(conn.pool);
+    return await fn(conn, config);
+  } finally {
+    await conn.close();
+  }
+}
+
+export const serverFlags = (y: Argv) =>
+  y.option('ops-port', { type: 'number', describe: 'port of /healthz, /readyz, /metrics for a daemon (env OPS_PORT, 0 = off)' })
+    .option('database-url', { type: 'string', describe: 'Postgres URL (env DATABASE_URL)' })
+    .option('redis-url', { type: 'string', describe: 'Redis URL (env REDIS_URL)' })
+    .option('log-level', { type: 'string', describe: 'pino level (env LOG_LEVEL)' });
+
+export const apiFlags = (y: Argv) =>
+  y.option('port', { type: 'number', describe: 'HTTP port (env PORT, default 3000)' })
+    .option('host', { type: 'string', describe: 'HTTP host (env HOST, default 127.0.0.1)' })
+    .option('jwt-secret', { type: 'string', describe: 'HS256 key of buyer tokens (env JWT_SECRET)' })
+    .option('admin-token', { type: 'string', describe: 'bearer token of the admin API (env ADMIN_TOKEN)' })
+    .option('auth-mode', { choices: ['jwt', 'trusted-header'], describe: 'buyer identity (env AUTH_MODE)' });
+
+/** A header row and its rows, in columns as wide as their widest cell. */
+export function printTable(rows: string[][]): void {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  for (const row of rows) console.log(row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd());
+}

@@ -1,0 +1,87 @@
+// `flashsale sale`: create (its flags from the sale's definition), list, end and inspect sales.
+import type { Argv } from 'yargs';
+import { HttpError } from '../../shared/errors.js';
+import { reconcile } from '../../shared/reconcile.js';
+import { endSale, listAllSales, type SaleListItem } from '../../shared/sale-admin.js';
+import { SALE_DEFINITION, shownOrder } from '../../shared/sale-definition.js';
+import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '../../shared/sales.js';
+import { printTable, serverFlags, withConnections } from './common.js';
+
+function printStatus(r: Awaited<ReturnType<typeof reconcile>>): void {
+  const rows: [string, number | string][] = [
+    ['total', r.total], ['available', r.available], ['queued', r.queued], ['pending', r.pending],
+    ['paid', r.paid], ['expired', r.expired], ['cancelled', r.cancelled], ['restoring', r.restoring],
+    ['conservation', r.holds ? 'holds' : 'VIOLATED'],
+  ];
+  console.log(`sale ${r.saleId}`);
+  for (const [k, v] of rows) console.log(`  ${k.padEnd(13)}${v}`);
+}
+
+function printSales(sales: SaleListItem[]): void {
+  if (sales.length === 0) {
+    console.log('no sales');
+    return;
+  }
+  printTable([['id', 'state', 'stock', 'available', 'pending', 'paid', 'expired', 'starts', 'ends', 'name'],
+    ...sales.map((s) => [s.id, s.state, ...[s.stock, s.available, s.pending, s.paid, s.expired].map(String), s.startsAt, s.endsAt ?? '-', s.name])]);
+}
+
+/** A flag per field of the definition that has one; parseSaleInput checks what they say. */
+const CREATE_FLAGS = shownOrder('cli').map((key) => {
+  const { kind, schema, cli } = SALE_DEFINITION[key];
+  const option = {
+    type: kind === 'int' || kind === 'number' ? 'number' as const : 'string' as const,
+    ...(cli!.describe === undefined ? {} : { describe: cli!.describe }),
+    ...(cli!.demand ? { demandOption: true } : {}),
+    ...(kind === 'choice' ? { choices: schema.enum as string[] } : {}),
+  };
+  return { key, flag: cli!.flag, option };
+});
+
+function createFlags(c: Argv): Argv {
+  for (const { flag, option } of CREATE_FLAGS) c.option(flag, option);
+  return c.option('json', { type: 'boolean' });
+}
+
+export const sale = (y: Argv) => y
+  .command('sale', 'create, list, end and inspect sales', (c) => serverFlags(c)
+    .command('create', 'create a sale and load it into Redis', createFlags,
+      async (argv) => {
+        const given = CREATE_FLAGS.map(({ key, flag }) => [key, argv[flag]]).filter(([, v]) => v !== undefined);
+        const created = parseSaleInput(Object.fromEntries(given));
+        const view = await withConnections(argv, async ({ pool, redis }) => {
+          await createSale(pool, redis, created);
+          return saleView(redis, created);
+        });
+        console.log(argv.json ? JSON.stringify(view) : `created sale ${view.id} (${view.stock} in stock, ${view.state})`);
+      })
+    .command('status <id>', 'stock, orders by state and the conservation check',
+      (s) => s.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
+      async (argv) => {
+        const r = await withConnections(argv, async ({ pool, redis }) => {
+          const found = await getSale(pool, argv.id);
+          if (!found) throw new HttpError('sale_not_found', `No sale with id "${argv.id}".`);
+          return reconcile(pool, redis, found.id, found.stock);
+        });
+        if (argv.json) console.log(JSON.stringify(r));
+        else printStatus(r);
+        if (!r.holds) process.exitCode = 3;
+      })
+    .command('list', 'every sale, newest first: state, stock left, orders pending, paid and expired',
+      (l) => l.option('state', { choices: ['upcoming', 'open', 'sold_out', 'ended'] as const }).option('json', { type: 'boolean' }),
+      async (argv) => {
+        const sales = await withConnections(argv, ({ pool, redis }) => listAllSales(pool, redis, argv.state as SaleState | undefined));
+        if (argv.json) console.log(JSON.stringify(sales));
+        else printSales(sales);
+      })
+    .command('end <id>', 'end a sale now: no new purchases; pending orders stay payable until their deadline',
+      (e) => e.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
+      async (argv) => {
+        const { view, ended } = await withConnections(argv, async ({ pool, redis }) => {
+          const r = await endSale(pool, redis, argv.id);
+          return { view: await saleView(redis, r.sale), ended: r.ended };
+        });
+        if (argv.json) console.log(JSON.stringify(view));
+        else console.log(ended ? `ended sale ${view.id} at ${view.endsAt}` : `sale ${view.id} had ended already, at ${view.endsAt}`);
+      })
+    .demandCommand(1), () => {});

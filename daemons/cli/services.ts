@@ -1,0 +1,40 @@
+// The long-running processes (and `migrate`, which readies their schema): each one thin entry in
+// daemons/, started here with its flags.
+import type { Argv } from 'yargs';
+import { createLogger } from '../../shared/logger.js';
+import { migrate } from '../../shared/migrate.js';
+import { startAdmission } from '../admission.js';
+import { startApi } from '../api.js';
+import { startDev } from '../dev.js';
+import { startExpiryListener } from '../expiry-listener.js';
+import { startOrderWriter } from '../order-writer.js';
+import { replayPassOnce, startReplay } from '../replay.js';
+import { startServers } from '../servers.js';
+import { apiFlags, configFrom, serve, serverFlags, withConnections } from './common.js';
+
+export const services = (y: Argv) => y
+  .command('dev', 'run the whole service locally with a demo sale (embedded Postgres, redis-server child)',
+    (c) => apiFlags(serverFlags(c)).option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
+    (argv) => serve({ ...argv, development: true, 'local-stack': true }, startDev, { secrets: true, dev: true }))
+  .command('servers', 'run local Postgres (embedded) and redis-server on fixed ports for the PM2 ecosystem',
+    (c) => c.option('data-dir', { type: 'string', describe: 'where local data lives (default .data)' }),
+    (argv) => serve(argv, startServers, { secrets: false, dev: false }))
+  .command('migrate', 'apply pending sql/ migrations', serverFlags, async (argv) => {
+    const applied = await withConnections(argv, async ({ pool }) => migrate(pool));
+    console.log(applied.length ? `applied ${applied.join(', ')}` : 'schema up to date');
+  })
+  .command('api', 'serve the HTTP API', (c) => apiFlags(serverFlags(c)), (argv) => serve(argv, startApi))
+  .command('order-writer', 'drain winners into Postgres orders (daemon one)',
+    (c) => serverFlags(c).option('batch-size', { type: 'number' }).option('writer-id', { type: 'string' }),
+    (argv) => serve(argv, startOrderWriter))
+  .command('expiry-listener', 'close unpaid orders on expired events (daemon two)', serverFlags, (argv) => serve(argv, startExpiryListener))
+  .command('admission', 'admit buyers from waiting rooms at each sale\'s rate, and make draws', serverFlags, (argv) => serve(argv, startAdmission))
+  .command('replay', 'sweep for missed expirations on a cron schedule',
+    (c) => serverFlags(c).option('once', { type: 'boolean', describe: 'one pass, then exit' })
+      .option('interval', { type: 'number', describe: 'seconds between passes (env REPLAY_INTERVAL_SECONDS, default 5)' }),
+    async (argv) => {
+      if (!argv.once) return serve(argv, startReplay);
+      const config = configFrom(argv);
+      const report = await replayPassOnce(config, createLogger(config));
+      process.exitCode = report.reconciliations.every((r) => r.holds) ? 0 : 3;
+    });
