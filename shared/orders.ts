@@ -6,7 +6,8 @@ import type { Pool } from './db.js';
 import { HttpError } from './errors.js';
 import { saleKeys } from './keys.js';
 import { parseWinner, saleIdOfOrder, type Winner } from './ids.js';
-import { buyerOrders, findOrder, type OrderState } from './order-queries.js';
+import { buyerOrders, findOrder } from './order-queries.js';
+import type { OrderState } from './order-states.js';
 import { getSale } from './sales.js';
 import { PAYMENT_SUCCEEDED, receivePayment, signPayload, type PaymentDeps } from './payments.js';
 
