@@ -10,6 +10,7 @@ export type RefundReason = 'amount_mismatch' | 'currency_mismatch' | 'order_expi
 export const REFUND_REASONS: RefundReason[] = ['amount_mismatch', 'currency_mismatch', 'order_expired', 'order_cancelled', 'already_paid'];
 
 export interface NewPayment {
+  /** The recorded id, `<provider>:<event id>` (payments/provider.ts recordedId). */
   id: string;
   orderId: string;
   outcome: PaymentOutcome;
