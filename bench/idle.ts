@@ -16,6 +16,7 @@ import { restore } from '../shared/expiry.js';
 import { closeDue } from '../shared/order-queries.js';
 import { saleKeys } from '../shared/keys.js';
 import { payOrder } from '../shared/orders.js';
+import { SignedWebhook } from '../shared/payments/signed-webhook.js';
 import { reconcile } from '../shared/reconcile.js';
 import { purchaseScript } from '../shared/redis.js';
 import { replayOnce } from '../shared/replay.js';
@@ -117,7 +118,7 @@ try {
   await pool(toPay.length, 50, async (i) => {
     // One the machine was too slow to pay within its window is closed by the listener instead: final too.
     // Signed and verified in this process (the direct-pay path): any secret of its own will do.
-    await payOrder({ pool: db.pool, redis: r.redis, secret: `bench-${randomUUID()}`, logger: pino({ level: 'silent' }) }, toPay[i]!.id, 'u1').catch((err: { code?: string }) => {
+    await payOrder({ pool: db.pool, redis: r.redis, signed: new SignedWebhook(`bench-${randomUUID()}`), logger: pino({ level: 'silent' }) }, toPay[i]!.id, 'u1').catch((err: { code?: string }) => {
       if (err.code !== 'order_expired') throw err;
       late++;
     });

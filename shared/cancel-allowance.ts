@@ -13,13 +13,14 @@
 // concurrent cancels of different orders cannot all read "one left". Two buyers whose (sale, buyer)
 // hashes collide only wait for each other. The index orders_user_newest finds a buyer's orders.
 import { withTransaction, type Pool, type PoolClient } from './db.js';
+import { sqlState, TRANSITIONS } from './order-states.js';
 
 /** The buyer has used up their cancels in this sale. */
 export const CANCEL_LIMIT = Symbol('cancel_limit');
 
 async function cancelled(db: Pool | PoolClient, saleId: string, userId: string): Promise<number> {
   const res = await db.query<{ n: number }>(
-    `select count(*)::int as n from orders where user_id = $2 and sale_id = $1 and status = 'cancelled'`, [saleId, userId],
+    `select count(*)::int as n from orders where user_id = $2 and sale_id = $1 and status = ${sqlState(TRANSITIONS.cancel.to)}`, [saleId, userId],
   );
   return res.rows[0]!.n;
 }

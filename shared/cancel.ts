@@ -19,6 +19,7 @@ import { HttpError } from './errors.js';
 import { finishClosed } from './expiry.js';
 import { parseWinner } from './ids.js';
 import { cancelPending, findOrder, insertCancelled, settledOrder, type ClosedOrder, type OrderRow } from './order-queries.js';
+import { allows, TRANSITIONS } from './order-states.js';
 import { checkOrderId, queuedOrder } from './orders.js';
 import { dropExpiry, markCancelling, unmarkCancelling } from './redis.js';
 import { confirmReplicated } from './replication.js';
@@ -73,7 +74,7 @@ async function refuseQueued(pool: Pool, redis: RedisClient, saleId: string, orde
 }
 
 async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow, maxCancels: number): Promise<Cancelled> {
-  if (row.status === 'pending') {
+  if (allows('cancel', row.status)) {
     const closed = await withCancelAllowance(pool, row.sale_id, row.user_id, maxCancels, (client) => cancelPending(client, row.id, row.user_id));
     if (closed && closed !== CANCEL_LIMIT) {
       // Best effort: a key left behind fires an event that finds the order closed and does nothing.
@@ -83,7 +84,7 @@ async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow, maxC
     // A payment, an expiry or another cancel decided first (or the deadline has passed): say which,
     // once a payment that took the row before the deadline has committed. Still open, it was the limit.
     row = (await settledOrder(pool, row.id))!;
-    if (closed === CANCEL_LIMIT && row.status === 'pending' && !row.due) throw new HttpError('cancel_limit');
+    if (closed === CANCEL_LIMIT && allows('cancel', row.status) && !row.due) throw new HttpError('cancel_limit');
   }
   switch (row.status) {
     case 'cancelled': return { orderId: row.id, status: 'cancelled' };
@@ -93,6 +94,6 @@ async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow, maxC
 }
 
 async function giveBack(pool: Pool, redis: RedisClient, closed: ClosedOrder): Promise<Cancelled> {
-  await finishClosed(pool, redis, [closed], 'cancel', 'cancelled');
+  await finishClosed(pool, redis, [closed], 'cancel', TRANSITIONS.cancel.to);
   return { orderId: closed.id, status: 'cancelled' };
 }

@@ -9,6 +9,7 @@ import type { Pool } from './db.js';
 import { metrics, observeClosed, type ClosedBy } from './metrics.js';
 import { publishOrderEvents } from './order-events.js';
 import { closeDue, closeOverdue, markRestored, unrestored, type ClosedOrder } from './order-queries.js';
+import { TRANSITIONS } from './order-states.js';
 import { restoreStocks } from './redis.js';
 import { confirmReplicated } from './replication.js';
 
@@ -27,7 +28,7 @@ export interface Closed {
  * message per batch, before the restore (the order is final already), gives their stock back and
  * counts it. Returns the units this call gave back.
  */
-export async function finishClosed(pool: Pool, redis: RedisClient, closed: ClosedOrder[], by: ClosedBy, status: 'expired' | 'cancelled' = 'expired'): Promise<number> {
+export async function finishClosed(pool: Pool, redis: RedisClient, closed: ClosedOrder[], by: ClosedBy, status: 'expired' | 'cancelled' = TRANSITIONS.expire.to): Promise<number> {
   // Counted as soon as Postgres has closed them: whatever fails next, they are closed, once.
   observeClosed(by, closed);
   await publishOrderEvents(redis, closed.map((o) => ({ orderId: o.id, status })));

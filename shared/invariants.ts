@@ -7,8 +7,9 @@ import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
 import { parseWinner, saleIdOfOrder } from './ids.js';
+import { HOLDING, OPEN, RESTORING, sqlStates } from './order-states.js';
 import { paymentMismatches } from './payment-queries.js';
-import { missingInPostgres, reconcile } from './reconcile.js';
+import { conservationSum, missingInPostgres, reconcile } from './reconcile.js';
 import { getSale, listSales, type Sale } from './sales.js';
 
 export type InvariantName =
@@ -74,31 +75,30 @@ export async function checkInvariants(pool: Pool, redis: RedisClient, opts: Chec
 
   for (const sale of sales) {
     const r = await reconcile(pool, redis, sale.id, sale.stock);
-    check(r.holds, 'conservation', () =>
-      `available ${r.available} + queued ${r.queued} + pending ${r.pending} + paid ${r.paid} + restoring ${r.restoring} != total ${r.total} (expired ${r.expired}, cancelled ${r.cancelled})`, sale.id);
+    check(r.holds, 'conservation', () => `${conservationSum(r)} != total ${r.total} (${RESTORING.map((s) => `${s} ${r[s]}`).join(', ')})`, sale.id);
     check(r.available >= 0, 'stock_never_negative', () => `available is ${r.available}`, sale.id);
 
-    const late = await pool.query<{ pending: string[]; unrestored: string[] }>(
-      `select coalesce(array_agg(id) filter (where status = 'pending'), '{}') as pending,
-              coalesce(array_agg(id) filter (where status <> 'pending'), '{}') as unrestored
+    const late = await pool.query<{ open: string[]; unrestored: string[] }>(
+      `select coalesce(array_agg(id) filter (where status in ${sqlStates(OPEN)}), '{}') as open,
+              coalesce(array_agg(id) filter (where status in ${sqlStates(RESTORING)}), '{}') as unrestored
        from orders
-       where sale_id = $1 and ((status = 'pending' and expires_at < now() - make_interval(secs => $2))
-          or (status in ('expired', 'cancelled') and restored_at is null and closed_at < now() - make_interval(secs => $2)))`,
+       where sale_id = $1 and ((status in ${sqlStates(OPEN)} and expires_at < now() - make_interval(secs => $2))
+          or (status in ${sqlStates(RESTORING)} and restored_at is null and closed_at < now() - make_interval(secs => $2)))`,
       [sale.id, lateSeconds],
     );
-    const { pending, unrestored } = late.rows[0]!;
-    check(pending.length === 0, 'no_overdue_pending', () => `pending more than ${lateSeconds} s past the deadline: ${sample(pending)}`, sale.id);
-    check(unrestored.length === 0, 'no_overdue_restore', () => `expired or cancelled more than ${lateSeconds} s ago, stock not back: ${sample(unrestored)}`, sale.id);
+    const { open, unrestored } = late.rows[0]!;
+    check(open.length === 0, 'no_overdue_pending', () => `${OPEN.join(' or ')} more than ${lateSeconds} s past the deadline: ${sample(open)}`, sale.id);
+    check(unrestored.length === 0, 'no_overdue_restore', () => `${RESTORING.join(' or ')} more than ${lateSeconds} s ago, stock not back: ${sample(unrestored)}`, sale.id);
 
     const over = await usersOverLimit(pool, redis, sale);
     check(over.length === 0, 'per_user_limit', () => `above ${sale.perUserLimit}: ${sample(over)}`, sale.id);
 
-    // The restored set is the guard of restore.lua: a member that is not closed (expired or
-    // cancelled) in Postgres got its stock back while still sold (paid or pending). Closed and paid
-    // at once (an order both cancelled and paid) is the same fault seen from Postgres.
+    // The restored set is the guard of restore.lua: a member that is not closed (a RESTORING state)
+    // in Postgres got its stock back while still sold (a HOLDING state). Closed and paid at once (an
+    // order both cancelled and paid) is the same fault seen from Postgres.
     const [restored, restoredQty] = await restoredOf(redis, sale.id);
     const closedRows = await pool.query<{ id: string; qty: number }>(
-      `select id, qty from orders where id = any($1::text[]) and status in ('expired', 'cancelled')`, [restored],
+      `select id, qty from orders where id = any($1::text[]) and status in ${sqlStates(RESTORING)}`, [restored],
     );
     const closed = new Set(closedRows.rows.map((row) => row.id));
     const notClosed = restored.filter((id) => !closed.has(id));
@@ -106,7 +106,7 @@ export async function checkInvariants(pool: Pool, redis: RedisClient, opts: Chec
       'select id from orders where sale_id = $1 and paid_at is not null and closed_at is not null', [sale.id],
     );
     const bad = [...notClosed, ...both.rows.map((row) => row.id)];
-    check(bad.length === 0, 'paid_never_expired', () => `restored, or paid and closed, while not expired or cancelled: ${sample(bad)}`, sale.id);
+    check(bad.length === 0, 'paid_never_expired', () => `restored, or paid and closed, while not ${RESTORING.join(' or ')}: ${sample(bad)}`, sale.id);
     // Each restored order gave back its own qty once: the units restored are exactly its members' qty.
     const members = closedRows.rows.reduce((n, row) => n + row.qty, 0);
     check(notClosed.length > 0 || members === restoredQty, 'restored_once', () => `${restoredQty} units restored for orders of ${members}`, sale.id);
@@ -136,11 +136,11 @@ async function restoredOf(redis: RedisClient, saleId: string): Promise<[string[]
   return [res[0]![1] as string[], Number(res[1]![1] ?? 0)];
 }
 
-/** Buyers holding more than the limit: pending and paid orders plus winners not yet written. */
+/** Buyers holding more than the limit: orders in a HOLDING state (pending, paid) plus winners not yet written. */
 async function usersOverLimit(pool: Pool, redis: RedisClient, sale: Sale): Promise<string[]> {
   const queued = Object.values(await redis.hgetall(saleKeys(sale.id).queued)).map((e) => parseWinner(e));
   const held = await pool.query<{ user_id: string; qty: number }>(
-    `select user_id, sum(qty)::int as qty from orders where sale_id = $1 and status in ('pending', 'paid') group by user_id`, [sale.id],
+    `select user_id, sum(qty)::int as qty from orders where sale_id = $1 and status in ${sqlStates(HOLDING)} group by user_id`, [sale.id],
   );
   const written = await pool.query<{ id: string }>('select id from orders where id = any($1::text[])', [queued.map((w) => w.orderId)]);
   const inPostgres = new Set(written.rows.map((row) => row.id));

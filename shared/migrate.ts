@@ -11,7 +11,8 @@ function sqlFiles(): string[] {
   return readdirSync(sqlDir).filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort();
 }
 
-export async function migrate(pool: Pool, logger?: Logger): Promise<string[]> {
+/** Applies every migration not yet applied, in order; with `through`, none after that one (a test builds an older schema so). */
+export async function migrate(pool: Pool, logger?: Logger, opts: { through?: string } = {}): Promise<string[]> {
   await pool.query('create table if not exists migrations (id text primary key, applied_at timestamptz not null default now())')
     .catch((err: { code?: string }) => {
       // Two processes creating the table at once: the loser sees a unique violation; the table exists.
@@ -20,6 +21,7 @@ export async function migrate(pool: Pool, logger?: Logger): Promise<string[]> {
   const applied: string[] = [];
   for (const file of sqlFiles()) {
     const id = file.replace(/\.sql$/, '');
+    if (opts.through !== undefined && id > opts.through) break;
     const done = await withTransaction(pool, async (client) => {
       const claim = await client.query('insert into migrations (id) values ($1) on conflict do nothing', [id]);
       if (claim.rowCount === 0) return false;

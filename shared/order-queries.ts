@@ -4,8 +4,9 @@
 // stay with their callers: see reconcile.ts and invariants.ts.)
 import type { Pool, PoolClient } from './db.js';
 import type { Winner } from './ids.js';
+import { RESTORING, sqlState, sqlStates, TRANSITIONS, type OrderState } from './order-states.js';
 
-export type OrderState = 'pending' | 'paid' | 'expired' | 'cancelled';
+const { write: WRITE, cancelQueued: CANCEL_QUEUED, pay: PAY, expire: EXPIRE, cancel: CANCEL } = TRANSITIONS;
 
 export interface WrittenOrder {
   id: string;
@@ -45,7 +46,7 @@ export async function writeOrders(pool: Pool, saleId: string, winners: Winner[])
   const ids = winners.map((w) => w.orderId);
   const res = await pool.query<WrittenRow>(
     `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at)
-     select i.id, $1, i.user_id, i.qty, 'pending', i.seq, to_timestamp(i.purchased_ms / 1000.0),
+     select i.id, $1, i.user_id, i.qty, ${sqlState(WRITE.to)}, i.seq, to_timestamp(i.purchased_ms / 1000.0),
             date_trunc('milliseconds', now()),
             date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds)
      from unnest($2::text[], $3::text[], $4::int[], $5::bigint[], $6::float8[]) as i(id, user_id, qty, seq, purchased_ms)
@@ -98,8 +99,8 @@ export async function lockOrder(client: PoolClient, orderId: string): Promise<Or
  */
 export async function markPaid(pool: Pool | PoolClient, orderId: string, userId: string): Promise<boolean> {
   const paid = await pool.query(
-    `update orders set status = 'paid', paid_at = now()
-     where id = $1 and user_id = $2 and status = 'pending' and expires_at > statement_timestamp()`,
+    `update orders set status = ${sqlState(PAY.to)}, paid_at = now()
+     where id = $1 and user_id = $2 and status = ${sqlState(PAY.from)} and expires_at > statement_timestamp()`,
     [orderId, userId],
   );
   return paid.rowCount === 1;
@@ -114,8 +115,8 @@ function closedOrders(rows: ClosedRow[]): ClosedOrder[] {
 /** Closes those of `ids` that are pending and past their deadline (never one before it). */
 export async function closeDue(pool: Pool, ids: string[]): Promise<ClosedOrder[]> {
   const res = await pool.query<ClosedRow>(
-    `update orders set status = 'expired', closed_at = now()
-     where id = any($1::text[]) and status = 'pending' and expires_at <= now() ${CLOSED}`,
+    `update orders set status = ${sqlState(EXPIRE.to)}, closed_at = now()
+     where id = any($1::text[]) and status = ${sqlState(EXPIRE.from)} and expires_at <= now() ${CLOSED}`,
     [ids],
   );
   return closedOrders(res.rows);
@@ -129,8 +130,8 @@ export async function closeDue(pool: Pool, ids: string[]): Promise<ClosedOrder[]
  */
 export async function cancelPending(pool: Pool | PoolClient, orderId: string, userId: string): Promise<ClosedOrder | undefined> {
   const res = await pool.query<ClosedRow>(
-    `update orders set status = 'cancelled', closed_at = statement_timestamp()
-     where id = $1 and user_id = $2 and status = 'pending' and expires_at > statement_timestamp() ${CLOSED}`,
+    `update orders set status = ${sqlState(CANCEL.to)}, closed_at = statement_timestamp()
+     where id = $1 and user_id = $2 and status = ${sqlState(CANCEL.from)} and expires_at > statement_timestamp() ${CLOSED}`,
     [orderId, userId],
   );
   return closedOrders(res.rows)[0];
@@ -143,7 +144,7 @@ export async function cancelPending(pool: Pool | PoolClient, orderId: string, us
 export async function insertCancelled(pool: Pool | PoolClient, saleId: string, w: Winner): Promise<ClosedOrder | undefined> {
   const res = await pool.query<ClosedRow>(
     `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at, closed_at)
-     select $2, $1, $3, $4, 'cancelled', $5, to_timestamp($6::float8 / 1000.0), date_trunc('milliseconds', now()),
+     select $2, $1, $3, $4, ${sqlState(CANCEL_QUEUED.to)}, $5, to_timestamp($6::float8 / 1000.0), date_trunc('milliseconds', now()),
             date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds), now()
      from sales s where s.id = $1 for key share
      on conflict (id) do nothing ${CLOSED}`,
@@ -171,10 +172,10 @@ export async function buyerOrders(
 /** Closes up to `limit` overdue orders, oldest deadline first; concurrent sweepers skip each other's rows. */
 export async function closeOverdue(pool: Pool, limit: number): Promise<ClosedOrder[]> {
   const res = await pool.query<ClosedRow>(
-    `update orders set status = 'expired', closed_at = now()
-     where id in (select id from orders where status = 'pending' and expires_at <= now()
+    `update orders set status = ${sqlState(EXPIRE.to)}, closed_at = now()
+     where id in (select id from orders where status = ${sqlState(EXPIRE.from)} and expires_at <= now()
                   order by expires_at limit $1 for update skip locked)
-       and status = 'pending' ${CLOSED}`,
+       and status = ${sqlState(EXPIRE.from)} ${CLOSED}`,
     [limit],
   );
   return closedOrders(res.rows);
@@ -184,7 +185,7 @@ export async function closeOverdue(pool: Pool, limit: number): Promise<ClosedOrd
 export async function unrestored(pool: Pool, limit: number): Promise<ClosedOrder[]> {
   const res = await pool.query<ClosedRow>(
     `select id, sale_id, user_id, qty, 0 as late_ms from orders
-     where status in ('expired', 'cancelled') and restored_at is null order by closed_at limit $1`,
+     where status in ${sqlStates(RESTORING)} and restored_at is null order by closed_at limit $1`,
     [limit],
   );
   return closedOrders(res.rows);
@@ -198,7 +199,7 @@ export async function markRestored(pool: Pool, ids: string[]): Promise<void> {
 /** Orders of `ids` still pending with a deadline ahead (an event that fired a hair early). */
 export async function stillPending(pool: Pool, ids: string[]): Promise<{ id: string; expiresAt: number }[]> {
   const res = await pool.query<{ id: string; expires_at: Date }>(
-    `select id, expires_at from orders where id = any($1::text[]) and status = 'pending' and expires_at > now()`, [ids],
+    `select id, expires_at from orders where id = any($1::text[]) and status = ${sqlState(EXPIRE.from)} and expires_at > now()`, [ids],
   );
   return res.rows.map((r) => ({ id: r.id, expiresAt: r.expires_at.getTime() }));
 }

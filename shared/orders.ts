@@ -6,11 +6,15 @@ import type { Pool } from './db.js';
 import { HttpError } from './errors.js';
 import { saleKeys } from './keys.js';
 import { parseWinner, saleIdOfOrder, type Winner } from './ids.js';
-import { buyerOrders, findOrder, type OrderState } from './order-queries.js';
+import { buyerOrders, findOrder } from './order-queries.js';
+import { ORDER_STATES, type OrderState } from './order-states.js';
 import { getSale } from './sales.js';
-import { PAYMENT_SUCCEEDED, receivePayment, signPayload, type PaymentDeps } from './payments.js';
+import { receivePayment, type PaymentDeps } from './payments.js';
+import { PAYMENT_SUCCEEDED, type SignedWebhook } from './payments/signed-webhook.js';
 
-export type OrderStatus = 'queued' | 'pending_payment' | 'paid' | 'expired' | 'cancelled';
+/** What the buyer is told: Postgres's states, except that a winner not yet written is queued and a pending order pending_payment. */
+export type OrderStatus = 'queued' | 'pending_payment' | Exclude<OrderState, 'pending'>;
+export const ORDER_STATUSES: OrderStatus[] = ['queued', 'pending_payment', ...ORDER_STATES.filter((s): s is Exclude<OrderState, 'pending'> => s !== 'pending')];
 
 export interface OrderView {
   orderId: string;
@@ -78,6 +82,11 @@ export async function myOrders(pool: Pool, userId: string, o: { limit: number; s
   return { orders, next: rows.length === o.limit ? rows[rows.length - 1]!.id : null };
 }
 
+/** What DIRECT_PAY needs: the payment path, and the provider whose events it makes. */
+export interface DirectPayDeps extends PaymentDeps {
+  signed: SignedWebhook;
+}
+
 /**
  * DIRECT_PAY (development and demos): the owner pays from the page, and the API makes the event a
  * provider would send, signs it with the webhook secret and receives it like any other, so a demo
@@ -85,7 +94,7 @@ export async function myOrders(pool: Pool, userId: string, o: { limit: number; s
  * sale's price times qty in its currency (a sale made before prices: 0 XXX, ISO's "no currency").
  * One event id per order, with the same bytes each time: a second click is a redelivery and changes nothing.
  */
-export async function payOrder(deps: PaymentDeps, orderId: string, userId: string): Promise<{ orderId: string; status: 'paid' }> {
+export async function payOrder(deps: DirectPayDeps, orderId: string, userId: string): Promise<{ orderId: string; status: 'paid' }> {
   const { pool, redis } = deps;
   const saleId = checkOrderId(orderId);
   let row = await findOrder(pool, orderId);
@@ -99,7 +108,7 @@ export async function payOrder(deps: PaymentDeps, orderId: string, userId: strin
   const sale = await getSale(pool, row.sale_id);
   const amount = sale?.price == null ? 0 : sale.price * row.qty;
   const raw = JSON.stringify({ id: `direct.${orderId}`, type: PAYMENT_SUCCEEDED, orderId, amount, currency: sale?.currency ?? 'XXX' });
-  const answer = await receivePayment(deps, Buffer.from(raw), signPayload(deps.secret, raw));
+  const answer = await receivePayment(deps, deps.signed, Buffer.from(raw), deps.signed.headersFor(raw));
   // already_paid: another event paid it meanwhile.
   if (answer.outcome === 'applied' || answer.reason === 'already_paid') return { orderId, status: 'paid' };
   // The order was closed first, by its deadline or by its buyer.

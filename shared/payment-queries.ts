@@ -2,6 +2,10 @@
 // statement. A payment row is written in the transaction that decided the order's fate (see
 // payments.ts), so the two never disagree.
 import type { Pool, PoolClient } from './db.js';
+import { sqlState, TRANSITIONS } from './order-states.js';
+
+/** The state an applied payment leaves its order in. */
+const PAID = sqlState(TRANSITIONS.pay.to);
 
 export type PaymentOutcome = 'applied' | 'refund_due';
 
@@ -10,6 +14,7 @@ export type RefundReason = 'amount_mismatch' | 'currency_mismatch' | 'order_expi
 export const REFUND_REASONS: RefundReason[] = ['amount_mismatch', 'currency_mismatch', 'order_expired', 'order_cancelled', 'already_paid'];
 
 export interface NewPayment {
+  /** The recorded id, `<provider>:<event id>` (payments/provider.ts recordedId). */
   id: string;
   orderId: string;
   outcome: PaymentOutcome;
@@ -58,16 +63,16 @@ export async function paymentMismatches(pool: Pool, saleId: string): Promise<str
               count(p.id) filter (where p.outcome = 'applied') as applied,
               count(p.id) filter (where p.outcome = 'refund_due') as refund_due
        from orders o left join payments p on p.order_id = o.id
-       where o.sale_id = $1 and (o.status = 'paid' or p.id is not null)
+       where o.sale_id = $1 and (o.status = ${PAID} or p.id is not null)
        group by o.id)
      select id, case
-         when applied > 0 and status <> 'paid' then 'applied payment, order ' || status
+         when applied > 0 and status <> ${PAID} then 'applied payment, order ' || status
          when applied > 1 then applied || ' applied payments'
-         when refund_due > 0 and applied = 0 and status = 'paid' then 'refund due, yet paid'
+         when refund_due > 0 and applied = 0 and status = ${PAID} then 'refund due, yet paid'
          else 'paid without a payment' end as problem
      from per_order
-     where (applied > 0 and status <> 'paid') or applied > 1
-        or (status = 'paid' and applied = 0 and (refund_due > 0 or paid_at >= (select applied_at from since)))`,
+     where (applied > 0 and status <> ${PAID}) or applied > 1
+        or (status = ${PAID} and applied = 0 and (refund_due > 0 or paid_at >= (select applied_at from since)))`,
     [saleId],
   );
   return res.rows.map((r) => `${r.id} (${r.problem})`);

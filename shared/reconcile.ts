@@ -1,28 +1,38 @@
 // The conservation check: every unit of a sale's stock is in exactly one place.
-//   Redis available + queued + pending + paid + restoring = total
-// (restoring: expired or cancelled in Postgres, not yet back in Redis: both give their stock back
-// through the same restored set). Redis is read at one instant (a
+//   Redis available + queued + the HOLDING states (pending + paid) + restoring = total
+// (restoring: in a RESTORING state (expired, cancelled) in Postgres, not yet back in Redis: both
+// give their stock back through the same restored set). Redis is read at one instant (a
 // script); Postgres is then counted only up to that instant's purchase number, so purchases,
 // writes, payments and restores running meanwhile cannot skew the sum.
 import type { RedisClient } from './redis.js';
 import { withClient, type Pool } from './db.js';
 import { parseWinner } from './ids.js';
+import { HOLDING, ORDER_STATES, RESTORING, sqlState, sqlStates, type OrderState } from './order-states.js';
 import { snapshotSale } from './redis.js';
 
-export interface Reconciliation {
+/** Units of a sale by where they are: Redis's places, then every order state's, then restoring. */
+export type Reconciliation = {
   saleId: string;
   total: number;
   available: number;
   queued: number;
-  pending: number;
-  paid: number;
-  expired: number;
-  cancelled: number;
   restoring: number;
   holds: boolean;
   /** The sale is in Redis's registry with no row in Postgres: nothing to count its stock against. */
   missingInPostgres?: true;
+} & Record<OrderState, number>;
+
+/** Where a unit can be, in the order they add up to the total (the `flashsale_sale_stock` states). */
+export const UNIT_PLACES = ['available', 'queued', ...ORDER_STATES, 'restoring'] as const;
+
+const sum = (r: Reconciliation, states: readonly OrderState[]) => states.reduce((n, s) => n + r[s], 0);
+
+/** The sum conservation checks, spelt out: `available 3 + queued 0 + pending 1 + paid 1 + restoring 0`. */
+export function conservationSum(r: Reconciliation): string {
+  return (['available', 'queued', ...HOLDING, 'restoring'] as const).map((place) => `${place} ${r[place]}`).join(' + ');
 }
+
+const unitsOf = (state: OrderState) => `coalesce(sum(qty) filter (where status = ${sqlState(state)}), 0)::int as ${state}`;
 
 export async function reconcile(pool: Pool, redis: RedisClient, saleId: string, total: number): Promise<Reconciliation> {
   const snap = await snapshotSale(redis, saleId);
@@ -35,23 +45,21 @@ export async function reconcile(pool: Pool, redis: RedisClient, saleId: string, 
   // reconciliation held); nothing of it moves any more, so Postgres alone says what is restoring:
   // its closed orders whose restore is not recorded, none once it is settled. Redis is read
   // first and the sale settled before its keys go, so a read on either side of that is consistent.
-  const res = await pool.query<{ pending: number; paid: number; expired: number; cancelled: number; unrestored: number; settled: boolean; written: string[] }>(
-    `select coalesce(sum(qty) filter (where status = 'pending'), 0)::int as pending,
-            coalesce(sum(qty) filter (where status = 'paid'), 0)::int as paid,
-            coalesce(sum(qty) filter (where status = 'expired'), 0)::int as expired,
-            coalesce(sum(qty) filter (where status = 'cancelled'), 0)::int as cancelled,
-            coalesce(sum(qty) filter (where status in ('expired', 'cancelled') and restored_at is null), 0)::int as unrestored,
+  const res = await pool.query<Record<OrderState, number> & { unrestored: number; settled: boolean; written: string[] }>(
+    `select ${ORDER_STATES.map(unitsOf).join(',\n            ')},
+            coalesce(sum(qty) filter (where status in ${sqlStates(RESTORING)} and restored_at is null), 0)::int as unrestored,
             exists (select 1 from sales where id = $1 and settled_at is not null) as settled,
             (select coalesce(array_agg(id), '{}') from orders where id = any($3::text[])) as written
      from orders where sale_id = $1 and seq <= $2`,
     [saleId, snap.seq, [...queuedEntries.keys()]],
   );
-  const { pending, paid, expired, cancelled, unrestored, settled, written } = res.rows[0]!;
+  const { unrestored, settled, written, ...units } = res.rows[0]!;
   for (const id of written) queuedEntries.delete(id);
-  const queued = [...queuedEntries.values()].reduce((sum, w) => sum + w.qty, 0);
-  const restoring = settled ? unrestored : expired + cancelled - snap.restoredQty;
-  const holds = snap.available >= 0 && restoring >= 0 && snap.available + queued + pending + paid + restoring === total;
-  return { saleId, total, available: snap.available, queued, pending, paid, expired, cancelled, restoring, holds };
+  const queued = [...queuedEntries.values()].reduce((n, w) => n + w.qty, 0);
+  const r: Reconciliation = { saleId, total, available: snap.available, queued, ...units, restoring: 0, holds: false };
+  r.restoring = settled ? unrestored : sum(r, RESTORING) - snap.restoredQty;
+  r.holds = snap.available >= 0 && r.restoring >= 0 && snap.available + queued + sum(r, HOLDING) + r.restoring === total;
+  return r;
 }
 
 /**
@@ -62,9 +70,8 @@ export async function reconcileMissing(redis: RedisClient, saleId: string): Prom
   const snap = await snapshotSale(redis, saleId);
   const queued = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w.qty]));
   const q = [...queued.values()].reduce((sum, n) => sum + n, 0);
-  return {
-    saleId, total: 0, available: snap.available, queued: q, pending: 0, paid: 0, expired: 0, cancelled: 0, restoring: 0, holds: false, missingInPostgres: true,
-  };
+  const none = Object.fromEntries(ORDER_STATES.map((s) => [s, 0])) as Record<OrderState, number>;
+  return { saleId, total: 0, available: snap.available, queued: q, ...none, restoring: 0, holds: false, missingInPostgres: true };
 }
 
 /**

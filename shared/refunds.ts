@@ -8,6 +8,7 @@ import type { RefundReason } from './payment-queries.js';
 import { UNSHOWABLE } from './sale-definition.js';
 
 export interface Refund {
+  /** The payment's recorded id, `<provider>:<event id>` (payments/provider.ts recordedId). */
   paymentId: string;
   orderId: string;
   saleId: string;
@@ -20,6 +21,9 @@ export interface Refund {
   refundedAt: string | null;
   reference: string | null;
 }
+
+/** The longest recorded payment id: a provider's name (a short word), a colon, an event id of up to 255 characters. */
+export const PAYMENT_ID_MAX = 300;
 
 /** What an operator may give as a refund's reference (the provider's refund id, a ticket...). */
 export const REFERENCE_MAX = 200;

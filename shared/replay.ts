@@ -12,7 +12,7 @@ import { withClient, type Pool } from './db.js';
 import { sweepOverdue } from './expiry.js';
 import { SALES_REGISTRY } from './keys.js';
 import type { Logger } from './logger.js';
-import { missingInPostgres, reconcile, reconcileMissing, type Reconciliation } from './reconcile.js';
+import { missingInPostgres, reconcile, reconcileMissing, UNIT_PLACES, type Reconciliation } from './reconcile.js';
 import { metrics } from './metrics.js';
 import { countOpenRefunds } from './refunds.js';
 import { settleSales, unsettledSales } from './settle.js';
@@ -88,15 +88,14 @@ export async function replayOnce({ pool, redis, logger, summary = new PassSummar
   return report;
 }
 
-const STOCK_STATES = ['available', 'queued', 'pending', 'paid', 'expired', 'restoring'] as const;
 let shownSales = new Set<string>();
 
 /** flashsale_sale_stock as this pass reconciled it; a sale no longer reconciled (settled) drops out. */
 function showStock(reconciliations: Reconciliation[]): void {
   const now = new Set(reconciliations.map((r) => r.saleId));
-  for (const sale of shownSales) if (!now.has(sale)) for (const state of STOCK_STATES) metrics.saleStock.remove({ sale, state });
+  for (const sale of shownSales) if (!now.has(sale)) for (const state of UNIT_PLACES) metrics.saleStock.remove({ sale, state });
   shownSales = now;
-  for (const r of reconciliations) for (const state of STOCK_STATES) metrics.saleStock.set({ sale: r.saleId, state }, r[state]);
+  for (const r of reconciliations) for (const state of UNIT_PLACES) metrics.saleStock.set({ sale: r.saleId, state }, r[state]);
 }
 
 /**

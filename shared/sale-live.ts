@@ -9,6 +9,7 @@ import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { drawFigures, type DrawFigures } from './draw-live.js';
 import { parseWinner } from './ids.js';
+import { sqlState, TRANSITIONS } from './order-states.js';
 import { saleKeys } from './keys.js';
 import { metrics } from './metrics.js';
 import { reconcile, type Reconciliation } from './reconcile.js';
@@ -64,7 +65,7 @@ export async function closeLateness(pool: Pool, saleId: string, now: Date): Prom
             percentile_cont(0.5) within group (order by late) as p50,
             percentile_cont(0.99) within group (order by late) as p99
      from (select extract(epoch from closed_at - expires_at) * 1000 as late from orders
-           where sale_id = $1 and status = 'expired' and closed_at > $2 limit $3) recent`,
+           where sale_id = $1 and status = ${sqlState(TRANSITIONS.expire.to)} and closed_at > $2 limit $3) recent`,
     [saleId, new Date(now.getTime() - LATENESS_WINDOW_MS), LATENESS_SAMPLE],
   );
   const { closes, p50, p99 } = res.rows[0]!;

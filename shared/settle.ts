@@ -13,6 +13,7 @@ import type { RedisClient } from './redis.js';
 import type { Pool } from './db.js';
 import { UnavailableError } from './errors.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
+import { OPEN, RESTORING, sqlStates } from './order-states.js';
 import { forgetSettledOrders, saleNode } from './redis.js';
 
 /**
@@ -40,9 +41,9 @@ export async function settledAmong(pool: Pool, ids: string[]): Promise<string[]>
   return res.rows.map((r) => r.id);
 }
 
-// An order not yet final: pending, or expired or cancelled with its stock not yet back in Redis.
+// An order not yet final: open (pending), or closed (expired, cancelled) with its stock not yet back in Redis.
 const OPEN_ORDER = `exists (select 1 from orders o where o.sale_id = s.id
-  and (o.status = 'pending' or (o.status in ('expired', 'cancelled') and o.restored_at is null)))`;
+  and (o.status in ${sqlStates(OPEN)} or (o.status in ${sqlStates(RESTORING)} and o.restored_at is null)))`;
 
 /** Unsettled sales past their end (and the grace) with no order left to close or restore. */
 export async function settleCandidates(pool: Pool, afterEndSeconds = SETTLE_AFTER_END_SECONDS): Promise<string[]> {

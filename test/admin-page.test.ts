@@ -443,6 +443,8 @@ describe('operator page', () => {
     assert.ok(points >= 3, `the chart holds the samples so far: ${points}`);
     assert.equal(await page.locator('[data-testid="chart"] canvas').count(), 1, 'the chart is drawn');
     await saleRow(page, 'launch-day').getByText('4 of 5').waitFor({ timeout: 10_000 }); // the list follows too
+    const counts = await saleRow(page, 'launch-day').locator('td').evaluateAll((tds) => tds.slice(4, 8).map((td) => (td as HTMLElement).innerText));
+    assert.deepEqual(counts, ['0', '1', '1', '1'], 'the list\'s orders: pending, paid, expired, cancelled');
     await shot(page, 'admin-02-live', 'admin-live.png');
 
     // Ending asks first: declined, nothing changes.

@@ -5,7 +5,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { startApi } from '../daemons/api.js';
-import { duplicateKey } from '../shared/http/json-body.js';
+import { duplicateKey } from '../shared/json-keys.js';
 import { saleKeys } from '../shared/keys.js';
 import { SALE_ID_PATTERN } from '../shared/ids.js';
 import type { Sale } from '../shared/sales.js';

@@ -10,7 +10,7 @@ import { saleKeys } from '../shared/keys.js';
 import { metrics } from '../shared/metrics.js';
 import { cancelPending, lockOrder, markPaid } from '../shared/order-queries.js';
 import { insertPayment } from '../shared/payment-queries.js';
-import { signPayload } from '../shared/payments.js';
+import { signPayload } from '../shared/payments/signed-webhook.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { startApi } from '../daemons/api.js';

@@ -11,6 +11,7 @@ import { purchaseScript } from '../shared/redis.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { payOrder } from '../shared/orders.js';
+import { SignedWebhook } from '../shared/payments/signed-webhook.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { newSale } from './support/fixtures.js';
@@ -45,7 +46,7 @@ async function saleWithOrders(n: number, queued = 0, fields: Record<string, unkn
 }
 
 /** Paid as a buyer pays: a signed event through the webhook path (DIRECT_PAY), recorded. */
-const pay = (orderId: string, user: string) => payOrder({ pool: env.pool, redis: env.redis, secret: PAYMENT_WEBHOOK_SECRET, logger: env.logger }, orderId, user);
+const pay = (orderId: string, user: string) => payOrder({ pool: env.pool, redis: env.redis, signed: new SignedWebhook(PAYMENT_WEBHOOK_SECRET), logger: env.logger }, orderId, user);
 
 async function broken(sale: Sale, accepted?: string[]): Promise<string[]> {
   const r = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted, replayIntervalMs: 1000 });

@@ -76,7 +76,7 @@ test('/metrics after a load test with payments and expiry shows real values for 
   assert.equal(sample(text, 'flashsale_stock_restored_total'), 100);
   // The replay's pass: its heartbeat, and where the sale's units are as it reconciled them.
   assert.equal(sample(text, 'flashsale_replay_passes_total'), 1);
-  for (const [state, units] of Object.entries({ available: 100, queued: 0, pending: 0, paid: 100, expired: 100, restoring: 0 })) {
+  for (const [state, units] of Object.entries({ available: 100, queued: 0, pending: 0, paid: 100, expired: 100, cancelled: 0, restoring: 0 })) {
     assert.equal(sample(text, `flashsale_sale_stock{sale="${saleId}",state="${state}"}`), units, state);
   }
   assert.match(text, /^# TYPE flashsale_reconciliation_failures_total counter$/m);

@@ -13,7 +13,7 @@ import { POSITION_EVERY_MS } from '../shared/http/room-events.js';
 import { buildApp } from '../shared/http/app.js';
 import { saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
-import { signPayload } from '../shared/payments.js';
+import { signPayload } from '../shared/payments/signed-webhook.js';
 import { Purchaser } from '../shared/purchase.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
@@ -186,7 +186,7 @@ describe('buyer page', () => {
       'select p.id, p.order_id, p.outcome from payments p join orders o on o.id = p.order_id where o.sale_id = $1', [s.id],
     );
     assert.equal(payments.rows.length, 1);
-    assert.deepEqual(payments.rows[0], { id: `direct.${payments.rows[0]!.order_id}`, order_id: payments.rows[0]!.order_id, outcome: 'applied' });
+    assert.deepEqual(payments.rows[0], { id: `signed:direct.${payments.rows[0]!.order_id}`, order_id: payments.rows[0]!.order_id, outcome: 'applied' });
   });
 
   test('page: an unpaid order shows the payment countdown, then "Expired", and the stock is back on sale', { timeout: 60_000 }, async () => {

@@ -11,7 +11,7 @@ import { saleKeys } from '../shared/keys.js';
 import { metrics } from '../shared/metrics.js';
 import { restore } from '../shared/expiry.js';
 import { closeDue } from '../shared/order-queries.js';
-import { SIGNATURE_TOLERANCE_SECONDS, signPayload } from '../shared/payments.js';
+import { SIGNATURE_TOLERANCE_SECONDS, signPayload } from '../shared/payments/signed-webhook.js';
 import { replayOnce } from '../shared/replay.js';
 import { pino } from 'pino';
 import { Purchaser } from '../shared/purchase.js';
@@ -78,6 +78,8 @@ const everything = async () => ({
   ...(await stateSnapshot(env)),
   payments: (await env.pool.query<{ r: string }>('select row_to_json(p)::text as r from payments p order by id')).rows.map((x) => x.r),
 });
+/** The id a signed webhook's event is recorded under (sql/0010): its provider's name, a colon, the event's own id. */
+const recorded = (eventId: string) => `signed:${eventId}`;
 const counted = async (outcome: string) => (await metrics.payments.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
 
 describe('payments', () => {
@@ -90,8 +92,8 @@ describe('payments', () => {
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.deepEqual(r.body, { id: event.id, outcome: 'applied' });
     assert.equal(await status(id!), 'paid');
-    assert.deepEqual(await paymentsOf(id!), [{ id: event.id, outcome: 'applied', reason: null, amount: 1999, currency: 'EUR' }]);
-    const stored = await env.pool.query<{ raw: Buffer }>('select raw from payments where id = $1', [event.id]);
+    assert.deepEqual(await paymentsOf(id!), [{ id: recorded(event.id), outcome: 'applied', reason: null, amount: 1999, currency: 'EUR' }]);
+    const stored = await env.pool.query<{ raw: Buffer }>('select raw from payments where id = $1', [recorded(event.id)]);
     assert.deepEqual(stored.rows[0]!.raw, Buffer.from(JSON.stringify(event)), 'the signed bytes are kept as they came');
     assert.equal(await env.redis.exists(saleKeys(sale.id).expiry(id!)), 0);
     assert.equal(await counted('applied'), applied + 1);
@@ -115,7 +117,7 @@ describe('payments', () => {
     assert.deepEqual(answers.map((a) => a.status), Array(10).fill(200));
     assert.equal(answers.filter((a) => !a.body.duplicate).length, 1);
     assert.ok(answers.every((a) => a.body.outcome === 'applied'));
-    assert.deepEqual(await paymentsOf(other!), [{ id: burst.id, outcome: 'applied', reason: null, amount: 1999, currency: 'EUR' }]);
+    assert.deepEqual(await paymentsOf(other!), [{ id: recorded(burst.id), outcome: 'applied', reason: null, amount: 1999, currency: 'EUR' }]);
     assert.equal(await counted('duplicate'), duplicates + 10);
   });
 
@@ -185,17 +187,17 @@ describe('payments', () => {
 
     const listed = await cli(env, ['refunds', '--json']);
     assert.equal(listed.code, 0, listed.stderr);
-    const mine = (JSON.parse(listed.stdout) as { paymentId: string; receivedAt: string }[]).filter((r) => events.some((e) => e.id === r.paymentId));
+    const mine = (JSON.parse(listed.stdout) as { paymentId: string; receivedAt: string }[]).filter((r) => events.some((e) => recorded(e.id) === r.paymentId));
     const open = { refundedAt: null, reference: null, receivedAt: 'string' };
     assert.deepEqual(mine.map((r) => ({ ...r, receivedAt: typeof r.receivedAt })), [
-      { paymentId: events[0]!.id, orderId: late, saleId: sale.id, userId: 'dora', reason: 'order_expired', amount: 1999, currency: 'EUR', ...open },
-      { paymentId: events[1]!.id, orderId: overdue, saleId: sale.id, userId: 'dan', reason: 'order_expired', amount: 1999, currency: 'EUR', ...open },
-      { paymentId: events[2]!.id, orderId: twice, saleId: sale.id, userId: 'dee', reason: 'already_paid', amount: 700, currency: 'USD', ...open },
+      { paymentId: recorded(events[0]!.id), orderId: late, saleId: sale.id, userId: 'dora', reason: 'order_expired', amount: 1999, currency: 'EUR', ...open },
+      { paymentId: recorded(events[1]!.id), orderId: overdue, saleId: sale.id, userId: 'dan', reason: 'order_expired', amount: 1999, currency: 'EUR', ...open },
+      { paymentId: recorded(events[2]!.id), orderId: twice, saleId: sale.id, userId: 'dee', reason: 'already_paid', amount: 700, currency: 'USD', ...open },
     ]);
     const table = await cli(env, ['refunds']);
     assert.equal(table.code, 0, table.stderr);
     assert.match(table.stdout, /^payment +order +sale +buyer +amount +reason +received\n/);
-    assert.match(table.stdout, new RegExp(`${events[0]!.id} +${late!.replace('.', '\\.')} +${sale.id} +dora +1999 EUR +order_expired +\\d{4}-`));
+    assert.match(table.stdout, new RegExp(`${recorded(events[0]!.id)} +${late!.replace('.', '\\.')} +${sale.id} +dora +1999 EUR +order_expired +\\d{4}-`));
   });
 
   test('payments: an order still queued answers 503 (the provider retries), an unknown one 404, an unknown type 200 ignored; none recorded', async () => {
@@ -225,7 +227,7 @@ describe('payments', () => {
     const paid = await http(api.port, 'POST', `/api/orders/${id}/pay`, { user: 'fay' });
     assert.deepEqual(paid.body, { orderId: id, status: 'paid' });
     // It pays what the provider would charge: price x qty in the sale's currency.
-    assert.deepEqual(await paymentsOf(id!), [{ id: `direct.${id}`, outcome: 'applied', reason: null, amount: 1999, currency: 'EUR' }]);
+    assert.deepEqual(await paymentsOf(id!), [{ id: recorded(`direct.${id}`), outcome: 'applied', reason: null, amount: 1999, currency: 'EUR' }]);
     assert.deepEqual((await http(api.port, 'POST', `/api/orders/${id}/pay`, { user: 'fay' })).body, { orderId: id, status: 'paid' });
     assert.equal((await paymentsOf(id!)).length, 1, 'paying again records nothing');
 
@@ -269,7 +271,7 @@ describe('payments', () => {
     // A redelivery answers the recorded reason.
     assert.deepEqual((await deliver(events[0]!)).body, { id: events[0]!.id, outcome: 'refund_due', reason: 'amount_mismatch', duplicate: true });
     const listed = JSON.parse((await cli(env, ['refunds', '--json'])).stdout) as { paymentId: string; reason: string }[];
-    assert.deepEqual(listed.filter((r) => events.some((e) => e.id === r.paymentId)).map((r) => r.reason), wrong.map(([, reason]) => reason));
+    assert.deepEqual(listed.filter((r) => events.some((e) => recorded(e.id) === r.paymentId)).map((r) => r.reason), wrong.map(([, reason]) => reason));
   });
 
   test('payments: a sale made before prices (price null) takes any amount, by webhook and by DIRECT_PAY', async () => {
@@ -280,7 +282,7 @@ describe('payments', () => {
     const any = succeeded(a!, { amount: 5, currency: 'GBP' });
     assert.deepEqual((await deliver(any)).body, { id: any.id, outcome: 'applied' });
     assert.deepEqual((await http(api.port, 'POST', `/api/orders/${b}/pay`, { user: 'ian' })).body, { orderId: b, status: 'paid' });
-    assert.deepEqual(await paymentsOf(b!), [{ id: `direct.${b}`, outcome: 'applied', reason: null, amount: 0, currency: 'XXX' }]);
+    assert.deepEqual(await paymentsOf(b!), [{ id: recorded(`direct.${b}`), outcome: 'applied', reason: null, amount: 0, currency: 'XXX' }]);
   });
 
   test('payments: an event id delivered again with other bytes is 409 event_conflict, recorded nowhere and logged PAYMENT_EVENT_CONFLICT; the same bytes stay 200 duplicate', async () => {
@@ -321,7 +323,7 @@ describe('payments', () => {
     // re-serialisation would change every one of them.
     const raw = `{ "type" :"payment.succeeded",\n\t"amount":1999 , "currency" : "\\u0045UR","orderId":"${id}",  "note":"café \\ud83d\\ude00 ☕",\r\n"id":"${eventId}"  }`;
     assert.deepEqual((await deliver(raw)).body, { id: eventId, outcome: 'applied' });
-    const stored = await env.pool.query<{ raw: Buffer; currency: string }>('select raw, currency from payments where id = $1', [eventId]);
+    const stored = await env.pool.query<{ raw: Buffer; currency: string }>('select raw, currency from payments where id = $1', [recorded(eventId)]);
     assert.ok(stored.rows[0]!.raw.equals(Buffer.from(raw, 'utf8')), `stored ${stored.rows[0]!.raw.toString('utf8')}`);
     assert.equal(stored.rows[0]!.currency, 'EUR');
   });
@@ -337,11 +339,11 @@ describe('payments', () => {
     const before = await everything();
     for (const [what, reply, code, status] of [
       ['unknown', mark('evt_nobody', { reference: 'r' }), 'payment_not_found', 404],
-      ['applied', mark(paid.id, { reference: 'r' }), 'not_refund_due', 409],
-      ['no reference', mark(refundA.id, {}), 'bad_request', 400],
-      ['empty reference', mark(refundA.id, { reference: '' }), 'bad_request', 400],
-      ['a control character', mark(refundA.id, { reference: 'ref\u0007' }), 'bad_request', 400],
-      ['not the admin', mark(refundA.id, { reference: 'r' }, 'not-the-admin-token-0123'), 'forbidden', 403],
+      ['applied', mark(recorded(paid.id), { reference: 'r' }), 'not_refund_due', 409],
+      ['no reference', mark(recorded(refundA.id), {}), 'bad_request', 400],
+      ['empty reference', mark(recorded(refundA.id), { reference: '' }), 'bad_request', 400],
+      ['a control character', mark(recorded(refundA.id), { reference: 'ref\u0007' }), 'bad_request', 400],
+      ['not the admin', mark(recorded(refundA.id), { reference: 'r' }, 'not-the-admin-token-0123'), 'forbidden', 403],
     ] as [string, Promise<Reply>, string, number][]) {
       const r = await reply;
       assert.equal(r.status, status, `${what}: ${JSON.stringify(r.body)}`);
@@ -349,31 +351,31 @@ describe('payments', () => {
     }
     assert.deepEqual(await everything(), before, 'a refused mark changes nothing');
 
-    const first = await mark(refundA.id, { reference: 'psp-refund-0001' });
+    const first = await mark(recorded(refundA.id), { reference: 'psp-refund-0001' });
     assert.equal(first.status, 200, JSON.stringify(first.body));
-    assert.equal(first.body.paymentId, refundA.id);
+    assert.equal(first.body.paymentId, recorded(refundA.id));
     assert.equal(first.body.reason, 'amount_mismatch');
     assert.equal(first.body.reference, 'psp-refund-0001');
     assert.equal(typeof first.body.refundedAt, 'string');
-    const again = await mark(refundA.id, { reference: 'another-reference' });
+    const again = await mark(recorded(refundA.id), { reference: 'another-reference' });
     assert.deepEqual(again.body, first.body, 'marking twice answers the first record unchanged');
-    const row = await env.pool.query('select refund_reference, refunded_at is not null as refunded from payments where id = $1', [refundA.id]);
+    const row = await env.pool.query('select refund_reference, refunded_at is not null as refunded from payments where id = $1', [recorded(refundA.id)]);
     assert.deepEqual(row.rows, [{ refund_reference: 'psp-refund-0001', refunded: true }]);
 
-    const byCli = await cli(env, ['refunds', 'mark', refundB.id, '--reference', 'bank transfer 42', '--json']);
+    const byCli = await cli(env, ['refunds', 'mark', recorded(refundB.id), '--reference', 'bank transfer 42', '--json']);
     assert.equal(byCli.code, 0, byCli.stderr);
     assert.equal(JSON.parse(byCli.stdout).reference, 'bank transfer 42');
     const unknown = await cli(env, ['refunds', 'mark', 'evt_nobody', '--reference', 'x']);
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /No payment has the id "evt_nobody"/);
-    const applied = await cli(env, ['refunds', 'mark', paid.id, '--reference', 'x']);
+    const applied = await cli(env, ['refunds', 'mark', recorded(paid.id), '--reference', 'x']);
     assert.equal(applied.code, 2);
     assert.match(applied.stderr, /paid its order: there is nothing to refund/);
 
     const open = JSON.parse((await cli(env, ['refunds', '--json'])).stdout) as { paymentId: string }[];
-    assert.ok(!open.some((r) => r.paymentId === refundA.id || r.paymentId === refundB.id), 'closed refunds are not listed by default');
+    assert.ok(!open.some((r) => r.paymentId === recorded(refundA.id) || r.paymentId === recorded(refundB.id)), 'closed refunds are not listed by default');
     const all = JSON.parse((await cli(env, ['refunds', '--all', '--json'])).stdout) as { paymentId: string; reference: string | null }[];
-    assert.deepEqual(all.filter((r) => r.paymentId === refundA.id || r.paymentId === refundB.id).map((r) => r.reference), ['psp-refund-0001', 'bank transfer 42']);
+    assert.deepEqual(all.filter((r) => r.paymentId === recorded(refundA.id) || r.paymentId === recorded(refundB.id)).map((r) => r.reference), ['psp-refund-0001', 'bank transfer 42']);
     const table = await cli(env, ['refunds', '--all']);
     assert.match(table.stdout, /^payment +order +sale +buyer +amount +reason +received +refunded +reference\n/);
 

@@ -92,7 +92,7 @@ test('prometheus: every process of the PM2 deployment is a target, and purchases
 
   // The replay's view of the sale, and its heartbeat.
   await settlesTo('the sale\'s stock as the replay reconciled it', () => sumBy('state', `flashsale_sale_stock{sale="${saleId}"}`),
-    { available: 0, expired: 0, paid: 0, pending: 300, queued: 0, restoring: 0 });
+    { available: 0, cancelled: 0, expired: 0, paid: 0, pending: 300, queued: 0, restoring: 0 });
   assert.ok(Number((await prom.query('sum(flashsale_replay_passes_total)'))[0]?.value[1]) > 0, 'replay passes counted');
 
   // The shipped rules load and evaluate against these series; none fires on a healthy deployment.

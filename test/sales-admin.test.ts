@@ -147,8 +147,10 @@ describe('listing sales', () => {
     assert.equal((await buy(soldOut, 'erin')).statusCode, 202);
     const paidOrder = (await buy(open, 'frank')).json().orderId as string;
     assert.equal((await app.inject({ method: 'POST', url: `/api/sales/${open.id}/purchases`, headers: auth('grace'), payload: { qty: 2 } })).statusCode, 202);
+    const cancelledOrder = (await buy(open, 'hank')).json().orderId as string;
     await drain();
     await app.inject({ method: 'POST', url: `/api/orders/${paidOrder}/pay`, headers: auth('frank') });
+    assert.equal((await app.inject({ method: 'POST', url: `/api/orders/${cancelledOrder}/cancel`, headers: auth('hank') })).statusCode, 200);
 
     const all = await list();
     assert.equal(all.statusCode, 200, all.body);
@@ -156,9 +158,9 @@ describe('listing sales', () => {
     assert.deepEqual(page.sales.map((s: { id: string }) => s.id), [open.id, soldOut.id, past.id, upcoming.id]);
     assert.equal(page.next, null);
     const first = page.sales[0];
-    assert.deepEqual({ state: first.state, available: first.available, pending: first.pending, paid: first.paid, expired: first.expired },
-      { state: 'open', available: 2, pending: 1, paid: 1, expired: 0 });
-    assert.deepEqual(Object.keys(first).sort(), ['admission', 'admitOverbook', 'admitRatePerSecond', 'available', 'backfillUntil', 'challenge', 'challengeComplexity', 'currency',
+    assert.deepEqual({ state: first.state, available: first.available, pending: first.pending, paid: first.paid, expired: first.expired, cancelled: first.cancelled },
+      { state: 'open', available: 2, pending: 1, paid: 1, expired: 0, cancelled: 1 });
+    assert.deepEqual(Object.keys(first).sort(), ['admission', 'admitOverbook', 'admitRatePerSecond', 'available', 'backfillUntil', 'cancelled', 'challenge', 'challengeComplexity', 'currency',
       'endsAt', 'entriesCloseAt', 'entriesOpenAt', 'expired', 'id', 'maxPerOrder', 'name', 'paid', 'passSeconds', 'paymentWindowSeconds', 'pending',
       'perUserLimit', 'price', 'seed', 'seedSha256', 'startsAt', 'state', 'stock']);
     assert.deepEqual([first.price, first.currency], [1999, 'EUR'], 'the admin list shows the price');
@@ -214,8 +216,8 @@ describe('the CLI', () => {
 
     const table = await cli(env, ['sale', 'list', '--state', 'ended']);
     assert.equal(table.code, 0, table.stderr);
-    assert.match(table.stdout, /^id +state +stock +available +pending +paid +expired +starts +ends +name$/m);
-    assert.match(table.stdout, new RegExp(`^${sale.id} +ended +10 +10 +0 +0 +0 .* CLI end$`, 'm'));
+    assert.match(table.stdout, /^id +state +stock +available +pending +paid +expired +cancelled +starts +ends +name$/m);
+    assert.match(table.stdout, new RegExp(`^${sale.id} +ended +10 +10 +0 +0 +0 +0 .* CLI end$`, 'm'));
 
     const missing = await cli(env, ['sale', 'end', 'no-such-sale']);
     assert.equal(missing.code, 2);

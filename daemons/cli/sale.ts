@@ -1,7 +1,8 @@
 // `flashsale sale`: create (its flags from the sale's definition), list, end and inspect sales.
 import type { Argv } from 'yargs';
 import { HttpError } from '../../shared/errors.js';
-import { reconcile } from '../../shared/reconcile.js';
+import { ORDER_STATES } from '../../shared/order-states.js';
+import { reconcile, UNIT_PLACES } from '../../shared/reconcile.js';
 import { endSale, listAllSales, type SaleListItem } from '../../shared/sale-admin.js';
 import { SALE_DEFINITION, shownOrder } from '../../shared/sale-definition.js';
 import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '../../shared/sales.js';
@@ -9,8 +10,7 @@ import { printTable, serverFlags, withConnections } from './common.js';
 
 function printStatus(r: Awaited<ReturnType<typeof reconcile>>): void {
   const rows: [string, number | string][] = [
-    ['total', r.total], ['available', r.available], ['queued', r.queued], ['pending', r.pending],
-    ['paid', r.paid], ['expired', r.expired], ['cancelled', r.cancelled], ['restoring', r.restoring],
+    ['total', r.total], ...UNIT_PLACES.map((place) => [place, r[place]] as [string, number]),
     ['conservation', r.holds ? 'holds' : 'VIOLATED'],
   ];
   console.log(`sale ${r.saleId}`);
@@ -22,8 +22,8 @@ function printSales(sales: SaleListItem[]): void {
     console.log('no sales');
     return;
   }
-  printTable([['id', 'state', 'stock', 'available', 'pending', 'paid', 'expired', 'starts', 'ends', 'name'],
-    ...sales.map((s) => [s.id, s.state, ...[s.stock, s.available, s.pending, s.paid, s.expired].map(String), s.startsAt, s.endsAt ?? '-', s.name])]);
+  printTable([['id', 'state', 'stock', 'available', ...ORDER_STATES, 'starts', 'ends', 'name'],
+    ...sales.map((s) => [s.id, s.state, ...[s.stock, s.available, ...ORDER_STATES.map((o) => s[o])].map(String), s.startsAt, s.endsAt ?? '-', s.name])]);
 }
 
 /** A flag per field of the definition that has one; parseSaleInput checks what they say. */

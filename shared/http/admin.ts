@@ -8,6 +8,7 @@ import type { RedisClient } from '../redis.js';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
 import { HttpError } from '../errors.js';
+import { HOLDING, ORDER_STATES, RESTORING, STATE_RULES } from '../order-states.js';
 import { getSale } from '../sales.js';
 import { LATENESS_SAMPLE, LATENESS_WINDOW_MS, saleLive } from '../sale-live.js';
 import { JS, pageModules, PUBLIC_DIR, staticRoute } from './page.js';
@@ -31,9 +32,9 @@ const ms = (description: string) => ({ type: 'integer', nullable: true, descript
 
 const UNITS = {
   total: count('the sale\'s stock'), available: count('left in Redis'), queued: count('won, not yet written to Postgres'),
-  pending: count('awaiting payment'), paid: count('paid'), expired: count('closed unpaid'), cancelled: count('cancelled by the buyer'),
-  restoring: count('expired or cancelled, not yet back in Redis'),
-  holds: { type: 'boolean', description: 'available + queued + pending + paid + restoring = total' },
+  ...Object.fromEntries(ORDER_STATES.map((s) => [s, count(STATE_RULES[s].describe)])),
+  restoring: count(`${RESTORING.join(' or ')}, not yet back in Redis`),
+  holds: { type: 'boolean', description: `available + queued + ${HOLDING.join(' + ')} + restoring = total` },
 };
 
 const ROOM = {

@@ -8,6 +8,7 @@ import { Challenges } from '../challenge.js';
 import { ConfigError, type Config } from '../config.js';
 import type { Pool } from '../db.js';
 import type { Logger } from '../logger.js';
+import { SignedWebhook } from '../payments/signed-webhook.js';
 import type { Purchaser } from '../purchase.js';
 import { admin } from './admin.js';
 import { serverLimits } from './client-limits.js';
@@ -47,7 +48,7 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   // Here, not in a plugin: a bad JWT setting or no webhook secret must stop buildApp itself (ConfigError).
   const auth = createAuth(config, logger);
   if (!config.paymentWebhookSecret) throw new ConfigError('PAYMENT_WEBHOOK_SECRET is not set: the payment webhook cannot verify anything without it');
-  const paymentDeps = { pool, redis, secret: config.paymentWebhookSecret, logger };
+  const paymentDeps = { pool, redis, logger, signed: new SignedWebhook(config.paymentWebhookSecret) };
   app.decorateRequest('buyer', '');
   const otherMethods = methodNotAllowed(app);
 

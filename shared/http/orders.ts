@@ -4,10 +4,9 @@ import type { FastifyPluginCallback } from 'fastify';
 import type { RedisClient } from '../redis.js';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
-import type { PaymentDeps } from '../payments.js';
 import { ORDER_ID_PATTERN, SALE_ID_PATTERN } from '../ids.js';
 import { cancelOrder } from '../cancel.js';
-import { getOrder, myOrders, MY_ORDERS_MAX, payOrder } from '../orders.js';
+import { getOrder, myOrders, MY_ORDERS_MAX, ORDER_STATUSES, payOrder, type DirectPayDeps } from '../orders.js';
 import { refusal } from './errors.js';
 import { errorResponses, SECURITY } from './schemas.js';
 
@@ -21,7 +20,7 @@ const orderView = {
   description: 'the order', type: 'object', required: ['orderId', 'saleId', 'qty', 'status'],
   properties: {
     orderId: { type: 'string' }, saleId: { type: 'string' }, qty: { type: 'integer' },
-    status: { type: 'string', enum: ['queued', 'pending_payment', 'paid', 'expired', 'cancelled'] },
+    status: { type: 'string', enum: ORDER_STATUSES },
     expiresAt: { type: 'string', format: 'date-time', description: 'the payment deadline, while pending_payment' },
   },
 };
@@ -80,7 +79,7 @@ const myOrdersSchema = {
 type OrderId = { Params: { orderId: string } };
 type MyOrdersQuery = { Querystring: { limit?: string; sale?: string; before?: string } };
 
-export const orders: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth; maxCancelsPerSale: number; directPay?: PaymentDeps }> = (
+export const orders: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth; maxCancelsPerSale: number; directPay?: DirectPayDeps }> = (
   app, { pool, redis, auth, maxCancelsPerSale, directPay }, done,
 ) => {
   const route = { preValidation: auth.buyer };

@@ -1,16 +1,18 @@
-// The payment provider's webhook. No buyer token: the signature over the exact bytes received is
-// the authentication, so this plugin (encapsulated: nothing here reaches other routes) takes the
-// body as a Buffer instead of the app's JSON parser, and payments.ts parses it only once verified.
+// The payment providers' webhooks, one route each. No buyer token: the provider verifies the exact
+// bytes received (a signature, for the signed webhook), so this plugin (encapsulated: nothing here
+// reaches other routes) takes the body as a Buffer instead of the app's JSON parser and hands the
+// bytes and the headers to the route's provider; nothing is parsed before it has verified them.
 import type { FastifyPluginCallback } from 'fastify';
 import { REFUND_REASONS } from '../payment-queries.js';
-import { receivePayment, SIGNATURE_HEADER, type PaymentDeps } from '../payments.js';
+import { receivePayment, type PaymentDeps } from '../payments.js';
+import type { PaymentProvider } from '../payments/provider.js';
 import { documentedOnly, errorResponses, SECURITY } from './schemas.js';
 
 /** Provider events are small; a signed body is checked whole, so it is kept in memory whole. */
 const WEBHOOK_BODY_LIMIT = 64 * 1024;
 
-// Documented, never validated: the body is bytes until its signature holds (parseEvent checks it then).
-const eventDoc = {
+// Documented, never validated: the body is bytes until its signature holds (the provider checks it then).
+const signedEventDoc = {
   type: 'object', required: ['id', 'type'],
   properties: {
     id: { type: 'string', description: 'the provider\'s event id: 1 to 255 printable characters' },
@@ -35,10 +37,16 @@ const schema = {
   },
 };
 
-export const payments: FastifyPluginCallback<PaymentDeps> = (app, deps, done) => {
+/** The providers this API takes events from; each has a webhook of its own below. */
+export interface PaymentProviders {
+  signed: PaymentProvider;
+}
+
+export const payments: FastifyPluginCallback<PaymentDeps & PaymentProviders> = (app, deps, done) => {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, parsed) => parsed(null, body));
-  app.post<{ Body: Buffer | undefined }>('/api/payments/webhook', { bodyLimit: WEBHOOK_BODY_LIMIT, schema, config: documentedOnly({ body: eventDoc }) }, async (req) =>
-    receivePayment(deps, req.body ?? Buffer.alloc(0), req.headers[SIGNATURE_HEADER]));
+  // One route per provider: the URL picks the provider, which gets the bytes and headers untouched.
+  app.post<{ Body: Buffer | undefined }>('/api/payments/webhook', { bodyLimit: WEBHOOK_BODY_LIMIT, schema, config: documentedOnly({ body: signedEventDoc }) }, async (req) =>
+    receivePayment(deps, deps.signed, req.body ?? Buffer.alloc(0), req.headers));
   done();
 };

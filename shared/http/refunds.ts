@@ -4,13 +4,18 @@ import type { FastifyPluginCallback } from 'fastify';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
 import { REFUND_REASONS } from '../payment-queries.js';
-import { markRefunded, REFERENCE_MAX } from '../refunds.js';
+import { markRefunded, PAYMENT_ID_MAX, REFERENCE_MAX } from '../refunds.js';
 import { refusal } from './errors.js';
 import { errorResponses, SECURITY } from './schemas.js';
 
 const params = {
   type: 'object', required: ['paymentId'],
-  properties: { paymentId: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$', ...refusal('invalid_id', 'The payment id is the provider\'s event id: 1 to 255 printable characters.') } },
+  properties: {
+    paymentId: {
+      type: 'string', pattern: `^[\\x21-\\x7e]{1,${PAYMENT_ID_MAX}}$`,
+      ...refusal('invalid_id', `The payment id is as \`flashsale refunds\` lists it, <provider>:<event id>: 1 to ${PAYMENT_ID_MAX} printable characters.`),
+    },
+  },
 };
 const body = {
   type: 'object', required: ['reference'], additionalProperties: false,

@@ -3,6 +3,7 @@
 // schema does not list, so each success schema names every property its route returns.
 import type { SwaggerTransform } from '@fastify/swagger';
 import { ERRORS, type ErrorCode } from '../errors.js';
+import { ORDER_STATES, STATE_RULES } from '../order-states.js';
 import { ADMISSIONS, CHALLENGES, SALE_DEFINITION, SALE_FIELDS } from '../sale-definition.js';
 import type { Field } from '../sale-field.js';
 
@@ -62,11 +63,7 @@ const SALE_VIEW_PROPERTIES = {
 /** A sale as GET /api/sales/:saleId shows it. */
 export const saleViewSchema = { description: 'the sale', type: 'object', required: Object.keys(SALE_VIEW_PROPERTIES), properties: SALE_VIEW_PROPERTIES };
 
-const ORDER_COUNTS = {
-  pending: { type: 'integer', description: 'orders awaiting payment' },
-  paid: { type: 'integer', description: 'orders paid' },
-  expired: { type: 'integer', description: 'orders closed unpaid' },
-};
+const ORDER_COUNTS = Object.fromEntries(ORDER_STATES.map((s) => [s, { type: 'integer', description: `orders ${STATE_RULES[s].describe}` }]));
 
 /** A page of GET /api/sales: each sale as its view shows it, with its orders by status. */
 export const salePageSchema = {

@@ -2,6 +2,7 @@
 // for the state a test expects (polled, with a deadline) instead of sleeping.
 import { readFileSync } from 'node:fs';
 import { saleKeys } from '../../shared/keys.js';
+import { OPEN, RESTORING, sqlStates } from '../../shared/order-states.js';
 import { createSale, getSale, parseSaleInput, type Sale } from '../../shared/sales.js';
 import type { TestEnv } from './env.js';
 
@@ -81,13 +82,14 @@ export async function written(env: TestEnv, saleId: string, what = 'accepted pur
   await waitFor(what, async () => (await env.redis.hlen(saleKeys(saleId).queued)) === 0);
 }
 
-/** Waits until a sale is at rest: nothing queued, nothing pending, every expired order's stock back. */
+/** Waits until a sale is at rest: nothing queued, nothing open (pending), every closed (expired, cancelled) order's stock back. */
 export async function settle(env: TestEnv, saleId: string, timeoutMs = 40_000): Promise<void> {
   const k = saleKeys(saleId);
   await waitFor(`sale ${saleId} at rest`, async () => {
     if ((await env.redis.hlen(k.queued)) > 0) return false;
     const res = await env.pool.query<{ n: number }>(
-      `select count(*)::int as n from orders where sale_id = $1 and (status = 'pending' or (status = 'expired' and restored_at is null))`, [saleId],
+      `select count(*)::int as n from orders where sale_id = $1
+       and (status in ${sqlStates(OPEN)} or (status in ${sqlStates(RESTORING)} and restored_at is null))`, [saleId],
     );
     return res.rows[0]!.n === 0;
   }, timeoutMs, 100);

@@ -24,7 +24,7 @@ function renderSales(sales) {
     row.classList.toggle('selected', s.id === selected);
     const link = Object.assign(document.createElement('a'), { href: `#${s.id}`, textContent: s.name, title: s.id });
     const price = s.price == null ? '—' : money(s.price, s.currency);
-    const cells = [link, SALE_STATES[s.state], price, `${s.available} of ${s.stock}`, s.pending, s.paid, s.expired, when(s.startsAt), when(s.endsAt)];
+    const cells = [link, SALE_STATES[s.state], price, `${s.available} of ${s.stock}`, s.pending, s.paid, s.expired, s.cancelled, when(s.startsAt), when(s.endsAt)];
     row.append(...cells.map((c, i) => {
       const td = document.createElement('td');
       if (i === 1) td.dataset.state = s.state;
