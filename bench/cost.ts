@@ -39,7 +39,7 @@ export async function measureMemory(pg: BenchPostgres, n: number, withEnd = fals
     const [entry] = await r.redis.lrange(k.winners, 0, 0);
     const orderId = entry!.split('|')[0]!;
     const keys: Record<string, number> = {
-      'buyer count (SETEX)': Number(await r.redis.memory('USAGE', k.buys('w-0'))),
+      'buyer counts hash, per entry': Math.round(Number(await r.redis.memory('USAGE', k.buyCounts, 'SAMPLES', '0')) / n),
       'winners list, per entry': Math.round(Number(await r.redis.memory('USAGE', k.winners, 'SAMPLES', '0')) / n),
       'queued hash, per entry': Math.round(Number(await r.redis.memory('USAGE', k.queued, 'SAMPLES', '0')) / n),
       'purchased set, per entry': Math.round(Number(await r.redis.memory('USAGE', k.purchased, 'SAMPLES', '0')) / n),

@@ -246,8 +246,8 @@ try {
             admission: argv.admission, admitRatePerSecond: argv['admit-rate'], admitOverbook: argv['admit-overbook'], passSeconds: argv['pass-seconds'],
             entriesOpenAt: argv['entries-open-at'], entriesCloseAt: argv['entries-close-at'], backfillUntil: argv['backfill-until'],
           }).filter(([, v]) => v !== undefined)));
-          const view = await withConnections(argv, async ({ pool, redis }) => {
-            await createSale(pool, redis, sale);
+          const view = await withConnections(argv, async ({ pool, redis }, config) => {
+            await createSale(pool, redis, sale, { legacyBuyCounts: config.legacyBuyCounts });
             return saleView(redis, sale);
           });
           console.log(argv.json ? JSON.stringify(view) : `created sale ${view.id} (${view.stock} in stock, ${view.state})`);

@@ -76,6 +76,12 @@ export interface Config {
   challengeRateWindowMs: number;
   /** Margin on a buyer's count: it lives until the sale's end + payment window + this (no expiry without an end). */
   buyCountTtlSeconds: number;
+  /**
+   * New sales keep each buyer's count in a key of its own, as the previous release did, instead of
+   * one hash per sale: on during a rolling upgrade, while APIs of that release (which read only
+   * those keys) still run.
+   */
+  legacyBuyCounts: boolean;
   /** Orders one buyer may cancel in one sale; the next cancel is refused 409 cancel_limit. */
   maxCancelsPerSale: number;
   writerId: string;
@@ -198,6 +204,7 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
     challengeRatePerBuyer: int('CHALLENGE_RATE_PER_BUYER', pick('challengeRatePerBuyer', 'CHALLENGE_RATE_PER_BUYER'), 5, 0),
     challengeRateWindowMs: int('CHALLENGE_RATE_WINDOW_MS', pick('challengeRateWindowMs', 'CHALLENGE_RATE_WINDOW_MS'), 10_000, 100),
     buyCountTtlSeconds: int('BUY_COUNT_TTL_SECONDS', pick('buyCountTtlSeconds', 'BUY_COUNT_TTL_SECONDS'), 86_400, 60),
+    legacyBuyCounts: bool('LEGACY_BUY_COUNTS', pick('legacyBuyCounts', 'LEGACY_BUY_COUNTS'), false),
     maxCancelsPerSale: int('MAX_CANCELS_PER_SALE', pick('maxCancelsPerSale', 'MAX_CANCELS_PER_SALE'), 3, 1),
     writerId: str(pick('writerId', 'WRITER_ID')) ?? `${hostname()}:${env.pm_id ?? process.pid}`,
     writerBatchSize: int('WRITER_BATCH_SIZE', pick('writerBatchSize', 'WRITER_BATCH_SIZE'), 1000, 1),

@@ -6,7 +6,7 @@ import { withTransaction } from './db.js';
 import { HttpError } from './errors.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from './ids.js';
-import { loadSale, type SaleRules } from './redis.js';
+import { loadSale, type LoadOptions, type SaleRules } from './redis.js';
 
 export interface Sale extends Omit<SaleRules, 'startsAt' | 'endsAt' | 'challenge' | 'admission' | 'seed'> {
   id: string;
@@ -210,14 +210,14 @@ export function rulesOf(sale: Sale): SaleRules {
 }
 
 /** Puts a sale into Redis (idempotent: a loaded sale keeps its stock) and into the registry. */
-export async function loadSaleIntoRedis(redis: RedisClient, sale: Sale): Promise<boolean> {
-  const loaded = await loadSale(redis, sale.id, rulesOf(sale));
+export async function loadSaleIntoRedis(redis: RedisClient, sale: Sale, opts: LoadOptions = {}): Promise<boolean> {
+  const loaded = await loadSale(redis, sale.id, rulesOf(sale), opts);
   await redis.sadd(SALES_REGISTRY, sale.id);
   return loaded;
 }
 
 /** Creates the sale in Postgres and loads it into Redis; Redis failing rolls the row back. */
-export async function createSale(pool: Pool, redis: RedisClient, sale: Sale): Promise<void> {
+export async function createSale(pool: Pool, redis: RedisClient, sale: Sale, opts: LoadOptions = {}): Promise<void> {
   await withTransaction(pool, async (client) => {
     const res = await client.query(
       `insert into sales (id, name, stock, per_user_limit, max_per_order, starts_at, ends_at, payment_window_seconds, challenge, challenge_complexity, price, currency,
@@ -227,7 +227,7 @@ export async function createSale(pool: Pool, redis: RedisClient, sale: Sale): Pr
         sale.admission, sale.admitRatePerSecond, sale.admitOverbook, sale.passSeconds, sale.entriesOpenAt, sale.entriesCloseAt, sale.backfillUntil, sale.seed, sale.seedSha256],
     );
     if (res.rowCount === 0) throw new HttpError('sale_exists', `A sale with id "${sale.id}" already exists.`);
-    await loadSaleIntoRedis(redis, sale);
+    await loadSaleIntoRedis(redis, sale, opts);
   });
 }
 
