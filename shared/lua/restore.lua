@@ -18,7 +18,9 @@
   loaded with LEGACY_BUY_COUNTS) and their field in the hash (see purchase.lua, "Buyer counts").
   Quota goes back to the own key first while it holds any, the rest to the field; a key or field
   that reaches zero is deleted, and neither TTL changes (no TTL for a sale without end, else the
-  one purchase.lua set).
+  one purchase.lua set). The previous release's restore.lua gives back to the own key only: on a
+  sale with the hash it would leave the buyer's quota taken, one more reason new sales write the
+  hash only once no process of that release runs (LEGACY_BUY_COUNTS until then).
 
   Every key is declared, the buyers' counts too: while a reshard moves the slot, Redis then
   answers the whole call with ASK or TRYAGAIN (the client follows or retries it) instead of
