@@ -1,6 +1,7 @@
 // Comparison 4: cost and growth of the product. Redis memory per queued winner and per pending
-// order (INFO used_memory deltas, and MEMORY USAGE of one of each key), and throughput and p99 of
-// the purchase path as concurrency and the crowd-to-stock ratio grow.
+// order (INFO used_memory deltas, and MEMORY USAGE of one of each key), for a sale without end and
+// one with an end (its buyer counts expire, which costs memory of its own), and throughput and p99
+// of the purchase path as concurrency and the crowd-to-stock ratio grow.
 import type { Redis } from 'ioredis';
 import { saleKeys, SALES_REGISTRY } from '../shared/keys.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
@@ -10,6 +11,8 @@ import { seedWinners } from './writer.js';
 
 export interface MemoryResult {
   winners: number;
+  /** Whether the sale had an end (absent in results saved before both were measured: it had none). */
+  withEnd?: boolean;
   bytesPerQueuedWinner: number;
   bytesPerPendingOrder: number;
   /** MEMORY USAGE of one key of each kind, and the per-entry share of the sale's shared structures. */
@@ -18,15 +21,16 @@ export interface MemoryResult {
 
 const used = async (redis: Redis) => Number(/^used_memory:(\d+)/m.exec(await redis.info('memory'))?.[1] ?? 0);
 
-/** N winners queued by the real purchase script, then drained by the real writer. */
-export async function measureMemory(pg: BenchPostgres, n: number): Promise<MemoryResult> {
+/** N winners queued by the real purchase script, then drained by the real writer; `withEnd`: the sale ends in two hours. */
+export async function measureMemory(pg: BenchPostgres, n: number, withEnd = false): Promise<MemoryResult> {
   const cleanup = new Cleanup();
   try {
     const db = await freshDatabase(pg.url, 'bench_memory');
     cleanup.add(() => db.pool.end());
     const r = await freshRedis(cleanup);
     const saleId = 'mem';
-    await createSale(db.pool, r.redis, parseSaleInput({ id: saleId, name: saleId, stock: n, ...BENCH_PRICE, paymentWindowSeconds: 3600 }));
+    const endsAt = withEnd ? { endsAt: new Date(Date.now() + 2 * 3_600_000).toISOString() } : {};
+    await createSale(db.pool, r.redis, parseSaleInput({ id: saleId, name: saleId, stock: n, ...BENCH_PRICE, paymentWindowSeconds: 3600, ...endsAt }));
     await r.redis.srem(SALES_REGISTRY, saleId);
     const base = await used(r.redis);
     await seedWinners(r.redis, saleId, n);
@@ -35,7 +39,7 @@ export async function measureMemory(pg: BenchPostgres, n: number): Promise<Memor
     const [entry] = await r.redis.lrange(k.winners, 0, 0);
     const orderId = entry!.split('|')[0]!;
     const keys: Record<string, number> = {
-      'buyer count (SETEX)': Number(await r.redis.memory('USAGE', k.buys('w-0'))),
+      'buyer counts hash, per entry': Math.round(Number(await r.redis.memory('USAGE', k.buyCounts, 'SAMPLES', '0')) / n),
       'winners list, per entry': Math.round(Number(await r.redis.memory('USAGE', k.winners, 'SAMPLES', '0')) / n),
       'queued hash, per entry': Math.round(Number(await r.redis.memory('USAGE', k.queued, 'SAMPLES', '0')) / n),
       'purchased set, per entry': Math.round(Number(await r.redis.memory('USAGE', k.purchased, 'SAMPLES', '0')) / n),
@@ -47,8 +51,8 @@ export async function measureMemory(pg: BenchPostgres, n: number): Promise<Memor
     const pending = await used(r.redis);
     keys['expiry key (SET PXAT)'] = Number(await r.redis.memory('USAGE', k.expiry(orderId)));
     keys['deadlines zset, per entry'] = Math.round(Number(await r.redis.memory('USAGE', k.deadlines, 'SAMPLES', '0')) / n);
-    progress(`memory: ${n} winners: ${Math.round((queued - base) / n)} B queued, ${Math.round((pending - base) / n)} B pending`);
-    return { winners: n, bytesPerQueuedWinner: Math.round((queued - base) / n), bytesPerPendingOrder: Math.round((pending - base) / n), keys };
+    progress(`memory: ${n} winners, sale ${withEnd ? 'with' : 'without'} end: ${Math.round((queued - base) / n)} B queued, ${Math.round((pending - base) / n)} B pending`);
+    return { winners: n, withEnd, bytesPerQueuedWinner: Math.round((queued - base) / n), bytesPerPendingOrder: Math.round((pending - base) / n), keys };
   } finally {
     await cleanup.run();
   }

@@ -250,7 +250,7 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
       '', expiryTable(rows), '');
   }
   if (r.cost) {
-    out.push('## 4. Cost and growth', '', `Redis memory, ${r.cost.memory.winners.toLocaleString('en-US')} winners queued by the purchase script, then drained by the writer:`, '', memoryTable(r.cost.memory), '',
+    out.push('## 4. Cost and growth', '', `Redis memory, ${r.cost.memory.winners.toLocaleString('en-US')} winners queued by the purchase script, then drained by the writer:`, '', memoryTable(r.cost.memory, r.cost.memoryWithEnd), '',
       'The product alone at each concurrency, then at each ratio of buyers to stock (CPU and peak RSS of each process under that load):', '', growthTable(r.cost.growth), '');
   }
   const jwt = jwtSection();

@@ -92,8 +92,9 @@ try {
   }
   if (parts.has('cost')) {
     const memory = await measureMemory(pg, P.memoryWinners);
+    const memoryWithEnd = await measureMemory(pg, P.memoryWinners, true);
     const growth = await runGrowth(pg, P.growth);
-    results.cost = { memory, growth };
+    results.cost = { memory, memoryWithEnd, growth };
   }
   if (parts.has('cluster')) results.cluster = await runCluster(pg, P.cluster);
   if (parts.has('profile')) results.profile = await runProfiles(pg, P.profile);

@@ -36,7 +36,7 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
     const setup = await connect(config, logger);
     try {
       await migrate(setup.pool, logger);
-      if (!(await getSale(setup.pool, DEMO_SALE.id))) await createSale(setup.pool, setup.redis, parseSaleInput(DEMO_SALE));
+      if (!(await getSale(setup.pool, DEMO_SALE.id))) await createSale(setup.pool, setup.redis, parseSaleInput(DEMO_SALE), { legacyBuyCounts: config.legacyBuyCounts });
     } finally {
       await setup.close();
     }

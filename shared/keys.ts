@@ -84,7 +84,9 @@ function buildSaleKeys(saleId: string) {
     /** Orders whose buyer asked to cancel them while queued (cancel.lua). */
     cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,
-    /** Buyer U's count is this prefix followed by U (settle finds them by it). */
+    /** The sale's buyer counts (hash buyer -> count), one TTL for all; a sale loaded with `buyCounts` = hash in its meta writes here. */
+    buyCounts: `${p}:buys`,
+    /** Older format: buyer U's count in a key of its own, this prefix followed by U (settle finds them by it). Still read and given back. */
     buysPrefix,
     buys: (userId: string) => buysPrefix + userId,
     /** Buyer U's purchases of this sale in the current rate-limit window (purchase.lua): gone when the window ends. */

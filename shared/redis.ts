@@ -22,7 +22,7 @@ type ScriptName = (typeof SCRIPTS)[number];
  * (see their headers); auto-pipelining is off for them.
  */
 const KEY_COUNTS: Record<ScriptName, number | null> = {
-  purchase: 10, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 11,
+  purchase: 11, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 12,
   join_queue: 4, admit: 5, queue_status: 4, lease: 1,
 };
 const PER_CALL_KEYS = SCRIPTS.filter((name) => KEY_COUNTS[name] === null);
@@ -170,13 +170,21 @@ const META = (Object.keys(SALE_DEFINITION) as SaleField[]).flatMap((key) => {
   return redis ? [{ key, ...redis, fallback: schema.default as string | number | undefined }] : [];
 });
 
-export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules): Promise<boolean> {
+/** How a sale is loaded beyond its rules. */
+export interface LoadOptions {
+  /** LEGACY_BUY_COUNTS: the sale keeps each buyer's count in a key of its own, which APIs of the previous release read (see purchase.lua). */
+  legacyBuyCounts?: boolean;
+}
+
+export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules, opts: LoadOptions = {}): Promise<boolean> {
   const k = saleKeys(saleId);
   const meta = META.flatMap(({ key, name, none, admission, fallback }) => {
     const v = admission && r.admission !== admission ? null : (r[key] ?? none ?? fallback);
     return v === null || v === undefined ? [] : [name, v];
   });
-  const loaded = await run(redis, 'load_sale', [k.meta, k.available], [r.stock, ...meta]);
+  // A new sale's buyer counts go to one hash, unless APIs of the previous release still run (purchase.lua).
+  const buyCounts = opts.legacyBuyCounts ? [] : ['buyCounts', 'hash'];
+  const loaded = await run(redis, 'load_sale', [k.meta, k.available], [r.stock, ...meta, ...buyCounts]);
   return loaded === 1;
 }
 
@@ -215,7 +223,7 @@ export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promi
   // KEYS[9] is the token's mark, the passes, or (read by nobody) a name that keeps the key count fixed.
   const gateKey = g?.kind === 'pass' ? k.passes : k.tokenUsed(g?.kind === 'token' ? g.id : '');
   const gateUntil = g?.kind === 'token' ? g.expiresAt + TOKEN_MARK_MARGIN_MS : g?.kind === 'pass' ? g.expiresAt : 0;
-  return (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased, k.deadlines, gateKey, k.rate(a.userId)], [
+  return (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased, k.deadlines, gateKey, k.rate(a.userId), k.buyCounts], [
     a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, g?.kind ?? '', gateUntil, a.rate?.max ?? 0, a.rate?.windowMs ?? 0,
   ])) as [number, number];
 }
@@ -257,13 +265,13 @@ export async function restoreStocks(redis: RedisClient, saleId: string, orders: 
   const k = saleKeys(saleId);
   const calls: Promise<boolean[]>[] = [];
   for (let from = 0; from < orders.length; from += RESTORE_CHUNK) {
-    const keys = [k.available, k.restored, k.restoredQty, k.meta];
-    const countAt = new Map<string, number>(); // buyer -> index of their count in KEYS (1-based, as Lua)
+    const keys = [k.available, k.restored, k.restoredQty, k.meta, k.buyCounts];
+    const countAt = new Map<string, number>(); // buyer -> index of their own count key in KEYS (1-based, as Lua)
     const args: (string | number)[] = [saleId, STOCK_CHANNEL];
     for (const o of orders.slice(from, from + RESTORE_CHUNK)) {
       let at = countAt.get(o.userId);
       if (at === undefined) countAt.set(o.userId, (at = keys.push(k.buys(o.userId))));
-      args.push(o.orderId, o.qty, at);
+      args.push(o.orderId, o.qty, o.userId, at);
     }
     calls.push(run(redis, 'restore', keys, args).then((res) => (res as number[]).map((r) => r === 1)));
   }
@@ -286,10 +294,10 @@ export async function unmarkCancelling(redis: RedisClient, saleId: string, order
   await redis.hdel(saleKeys(saleId).cancels, orderId);
 }
 
-/** settle_sale.lua: marks a settled sale so nothing restores there again, and deletes its per-order keys. */
+/** settle_sale.lua: marks a settled sale so nothing restores there again, and deletes its per-order keys and its buyer counts hash. */
 export async function forgetSettledOrders(redis: RedisClient, saleId: string): Promise<void> {
   const k = saleKeys(saleId);
-  await run(redis, 'settle_sale', [k.meta, k.restored, k.restoredQty, k.cancels, k.purchased, k.deadlines, k.writers, k.queue, k.room, k.passes, k.entries], []);
+  await run(redis, 'settle_sale', [k.meta, k.restored, k.restoredQty, k.cancels, k.purchased, k.deadlines, k.writers, k.queue, k.room, k.passes, k.entries, k.buyCounts], []);
 }
 
 /**

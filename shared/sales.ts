@@ -5,7 +5,7 @@ import type { Pool } from './db.js';
 import { withTransaction } from './db.js';
 import { HttpError } from './errors.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
-import { loadSale, type SaleRules } from './redis.js';
+import { loadSale, type LoadOptions, type SaleRules } from './redis.js';
 import { SALE_DEFINITION, type Admission, type Challenge, type Sale, type SaleField } from './sale-definition.js';
 
 // The callers of sales keep importing what a sale is from here.
@@ -32,18 +32,18 @@ export function rulesOf(sale: Sale): SaleRules {
 }
 
 /** Puts a sale into Redis (idempotent: a loaded sale keeps its stock) and into the registry. */
-export async function loadSaleIntoRedis(redis: RedisClient, sale: Sale): Promise<boolean> {
-  const loaded = await loadSale(redis, sale.id, rulesOf(sale));
+export async function loadSaleIntoRedis(redis: RedisClient, sale: Sale, opts: LoadOptions = {}): Promise<boolean> {
+  const loaded = await loadSale(redis, sale.id, rulesOf(sale), opts);
   await redis.sadd(SALES_REGISTRY, sale.id);
   return loaded;
 }
 
 /** Creates the sale in Postgres and loads it into Redis; Redis failing rolls the row back. */
-export async function createSale(pool: Pool, redis: RedisClient, sale: Sale): Promise<void> {
+export async function createSale(pool: Pool, redis: RedisClient, sale: Sale, opts: LoadOptions = {}): Promise<void> {
   await withTransaction(pool, async (client) => {
     const res = await client.query(INSERT, FIELDS.map((k) => sale[k]));
     if (res.rowCount === 0) throw new HttpError('sale_exists', `A sale with id "${sale.id}" already exists.`);
-    await loadSaleIntoRedis(redis, sale);
+    await loadSaleIntoRedis(redis, sale, opts);
   });
 }
 

@@ -139,7 +139,8 @@ export async function settleSales(pool: Pool, redis: RedisClient, registry: stri
 const SCAN_BATCH = 1000;
 
 /**
- * Deletes what a settled sale kept per order and per buyer. Buyers' counts are one key each, and so
+ * Deletes what a settled sale kept per order and per buyer. Its buyer counts hash goes with
+ * settle_sale.lua; counts in the older format (purchase.lua, "Buyer counts") are one key each, and so
  * are expiry keys a paid order's best-effort drop left behind (they would only fire and find the
  * order final): both are found by SCAN on the node serving the sale's slot (every key of the sale
  * shares its hash tag) and unlinked a batch at a time through the client, which follows a slot that

@@ -44,7 +44,7 @@ before(async () => {
   assert.equal(baseline.sales.length, 1);
   assert.equal(baseline.orders.length, 3);
   const k = saleKeys(sale.id);
-  for (const key of [k.meta, k.available, k.seq, k.queued, k.winners, k.deadlines, k.expiry(orders.alice), k.buys('alice')]) {
+  for (const key of [k.meta, k.available, k.seq, k.queued, k.winners, k.deadlines, k.expiry(orders.alice), k.buyCounts]) {
     assert.ok(baseline.redis[key], `baseline holds ${key}`);
   }
   assert.equal(baseline.redis[k.available]!.value, '15');

@@ -16,7 +16,7 @@ import { OrderWriter } from '../shared/writer.js';
 import { startApi } from '../daemons/api.js';
 import { assertConserved, type TestEnv } from './support/env.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
-import { countBy, newSale, runConcurrently } from './support/fixtures.js';
+import { buyCount, countBy, newSale, runConcurrently } from './support/fixtures.js';
 import { http, outcome } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
 import { PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
@@ -50,7 +50,7 @@ const drain = async (s: Sale) => {
 const cancel = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/cancel`, { user });
 const pay = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/pay`, { user });
 const available = async (s: Sale) => Number(await env.redis.get(saleKeys(s.id).available));
-const quota = async (s: Sale, user: string) => Number((await env.redis.get(saleKeys(s.id).buys(user))) ?? 0);
+const quota = (s: Sale, user: string) => buyCount(env.redis, s.id, user);
 const row = async (id: string) => (await env.pool.query<{ status: string; closed: boolean; restored: boolean }>(
   'select status, closed_at is not null as closed, restored_at is not null as restored from orders where id = $1', [id])).rows[0];
 const closedByCancel = async () => (await metrics.ordersClosed.get()).values.find((v) => v.labels.by === 'cancel')?.value ?? 0;

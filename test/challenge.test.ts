@@ -9,7 +9,7 @@ import { saleKeys } from '../shared/keys.js';
 import type { Sale } from '../shared/sales.js';
 import { type TestEnv } from './support/env.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
-import { newSale } from './support/fixtures.js';
+import { buyCount, newSale } from './support/fixtures.js';
 import { http, outcome } from './support/http.js';
 import * as pow from './support/pow.js';
 import { solve } from './support/pow.js';
@@ -30,7 +30,7 @@ const tokenFor = (s: Sale, user: string) => pow.tokenFor(api.port, s, user);
 const redisState = async (s: Sale, users: string[]) => ({
   available: await env.redis.get(saleKeys(s.id).available),
   winners: await env.redis.llen(saleKeys(s.id).winners),
-  buys: await Promise.all(users.map((u) => env.redis.get(saleKeys(s.id).buys(u)))),
+  buys: await Promise.all(users.map((u) => buyCount(env.redis, s.id, u))),
 });
 
 describe('proof-of-work sales', () => {

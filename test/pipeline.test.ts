@@ -13,7 +13,7 @@ import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { exited, ready, spawnCli } from './support/cli.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
-import { newSale, orderCount, runConcurrently, seededRandom, waitFor } from './support/fixtures.js';
+import { buyCount, newSale, orderCount, runConcurrently, seededRandom, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
 
 let env: TestEnv;
@@ -135,10 +135,9 @@ describe('order writer', () => {
   test('a writer down longer than the buy-count TTL still loses nothing', async () => {
     const s = await sale({ stock: 50 });
     const ids = await queueWinners(s.id, 50);
-    // What the SETEX'd counts expiring would leave: only the winners list.
-    const buys = await env.redis.keys(`${saleKeys(s.id).buys('')}*`);
-    assert.equal(buys.length, 50);
-    await env.redis.del(...buys);
+    // What the counts' TTL running out would leave: only the winners list.
+    assert.equal(await env.redis.hlen(saleKeys(s.id).buyCounts), 50);
+    await env.redis.del(saleKeys(s.id).buyCounts);
     writer();
     await waitFor('50 orders', async () => (await orderCount(env, s.id)) === 50);
     const rows = await env.pool.query<{ id: string }>('select id from orders where sale_id = $1', [s.id]);
@@ -264,7 +263,8 @@ describe('expiry listener and replay', () => {
     assert.equal(await env.redis.get(k.available), '5000');
     assert.equal(await env.redis.get(k.restoredQty), '5000');
     assert.equal(await env.redis.scard(k.restored), 5000);
-    assert.deepEqual(await env.redis.keys(`${k.buys('')}*`), [], 'every buyer\'s quota back');
+    assert.equal(await env.redis.exists(k.buyCounts), 0, 'every buyer\'s quota back');
+    assert.deepEqual(await env.redis.keys(`${k.buys('')}*`), [], 'and no count in the older format');
   });
 
   test('a crash between the Postgres close and the Redis restore is finished by the replay, once', async () => {
@@ -344,7 +344,7 @@ describe('where an order id is kept in Redis', () => {
     const k = saleKeys(saleId);
     return Promise.all([
       env.redis.get(k.available), env.redis.get(k.seq), env.redis.llen(k.winners), env.redis.hlen(k.queued),
-      env.redis.get(k.restoredQty), ...users.map((u) => env.redis.get(k.buys(u))),
+      env.redis.get(k.restoredQty), ...users.map((u) => buyCount(env.redis, saleId, u)),
     ]);
   }
 
@@ -384,7 +384,7 @@ describe('where an order id is kept in Redis', () => {
     await waitFor('id back in purchased', async () => (await place(s.id, ids[2]!)) === 'purchased', 5_000);
     assert.equal(await env.redis.zcard(saleKeys(s.id).deadlines), 0);
     await resendAll('closed');
-    assert.deepEqual(await reservations(s.id, users), ['2', '3', 0, 0, '2', '1', null, null]);
+    assert.deepEqual(await reservations(s.id, users), ['2', '3', 0, 0, '2', 1, 0, 0]);
     assert.equal(await env.redis.scard(saleKeys(s.id).restored), 2);
   });
 
@@ -434,7 +434,7 @@ describe('where an order id is kept in Redis', () => {
     assert.equal((await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger })).restored, 0);
     assert.equal(await touchDue(env.redis, s.id, Date.now(), 100), 0);
     const before = await reservations(s.id, ['old-1', 'old-2']);
-    assert.deepEqual(before, ['1', '2', 0, 0, '1', null, '1']);
+    assert.deepEqual(before, ['1', '2', 0, 0, '1', 0, 1]);
     assert.equal((await resend(s.id, expiring, 'old-1'))[0], 1);
     assert.equal((await resend(s.id, paid, 'old-2'))[0], 1);
     assert.deepEqual(await reservations(s.id, ['old-1', 'old-2']), before, 'a resent purchase changes nothing');

@@ -13,7 +13,7 @@ import type { Sale } from '../shared/sales.js';
 import { Refusal } from '../shared/purchase.js';
 import { type TestEnv } from './support/env.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
-import { countBy, newSale } from './support/fixtures.js';
+import { buyCount, countBy, newSale } from './support/fixtures.js';
 import { outcome } from './support/http.js';
 import * as pow from './support/pow.js';
 import { stateSnapshot } from './support/snapshot.js';
@@ -80,7 +80,7 @@ describe('one token, one purchase', () => {
     assert.deepEqual(await stateSnapshot(env), before);
     // A new token buys again, up to the buyer's limit.
     assert.equal(outcome(await buy(s, 'ann', await tokenFor(s, 'ann'))), '202 queued');
-    assert.equal(await env.redis.get(saleKeys(s.id).buys('ann')), '2');
+    assert.equal(await buyCount(env.redis, s.id, 'ann'), 2);
   });
 
   test('ten purchases with one token at once: exactly one reservation', async () => {

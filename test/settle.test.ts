@@ -18,7 +18,7 @@ import { SALES_REGISTRY, saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
 import type { Logger } from '../shared/logger.js';
 import { metrics } from '../shared/metrics.js';
-import { claimBatch, createRedis, purchaseScript, restoreStocks, saleNode } from '../shared/redis.js';
+import { claimBatch, createRedis, purchaseScript, restoreStocks, saleNode, type LoadOptions } from '../shared/redis.js';
 import { PassSummary, replayOnce } from '../shared/replay.js';
 import { loadSaleIntoRedis, parseSaleInput, type Sale } from '../shared/sales.js';
 import { settleSales } from '../shared/settle.js';
@@ -44,9 +44,9 @@ const HOUR = 3_600_000;
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /** A sale that ran from two hours ago until `endedMsAgo` ago (an hour by default). */
-function endedSale(e: TestEnv, fields: Record<string, unknown> = {}, endedMsAgo = HOUR): Promise<Sale> {
+function endedSale(e: TestEnv, fields: Record<string, unknown> = {}, endedMsAgo = HOUR, load: LoadOptions = {}): Promise<Sale> {
   const now = Date.now();
-  return newSale(e, { stock: 10, paymentWindowSeconds: 3600, startsAt: iso(now - 2 * HOUR), endsAt: iso(now - endedMsAgo), ...fields });
+  return newSale(e, { stock: 10, paymentWindowSeconds: 3600, startsAt: iso(now - 2 * HOUR), endsAt: iso(now - endedMsAgo), ...fields }, load);
 }
 
 /** A purchase made while the sale was open (the clock is passed in). */
@@ -314,8 +314,9 @@ test('settle: once its reconciliation holds, a settled sale\'s buyer counts, res
   // Paid straight in Postgres: their expiry keys and deadlines stay behind, as a lost drop would leave them.
   await env.pool.query(`update orders set status = 'paid', paid_at = now() where sale_id = $1 and status = 'pending'`, [sale.id]);
   const before = await saleMemory(env, sale.id);
-  assert.ok(before.keys.filter((k) => k.startsWith(saleKeys(sale.id).buysPrefix)).length === 2487, 'a count for every buyer still holding an order');
-  for (const k of [saleKeys(sale.id).restored, saleKeys(sale.id).restoredQty, saleKeys(sale.id).cancels, saleKeys(sale.id).purchased, saleKeys(sale.id).deadlines]) {
+  assert.equal(await env.redis.hlen(saleKeys(sale.id).buyCounts), 2487, 'a count for every buyer still holding an order');
+  assert.deepEqual(before.keys.filter((k) => k.startsWith(saleKeys(sale.id).buysPrefix)), [], 'none in the older format');
+  for (const k of [saleKeys(sale.id).buyCounts, saleKeys(sale.id).restored, saleKeys(sale.id).restoredQty, saleKeys(sale.id).cancels, saleKeys(sale.id).purchased, saleKeys(sale.id).deadlines]) {
     assert.ok(before.keys.includes(k), `${k} is there before`);
   }
 
@@ -352,9 +353,10 @@ test('settle: once its reconciliation holds, a settled sale\'s buyer counts, res
   const checked = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 5000 });
   assert.deepEqual(checked.violations.filter((v) => v.invariant !== 'payments_match_orders'), []);
 
-  // Back in the registry with a key again (a crash between settling and the registry, a reload): forgotten and dropped.
+  // Back in the registry with counts again, in both formats (a crash between settling and the registry, a reload): forgotten and dropped.
   await env.redis.sadd(SALES_REGISTRY, sale.id);
   await env.redis.set(saleKeys(sale.id).buys('m0'), '1');
+  await env.redis.hset(saleKeys(sale.id).buyCounts, 'm1', '1');
   assert.equal((await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger })).unregistered, 1);
   assert.deepEqual((await saleMemory(env, sale.id)).keys, settledKeys(sale.id));
   await env.pool.query(`update orders set status = 'paid', paid_at = now() where id = $1`, [openId]);
@@ -424,8 +426,9 @@ test('settle: on a Redis Cluster, each settled sale\'s buyer counts are found on
   const cluster = await startCluster(dir, { masters: 3, replicasPerMaster: 0 });
   const own = await testEnv({}, { redis: { redisClusterNodes: cluster.seeds } });
   try {
-    // Enough sales that they land on different masters.
-    const sales = await Promise.all(Array.from({ length: 6 }, () => endedSale(own, { stock: 300 })));
+    // Enough sales that they land on different masters; half keep a key per buyer's count (LEGACY_BUY_COUNTS), half the counts hash.
+    const sales = await Promise.all(Array.from({ length: 6 }, (_, i) => endedSale(own, { stock: 300 }, HOUR, { legacyBuyCounts: i % 2 === 1 })));
+    const legacy = sales.filter((_, i) => i % 2 === 1);
     for (const sale of sales) {
       await runConcurrently(300, 50, async (i) => {
         const [code] = await purchaseScript(own.redis, { saleId: sale.id, userId: `u${i}`, qty: 1, orderId: `${sale.id}.${randomUUID()}`, now: sale.startsAt.getTime() + 1000, buyCountTtlSeconds: 3600 });
@@ -447,7 +450,12 @@ test('settle: on a Redis Cluster, each settled sale\'s buyer counts are found on
     }))).flat().sort();
     const masters = new Set(sales.map((sale) => saleNode(own.redis, sale.id)!.options.port));
     assert.ok(masters.size > 1, 'the sales live on more than one master');
-    for (const sale of sales) assert.ok((await keysOf(sale.id)).length > 300, 'a count per buyer before');
+    for (const sale of sales) {
+      const keys = await keysOf(sale.id);
+      const perBuyer = keys.filter((k) => k.startsWith(saleKeys(sale.id).buysPrefix)).length;
+      if (legacy.includes(sale)) assert.equal(perBuyer, 300, `${sale.id}: a key per buyer's count before`);
+      else assert.deepEqual([perBuyer, keys.includes(saleKeys(sale.id).buyCounts)], [0, true], `${sale.id}: the counts hash before`);
+    }
     assert.equal((await replayOnce({ pool: own.pool, redis: own.redis, logger: own.logger })).settled, sales.length);
     for (const sale of sales) assert.deepEqual(await keysOf(sale.id), settledKeys(sale.id), sale.id);
   } finally {

@@ -49,8 +49,8 @@ export const sale = (y: Argv) => y
       async (argv) => {
         const given = CREATE_FLAGS.map(({ key, flag }) => [key, argv[flag]]).filter(([, v]) => v !== undefined);
         const created = parseSaleInput(Object.fromEntries(given));
-        const view = await withConnections(argv, async ({ pool, redis }) => {
-          await createSale(pool, redis, created);
+        const view = await withConnections(argv, async ({ pool, redis }, config) => {
+          await createSale(pool, redis, created, { legacyBuyCounts: config.legacyBuyCounts });
           return saleView(redis, created);
         });
         console.log(argv.json ? JSON.stringify(view) : `created sale ${view.id} (${view.stock} in stock, ${view.state})`);

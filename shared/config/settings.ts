@@ -67,6 +67,8 @@ export const SETTINGS = {
     doc: 'open connections one client address may hold; more are answered `429 busy` and closed (`0`: no cap). Behind a proxy or gateway every buyer shares its address: set `0` there and cap at the proxy' },
   buyCountTtlSeconds: { env: 'BUY_COUNT_TTL_SECONDS', parse: int(86_400, 60),
     doc: 'margin on a buyer\'s count: it lives until the sale\'s end + payment window + this; for a sale without end it never expires' },
+  legacyBuyCounts: { env: 'LEGACY_BUY_COUNTS', parse: bool(false),
+    doc: '`true`: sales created by this process keep each buyer\'s count in a key of its own, as the previous release did, instead of one hash per sale; for a rolling upgrade, while APIs of that release still run (see [Operations](operations.md#upgrading-from-the-previous-release))' },
   maxCancelsPerSale: { env: 'MAX_CANCELS_PER_SALE', parse: int(3, 1), doc: 'orders one buyer may cancel in one sale (at least 1); the next cancel is `409 cancel_limit`' },
   writerId: { env: 'WRITER_ID', flag: 'writer-id', parse: text(({ env }) => `${hostname()}:${env.pm_id ?? process.pid}`, '`<hostname>:<pm2 id or pid>`'),
     doc: 'a writer\'s identity; keep it stable across restarts' },

@@ -62,7 +62,7 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   void app.register(ops, { config, pool, redis });
   const saleCache = new SaleCache(pool);
   const challenges = new Challenges(redis);
-  void app.register(sales, { pool, redis, purchaser, auth, limits: config, saleCache, challenges });
+  void app.register(sales, { pool, redis, purchaser, auth, limits: config, saleCache, challenges, load: { legacyBuyCounts: config.legacyBuyCounts } });
   void app.register(queue, { redis, auth, limits: config, saleCache, challenges, logger });
   void app.register(draw, { pool, redis, auth, limits: config, saleCache, challenges, logger });
   void app.register(payments, paymentDeps);

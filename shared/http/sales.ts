@@ -1,6 +1,6 @@
 // Sales: create, list and end (admin), view, and purchase, with the schemas of their input and answers.
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
-import type { RedisClient } from '../redis.js';
+import type { LoadOptions, RedisClient } from '../redis.js';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
 import { CHALLENGE_SECONDS, type Challenges, PURCHASE_TOKEN_SECONDS } from '../challenge.js';
@@ -66,9 +66,13 @@ const SOLD_OUT_BODY = JSON.stringify(new HttpError('sold_out').body());
 type SaleId = { Params: { saleId: string } };
 type ListQuery = { Querystring: { state?: SaleState; limit?: string; before?: string } };
 
-type SalesDeps = { pool: Pool; redis: RedisClient; purchaser: Purchaser; auth: Auth; limits: RateLimitSettings; saleCache: SaleCache; challenges: Challenges };
+type SalesDeps = {
+  pool: Pool; redis: RedisClient; purchaser: Purchaser; auth: Auth; limits: RateLimitSettings; saleCache: SaleCache; challenges: Challenges;
+  /** LEGACY_BUY_COUNTS, for the sales this API creates. */
+  load: LoadOptions;
+};
 
-export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purchaser, auth, limits, saleCache, challenges }, done) => {
+export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purchaser, auth, limits, saleCache, challenges, load }, done) => {
   const cachedSale = (id: string) => saleCache.get(id);
 
   app.post('/api/sales', {
@@ -80,7 +84,7 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, purc
     config: documentedOnly({ body: saleDefinitionSchema }),
   }, async (req, reply) => {
     const sale = parseSaleInput(req.body);
-    await createSale(pool, redis, sale);
+    await createSale(pool, redis, sale, load);
     return reply.code(201).send(await saleView(redis, sale));
   });
 

@@ -4,8 +4,8 @@
   KEYS[1] meta       sale rules (hash: startsAt, endsAt (0 = no end), perUser, maxPerOrder, paymentWindow,
                      challenge (absent = none), admission (absent = first-come))
   KEYS[2] available  stock left
-  KEYS[3] buys       this buyer's count; expires ARGV[5] s after end + payment window, never for a
-                     sale without end
+  KEYS[3] buys       this buyer's count in the older format, a key of its own (see "Buyer counts");
+                     expires ARGV[5] s after end + payment window, never for a sale without end
   KEYS[4] winners    list the order writer drains
   KEYS[5] queued     hash orderId -> entry, for status lookups until the order is in Postgres
   KEYS[6] seq        purchase counter
@@ -16,13 +16,15 @@
                      unused otherwise
   KEYS[10] rate      this buyer's purchases of this sale in the current window (PURCHASE_RATE_PER_BUYER:
                      a fixed window, expiring ARGV[9] ms after its first purchase)
+  KEYS[11] buy counts the sale's counts, hash buyer -> count (see "Buyer counts"); one TTL for the
+                     sale: ARGV[5] s after end + payment window, never shortened; none without end
 
   ARGV[1] now (ms, from the caller's clock)
   ARGV[2] qty
   ARGV[3] orderId
   ARGV[4] userId
   ARGV[5] buy-count margin (s): added past end + payment window (BUY_COUNT_TTL_SECONDS), covering a
-          writer or restore that runs late
+          writer or restore that runs late; for either format of the count
   ARGV[6] what the API checked: 'token' this buyer's purchase token for this sale (a 'pow' sale
           needs one; '1' from older APIs means the same), 'pass' this buyer's admission pass (a
           'queue' sale needs one), 'draw' the caller is the draw giving a winner its unit (a 'draw'
@@ -47,10 +49,18 @@
     {-11, 0}                a queue sale: an admission pass is required
     {-12, 0}                this pass has bought already, has expired, or is not this buyer's latest
     {-13, ms}               this buyer sent more than ARGV[8] purchases in the window; it ends in ms
+
+  Buyer counts. The previous release kept each buyer's count in a key of its own (KEYS[3]), each
+  with its own TTL on a sale with an end; this one keeps a sale's counts in one hash (KEYS[11]) with
+  one TTL. A buyer's count is the sum of both, wherever it is read or given back (restore.lua). The
+  hash is written only for a sale whose meta says `buyCounts` = hash (load_sale.lua, unless
+  LEGACY_BUY_COUNTS): an API of the previous release reads only KEYS[3], so while one still runs,
+  new sales keep the older keys. The release after this one may drop KEYS[3] once no sale made
+  before the upgrade can still sell or give quota back.
 ]]
 local rcall = redis.call
-local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey, gateKey, rateKey =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey, gateKey, rateKey, buyCountsKey =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local now = tonumber(ARGV[1])
 local qty = tonumber(ARGV[2])
 local orderId, userId = ARGV[3], ARGV[4]
@@ -84,7 +94,7 @@ if rateMax > 0 then
   end
 end
 
-local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder', 'paymentWindow', 'challenge', 'admission')
+local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder', 'paymentWindow', 'challenge', 'admission', 'buyCounts')
 if not meta[1] then return {-1, 0} end
 local startsAt, endsAt = tonumber(meta[1]), tonumber(meta[2])
 local perUser, maxPerOrder = tonumber(meta[3]), tonumber(meta[4])
@@ -107,8 +117,10 @@ elseif admission == 'queue' then
 elseif meta[6] == 'pow' and not tokenChecked then return {-8, 0} end
 if qty > maxPerOrder then return {-4, maxPerOrder} end
 
--- The buyer's limit is checked before stock is touched: a repeat click never burns stock.
-local bought = tonumber(rcall('GET', buysKey) or '0')
+-- The buyer's limit is checked before stock is touched: a repeat click never burns stock. The
+-- count is the sum of both formats (see "Buyer counts" above).
+local ownKey = tonumber(rcall('GET', buysKey) or '0')
+local bought = ownKey + tonumber(rcall('HGET', buyCountsKey, userId) or '0')
 if bought + qty > perUser then return {-5, bought} end
 
 local available = tonumber(rcall('GET', availableKey) or '0')
@@ -130,11 +142,17 @@ local seq = rcall('INCR', seqKey)
 -- can still give quota back. Orders are taken before the end and restored at the latest a payment
 -- window after they are written, so the count outlives end + payment window, plus the margin for
 -- a late writer or restore. A sale without end never stops selling: its count never expires (SET
--- without EX also drops any TTL the key had).
-if hasEnd then
-  rcall('SET', buysKey, bought + qty, 'EX', math.ceil((endsAt - now) / 1000) + paymentWindow + ttlMargin)
+-- without EX also drops any TTL the key had). The hash's one TTL serves every buyer, so it is only
+-- ever pushed later (TTL is -1 on the hash just made): an API whose clock runs ahead computes a
+-- shorter one, which must not cut the other buyers' counts short.
+local countTtl = math.ceil((endsAt - now) / 1000) + paymentWindow + ttlMargin
+if meta[8] == 'hash' then
+  rcall('HINCRBY', buyCountsKey, userId, qty)
+  if hasEnd and rcall('TTL', buyCountsKey) < countTtl then rcall('EXPIRE', buyCountsKey, countTtl) end
+elseif hasEnd then
+  rcall('SET', buysKey, ownKey + qty, 'EX', countTtl)
 else
-  rcall('SET', buysKey, bought + qty)
+  rcall('SET', buysKey, ownKey + qty)
 end
 local entry = orderId .. '|' .. seq .. '|' .. qty .. '|' .. now .. '|' .. userId
 rcall('LPUSH', winnersKey, entry)

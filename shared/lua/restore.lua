@@ -8,10 +8,19 @@
   KEYS[2] restored set (order ids)
   KEYS[3] restored qty counter
   KEYS[4] meta (sale rules; field `settled` once the sale is settled)
-  KEYS[5..] each buyer's count, once per buyer (no TTL for a sale without end, else the one
-          purchase.lua set)
+  KEYS[5] buy counts, the sale's hash buyer -> count
+  KEYS[6..] each buyer's count in the older format, a key of its own, once per buyer
   ARGV[1] sale id (announced on the stock channel)  ARGV[2] channel
-  ARGV[3i], ARGV[3i+1], ARGV[3i+2] order i's id, qty and the index in KEYS of its buyer's count
+  ARGV[4i-1], ARGV[4i], ARGV[4i+1], ARGV[4i+2] order i's id, qty, buyer and the index in KEYS of
+          the buyer's own key
+
+  A buyer's count is the sum of their own key (written by the previous release, or for a sale
+  loaded with LEGACY_BUY_COUNTS) and their field in the hash (see purchase.lua, "Buyer counts").
+  Quota goes back to the own key first while it holds any, the rest to the field; a key or field
+  that reaches zero is deleted, and neither TTL changes (no TTL for a sale without end, else the
+  one purchase.lua set). The previous release's restore.lua gives back to the own key only: on a
+  sale with the hash it would leave the buyer's quota taken, one more reason new sales write the
+  hash only once no process of that release runs (LEGACY_BUY_COUNTS until then).
 
   Every key is declared, the buyers' counts too: while a reshard moves the slot, Redis then
   answers the whole call with ASK or TRYAGAIN (the client follows or retries it) instead of
@@ -23,7 +32,8 @@
 local rcall = redis.call
 local availableKey, restoredKey, restoredQtyKey, metaKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local saleId, channel = ARGV[1], ARGV[2]
-local n = (#ARGV - 2) / 3
+local buyCountsKey = KEYS[5]
+local n = (#ARGV - 2) / 4
 -- A settled sale's restored set is gone (settle_sale.lua), so the guard below would find every
 -- order new. Nothing may restore there: a sale settles only once every order is final with its
 -- stock back (restored_at set, in the same statement that settles it) and nothing is in flight, and
@@ -35,20 +45,34 @@ if rcall('HEXISTS', metaKey, 'settled') == 1 then
   for i = 1, n do before[i] = 0 end
   return before
 end
+-- DECRBY and HINCRBY keep the key's TTL (or its lack of one): giving quota back never changes how
+-- long the limit holds. A count that reaches zero is deleted; the next purchase sets it afresh.
+-- Returns what the own key did not hold.
+local function fromOwnKey(buysKey, qty)
+  local left = tonumber(rcall('GET', buysKey) or '0')
+  if left > qty then
+    rcall('DECRBY', buysKey, qty)
+  elseif left > 0 then
+    rcall('DEL', buysKey)
+  end
+  return math.max(qty - left, 0)
+end
+local function fromHash(buyer, qty)
+  local left = tonumber(rcall('HGET', buyCountsKey, buyer) or '0')
+  if left > qty then
+    rcall('HINCRBY', buyCountsKey, buyer, -qty)
+  elseif left > 0 then
+    rcall('HDEL', buyCountsKey, buyer)
+  end
+end
 local results, units = {}, 0
 for i = 1, n do
-  local orderId, qty, buysKey = ARGV[3 * i], tonumber(ARGV[3 * i + 1]), KEYS[tonumber(ARGV[3 * i + 2])]
+  local orderId, qty, buyer, buysKey = ARGV[4 * i - 1], tonumber(ARGV[4 * i]), ARGV[4 * i + 1], KEYS[tonumber(ARGV[4 * i + 2])]
   results[i] = rcall('SADD', restoredKey, orderId)
   if results[i] == 1 then
     units = units + qty
-    -- DECRBY keeps the key's TTL (or its lack of one): giving quota back never changes how long
-    -- the limit holds. A count that reaches zero is deleted; the next purchase sets it afresh.
-    local left = tonumber(rcall('GET', buysKey) or '0')
-    if left > qty then
-      rcall('DECRBY', buysKey, qty)
-    elseif left > 0 then
-      rcall('DEL', buysKey)
-    end
+    local rest = fromOwnKey(buysKey, qty)
+    if rest > 0 then fromHash(buyer, rest) end
   end
 end
 if units > 0 then

@@ -2,8 +2,9 @@
   Forget what a settled sale kept per order: the sale is over and every order is final, so nothing
   reads these any more. Marks the sale settled in its rules in the same step, and restore.lua
   refuses a settled sale: once the restored set is gone it can no longer tell a restored order
-  from one that is not, so nothing may restore again (see restore.lua). Buyer counts are many and
-  are deleted apart, in batches (shared/settle.ts). Run again, it changes nothing.
+  from one that is not, so nothing may restore again (see restore.lua). The buyers' counts hash
+  goes here too (UNLINK frees it in the background); counts in the older format are a key per
+  buyer, many, and are deleted apart, in batches (shared/settle.ts). Run again, it changes nothing.
 
   KEYS[1] meta          rules; kept (purchases still answer `ended`, and load_sale never loads the
                         sale afresh), with `settled` = 1 added
@@ -17,9 +18,10 @@
   KEYS[9] room          the room's state
   KEYS[10] passes       the room's passes
   KEYS[11] entries      a draw's copy of its entrants (absent without one); Postgres keeps the record
+  KEYS[12] buy counts   hash buyer -> count (see purchase.lua)
 
   Returns the number of keys deleted.
 ]]
 local rcall = redis.call
 rcall('HSET', KEYS[1], 'settled', '1')
-return rcall('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11])
+return rcall('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12])

@@ -1,6 +1,6 @@
 // A sale's slot held in the middle of a reshard: MIGRATING on its master, IMPORTING on the new one,
-// the sale-wide keys, half the buyers' counts, half the expiry keys and one writer's batch moved,
-// the rest left behind. The writer's ack, a cancel's and the writer's restores, the nudger and the
+// the sale-wide keys, half the expiry keys and one writer's batch moved, the rest (the buyers'
+// counts hash among them) left behind. The writer's ack, a cancel's and the writer's restores, the nudger and the
 // reconciliation's snapshot all run against it. Each either does its whole work where the keys are
 // or refuses as "unavailable" having changed nothing; once the slot is finished, their callers'
 // retries (the replay's sweep, the writer's next pass) leave every buyer's count, the stock and the
@@ -23,6 +23,7 @@ import { reconcile } from '../../shared/reconcile.js';
 import { ackBatch, claimBatch, purchaseScript, snapshotSale, touchDue } from '../../shared/redis.js';
 import { ask, startCluster, type LocalCluster, type RedisNode } from '../../tools/redis-cluster.js';
 import { testEnv, type TestEnv } from '../support/env.js';
+import { buyCount } from '../support/fixtures.js';
 import { checkSale } from '../support/scenario.js';
 import { salesOnEveryMaster } from '../support/topology.js';
 
@@ -84,8 +85,8 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
   const cancelled = [first.get('u9')!];
   await cancelOrder(env.pool, env.redis, cancelled[0]!, 'u9', 3);
 
-  // The reshard, held open: sale-wide keys, w2's batch, u0-u4's counts and expiry keys moved;
-  // u5-u9's counts and expiry keys and w3's batch still on the old master.
+  // The reshard, held open: sale-wide keys, w2's batch and u0-u4's expiry keys moved; the buyers'
+  // counts, u5-u9's expiry keys and w3's batch still on the old master.
   const slot = await ask<number>(src!.port, 'CLUSTER', 'KEYSLOT', k.meta);
   const [srcId, dstId] = [await ask<string>(src!.port, 'CLUSTER', 'MYID'), await ask<string>(dst!.port, 'CLUSTER', 'MYID')];
   await ask(dst!.port, 'CLUSTER', 'SETSLOT', slot, 'IMPORTING', srcId);
@@ -93,8 +94,8 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
   const migrate = (keys: string[]) => ask(src!.port, 'MIGRATE', '127.0.0.1', dst!.port, '', 0, 5000, 'KEYS', ...keys);
   const moved = USERS.slice(0, 5);
   await migrate([k.meta, k.available, k.seq, k.winners, k.queued, k.purchased, k.deadlines, k.writers, k.restored, k.restoredQty, k.processing('w2'),
-    ...moved.map((u) => k.buys(u)), ...moved.map((u) => k.expiry(first.get(u)!))]);
-  assert.equal(await ask(src!.port, 'EXISTS', k.buys('u5')), 1, 'u5\'s count is still on the old master');
+    ...moved.map((u) => k.expiry(first.get(u)!))]);
+  assert.equal(await ask(src!.port, 'EXISTS', k.buyCounts), 1, 'the counts are still on the old master');
 
   // Everything that runs meanwhile either works or is refused as a dependency away (retried later).
   const refused: string[] = [];
@@ -108,8 +109,8 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
     }
   };
   let w2Acked = await attempt('ack w2', () => ack(w2));
-  // A cancel of a buyer whose count moved, one of a buyer's whose count did not; the writer closing
-  // two orders whose deadline passed while queued (counts on the old master).
+  // A cancel of a buyer whose expiry key moved, one of a buyer's whose key did not; the writer
+  // closing two orders whose deadline passed while queued (counts on the old master).
   for (const u of ['u0', 'u5']) {
     cancelled.push(first.get(u)!);
     await attempt(`cancel of ${u}'s order`, () => cancelOrder(env.pool, env.redis, first.get(u)!, u, 3));
@@ -143,7 +144,7 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
   const open = [...owner.keys()].filter((id) => !cancelled.includes(id));
   const held = new Map<string, number>();
   for (const id of open) held.set(owner.get(id)!, (held.get(owner.get(id)!) ?? 0) + 1);
-  for (const u of [...USERS, 'q']) assert.equal(Number(await env.redis.get(k.buys(u)) ?? 0), held.get(u) ?? 0, `${u}'s count`);
+  for (const u of [...USERS, 'q']) assert.equal(await buyCount(env.redis, saleId, u), held.get(u) ?? 0, `${u}'s count`);
   assert.equal(Number(await env.redis.get(k.available)), STOCK - open.length);
   assert.deepEqual((await env.redis.smembers(k.restored)).sort(), [...cancelled].sort());
   assert.equal(Number(await env.redis.get(k.restoredQty)), cancelled.length);

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { saleKeys } from '../../shared/keys.js';
 import { OPEN, RESTORING, sqlStates } from '../../shared/order-states.js';
+import type { LoadOptions, RedisClient } from '../../shared/redis.js';
 import { createSale, getSale, parseSaleInput, type Sale } from '../../shared/sales.js';
 import type { TestEnv } from './env.js';
 
@@ -11,13 +12,21 @@ let saleCounter = 0;
 /** What a unit of a test sale costs, unless a test says otherwise: spread into any sale definition. */
 export const SALE_PRICE = { price: 1999, currency: 'EUR' } as const;
 
-export async function newSale(env: TestEnv, fields: Record<string, unknown> = {}): Promise<Sale> {
+/** `load.legacyBuyCounts`: the sale keeps a key per buyer's count, as LEGACY_BUY_COUNTS or the previous release loads it. */
+export async function newSale(env: TestEnv, fields: Record<string, unknown> = {}, load: LoadOptions = {}): Promise<Sale> {
   const sale = parseSaleInput({ id: `sale-${process.pid}-${++saleCounter}`, name: 'Test sale', stock: 10, ...SALE_PRICE, ...fields });
-  await createSale(env.pool, env.redis, sale);
+  await createSale(env.pool, env.redis, sale, load);
   return sale;
 }
 
 export const HOUR = 3_600_000;
+
+/** A buyer's count as purchase.lua reads it: their own key (the older format) plus their field in the sale's hash. */
+export async function buyCount(redis: RedisClient, saleId: string, user: string): Promise<number> {
+  const k = saleKeys(saleId);
+  const [own, field] = await Promise.all([redis.get(k.buys(user)), redis.hget(k.buyCounts, user)]);
+  return Number(own ?? 0) + Number(field ?? 0);
+}
 
 /** A draw's fields with its entries open since a minute ago for an hour (closeEntries brings the close to now): spread into a sale definition. */
 export const openDraw = () => ({ admission: 'draw', startsAt: new Date(Date.now() - 60_000).toISOString(), entriesCloseAt: new Date(Date.now() + HOUR).toISOString() });
