@@ -244,9 +244,12 @@ export async function ackBatch(
 ): Promise<number> {
   const k = saleKeys(saleId);
   // Expiry key names are built in the script from the prefix: half the arguments to send and parse.
+  // A pending order's id is sent once: its queued entry goes with it.
   const args: (string | number)[] = [now, k.expiryPrefix, pending.length];
-  for (const p of pending) args.push(p.orderId, p.expiresAt);
-  for (const id of orderIds) args.push(id);
+  for (const p of pending) args.push(p.orderId);
+  for (const p of pending) args.push(p.expiresAt);
+  const pendingIds = new Set(pending.map((p) => p.orderId));
+  for (const id of orderIds) if (!pendingIds.has(id)) args.push(id);
   return (await run(redis, 'ack', [k.processing(writerId), k.queued, k.deadlines, k.purchased], args)) as number;
 }
 

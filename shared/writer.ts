@@ -162,12 +162,19 @@ export class OrderWriter {
     }
     const now = Date.now();
     const pending = rows.filter((r) => r.status === 'pending');
-    await ackBatch(redis, saleId, config.writerId, now, pending.map((r) => ({ orderId: r.id, expiresAt: r.expiresAt })), orderIds);
     // Deadlines already past (this batch waited out its window): close now, no key was set.
     const overdue = pending.filter((r) => r.expiresAt <= now).map((r) => r.id);
-    // One message for the batch, published once the acknowledgement is in.
-    await publishOrderEvents(redis, pending.filter((r) => r.expiresAt > now)
-      .map((r) => ({ orderId: r.id, status: 'pending_payment', expiresAt: new Date(r.expiresAt).toISOString() })));
+    // One message for the batch, sent right behind the acknowledgement on the same connection, so
+    // Redis runs it once the acknowledgement is in, without a round trip of its own queued behind
+    // the other writers' scripts. A fresh batch shares one deadline: one date to format.
+    const dates = new Map<number, string>();
+    const dateOf = (ms: number) => dates.get(ms) ?? dates.set(ms, new Date(ms).toISOString()).get(ms)!;
+    const events = pending.filter((r) => r.expiresAt > now)
+      .map((r) => ({ orderId: r.id, status: 'pending_payment' as const, expiresAt: dateOf(r.expiresAt) }));
+    await Promise.all([
+      ackBatch(redis, saleId, config.writerId, now, pending.map((r) => ({ orderId: r.id, expiresAt: r.expiresAt })), orderIds),
+      publishOrderEvents(redis, events),
+    ]);
     if (overdue.length > 0) await closeOrders(pool, redis, overdue, 'writer');
     this.written += orderIds.length;
     metrics.ordersWritten.inc(orderIds.length);
