@@ -17,7 +17,7 @@ import { closeDue } from '../shared/order-queries.js';
 import { saleKeys } from '../shared/keys.js';
 import { payOrder } from '../shared/orders.js';
 import { reconcile } from '../shared/reconcile.js';
-import { purchaseScript } from '../shared/redis.js';
+import { purchaseScript } from '../shared/redis/sale-scripts.js';
 import { replayOnce } from '../shared/replay.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import type { Pool } from '../shared/db.js';

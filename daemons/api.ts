@@ -7,7 +7,7 @@ import type { Logger } from '../shared/logger.js';
 import { migrate } from '../shared/migrate.js';
 import { startOpsServer } from '../shared/ops-server.js';
 import { Purchaser } from '../shared/purchase.js';
-import { hintSubscriber, quitRedis } from '../shared/redis.js';
+import { hintSubscriber, quitRedis } from '../shared/redis/connect.js';
 import { connect } from '../shared/services.js';
 
 const LISTEN_BACKLOG = 4096;

@@ -12,7 +12,7 @@
 //   and cancelled as above; if the cancel came first, the writer's insert does nothing and it finds
 //   the order cancelled (no expiry key is set for it). No Redis state has to say "cancelled", so a
 //   writer stalled past its lease, holding an old view, cannot write the order as pending.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Pool } from './db.js';
 import { CANCEL_LIMIT, cancelsLeft, withCancelAllowance } from './cancel-allowance.js';
 import { HttpError } from './errors.js';
@@ -20,7 +20,7 @@ import { finishClosed } from './expiry.js';
 import { parseWinner } from './ids.js';
 import { cancelPending, findOrder, insertCancelled, settledOrder, type ClosedOrder, type OrderRow } from './order-queries.js';
 import { checkOrderId, queuedOrder } from './orders.js';
-import { dropExpiry, markCancelling, unmarkCancelling } from './redis.js';
+import { dropExpiry, markCancelling, unmarkCancelling } from './redis/order-scripts.js';
 import { confirmReplicated } from './replication.js';
 
 export interface Cancelled {

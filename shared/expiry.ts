@@ -4,12 +4,12 @@
 // between is finished by the next sweep. The writer, the listener and the replay only decide when.
 // A buyer's cancel (shared/cancel.ts) gives its stock back through the same `restore`, and the same
 // sweep finishes a cancelled order's restore that a crash interrupted.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Pool } from './db.js';
 import { metrics, observeClosed, type ClosedBy } from './metrics.js';
 import { publishOrderEvents } from './order-events.js';
 import { closeDue, closeOverdue, markRestored, unrestored, type ClosedOrder } from './order-queries.js';
-import { restoreStocks } from './redis.js';
+import { restoreStocks } from './redis/order-scripts.js';
 import { confirmReplicated } from './replication.js';
 
 /** Most orders one close statement takes; a burst of deadlines closes in fewer, larger statements. */

@@ -3,7 +3,7 @@
 // deadline has come, since Redis only emits `expired` when it actually deletes a key. A failed
 // close or nudge is retried by what failed (daemon.ts Retries); a bug that keeps failing makes the
 // listener give up (`failed`), and its process exits 1.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Config } from './config.js';
 import { delay, failureSignal, Retries } from './daemon.js';
 import type { Pool } from './db.js';
@@ -13,7 +13,7 @@ import { EXPIRED_PATTERN, parseExpiryKey, SALES_REGISTRY } from './keys.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import { closeDue, stillPending, type ClosedOrder } from './order-queries.js';
-import { touchDue } from './redis.js';
+import { touchDue } from './redis/order-scripts.js';
 
 /** Expiry keys one touch_due call looks at. */
 const NUDGE_BATCH = 1000;

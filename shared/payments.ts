@@ -18,7 +18,8 @@ import { metrics } from './metrics.js';
 import { publishOrderEvents } from './order-events.js';
 import { lockOrder, markPaid, type OrderRow } from './order-queries.js';
 import { findPayment, insertPayment, type PaymentOutcome, type RecordedPayment, type RefundReason } from './payment-queries.js';
-import { dropExpiry, type RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
+import { dropExpiry } from './redis/order-scripts.js';
 
 export const SIGNATURE_HEADER = 'flashsale-signature';
 /** How far a signature's timestamp may be from now, either way: a captured event replays for this long at most. */

@@ -1,9 +1,9 @@
 // The purchase decision: one Lua script call, plus a short-lived in-process sold-out flag so a
 // crowd hitting a sold-out sale costs no Redis round trip.
 import type { Config } from './config.js';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import { HttpError } from './errors.js';
-import { purchaseScript, type PurchaseGate } from './redis.js';
+import { purchaseScript, type PurchaseGate } from './redis/sale-scripts.js';
 import { replicaAcksOf } from './replication.js';
 import { newOrderId } from './ids.js';
 

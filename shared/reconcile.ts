@@ -4,10 +4,10 @@
 // through the same restored set). Redis is read at one instant (a
 // script); Postgres is then counted only up to that instant's purchase number, so purchases,
 // writes, payments and restores running meanwhile cannot skew the sum.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import { withClient, type Pool } from './db.js';
 import { parseWinner } from './ids.js';
-import { snapshotSale } from './redis.js';
+import { snapshotSale } from './redis/replay-scripts.js';
 
 export interface Reconciliation {
   saleId: string;

@@ -6,7 +6,7 @@
 // A failed pass is retried by what failed (daemon.ts Retries) before the next tick; a bug that
 // keeps failing makes the replay give up (`failed`), and its process exits 1.
 import cron, { type ScheduledTask } from 'node-cron';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import { delay, failureSignal, Retries } from './daemon.js';
 import { withClient, type Pool } from './db.js';
 import { sweepOverdue } from './expiry.js';

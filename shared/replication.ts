@@ -13,7 +13,7 @@
 // lost 6 acknowledged purchases this way before the check.
 import { Cluster, Redis } from 'ioredis';
 import { UnavailableError } from './errors.js';
-import { saleNode, type RedisClient } from './redis.js';
+import { saleNode, type RedisClient } from './redis/connect.js';
 
 /** A WAIT's answer: how many replicas have the writes, and how many were required when it was sent. */
 export interface Acks {

@@ -1,12 +1,12 @@
 // Sales: validated input, creation in Postgres plus loading into Redis, and the public view.
 import { createHash, randomBytes } from 'node:crypto';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Pool } from './db.js';
 import { withTransaction } from './db.js';
 import { HttpError } from './errors.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from './ids.js';
-import { loadSale, type SaleRules } from './redis.js';
+import { loadSale, type SaleRules } from './redis/sale-scripts.js';
 
 export interface Sale extends Omit<SaleRules, 'startsAt' | 'endsAt' | 'challenge' | 'admission' | 'seed'> {
   id: string;

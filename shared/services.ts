@@ -1,12 +1,12 @@
 // Builds the connections a process needs from the config and closes them in reverse order.
 import type { RedisOptions } from 'ioredis';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import { requireServers, type Config } from './config.js';
 import { closeAll, delay, withTimeout } from './daemon.js';
 import { createPool, type Pool } from './db.js';
 import type { Logger } from './logger.js';
 import { countBackendError } from './metrics.js';
-import { createRedis, pingMasters, quitRedis } from './redis.js';
+import { createRedis, pingMasters, quitRedis } from './redis/connect.js';
 import { checkRedisSettings } from './redis-settings.js';
 import { requireReplicaAcks } from './replication.js';
 import { SentinelReplicas } from './sentinel-replicas.js';

@@ -5,7 +5,7 @@
 // aside with a backoff of its own, its batch held in Redis, while every other sale keeps draining.
 // A failed pass is retried by what failed (daemon.ts Retries): a server away without limit, a bug
 // in our own code a few times in a row, then the writer gives up and its process exits 1.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Config } from './config.js';
 import { backoffMs, delay, failureSignal, Retries, RETRY_DEFAULTS, type RetryOptions } from './daemon.js';
 import type { Pool } from './db.js';
@@ -17,7 +17,7 @@ import type { Logger } from './logger.js';
 import { writeOrders } from './order-queries.js';
 import { metrics } from './metrics.js';
 import { publishOrderEvents } from './order-events.js';
-import { ackBatch, claimBatch } from './redis.js';
+import { ackBatch, claimBatch } from './redis/writer-scripts.js';
 import { confirmReplicated } from './replication.js';
 import { recoverDeadWriters } from './writer-lease.js';
 

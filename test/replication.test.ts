@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 import { startApi } from '../daemons/api.js';
 import { classify } from '../shared/errors.js';
 import { saleKeys } from '../shared/keys.js';
-import { createRedis } from '../shared/redis.js';
+import { createRedis } from '../shared/redis/connect.js';
 import { ExpiryListener } from '../shared/listener.js';
 import { OrderWriter } from '../shared/writer.js';
 import { startRedis } from '../tools/local-stack.js';

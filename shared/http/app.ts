@@ -2,7 +2,7 @@
 // cross-cutting plugins first, then the API's documentation, then one routes plugin per resource,
 // then the 405 pass.
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { RedisClient } from '../redis.js';
+import type { RedisClient } from '../redis/connect.js';
 import { createAuth } from '../auth.js';
 import { Challenges } from '../challenge.js';
 import { ConfigError, type Config } from '../config.js';

@@ -1,7 +1,7 @@
 // Orders: the buyer views one or lists theirs, cancels one, and (DIRECT_PAY only) pays it. Only the
 // owner sees an order; anyone else gets 404. Without DIRECT_PAY there is no pay route: payments come from the provider's webhook.
 import type { FastifyPluginCallback } from 'fastify';
-import type { RedisClient } from '../redis.js';
+import type { RedisClient } from '../redis/connect.js';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
 import type { PaymentDeps } from '../payments.js';

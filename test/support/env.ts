@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Redis } from 'ioredis';
-import type { RedisClient } from '../../shared/redis.js';
+import type { RedisClient } from '../../shared/redis/connect.js';
 import assert from 'node:assert/strict';
 import { reconcile } from '../../shared/reconcile.js';
 import { loadConfig, type Config, type ConfigOverrides } from '../../shared/config.js';
