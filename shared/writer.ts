@@ -18,12 +18,14 @@ import { writeOrders } from './order-queries.js';
 import { metrics } from './metrics.js';
 import { publishOrderEvents } from './order-events.js';
 import { ackBatch, claimBatch } from './redis/writer-scripts.js';
-import { confirmReplicated } from './replication.js';
+import { confirmReplicated, type ReplicaAcks } from './replication.js';
 import { recoverDeadWriters } from './writer-lease.js';
 
 export interface WriterDeps {
   pool: Pool;
   redis: RedisClient;
+  /** REDIS_MIN_REPLICAS_ACK's confirmation of `redis`'s writes (services.ts connect); undefined at 0. */
+  replicaAcks?: ReplicaAcks;
   logger: Logger;
   config: Pick<Config, 'writerId' | 'writerBatchSize' | 'writerLeaseMs' | 'writerIdleMs'>;
   /** How failed passes are retried (tests shorten the backoff). */
@@ -145,13 +147,13 @@ export class OrderWriter {
   }
 
   private async writeBatch(saleId: string): Promise<number> {
-    const { pool, redis, logger, config } = this.deps;
+    const { pool, redis, replicaAcks, logger, config } = this.deps;
     const entries = await claimBatch(redis, saleId, config.writerId, config.writerBatchSize, Date.now() + config.writerLeaseMs);
     if (entries.length === 0) return 0;
     // With REDIS_MIN_REPLICAS_ACK, an order is written only once the replicas have its reservation
     // (the claim came after it, so confirming the claim confirms it): a reservation a failover
     // then loses must not live on as an order, or the new master would sell its unit again.
-    await confirmReplicated(redis, [saleId]);
+    await confirmReplicated(replicaAcks, [saleId]);
     // A re-driven batch may repeat an entry; one row per order id.
     const winners = [...new Map(entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w])).values()];
     const orderIds = winners.map((w) => w.orderId);
@@ -168,7 +170,7 @@ export class OrderWriter {
     // One message for the batch, published once the acknowledgement is in.
     await publishOrderEvents(redis, pending.filter((r) => r.expiresAt > now)
       .map((r) => ({ orderId: r.id, status: 'pending_payment', expiresAt: new Date(r.expiresAt).toISOString() })));
-    if (overdue.length > 0) await closeOrders(pool, redis, overdue, 'writer');
+    if (overdue.length > 0) await closeOrders(pool, redis, overdue, 'writer', replicaAcks);
     this.written += orderIds.length;
     metrics.ordersWritten.inc(orderIds.length);
     metrics.batchSize.observe(orderIds.length);

@@ -6,6 +6,7 @@ import type { RedisTarget } from '../config.js';
 import { saleKeys } from '../keys.js';
 import type { Logger } from '../logger.js';
 import { masterGuard, reviveOnEnd, sentinelOptions } from '../sentinel.js';
+import { SentinelReplicas } from '../sentinel-replicas.js';
 import { defineScripts, PER_CALL_KEYS } from './scripts.js';
 
 export type RedisClient = Redis | Cluster;
@@ -49,6 +50,17 @@ export function createRedis(where: RedisTarget | string, options: RedisOptions =
   defineScripts(redis);
   return redis;
 }
+
+/** The setting that names this Redis, for a message that says what to fix. */
+export const redisSetting = (target: RedisTarget): string =>
+  ({ single: 'REDIS_URL', cluster: 'REDIS_CLUSTER_NODES', sentinel: 'REDIS_SENTINELS' })[target.kind];
+
+/**
+ * Replicas a write must reach beyond REDIS_MIN_REPLICAS_ACK, where the form says so: on Sentinel
+ * every replica the sentinels see healthy (see sentinel-replicas.ts); none elsewhere, or at 0.
+ */
+export const sentinelReplicas = (target: RedisTarget, minReplicasAck: number, logger: Logger): SentinelReplicas | undefined =>
+  (target.kind === 'sentinel' && minReplicasAck > 0 ? new SentinelReplicas(target, logger) : undefined);
 
 /**
  * Closes a connection once the replies it waits for are in. quit() alone leaves a Sentinel
