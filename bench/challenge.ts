@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util';
 import { solveChallenge, type Challenge } from 'altcha-lib';
 import { deriveKey } from 'altcha-lib/algorithms/sha';
 import { Challenges } from '../shared/challenge.js';
-import { createRedis } from '../shared/redis.js';
+import { createRedis } from '../shared/redis/connect.js';
 import { DEFAULT_COMPLEXITY } from '../shared/sale-definition.js';
 import { parseSaleInput } from '../shared/sales.js';
 import { BENCH_PRICE } from './harness.js';

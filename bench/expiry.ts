@@ -9,7 +9,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Pool } from '../shared/db.js';
 import { saleKeys } from '../shared/keys.js';
-import { ackBatch } from '../shared/redis.js';
+import { ackBatch } from '../shared/redis/writer-scripts.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import { CLOSE_QUEUE } from './baselines/common.js';
 import { BENCH_PRICE, Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, tsScript, type BenchPostgres } from './harness.js';

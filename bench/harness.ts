@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 import { freePort, startRedis } from '../tools/local-stack.js';
 import { createPool, type Pool } from '../shared/db.js';
 import { migrate } from '../shared/migrate.js';
-import { createRedis } from '../shared/redis.js';
+import { createRedis } from '../shared/redis/connect.js';
 
 export const progress = (msg: string) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${msg}\n`);
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

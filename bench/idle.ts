@@ -18,7 +18,7 @@ import { saleKeys } from '../shared/keys.js';
 import { payOrder } from '../shared/orders.js';
 import { SignedWebhook } from '../shared/payments/signed-webhook.js';
 import { reconcile } from '../shared/reconcile.js';
-import { purchaseScript } from '../shared/redis.js';
+import { purchaseScript } from '../shared/redis/sale-scripts.js';
 import { replayOnce } from '../shared/replay.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import type { Pool } from '../shared/db.js';

@@ -5,7 +5,7 @@ import { loadavg } from 'node:os';
 import type { Redis } from 'ioredis';
 import { newOrderId } from '../shared/ids.js';
 import { saleKeys, SALES_REGISTRY } from '../shared/keys.js';
-import { purchaseScript } from '../shared/redis.js';
+import { purchaseScript } from '../shared/redis/sale-scripts.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import type { Pool } from '../shared/db.js';
 import { BENCH_PRICE, Cleanup, cli, freshDatabase, freshRedis, progress, spawnNode, tsScript, until, type BenchPostgres } from './harness.js';

@@ -7,7 +7,7 @@ import type { Logger } from '../shared/logger.js';
 import { migrate } from '../shared/migrate.js';
 import { startOpsServer } from '../shared/ops-server.js';
 import { Purchaser } from '../shared/purchase.js';
-import { hintSubscriber, quitRedis } from '../shared/redis.js';
+import { hintSubscriber, quitRedis } from '../shared/redis/connect.js';
 import { connect } from '../shared/services.js';
 
 const LISTEN_BACKLOG = 4096;
@@ -18,16 +18,16 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   // A buyer gets an answer, never a hang: with Redis unreachable, commands fail at once (503), and
   // a purchase in flight when the connection drops is not resent (it may have run; a second run
   // would be a second order the buyer never heard of).
-  const { pool, redis, close } = await connect(config, log, {
+  const { pool, redis, replicaAcks, close } = await connect(config, log, {
     poolSize: 20,
     redis: { enableAutoPipelining: true, enableOfflineQueue: false, autoResendUnfulfilledCommands: false, commandTimeout: 5000 },
   });
   await migrate(pool, log);
-  const purchaser = new Purchaser(redis, config);
+  const purchaser = new Purchaser(redis, config, replicaAcks);
   const subscriber = hintSubscriber(redis, log, 'redis subscriber');
   subscriber.on('message', (_channel: string, saleId: string) => purchaser.stockRestored(saleId));
   await subscriber.subscribe(STOCK_CHANNEL);
-  const app = buildApp({ config, pool, redis, purchaser, logger: log });
+  const app = buildApp({ config, pool, redis, replicaAcks, purchaser, logger: log });
   // A crowd connects at once; past Node's default accept queue (511) the kernel drops connections
   // and each buyer's TCP retries 1, 3, 7 s later. Linux caps this at net.core.somaxconn.
   await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });

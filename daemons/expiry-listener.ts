@@ -9,10 +9,10 @@ import { connect } from '../shared/services.js';
 
 export async function startExpiryListener(config: Config, logger: Logger): Promise<Stoppable & { listener: ExpiryListener }> {
   const log = logger.child({ daemon: 'expiry-listener' });
-  const { pool, redis, close } = await connect(config, log);
+  const { pool, redis, replicaAcks, close } = await connect(config, log);
   await migrate(pool, log);
   const ops = await startOpsServer(config, redis, pool);
-  const listener = new ExpiryListener({ pool, redis, logger: log, config });
+  const listener = new ExpiryListener({ pool, redis, replicaAcks, logger: log, config });
   try {
     await listener.start();
   } catch (err) {

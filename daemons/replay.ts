@@ -9,10 +9,10 @@ import { connect } from '../shared/services.js';
 
 export async function startReplay(config: Config, logger: Logger): Promise<Stoppable> {
   const log = logger.child({ daemon: 'replay' });
-  const { pool, redis, close } = await connect(config, log);
+  const { pool, redis, replicaAcks, close } = await connect(config, log);
   await migrate(pool, log);
   const ops = await startOpsServer(config, redis, pool);
-  const replay = new Replay({ pool, redis, logger: log }, config.replayIntervalSeconds);
+  const replay = new Replay({ pool, redis, replicaAcks, logger: log }, config.replayIntervalSeconds);
   replay.start();
   log.info({ intervalSeconds: config.replayIntervalSeconds }, 'replay scheduled');
   let stopping: Promise<void> | undefined;
@@ -24,10 +24,10 @@ export async function startReplay(config: Config, logger: Logger): Promise<Stopp
 
 export async function replayPassOnce(config: Config, logger: Logger): Promise<ReplayReport> {
   const log = logger.child({ daemon: 'replay' });
-  const { pool, redis, close } = await connect(config, log);
+  const { pool, redis, replicaAcks, close } = await connect(config, log);
   try {
     await migrate(pool, log);
-    return await replayOnce({ pool, redis, logger: log });
+    return await replayOnce({ pool, redis, replicaAcks, logger: log });
   } finally {
     await close();
   }

@@ -12,7 +12,7 @@
 //   and cancelled as above; if the cancel came first, the writer's insert does nothing and it finds
 //   the order cancelled (no expiry key is set for it). No Redis state has to say "cancelled", so a
 //   writer stalled past its lease, holding an old view, cannot write the order as pending.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Pool } from './db.js';
 import { CANCEL_LIMIT, cancelsLeft, withCancelAllowance } from './cancel-allowance.js';
 import { HttpError } from './errors.js';
@@ -21,8 +21,8 @@ import { parseWinner } from './ids.js';
 import { cancelPending, findOrder, insertCancelled, settledOrder, type ClosedOrder, type OrderRow } from './order-queries.js';
 import { allows, TRANSITIONS } from './order-states.js';
 import { checkOrderId, queuedOrder } from './orders.js';
-import { dropExpiry, markCancelling, unmarkCancelling } from './redis.js';
-import { confirmReplicated } from './replication.js';
+import { dropExpiry, markCancelling, unmarkCancelling } from './redis/order-scripts.js';
+import { confirmReplicated, type ReplicaAcks } from './replication.js';
 
 export interface Cancelled {
   orderId: string;
@@ -31,25 +31,28 @@ export interface Cancelled {
 
 /**
  * Cancels the buyer's order (pending or queued); cancelling it again answers the same. Another
- * buyer's order is not found. At most `maxCancels` orders per buyer and sale.
+ * buyer's order is not found. At most `maxCancels` orders per buyer and sale. `acks`: what the
+ * replicas must confirm first (REDIS_MIN_REPLICAS_ACK), where set.
  */
-export async function cancelOrder(pool: Pool, redis: RedisClient, orderId: string, userId: string, maxCancels: number): Promise<Cancelled> {
+export async function cancelOrder(
+  pool: Pool, redis: RedisClient, orderId: string, userId: string, maxCancels: number, acks?: ReplicaAcks,
+): Promise<Cancelled> {
   const saleId = checkOrderId(orderId);
   let row = await findOrder(pool, orderId);
   if (!row) {
-    const closed = await cancelQueued(pool, redis, saleId, orderId, userId, maxCancels);
-    if (closed) return giveBack(pool, redis, closed);
+    const closed = await cancelQueued(pool, redis, saleId, orderId, userId, maxCancels, acks);
+    if (closed) return giveBack(pool, redis, closed, acks);
     // The writer's row came first, or the order was written meanwhile (the writer forgets a queued
     // entry only after its row is committed): Postgres has it now, or there is no such order.
     row = await findOrder(pool, orderId);
   }
   if (row?.user_id !== userId) throw new HttpError('order_not_found');
-  return cancelWritten(pool, redis, row, maxCancels);
+  return cancelWritten(pool, redis, row, maxCancels, acks);
 }
 
 /** A queued order of this buyer written as cancelled; undefined when it is not queued for them or the writer's row came first. */
 async function cancelQueued(
-  pool: Pool, redis: RedisClient, saleId: string, orderId: string, userId: string, maxCancels: number,
+  pool: Pool, redis: RedisClient, saleId: string, orderId: string, userId: string, maxCancels: number, acks: ReplicaAcks | undefined,
 ): Promise<ClosedOrder | undefined> {
   // A buyer at the limit is refused before cancel.lua writes its note, so nothing changes; unless
   // this very order is already cancelled (its row is in Postgres, its queued entry not yet gone).
@@ -57,7 +60,7 @@ async function cancelQueued(
   const entry = await markCancelling(redis, saleId, orderId, userId, Date.now());
   if (!entry) return undefined;
   // The reservation must be on the replicas before Postgres records the order (see cancel.lua).
-  await confirmReplicated(redis, [saleId]);
+  await confirmReplicated(acks, [saleId]);
   const closed = await withCancelAllowance(pool, saleId, userId, maxCancels, (client) => insertCancelled(client, saleId, parseWinner(entry)));
   if (closed !== CANCEL_LIMIT) return closed;
   // A concurrent cancel used the last one up. The count never falls, so no cancel of this order can
@@ -73,13 +76,13 @@ async function refuseQueued(pool: Pool, redis: RedisClient, saleId: string, orde
   return undefined;
 }
 
-async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow, maxCancels: number): Promise<Cancelled> {
+async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow, maxCancels: number, acks: ReplicaAcks | undefined): Promise<Cancelled> {
   if (allows('cancel', row.status)) {
     const closed = await withCancelAllowance(pool, row.sale_id, row.user_id, maxCancels, (client) => cancelPending(client, row.id, row.user_id));
     if (closed && closed !== CANCEL_LIMIT) {
       // Best effort: a key left behind fires an event that finds the order closed and does nothing.
       await dropExpiry(redis, closed.saleId, closed.id).catch(() => {});
-      return giveBack(pool, redis, closed);
+      return giveBack(pool, redis, closed, acks);
     }
     // A payment, an expiry or another cancel decided first (or the deadline has passed): say which,
     // once a payment that took the row before the deadline has committed. Still open, it was the limit.
@@ -93,7 +96,7 @@ async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow, maxC
   }
 }
 
-async function giveBack(pool: Pool, redis: RedisClient, closed: ClosedOrder): Promise<Cancelled> {
-  await finishClosed(pool, redis, [closed], 'cancel', TRANSITIONS.cancel.to);
+async function giveBack(pool: Pool, redis: RedisClient, closed: ClosedOrder, acks: ReplicaAcks | undefined): Promise<Cancelled> {
+  await finishClosed(pool, redis, [closed], 'cancel', TRANSITIONS.cancel.to, acks);
   return { orderId: closed.id, status: 'cancelled' };
 }

@@ -15,7 +15,8 @@ import { createChallenge, verifySolution, type Challenge, type Payload } from 'a
 import { deriveKey } from 'altcha-lib/algorithms/sha';
 import { HttpError } from './errors.js';
 import { CHALLENGE_KEY, saleKeys } from './keys.js';
-import type { PurchaseGate, RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
+import type { PurchaseGate } from './redis/sale-scripts.js';
 import { saleState, type Sale } from './sales.js';
 
 /** How long a challenge may take to solve, and how long a purchase token lasts. */

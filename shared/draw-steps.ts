@@ -17,7 +17,8 @@ import { lockDraw, recordOver, recordRanks, recordWon, unranked, waitingHead } f
 import { drawOrderId } from './ids.js';
 import { saleKeys } from './keys.js';
 import { Refusal } from './purchase.js';
-import { purchaseScript, type RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
+import { purchaseScript } from './redis/sale-scripts.js';
 import type { Sale } from './sales.js';
 
 export interface DrawDeps {

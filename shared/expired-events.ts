@@ -10,7 +10,7 @@ import { Cluster, Redis } from 'ioredis';
 import { delay } from './daemon.js';
 import { EXPIRED_PATTERN, probeKey } from './keys.js';
 import type { Logger } from './logger.js';
-import { duplicateRedis, nodeName, type RedisClient } from './redis.js';
+import { duplicateRedis, nodeName, type RedisClient } from './redis/connect.js';
 
 /** How often the set of subscribers is compared with the slot map, besides every refresh. */
 const SYNC_MS = 1000;

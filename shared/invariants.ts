@@ -3,7 +3,7 @@
 // Postgres (queued -> written) and from open to closed (pending -> expired or cancelled -> restored), so reading
 // in that order can miss a change made in between but never invent a violation, even mid-sale.
 // Shared by the reliability suite and `flashsale check`.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Pool } from './db.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
 import { parseWinner, saleIdOfOrder } from './ids.js';

@@ -3,7 +3,7 @@
 // deadline has come, since Redis only emits `expired` when it actually deletes a key. A failed
 // close or nudge is retried by what failed (daemon.ts Retries); a bug that keeps failing makes the
 // listener give up (`failed`), and its process exits 1.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Config } from './config.js';
 import { delay, failureSignal, Retries } from './daemon.js';
 import type { Pool } from './db.js';
@@ -13,7 +13,8 @@ import { EXPIRED_PATTERN, parseExpiryKey, SALES_REGISTRY } from './keys.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import { closeDue, stillPending, type ClosedOrder } from './order-queries.js';
-import { touchDue } from './redis.js';
+import { touchDue } from './redis/order-scripts.js';
+import type { ReplicaAcks } from './replication.js';
 
 /** Expiry keys one touch_due call looks at. */
 const NUDGE_BATCH = 1000;
@@ -29,6 +30,8 @@ const CLOSES_IN_FLIGHT = 2;
 export interface ListenerDeps {
   pool: Pool;
   redis: RedisClient;
+  /** REDIS_MIN_REPLICAS_ACK's confirmation of `redis`'s writes (services.ts connect); undefined at 0. */
+  replicaAcks?: ReplicaAcks;
   logger: Logger;
   config: Pick<Config, 'expiryNudgeMs'>;
 }
@@ -141,7 +144,7 @@ export class ExpiryListener {
       setImmediate(() => this.flush());
     }
     this.closed += closed.length;
-    const restored = await finishClosed(pool, redis, closed, 'listener');
+    const restored = await finishClosed(pool, redis, closed, 'listener', 'expired', this.deps.replicaAcks);
     this.restored += restored;
     if (closed.length < ids.length) {
       // Redis's clock may run a hair ahead of Postgres's: retry those at their deadline.
@@ -153,7 +156,7 @@ export class ExpiryListener {
   }
 
   private async catchUp(): Promise<void> {
-    const { closed, restored } = await sweepOverdue(this.deps.pool, this.deps.redis, 'listener');
+    const { closed, restored } = await sweepOverdue(this.deps.pool, this.deps.redis, 'listener', this.deps.replicaAcks);
     this.closed += closed;
     this.restored += restored;
   }

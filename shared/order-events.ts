@@ -5,13 +5,13 @@
 // hands each message to the streams of the orders it names, through a map of order id to streams.
 // Like keyspace events, a message is a hint: a stream re-reads the order after a reconnect of the
 // subscription (messages published meanwhile are gone) and while its order looks stuck.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Config } from './config.js';
 import { HttpError } from './errors.js';
 import { ORDERS_CHANNEL } from './keys.js';
 import type { Logger } from './logger.js';
 import type { OrderStatus } from './orders.js';
-import { hintSubscriber, quitRedis } from './redis.js';
+import { hintSubscriber, quitRedis } from './redis/connect.js';
 import { StreamSlots } from './stream-slots.js';
 
 export interface OrderEvent {

@@ -1,7 +1,7 @@
 // The buyer's view of an order and of their orders, and an order's direct payment (DIRECT_PAY).
 // Payment, expiry and cancellation each decide with one conditional write (shared/order-queries.ts),
 // so exactly one of them wins.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Pool } from './db.js';
 import { HttpError } from './errors.js';
 import { saleKeys } from './keys.js';

@@ -18,7 +18,8 @@ import { lockOrder, markPaid, type OrderRow } from './order-queries.js';
 import { allows, TRANSITIONS, type OrderState } from './order-states.js';
 import { findPayment, insertPayment, type PaymentOutcome, type RecordedPayment, type RefundReason } from './payment-queries.js';
 import { recordedId, type PaymentEvent, type PaymentProvider, type SucceededEvent } from './payments/provider.js';
-import { dropExpiry, type RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
+import { dropExpiry } from './redis/order-scripts.js';
 
 export interface PaymentDeps {
   pool: Pool;

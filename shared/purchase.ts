@@ -1,10 +1,10 @@
 // The purchase decision: one Lua script call, plus a short-lived in-process sold-out flag so a
 // crowd hitting a sold-out sale costs no Redis round trip.
 import type { Config } from './config.js';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import { HttpError } from './errors.js';
-import { purchaseScript, type PurchaseGate } from './redis.js';
-import { replicaAcksOf } from './replication.js';
+import { purchaseScript, type PurchaseGate } from './redis/sale-scripts.js';
+import type { ReplicaAcks } from './replication.js';
 import { newOrderId } from './ids.js';
 
 /** purchase.lua's refusal codes. */
@@ -58,6 +58,8 @@ export class Purchaser {
   constructor(
     private readonly redis: RedisClient,
     private readonly opts: Pick<Config, 'soldOutCacheMs' | 'buyCountTtlSeconds'> & Partial<Pick<Config, 'purchaseRatePerBuyer' | 'purchaseRateWindowMs'>>,
+    /** REDIS_MIN_REPLICAS_ACK's confirmation of `redis`'s writes (services.ts connect); undefined at 0. */
+    private readonly replicaAcks?: ReplicaAcks,
   ) {
     const { purchaseRatePerBuyer: max = 0, purchaseRateWindowMs: windowMs = 0 } = opts;
     this.rate = max > 0 ? { max, windowMs } : undefined;
@@ -68,7 +70,7 @@ export class Purchaser {
 
   /** With REDIS_MIN_REPLICAS_ACK, a reservation is answered 202 only once that many replicas have it. */
   private async confirm(saleId: string, orderId: string): Promise<void> {
-    const acks = replicaAcksOf(this.redis);
+    const acks = this.replicaAcks;
     if (!acks) return;
     const { acked, required } = await acks.acked(saleId);
     if (acked >= required) return;

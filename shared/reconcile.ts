@@ -4,11 +4,11 @@
 // give their stock back through the same restored set). Redis is read at one instant (a
 // script); Postgres is then counted only up to that instant's purchase number, so purchases,
 // writes, payments and restores running meanwhile cannot skew the sum.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import { withClient, type Pool } from './db.js';
 import { parseWinner } from './ids.js';
 import { HOLDING, ORDER_STATES, RESTORING, sqlState, sqlStates, type OrderState } from './order-states.js';
-import { snapshotSale } from './redis.js';
+import { snapshotSale } from './redis/replay-scripts.js';
 
 /** Units of a sale by where they are: Redis's places, then every order state's, then restoring. */
 export type Reconciliation = {

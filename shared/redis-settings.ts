@@ -2,7 +2,7 @@
 // evicted (a lost stock counter, buy count or expiry key is silent data loss), and the data should
 // survive a restart (AOF, or a replica to fail over to).
 import type { Redis } from 'ioredis';
-import { masterNodes, nodeName, type RedisClient } from './redis.js';
+import { masterNodes, nodeName, type RedisClient } from './redis/connect.js';
 import type { Logger } from './logger.js';
 
 /** A setting's value, or null where CONFIG is refused (managed Redis, renamed or ACL-denied). */

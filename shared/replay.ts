@@ -6,7 +6,7 @@
 // A failed pass is retried by what failed (daemon.ts Retries) before the next tick; a bug that
 // keeps failing makes the replay give up (`failed`), and its process exits 1.
 import cron, { type ScheduledTask } from 'node-cron';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import { delay, failureSignal, Retries } from './daemon.js';
 import { withClient, type Pool } from './db.js';
 import { sweepOverdue } from './expiry.js';
@@ -17,12 +17,15 @@ import { metrics } from './metrics.js';
 import { countOpenRefunds } from './refunds.js';
 import { settleSales, unsettledSales } from './settle.js';
 import { recoverDeadWriters } from './writer-lease.js';
+import type { ReplicaAcks } from './replication.js';
 
 const REPLAY_LOCK = 7_042_001;
 
 export interface ReplayDeps {
   pool: Pool;
   redis: RedisClient;
+  /** REDIS_MIN_REPLICAS_ACK's confirmation of `redis`'s writes (services.ts connect); undefined at 0. */
+  replicaAcks?: ReplicaAcks;
   logger: Logger;
   /** Where passes add up for the info line; without it (one pass alone), each pass logs its own. */
   summary?: PassSummary;
@@ -40,7 +43,7 @@ export interface ReplayReport {
   reconciliations: Reconciliation[];
 }
 
-export async function replayOnce({ pool, redis, logger, summary = new PassSummary() }: ReplayDeps): Promise<ReplayReport> {
+export async function replayOnce({ pool, redis, replicaAcks, logger, summary = new PassSummary() }: ReplayDeps): Promise<ReplayReport> {
   const report: ReplayReport = { ran: false, redriven: 0, closed: 0, restored: 0, settled: 0, unregistered: 0, reconciliations: [] };
   await withClient(pool, async (lock) => {
     const got = await lock.query<{ ok: boolean }>('select pg_try_advisory_lock($1) as ok', [REPLAY_LOCK]);
@@ -49,7 +52,7 @@ export async function replayOnce({ pool, redis, logger, summary = new PassSummar
     try {
       const registry = await redis.smembers(SALES_REGISTRY);
       report.redriven = await recoverDeadWriters(redis, registry);
-      const swept = await sweepOverdue(pool, redis, 'replay');
+      const swept = await sweepOverdue(pool, redis, 'replay', replicaAcks);
       report.closed = swept.closed;
       report.restored = swept.restored;
       const held = new Set<string>();

@@ -13,7 +13,7 @@
 // lost 6 acknowledged purchases this way before the check.
 import { Cluster, Redis } from 'ioredis';
 import { UnavailableError } from './errors.js';
-import { saleNode, type RedisClient } from './redis.js';
+import { saleNode, type RedisClient } from './redis/connect.js';
 
 /** A WAIT's answer: how many replicas have the writes, and how many were required when it was sent. */
 export interface Acks {
@@ -102,22 +102,20 @@ export class ReplicaAcks {
   }
 }
 
-const required = new WeakMap<RedisClient, ReplicaAcks>();
-
-/** REDIS_MIN_REPLICAS_ACK for this client: every process sets it once, where it connects. */
-export function requireReplicaAcks(redis: RedisClient, replicas: number, timeoutMs: number, healthy?: () => number): void {
-  if (replicas > 0) required.set(redis, new ReplicaAcks(redis, replicas, timeoutMs, healthy));
+/**
+ * REDIS_MIN_REPLICAS_ACK for this client, made once where a process connects (services.ts) and
+ * handed to what writes through it; undefined when it is 0 (no write waits).
+ */
+export function replicaAcksFor(redis: RedisClient, replicas: number, timeoutMs: number, healthy?: () => number): ReplicaAcks | undefined {
+  return replicas > 0 ? new ReplicaAcks(redis, replicas, timeoutMs, healthy) : undefined;
 }
-
-/** The confirmation this client's writes need, if any. */
-export const replicaAcksOf = (redis: RedisClient): ReplicaAcks | undefined => required.get(redis);
 
 /**
  * Confirms that the replicas have every write made so far to these sales (after a restore, before
  * Postgres records it as done), or throws `unavailable`, so the step is retried, never skipped.
+ * Without `acks` (REDIS_MIN_REPLICAS_ACK 0) there is nothing to wait for.
  */
-export async function confirmReplicated(redis: RedisClient, saleIds: Iterable<string>): Promise<void> {
-  const acks = replicaAcksOf(redis);
+export async function confirmReplicated(acks: ReplicaAcks | undefined, saleIds: Iterable<string>): Promise<void> {
   if (!acks) return;
   const answers = await Promise.all([...new Set(saleIds)].map((id) => acks.acked(id)));
   const short = answers.find((a) => a.acked < a.required);

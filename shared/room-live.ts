@@ -2,7 +2,7 @@
 // who still waits, and what became of the passes. Read in one MULTI, so the counts are one
 // snapshot of the room (its keys share the sale's slot).
 import { saleKeys } from './keys.js';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 
 export interface RoomFigures {
   /** Whether admit.lua has opened the room (places drawn); before that everyone is in the pre-queue. */

@@ -7,7 +7,9 @@
 import type { CheckedToken } from './challenge.js';
 import { HttpError } from './errors.js';
 import { saleKeys } from './keys.js';
-import { run, TOKEN_MARK_MARGIN_MS, type RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
+import { run } from './redis/scripts.js';
+import { TOKEN_MARK_MARGIN_MS } from './redis/sale-scripts.js';
 import type { Sale } from './sales.js';
 
 /** join_queue.lua's refusals, as purchase.lua numbers the ones they share. */

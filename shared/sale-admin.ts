@@ -1,12 +1,12 @@
 // Sales administration: the admin's list of sales, and ending a sale early. An early end is an
 // ordinary end brought forward: purchases stop, pending orders keep their deadline and stay
 // payable, and the replay settles the sale like any other once its orders are final.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Pool } from './db.js';
 import { withTransaction } from './db.js';
 import { HttpError } from './errors.js';
 import { ORDER_STATES, type OrderState } from './order-states.js';
-import { endSaleScript } from './redis.js';
+import { endSaleScript } from './redis/sale-scripts.js';
 import { fromRow, saleView, type Sale, type SaleRow, type SaleState, type SaleView } from './sales.js';
 
 /**

@@ -5,7 +5,7 @@
 // Everything but the outcomes is read from Redis and Postgres, so any API instance answers the
 // same. Refusals are never written to Redis (a write per refusal would cost the sold-out path,
 // which answers from memory): they are this process's counters, for all sales, and named so.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Pool } from './db.js';
 import { drawFigures, type DrawFigures } from './draw-live.js';
 import { parseWinner } from './ids.js';

@@ -1,11 +1,11 @@
 // Sales: creation in Postgres plus loading into Redis, lookup, and the public view. What a sale
 // is, field by field, is in sale-definition.ts; the checks of its input in sale-input.ts.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Pool } from './db.js';
 import { withTransaction } from './db.js';
 import { HttpError } from './errors.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
-import { loadSale, type LoadOptions, type SaleRules } from './redis.js';
+import { loadSale, type LoadOptions, type SaleRules } from './redis/sale-scripts.js';
 import { SALE_DEFINITION, type Admission, type Challenge, type Sale, type SaleField } from './sale-definition.js';
 
 // The callers of sales keep importing what a sale is from here.

@@ -1,20 +1,21 @@
 // Builds the connections a process needs from the config and closes them in reverse order.
 import type { RedisOptions } from 'ioredis';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import { requireServers, type Config } from './config.js';
 import { closeAll, delay, withTimeout } from './daemon.js';
 import { createPool, type Pool } from './db.js';
 import type { Logger } from './logger.js';
 import { countBackendError } from './metrics.js';
-import { createRedis, pingMasters, quitRedis } from './redis.js';
+import { createRedis, pingMasters, quitRedis, redisSetting, sentinelReplicas } from './redis/connect.js';
 import { checkRedisSettings } from './redis-settings.js';
-import { requireReplicaAcks } from './replication.js';
-import { SentinelReplicas } from './sentinel-replicas.js';
+import { replicaAcksFor, type ReplicaAcks } from './replication.js';
 import { MasterNotAllowed } from './sentinel.js';
 
 export interface Connections {
   pool: Pool;
   redis: RedisClient;
+  /** What writes through `redis` wait for before they count (REDIS_MIN_REPLICAS_ACK); undefined at 0. */
+  replicaAcks: ReplicaAcks | undefined;
   close(): Promise<void>;
 }
 
@@ -27,10 +28,9 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
   const pool = createPool(databaseUrl, opts.poolSize ?? 10);
   pool.on('error', (err) => countBackendError(err, 'postgres'));
   const redis = createRedis(target, opts.redis);
-  // On Sentinel every replica the sentinels see healthy must confirm too (see sentinel-replicas.ts).
-  const replicas = target.kind === 'sentinel' && config.redisMinReplicasAck > 0 ? new SentinelReplicas(target, logger) : undefined;
-  requireReplicaAcks(redis, config.redisMinReplicasAck, config.redisWaitTimeoutMs, replicas && (() => replicas.healthy()));
-  const where = { single: 'REDIS_URL', cluster: 'REDIS_CLUSTER_NODES', sentinel: 'REDIS_SENTINELS' }[target.kind];
+  const replicas = sentinelReplicas(target, config.redisMinReplicasAck, logger);
+  const replicaAcks = replicaAcksFor(redis, config.redisMinReplicasAck, config.redisWaitTimeoutMs, replicas && (() => replicas.healthy()));
+  const where = redisSetting(target);
   let lastRedisError = '';
   redis.on('error', (err) => {
     countBackendError(err, 'redis');
@@ -55,7 +55,7 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
     await pool.end().catch(() => {});
     throw err;
   }
-  return { pool, redis, close };
+  return { pool, redis, replicaAcks, close };
 }
 
 async function waitUntil(timeoutMs: number, probe: () => Promise<unknown>, message: (err: string) => string): Promise<void> {

@@ -9,12 +9,13 @@
 // What stays is constant in size: `available` (the buyer's page reads it), the rules (`meta`:
 // purchases answer `403 ended`, a reload cannot hand the stock out again, and restore.lua finds the
 // sale settled and restores nothing) and the purchase counter (`seq`, the purchases shown to the admin).
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Pool } from './db.js';
 import { UnavailableError } from './errors.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
 import { OPEN, RESTORING, sqlStates } from './order-states.js';
-import { forgetSettledOrders, saleNode } from './redis.js';
+import { saleNode } from './redis/connect.js';
+import { forgetSettledOrders } from './redis/replay-scripts.js';
 
 /**
  * How long after its end a sale may settle. The purchase script compares the end with the API

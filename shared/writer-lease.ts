@@ -2,9 +2,9 @@
 // every claim. Once the lease has run out the writer is taken for dead and its batch goes back to
 // the winners list whole (recover_writer.lua); inserts are idempotent, so a batch written twice is
 // still one order each. The writer and the replay both re-drive.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import { saleKeys } from './keys.js';
-import { recoverWriter } from './redis.js';
+import { recoverWriter } from './redis/writer-scripts.js';
 
 /** Moves the batches of writers whose lease ran out (all but `except`) back to the winners lists. */
 export async function recoverDeadWriters(redis: RedisClient, saleIds: string[], now = Date.now(), except?: string): Promise<number> {

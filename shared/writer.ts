@@ -5,7 +5,7 @@
 // aside with a backoff of its own, its batch held in Redis, while every other sale keeps draining.
 // A failed pass is retried by what failed (daemon.ts Retries): a server away without limit, a bug
 // in our own code a few times in a row, then the writer gives up and its process exits 1.
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './redis/connect.js';
 import type { Config } from './config.js';
 import { backoffMs, delay, failureSignal, Retries, RETRY_DEFAULTS, type RetryOptions } from './daemon.js';
 import type { Pool } from './db.js';
@@ -17,13 +17,15 @@ import type { Logger } from './logger.js';
 import { writeOrders } from './order-queries.js';
 import { metrics } from './metrics.js';
 import { publishOrderEvents } from './order-events.js';
-import { ackBatch, claimBatch } from './redis.js';
-import { confirmReplicated } from './replication.js';
+import { ackBatch, claimBatch } from './redis/writer-scripts.js';
+import { confirmReplicated, type ReplicaAcks } from './replication.js';
 import { recoverDeadWriters } from './writer-lease.js';
 
 export interface WriterDeps {
   pool: Pool;
   redis: RedisClient;
+  /** REDIS_MIN_REPLICAS_ACK's confirmation of `redis`'s writes (services.ts connect); undefined at 0. */
+  replicaAcks?: ReplicaAcks;
   logger: Logger;
   config: Pick<Config, 'writerId' | 'writerBatchSize' | 'writerLeaseMs' | 'writerIdleMs'>;
   /** How failed passes are retried (tests shorten the backoff). */
@@ -145,13 +147,13 @@ export class OrderWriter {
   }
 
   private async writeBatch(saleId: string): Promise<number> {
-    const { pool, redis, logger, config } = this.deps;
+    const { pool, redis, replicaAcks, logger, config } = this.deps;
     const entries = await claimBatch(redis, saleId, config.writerId, config.writerBatchSize, Date.now() + config.writerLeaseMs);
     if (entries.length === 0) return 0;
     // With REDIS_MIN_REPLICAS_ACK, an order is written only once the replicas have its reservation
     // (the claim came after it, so confirming the claim confirms it): a reservation a failover
     // then loses must not live on as an order, or the new master would sell its unit again.
-    await confirmReplicated(redis, [saleId]);
+    await confirmReplicated(replicaAcks, [saleId]);
     // A re-driven batch may repeat an entry; one row per order id.
     const winners = [...new Map(entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w])).values()];
     const orderIds = winners.map((w) => w.orderId);
@@ -175,7 +177,7 @@ export class OrderWriter {
       ackBatch(redis, saleId, config.writerId, now, pending.map((r) => ({ orderId: r.id, expiresAt: r.expiresAt })), orderIds),
       publishOrderEvents(redis, events),
     ]);
-    if (overdue.length > 0) await closeOrders(pool, redis, overdue, 'writer');
+    if (overdue.length > 0) await closeOrders(pool, redis, overdue, 'writer', replicaAcks);
     this.written += orderIds.length;
     metrics.ordersWritten.inc(orderIds.length);
     metrics.batchSize.observe(orderIds.length);

@@ -11,7 +11,7 @@ import { backendOf, classify, type Failure } from '../shared/errors.js';
 import { buildApp } from '../shared/http/app.js';
 import { metrics } from '../shared/metrics.js';
 import { Purchaser, type PurchaseResult } from '../shared/purchase.js';
-import { createRedis } from '../shared/redis.js';
+import { createRedis } from '../shared/redis/connect.js';
 import { freePort } from '../tools/local-stack.js';
 import { ask } from '../tools/redis-cluster.js';
 import { testEnv, type TestEnv } from './support/env.js';

@@ -7,7 +7,7 @@ import { restore } from '../shared/expiry.js';
 import { closeDue } from '../shared/order-queries.js';
 import { checkInvariants } from '../shared/invariants.js';
 import { saleKeys } from '../shared/keys.js';
-import { purchaseScript } from '../shared/redis.js';
+import { purchaseScript } from '../shared/redis/sale-scripts.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
 import { payOrder } from '../shared/orders.js';

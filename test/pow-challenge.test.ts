@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Challenge } from 'altcha-lib';
 import { Challenges, KEY_REFRESH_MS } from '../shared/challenge.js';
 import { CHALLENGE_KEY } from '../shared/keys.js';
-import { duplicateRedis } from '../shared/redis.js';
+import { duplicateRedis } from '../shared/redis/connect.js';
 import { parseSaleInput } from '../shared/sales.js';
 import { SALE_PRICE } from './support/fixtures.js';
 import { testEnv, type TestEnv } from './support/env.js';

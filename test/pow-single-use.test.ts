@@ -8,7 +8,7 @@ import type { Challenge } from 'altcha-lib';
 import { Challenges } from '../shared/challenge.js';
 import { saleKeys } from '../shared/keys.js';
 import { newOrderId } from '../shared/ids.js';
-import { purchaseScript } from '../shared/redis.js';
+import { purchaseScript } from '../shared/redis/sale-scripts.js';
 import type { Sale } from '../shared/sales.js';
 import { Refusal } from '../shared/purchase.js';
 import { type TestEnv } from './support/env.js';

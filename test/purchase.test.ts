@@ -132,7 +132,7 @@ describe('purchase', () => {
     assert.equal((await buy(sale.id, 'a')).status, 202);
     assert.equal((await buy(sale.id, 'b')).body.error, 'sold_out');
     // Put a unit back as the restore path does; the API hears it on the stock channel.
-    const { restoreStock } = await import('../shared/redis.js');
+    const { restoreStock } = await import('../shared/redis/order-scripts.js');
     const [entry] = await env.redis.lrange(saleKeys(sale.id).winners, 0, 0);
     const orderId = entry!.split('|')[0]!;
     assert.equal(await restoreStock(env.redis, { saleId: sale.id, orderId, userId: 'a', qty: 1 }), true);

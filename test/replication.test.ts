@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 import { startApi } from '../daemons/api.js';
 import { classify } from '../shared/errors.js';
 import { saleKeys } from '../shared/keys.js';
-import { createRedis } from '../shared/redis.js';
+import { createRedis } from '../shared/redis/connect.js';
 import { ExpiryListener } from '../shared/listener.js';
 import { OrderWriter } from '../shared/writer.js';
 import { startRedis } from '../tools/local-stack.js';
@@ -68,7 +68,7 @@ test('REDIS_MIN_REPLICAS_ACK=1 without a replica: 503 with the order id, no orde
   // The reservation itself is kept in Redis, as a 503 may leave it.
   assert.equal(await env.redis.get(saleKeys(sale.id).available), '9');
 
-  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: 'replica-test' } });
+  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, replicaAcks: env.replicaAcks, logger: env.logger, config: { ...env.config, writerId: 'replica-test' } });
   await assert.rejects(writer.drainOnce(), (err) => classify(err) === 'unavailable' && /0 of 1 replicas/.test((err as Error).message));
   assert.equal(await orderCount(env, sale.id), 0, 'no order while no replica has its reservation');
 
@@ -85,12 +85,12 @@ test('a restore no replica confirmed is not recorded; the listener runs it again
   const { link } = await replica('replica-2');
   const res = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 2 }, user: 'bob' });
   assert.equal(res.status, 202, JSON.stringify(res.body));
-  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: 'replica-test-2' } });
+  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, replicaAcks: env.replicaAcks, logger: env.logger, config: { ...env.config, writerId: 'replica-test-2' } });
   await waitFor('the order written', async () => (await writer.drainOnce()) > 0 || (await orderCount(env, sale.id)) > 0);
   // The replica leaves: nothing the listener restores can be confirmed now.
   await link.replicaof('NO', 'ONE');
   await waitFor('the master without replicas', async () => /connected_slaves:0/.test(await env.redis.info('replication')));
-  const listener = new ExpiryListener({ pool: env.pool, redis: env.redis, logger: env.logger, config: env.config });
+  const listener = new ExpiryListener({ pool: env.pool, redis: env.redis, replicaAcks: env.replicaAcks, logger: env.logger, config: env.config });
   await listener.start();
   stops.push(() => listener.stop());
   const order = async () => (await env.pool.query<{ status: string; restored: boolean }>('select status, restored_at is not null as restored from orders where id = $1', [res.body.orderId])).rows[0];

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { loadConfig, redisTarget } from '../shared/config.js';
-import { createRedis } from '../shared/redis.js';
+import { createRedis } from '../shared/redis/connect.js';
 import { startSentinels, type LocalSentinels } from '../tools/redis-sentinel.js';
 import { freePort } from '../tools/local-stack.js';
 import { cli, exited, ready, spawnCli } from './support/cli.js';

@@ -9,7 +9,7 @@ import { Cluster, Redis } from 'ioredis';
 import { startCluster, type RedisNode } from '../tools/redis-cluster.js';
 import { startSentinels } from '../tools/redis-sentinel.js';
 import type { RedisTarget } from '../shared/config.js';
-import { createRedis } from '../shared/redis.js';
+import { createRedis } from '../shared/redis/connect.js';
 
 const hostPorts = (list: string) => list.split(',').map((hp) => ({ host: '127.0.0.1', port: Number(hp.split(':')[1]) }));
 const ports = (nodes: RedisNode[]) => nodes.map((n) => n.port);
@@ -78,7 +78,7 @@ test('cluster: failover, a killed master and a reshard each promote what they sa
 test('sentinel: a failover names a new master, and the sentinel client writes to it', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'flashsale-sentinel-'));
   const set = await startSentinels(dir, { replicas: 1 });
-  // As shared/redis.ts connects: moved by +switch-master, and a READONLY reply reconnects and resends.
+  // As shared/redis/connect.ts connects: moved by +switch-master, and a READONLY reply reconnects and resends.
   const client = new Redis({
     sentinels: hostPorts(set.sentinels), name: set.name, failoverDetector: true,
     reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),

@@ -14,7 +14,7 @@ import { classify } from '../shared/errors.js';
 import { SALES_REGISTRY, saleKeys } from '../shared/keys.js';
 import { freePort } from '../tools/local-stack.js';
 import { metrics } from '../shared/metrics.js';
-import { purchaseScript } from '../shared/redis.js';
+import { purchaseScript } from '../shared/redis/sale-scripts.js';
 import type { Sale } from '../shared/sales.js';
 import { writeOrders } from '../shared/order-queries.js';
 import { OrderWriter } from '../shared/writer.js';

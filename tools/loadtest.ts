@@ -2,7 +2,7 @@
 // back, what reached Postgres and whether the conservation check holds, as one typed report.
 import { randomBytes } from 'node:crypto';
 import { Agent, request } from 'node:http';
-import type { RedisClient } from '../shared/redis.js';
+import type { RedisClient } from '../shared/redis/connect.js';
 import { signJwt } from '../shared/jwt.js';
 import { ConfigError } from '../shared/config.js';
 import { delay } from '../shared/daemon.js';

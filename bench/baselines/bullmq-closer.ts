@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { createPool } from '../../shared/db.js';
 import { restore } from '../../shared/expiry.js';
 import { closeDue, stillPending } from '../../shared/order-queries.js';
-import { createRedis } from '../../shared/redis.js';
+import { createRedis } from '../../shared/redis/connect.js';
 import { CLOSE_QUEUE, env } from './common.js';
 
 const concurrency = Number(env('CONCURRENCY', '100'));

@@ -6,7 +6,7 @@
 import { createPool } from '../../shared/db.js';
 import { saleKeys } from '../../shared/keys.js';
 import { parseWinner } from '../../shared/ids.js';
-import { createRedis } from '../../shared/redis.js';
+import { createRedis } from '../../shared/redis/connect.js';
 import { env } from './common.js';
 
 const saleId = env('SALE_ID');

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FastifyPluginCallback } from 'fastify';
-import type { RedisClient } from '../redis.js';
+import type { RedisClient } from '../redis/connect.js';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
 import { HttpError } from '../errors.js';

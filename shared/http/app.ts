@@ -2,7 +2,7 @@
 // cross-cutting plugins first, then the API's documentation, then one routes plugin per resource,
 // then the 405 pass.
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { RedisClient } from '../redis.js';
+import type { RedisClient } from '../redis/connect.js';
 import { createAuth } from '../auth.js';
 import { Challenges } from '../challenge.js';
 import { ConfigError, type Config } from '../config.js';
@@ -10,6 +10,7 @@ import type { Pool } from '../db.js';
 import type { Logger } from '../logger.js';
 import { SignedWebhook } from '../payments/signed-webhook.js';
 import type { Purchaser } from '../purchase.js';
+import type { ReplicaAcks } from '../replication.js';
 import { admin } from './admin.js';
 import { serverLimits } from './client-limits.js';
 import { docs } from './docs.js';
@@ -33,11 +34,13 @@ export interface AppDeps {
   config: Config;
   pool: Pool;
   redis: RedisClient;
+  /** REDIS_MIN_REPLICAS_ACK's confirmation of `redis`'s writes (services.ts connect), for cancels; the purchaser has its own. */
+  replicaAcks?: ReplicaAcks;
   purchaser: Purchaser;
   logger: Logger;
 }
 
-export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): FastifyInstance {
+export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }: AppDeps): FastifyInstance {
   const onError = errorHandler(logger);
   const app = Fastify({
     ...serverLimits(config), logger: false, ajv: SCHEMA_OPTIONS,
@@ -66,7 +69,7 @@ export function buildApp({ config, pool, redis, purchaser, logger }: AppDeps): F
   void app.register(queue, { redis, auth, limits: config, saleCache, challenges, logger });
   void app.register(draw, { pool, redis, auth, limits: config, saleCache, challenges, logger });
   void app.register(payments, paymentDeps);
-  void app.register(orders, { pool, redis, auth, maxCancelsPerSale: config.maxCancelsPerSale, directPay: config.directPay ? paymentDeps : undefined });
+  void app.register(orders, { pool, redis, replicaAcks, auth, maxCancelsPerSale: config.maxCancelsPerSale, directPay: config.directPay ? paymentDeps : undefined });
   void app.register(orderEvents, { pool, redis, auth, limits: config, logger });
   void app.register(page, { development: config.development, directPay: config.directPay });
   void app.register(admin, { pool, redis, auth });

@@ -1,6 +1,6 @@
 // What operators and developers ask: liveness, readiness, metrics, and in development a buyer token.
 import type { FastifyPluginCallback, FastifySchema } from 'fastify';
-import type { RedisClient } from '../redis.js';
+import type { RedisClient } from '../redis/connect.js';
 import type { Config } from '../config.js';
 import type { Pool } from '../db.js';
 import { checkUserId, signJwt } from '../jwt.js';

@@ -3,7 +3,7 @@
 // paid | expired | cancelled) as shared/order-events.ts hands them over; after a final state the
 // stream ends. Polling GET /api/orders/:orderId works as before.
 import type { FastifyPluginCallback } from 'fastify';
-import type { RedisClient } from '../redis.js';
+import type { RedisClient } from '../redis/connect.js';
 import type { Auth } from '../auth.js';
 import type { Config } from '../config.js';
 import type { Pool } from '../db.js';

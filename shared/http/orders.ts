@@ -1,9 +1,10 @@
 // Orders: the buyer views one or lists theirs, cancels one, and (DIRECT_PAY only) pays it. Only the
 // owner sees an order; anyone else gets 404. Without DIRECT_PAY there is no pay route: payments come from the provider's webhook.
 import type { FastifyPluginCallback } from 'fastify';
-import type { RedisClient } from '../redis.js';
+import type { RedisClient } from '../redis/connect.js';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
+import type { ReplicaAcks } from '../replication.js';
 import { ORDER_ID_PATTERN, SALE_ID_PATTERN } from '../ids.js';
 import { cancelOrder } from '../cancel.js';
 import { getOrder, myOrders, MY_ORDERS_MAX, ORDER_STATUSES, payOrder, type DirectPayDeps } from '../orders.js';
@@ -79,12 +80,12 @@ const myOrdersSchema = {
 type OrderId = { Params: { orderId: string } };
 type MyOrdersQuery = { Querystring: { limit?: string; sale?: string; before?: string } };
 
-export const orders: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth; maxCancelsPerSale: number; directPay?: DirectPayDeps }> = (
-  app, { pool, redis, auth, maxCancelsPerSale, directPay }, done,
+export const orders: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; replicaAcks?: ReplicaAcks; auth: Auth; maxCancelsPerSale: number; directPay?: DirectPayDeps }> = (
+  app, { pool, redis, replicaAcks, auth, maxCancelsPerSale, directPay }, done,
 ) => {
   const route = { preValidation: auth.buyer };
   app.get<OrderId>('/api/orders/:orderId', { ...route, schema: viewSchema }, async (req) => getOrder(pool, redis, req.params.orderId, req.buyer));
-  app.post<OrderId>('/api/orders/:orderId/cancel', { ...route, schema: cancelSchema, bodyLimit: 1024 }, async (req) => cancelOrder(pool, redis, req.params.orderId, req.buyer, maxCancelsPerSale));
+  app.post<OrderId>('/api/orders/:orderId/cancel', { ...route, schema: cancelSchema, bodyLimit: 1024 }, async (req) => cancelOrder(pool, redis, req.params.orderId, req.buyer, maxCancelsPerSale, replicaAcks));
   app.get<MyOrdersQuery>('/api/me/orders', { ...route, schema: myOrdersSchema }, async (req) => {
     const { limit, sale, before } = req.query;
     return myOrders(pool, req.buyer, { limit: limit === undefined ? 20 : Number(limit), saleId: sale, before });

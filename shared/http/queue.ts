@@ -7,7 +7,7 @@ import type { Challenges } from '../challenge.js';
 import type { Config } from '../config.js';
 import { HttpError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { RedisClient } from '../redis.js';
+import type { RedisClient } from '../redis/connect.js';
 import { joinQueue, QUEUE_STATES, readPlace, viewOf, type QueueView } from '../room.js';
 import type { Sale } from '../sales.js';
 import type { RateLimitSettings } from './rate-limit.js';

@@ -11,7 +11,7 @@ import type { Config } from '../config.js';
 import { HttpError } from '../errors.js';
 import { rateLimitPrefix } from '../keys.js';
 import { purchaseOutcome } from '../metrics.js';
-import type { RedisClient } from '../redis.js';
+import type { RedisClient } from '../redis/connect.js';
 
 export type RateLimitSettings = Pick<Config, 'purchaseRatePerIp' | 'purchaseRateWindowMs' | 'challengeRatePerBuyer' | 'challengeRateWindowMs'>;
 type Limit = 'ip' | 'challenge' | 'exchange';

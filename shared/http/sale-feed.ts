@@ -3,7 +3,7 @@
 // listener of its sale; after the subscription comes back, each listener gets `null`: ticks
 // published while it was away are lost, so every stream reads its buyer's state again.
 import type { Logger } from '../logger.js';
-import { hintSubscriber, quitRedis, type RedisClient } from '../redis.js';
+import { hintSubscriber, quitRedis, type RedisClient } from '../redis/connect.js';
 import { StreamSlots } from '../stream-slots.js';
 
 /** How many streams of one kind one buyer may hold at once (SSE_MAX_STREAMS bounds the process's). */

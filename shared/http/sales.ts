@@ -1,6 +1,7 @@
 // Sales: create, list and end (admin), view, and purchase, with the schemas of their input and answers.
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
-import type { LoadOptions, RedisClient } from '../redis.js';
+import type { RedisClient } from '../redis/connect.js';
+import type { LoadOptions } from '../redis/sale-scripts.js';
 import type { Auth } from '../auth.js';
 import type { Pool } from '../db.js';
 import { CHALLENGE_SECONDS, type Challenges, PURCHASE_TOKEN_SECONDS } from '../challenge.js';

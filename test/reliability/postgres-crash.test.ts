@@ -8,7 +8,7 @@ import { after, test } from 'node:test';
 import pg from 'pg';
 import { delay } from '../../shared/daemon.js';
 import { saleKeys } from '../../shared/keys.js';
-import { purchaseScript } from '../../shared/redis.js';
+import { purchaseScript } from '../../shared/redis/sale-scripts.js';
 import { newOrderId } from '../../shared/ids.js';
 import { Cluster } from '../support/cluster.js';
 import { testEnv, type TestEnv } from '../support/env.js';

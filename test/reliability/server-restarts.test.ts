@@ -7,7 +7,7 @@ import { after, test } from 'node:test';
 import { delay } from '../../shared/daemon.js';
 import { saleKeys } from '../../shared/keys.js';
 import { reconcile } from '../../shared/reconcile.js';
-import { purchaseScript } from '../../shared/redis.js';
+import { purchaseScript } from '../../shared/redis/sale-scripts.js';
 import { newOrderId } from '../../shared/ids.js';
 import { cli } from '../support/cli.js';
 import { Cluster } from '../support/cluster.js';

@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Redis } from 'ioredis';
-import type { RedisClient } from '../../shared/redis.js';
+import type { RedisClient } from '../../shared/redis/connect.js';
+import type { ReplicaAcks } from '../../shared/replication.js';
 import assert from 'node:assert/strict';
 import { reconcile } from '../../shared/reconcile.js';
 import { loadConfig, type Config, type ConfigOverrides } from '../../shared/config.js';
@@ -25,6 +26,8 @@ export interface TestEnv {
   config: Config;
   pool: Pool;
   redis: RedisClient;
+  /** What `redis`'s writes wait for with REDIS_MIN_REPLICAS_ACK (undefined at 0): hand it to a writer or listener the test builds. */
+  replicaAcks: ReplicaAcks | undefined;
   logger: Logger;
   /** The current redis-server (replaced by startRedis after a stop). */
   redisServer: RedisServer;
@@ -88,10 +91,10 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
     purchaseRatePerBuyer: 0, development: false, port: 0, ...overrides,
   });
   const logger = createLogger(config);
-  const { pool, redis, close } = await connect(config, logger, { poolSize: 20 });
+  const { pool, redis, replicaAcks, close } = await connect(config, logger, { poolSize: 20 });
   await migrate(pool);
   const env: TestEnv = {
-    config, pool, redis, logger, redisServer, dataDir,
+    config, pool, redis, replicaAcks, logger, redisServer, dataDir,
     async stopRedis(signal = 'SIGKILL') {
       if (opts.redis) throw new Error('stopRedis: this env uses a Redis topology the test started');
       const child = env.redisServer.child;

@@ -3,7 +3,8 @@
 import { readFileSync } from 'node:fs';
 import { saleKeys } from '../../shared/keys.js';
 import { OPEN, RESTORING, sqlStates } from '../../shared/order-states.js';
-import type { LoadOptions, RedisClient } from '../../shared/redis.js';
+import type { RedisClient } from '../../shared/redis/connect.js';
+import type { LoadOptions } from '../../shared/redis/sale-scripts.js';
 import { createSale, getSale, parseSaleInput, type Sale } from '../../shared/sales.js';
 import type { TestEnv } from './env.js';
 

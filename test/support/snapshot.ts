@@ -1,6 +1,6 @@
 // "Nothing changed", made checkable: every Redis key and every row of sales and orders, compared
 // byte for byte before and after a request that must change nothing.
-import type { RedisClient } from '../../shared/redis.js';
+import type { RedisClient } from '../../shared/redis/connect.js';
 import type { TestEnv } from './env.js';
 
 export interface StateSnapshot {

@@ -1,0 +1,72 @@
+// The wrappers of a sale's own scripts: loading it, ending it early, and a purchase. Each builds
+// its keys and arguments in the order its script's header documents; callers never do.
+import { saleKeys } from '../keys.js';
+import type { RedisClient } from './connect.js';
+import { SALE_DEFINITION, type Sale, type SaleField } from '../sale-definition.js';
+import { run } from './scripts.js';
+
+/** A sale's rules as load_sale.lua keeps them: times in ms; a rule left out takes its default. */
+export type SaleRules = { stock: number } & { [K in SaleField]?: Sale[K] extends Date | null ? number | null : Sale[K] };
+
+const META = (Object.keys(SALE_DEFINITION) as SaleField[]).flatMap((key) => {
+  const { redis, schema } = SALE_DEFINITION[key];
+  return redis ? [{ key, ...redis, fallback: schema.default as string | number | undefined }] : [];
+});
+
+/** How a sale is loaded beyond its rules. */
+export interface LoadOptions {
+  /** LEGACY_BUY_COUNTS: the sale keeps each buyer's count in a key of its own, which APIs of the previous release read (see purchase.lua). */
+  legacyBuyCounts?: boolean;
+}
+
+export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules, opts: LoadOptions = {}): Promise<boolean> {
+  const k = saleKeys(saleId);
+  const meta = META.flatMap(({ key, name, none, admission, fallback }) => {
+    const v = admission && r.admission !== admission ? null : (r[key] ?? none ?? fallback);
+    return v === null || v === undefined ? [] : [name, v];
+  });
+  // A new sale's buyer counts go to one hash, unless APIs of the previous release still run (purchase.lua).
+  const buyCounts = opts.legacyBuyCounts ? [] : ['buyCounts', 'hash'];
+  const loaded = await run(redis, 'load_sale', [k.meta, k.available], [r.stock, ...meta, ...buyCounts]);
+  return loaded === 1;
+}
+
+/** Brings a loaded sale's end forward to `endsAt` (ms): 1 moved, 0 ended at or before it already, -1 not loaded. */
+export async function endSaleScript(redis: RedisClient, saleId: string, endsAt: number): Promise<1 | 0 | -1> {
+  return (await run(redis, 'end_sale', [saleKeys(saleId).meta], [endsAt])) as 1 | 0 | -1;
+}
+
+/**
+ * What the API checked for a purchase (shared/challenge.ts): a purchase token (a `pow` sale needs
+ * one; it buys once), an admission pass (a `queue` sale needs one; it buys once, before it expires),
+ * or, from the draw itself, a winner's unit (a `draw` sale sells to nobody else).
+ */
+export type PurchaseGate = { kind: 'token'; id: string; expiresAt: number } | { kind: 'pass'; expiresAt: number } | { kind: 'draw' };
+
+export interface PurchaseArgs {
+  saleId: string;
+  userId: string;
+  qty: number;
+  orderId: string;
+  now: number;
+  /** BUY_COUNT_TTL_SECONDS: the buyer's count outlives the sale's end + payment window by this much (no end: it never expires). */
+  buyCountTtlSeconds: number;
+  gate?: PurchaseGate;
+  /** PURCHASE_RATE_PER_BUYER per PURCHASE_RATE_WINDOW_MS, counted per buyer and sale (absent or max 0: no limit). */
+  rate?: { max: number; windowMs: number };
+}
+
+/** How long past its expiry a spent token's mark is kept: API hosts whose clocks run behind still accept the token that long. */
+export const TOKEN_MARK_MARGIN_MS = 10_000;
+
+/** Raw {code, n} from purchase.lua; shared/purchase.ts gives it meaning. */
+export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {
+  const k = saleKeys(a.saleId);
+  const g = a.gate;
+  // KEYS[9] is the token's mark, the passes, or (read by nobody) a name that keeps the key count fixed.
+  const gateKey = g?.kind === 'pass' ? k.passes : k.tokenUsed(g?.kind === 'token' ? g.id : '');
+  const gateUntil = g?.kind === 'token' ? g.expiresAt + TOKEN_MARK_MARGIN_MS : g?.kind === 'pass' ? g.expiresAt : 0;
+  return (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased, k.deadlines, gateKey, k.rate(a.userId), k.buyCounts], [
+    a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, g?.kind ?? '', gateUntil, a.rate?.max ?? 0, a.rate?.windowMs ?? 0,
+  ])) as [number, number];
+}
