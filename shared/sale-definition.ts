@@ -2,7 +2,7 @@
 // default, doc line), its Postgres column, its name in Redis's meta hash, and how `flashsale sale
 // create` and the admin's new-sale form ask for it (SALE_DEFINITION). Read by parseSaleInput
 // (sale-input.ts), the OpenAPI schema (http/schemas.ts), the row mapping (sales.ts), load_sale's
-// rules (redis.ts), the CLI's flags (daemons/cli/sale.ts) and the form (http/sale-form.ts): a new
+// rules (redis/sale-scripts.ts), the CLI's flags (daemons/cli/sale.ts) and the form (http/sale-form.ts): a new
 // field is a line in Sale, a row here and its place in CHECK_ORDER, plus a migration for its column.
 import { createHash, randomBytes } from 'node:crypto';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from './ids.js';
