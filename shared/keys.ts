@@ -56,7 +56,10 @@ function buildSaleKeys(saleId: string) {
   const p = `{sale:${saleId}}`;
   const buysPrefix = `${p}:buys:`;
   const expiryPrefix = `${p}:expiry:`;
+  // purchase.lua and ack.lua name some of these keys from the prefix themselves: keep them in step.
   return {
+    /** Every key of the sale starts with it: `{sale:<id>}`, the hash tag that keeps them in one slot. */
+    prefix: p,
     meta: `${p}:meta`,
     available: `${p}:available`,
     seq: `${p}:seq`,

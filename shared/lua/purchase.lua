@@ -2,22 +2,26 @@
   Reserve stock for one buyer: every check and every write in one atomic step.
 
   KEYS[1] meta       sale rules (hash: startsAt, endsAt (0 = no end), perUser, maxPerOrder, paymentWindow,
-                     challenge (absent = none), admission (absent = first-come))
-  KEYS[2] available  stock left
-  KEYS[3] buys       this buyer's count in the older format, a key of its own (see "Buyer counts");
-                     expires ARGV[5] s after end + payment window, never for a sale without end
-  KEYS[4] winners    list the order writer drains
-  KEYS[5] queued     hash orderId -> entry, for status lookups until the order is in Postgres
-  KEYS[6] seq        purchase counter
-  KEYS[7] purchased  set of order ids reserved and not pending with a deadline
-  KEYS[8] deadlines  zset of pending order ids (ack.lua moves an id here from purchased)
-  KEYS[9] gate       with a purchase token: the token's mark once it bought (value: the order id);
-                     with a pass: the sale's passes (zset buyer -> the pass's expiry ms, 0 once used);
-                     unused otherwise
-  KEYS[10] rate      this buyer's purchases of this sale in the current window (PURCHASE_RATE_PER_BUYER:
-                     a fixed window, expiring ARGV[9] ms after its first purchase)
-  KEYS[11] buy counts the sale's counts, hash buyer -> count (see "Buyer counts"); one TTL for the
-                     sale: ARGV[5] s after end + payment window, never shortened; none without end
+                     challenge (absent = none), admission (absent = first-come), buyCounts)
+
+  The sale's other keys are named here from its prefix (ARGV[10]), as shared/keys.ts names them; all
+  share the meta's hash tag, so one declared key routes the call in a Cluster, and a purchase sends
+  a fifth of the arguments it would with every name spelled out:
+    available          stock left
+    buys:<buyer>       this buyer's count in the older format, a key of its own (see "Buyer counts");
+                       expires ARGV[5] s after end + payment window, never for a sale without end
+    winners            list the order writer drains
+    queued             hash orderId -> entry, for status lookups until the order is in Postgres
+    seq                purchase counter
+    purchased          set of order ids reserved and not pending with a deadline
+    deadlines          zset of pending order ids (ack.lua moves an id here from purchased)
+    token-used:<id>    with a purchase token (its id ARGV[11]): the token's mark once it bought
+                       (value: the order id)
+    passes             with a pass: the sale's passes (zset buyer -> the pass's expiry ms, 0 once used)
+    rl:<buyer>         this buyer's purchases of this sale in the current window (PURCHASE_RATE_PER_BUYER:
+                       a fixed window, expiring ARGV[9] ms after its first purchase)
+    buys               the sale's counts, hash buyer -> count (see "Buyer counts"); one TTL for the
+                       sale: ARGV[5] s after end + payment window, never shortened; none without end
 
   ARGV[1] now (ms, from the caller's clock)
   ARGV[2] qty
@@ -30,9 +34,11 @@
           'queue' sale needs one), 'draw' the caller is the draw giving a winner its unit (a 'draw'
           sale sells to nobody else), '' nothing
   ARGV[7] with a token, when its mark may go (ms): its expiry, plus a margin for API clocks that
-          disagree; with a pass, its expiry (ms) as the pass says, which must be the one in KEYS[9]
+          disagree; with a pass, its expiry (ms) as the pass says, which must be the one in passes
   ARGV[8] purchases per buyer per window (0: no limit)
   ARGV[9] the window (ms)
+  ARGV[10] the sale's key prefix, `{sale:<id>}`
+  ARGV[11] with a token, its id
 
   Returns {code, n}:
     { 1, available after}   reserved (or reserved before under this order id: nothing changes)
@@ -50,17 +56,15 @@
     {-12, 0}                this pass has bought already, has expired, or is not this buyer's latest
     {-13, ms}               this buyer sent more than ARGV[8] purchases in the window; it ends in ms
 
-  Buyer counts. The previous release kept each buyer's count in a key of its own (KEYS[3]), each
-  with its own TTL on a sale with an end; this one keeps a sale's counts in one hash (KEYS[11]) with
+  Buyer counts. The previous release kept each buyer's count in a key of its own (buys:<buyer>), each
+  with its own TTL on a sale with an end; this one keeps a sale's counts in one hash (buys) with
   one TTL. A buyer's count is the sum of both, wherever it is read or given back (restore.lua). The
   hash is written only for a sale whose meta says `buyCounts` = hash (load_sale.lua, unless
-  LEGACY_BUY_COUNTS): an API of the previous release reads only KEYS[3], so while one still runs,
-  new sales keep the older keys. The release after this one may drop KEYS[3] once no sale made
+  LEGACY_BUY_COUNTS): an API of the previous release reads only buys:<buyer>, so while one still runs,
+  new sales keep the older keys. The release after this one may drop buys:<buyer> once no sale made
   before the upgrade can still sell or give quota back.
 ]]
 local rcall = redis.call
-local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey, gateKey, rateKey, buyCountsKey =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local now = tonumber(ARGV[1])
 local qty = tonumber(ARGV[2])
 local orderId, userId = ARGV[3], ARGV[4]
@@ -70,6 +74,12 @@ local tokenChecked = gate == 'token' or gate == '1'
 local passChecked = gate == 'pass'
 local gateUntil = tonumber(ARGV[7])
 local rateMax, rateWindow = tonumber(ARGV[8]), tonumber(ARGV[9])
+local p = ARGV[10]
+local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey =
+  KEYS[1], p .. ':available', p .. ':buys:' .. userId, p .. ':winners', p .. ':queued', p .. ':seq', p .. ':purchased', p .. ':deadlines'
+-- The token's mark, or the passes (read only with a token or a pass).
+local gateKey = passChecked and (p .. ':passes') or (p .. ':token-used:' .. ARGV[11])
+local rateKey, buyCountsKey = p .. ':rl:' .. userId, p .. ':buys'
 
 -- A client resends a script whose reply a dropped connection lost (ioredis does after a Redis
 -- restart); run twice, it would take the stock twice for one order. The id is in exactly one of

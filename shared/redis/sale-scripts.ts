@@ -63,10 +63,10 @@ export const TOKEN_MARK_MARGIN_MS = 10_000;
 export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {
   const k = saleKeys(a.saleId);
   const g = a.gate;
-  // KEYS[9] is the token's mark, the passes, or (read by nobody) a name that keeps the key count fixed.
-  const gateKey = g?.kind === 'pass' ? k.passes : k.tokenUsed(g?.kind === 'token' ? g.id : '');
   const gateUntil = g?.kind === 'token' ? g.expiresAt + TOKEN_MARK_MARGIN_MS : g?.kind === 'pass' ? g.expiresAt : 0;
-  return (await run(redis, 'purchase', [k.meta, k.available, k.buys(a.userId), k.winners, k.queued, k.seq, k.purchased, k.deadlines, gateKey, k.rate(a.userId), k.buyCounts], [
+  // The script names the sale's other keys from its prefix (see its header).
+  return (await run(redis, 'purchase', [k.meta], [
     a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, g?.kind ?? '', gateUntil, a.rate?.max ?? 0, a.rate?.windowMs ?? 0,
+    k.prefix, g?.kind === 'token' ? g.id : '',
   ])) as [number, number];
 }
