@@ -22,7 +22,7 @@ function seriesIn(promql: string): string[] {
   return [...promql.matchAll(/\bflashsale_[a-z0-9_]+/g)].map((m) => m[0]);
 }
 const exported = () => new Set(registry.getMetricsAsArray().flatMap((m) =>
-  (m as { type?: string }).type === 'histogram' ? [`${m.name}_bucket`, `${m.name}_count`, `${m.name}_sum`] : [m.name]));
+  String(m.type) === 'histogram' ? [`${m.name}_bucket`, `${m.name}_count`, `${m.name}_sum`] : [m.name]));
 
 test('promtool: the alerting rules and the scrape config check clean, and the rules pass their unit tests', async () => {
   const rules = await promtool(['check', 'rules', 'prometheus/alerts.yml']);
