@@ -202,8 +202,14 @@ function clusterSection(c: ClusterResults, mode: 'quick' | 'full'): string {
     ''].join('\n');
 }
 
+/** When a run's figures were last taken: its start, or its latest `--only` rerun. */
+const lastRun = (r: BenchResults) => Math.max(Date.parse(r.at), ...(r.reruns ?? []).map((x) => Date.parse(x.at)));
+
 export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>): string {
-  const r = saved.full ?? saved.quick!;
+  // The sections show the newer of the two runs: figures taken before the code changed describe older code.
+  const quickNewer = saved.full !== undefined && saved.quick !== undefined && lastRun(saved.quick) > lastRun(saved.full);
+  const r = quickNewer ? saved.quick! : saved.full ?? saved.quick!;
+  const other = r === saved.full ? saved.quick : saved.full;
   const out: string[] = [
     '# Benchmarks',
     '',
@@ -215,7 +221,9 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
     headline(r),
     '',
   ];
-  if (saved.full && saved.quick) out.push('The same targets in the latest quick run (smaller crowd, one round):', '', headline(saved.quick), '');
+  if (other && quickNewer) {
+    out.push(`The same targets in the last full run (larger crowd, three rounds), whose figures were last taken ${new Date(lastRun(other)).toISOString()}, before the code measured above (${new Date(lastRun(r)).toISOString()}):`, '', headline(other), '');
+  } else if (other) out.push('The same targets in the latest quick run (smaller crowd, one round):', '', headline(other), '');
   out.push('## Machine and method', '', machineSection(r), SETTINGS, '');
   if (r.purchase) {
     const p = r.purchase;
