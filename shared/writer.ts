@@ -68,6 +68,8 @@ export class OrderWriter {
   /** Rejects when the writer gives up: a bug that failed every retry (see Retries). */
   readonly failed = this.fatal.failed;
   written = 0;
+  /** Units this writer gave back itself: orders whose deadline had passed by the time their batch was written. */
+  restored = 0;
 
   constructor(private readonly deps: WriterDeps) {
     this.retries = new Retries(deps.logger, this.fatal.fail, deps.retry ?? RETRY_DEFAULTS);
@@ -177,7 +179,7 @@ export class OrderWriter {
       ackBatch(redis, saleId, config.writerId, now, pending.map((r) => ({ orderId: r.id, expiresAt: r.expiresAt })), orderIds),
       publishOrderEvents(redis, events),
     ]);
-    if (overdue.length > 0) await closeOrders(pool, redis, overdue, 'writer', replicaAcks);
+    if (overdue.length > 0) this.restored += (await closeOrders(pool, redis, overdue, 'writer', replicaAcks)).restored;
     this.written += orderIds.length;
     metrics.ordersWritten.inc(orderIds.length);
     metrics.batchSize.observe(orderIds.length);
