@@ -1,4 +1,4 @@
-// What the purchase rate limits (shared/http/rate-limit.ts) cost the purchase path: the product as in
+// What the purchase rate limits (shared/http/plugins/rate-limit.ts) cost the purchase path: the product as in
 // comparison 1, with the limits off, per buyer only, and per buyer plus per address, interleaved
 // round by round (the order reversed every other round), on a sold-out crowd and on a crowd where
 // every buyer wins. Every buyer is distinct and the per-address maximum is out of reach, so nothing

@@ -14,7 +14,7 @@ import { Monitor, type ProcCost, type Watched } from './procstat.js';
 import type { ClientMessage, ClientReport, ClientRequest } from './room-client.js';
 
 const CLIENT = fileURLToPath(new URL('./room-client.ts', import.meta.url));
-/** The API writes a position that only moved at most once a second (room-events.ts POSITION_EVERY_MS): ticks are spaced past it. */
+/** The API writes a position that only moved at most once a second (shared/http/routes/room-events.ts POSITION_EVERY_MS): ticks are spaced past it. */
 const AFTER_LAST_MS = 1200;
 
 export interface FanoutTick {

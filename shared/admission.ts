@@ -27,7 +27,7 @@ export const SALES_REFRESH_MS = 1000;
 /** A room with nothing new still publishes this often, so a stream that missed a message catches up. */
 const PUBLISH_EVERY_MS = 1000;
 
-/** What a tick tells the streams of a sale's room (shared/room-events.ts). */
+/** What a tick tells the streams of a sale's room (shared/http/routes/room-events.ts). */
 export interface RoomTick {
   saleId: string;
   phase: Phase;

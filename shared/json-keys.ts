@@ -1,6 +1,6 @@
 // A key twice in one JSON object: JSON.parse keeps the last of `{"qty":2,"qty":1}` silently, so a
 // body could mean one thing to us and another to any proxy, log or WAF that keeps the first. The
-// API's body parser (http/json-body.ts) and the payment providers (payments/) both refuse it.
+// API's body parser (http/plugins/json-body.ts) and the payment providers (payments/) both refuse it.
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

@@ -24,9 +24,9 @@ export const CHALLENGE_KEY = 'flashsale:challenge-key';
 export const STOCK_CHANNEL = 'flashsale:stock';
 /** Order transitions (shared/order-events.ts): batches of `{orderId, status, expiresAt?}` for the API's event streams. */
 export const ORDERS_CHANNEL = 'flashsale:orders';
-/** Each admission tick that changed a waiting room publishes `{saleId, ...}` here for the API's queue streams (shared/room-events.ts). */
+/** Each admission tick that changed a waiting room publishes `{saleId, ...}` here for the API's queue streams (shared/http/routes/room-events.ts). */
 export const ADMISSION_CHANNEL = 'flashsale:admission';
-/** Each draw tick of the admission loop publishes a DrawTick here for the API's entry streams (shared/http/draw-events.ts). */
+/** Each draw tick of the admission loop publishes a DrawTick here for the API's entry streams (shared/http/routes/draw-events.ts). */
 export const DRAW_CHANNEL = 'flashsale:draw';
 /** The admission loop's lease: one loop admits for the whole deployment (shared/admission.ts). */
 export const ADMISSION_LEASE = 'flashsale:admission:leader';

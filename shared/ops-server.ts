@@ -8,7 +8,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Config } from './config.js';
 import { withTimeout } from './daemon.js';
-import { capConnectionsPerClient } from './http/client-limits.js';
+import { capConnectionsPerClient } from './http/plugins/client-limits.js';
 import { pingMasters, type RedisClient } from './redis/connect.js';
 import type { Pool } from './db.js';
 import { registry } from './metrics.js';

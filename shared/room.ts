@@ -3,7 +3,7 @@
 // shared/admission.ts), and a buyer follows their place (queue_status.lua) until admitted with a
 // signed pass that purchase.lua requires. Places are final once the room opens, so a buyer's
 // position is their place minus the admitted count, which every tick publishes
-// (shared/room-events.ts): a stream computes it without asking Redis.
+// (shared/http/routes/room-events.ts): a stream computes it without asking Redis.
 import type { CheckedToken } from './challenge.js';
 import { HttpError } from './errors.js';
 import { saleKeys } from './keys.js';

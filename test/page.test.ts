@@ -9,7 +9,7 @@ import type { Redis } from 'ioredis';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startApi } from '../daemons/api.js';
 import { AdmissionLoop } from '../shared/admission.js';
-import { POSITION_EVERY_MS } from '../shared/http/room-events.js';
+import { POSITION_EVERY_MS } from '../shared/http/routes/room-events.js';
 import { buildApp } from '../shared/http/app.js';
 import { saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
@@ -22,7 +22,7 @@ import { closeEntries as closeEntriesOf, HOUR, newSale, openDraw, waitFor } from
 import { http } from './support/http.js';
 import { tokenId } from './support/pow.js';
 import { PAYMENT_WEBHOOK_SECRET, token } from './support/tokens.js';
-import { PURCHASE_TOKEN_HEADER } from '../shared/http/sales.js';
+import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/sales.js';
 
 const CHROMIUM_ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',

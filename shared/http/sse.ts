@@ -1,10 +1,10 @@
-// How the event streams (order-events.ts; room-events.ts and draw-events.ts through feed-stream.ts) take their token and start their answer: headers, the
+// How the event streams (routes/order-events.ts; routes/room-events.ts and routes/draw-events.ts through feed-stream.ts) take their token and start their answer: headers, the
 // load-shedding slot given back (a stream is no request in flight), a heartbeat comment, and one
 // end that clears it all. Their caps are shared/stream-slots.ts.
 import type { FastifyReply } from 'fastify';
 import type { ServerResponse } from 'node:http';
-import { refusal } from './errors.js';
-import { releaseSlot } from './load-shedding.js';
+import { refusal } from './plugins/errors.js';
+import { releaseSlot } from './plugins/load-shedding.js';
 
 /** An event stream's query: the token alone, for EventSource, which cannot send Authorization (url-token.ts takes it from there). */
 export const streamQuery = {

@@ -1,12 +1,12 @@
 // What operators and developers ask: liveness, readiness, metrics, and in development a buyer token.
 import type { FastifyPluginCallback, FastifySchema } from 'fastify';
-import type { RedisClient } from '../redis/connect.js';
-import type { Config } from '../config.js';
-import type { Pool } from '../db.js';
-import { checkUserId, signJwt } from '../jwt.js';
-import { registry } from '../metrics.js';
-import { notReady, readiness } from '../ops-server.js';
-import { documentedOnly, errorResponses, textResponse } from './schemas.js';
+import type { RedisClient } from '../../redis/connect.js';
+import type { Config } from '../../config.js';
+import type { Pool } from '../../db.js';
+import { checkUserId, signJwt } from '../../jwt.js';
+import { registry } from '../../metrics.js';
+import { notReady, readiness } from '../../ops-server.js';
+import { documentedOnly, errorResponses, textResponse } from '../schemas.js';
 
 const status = (value: string) => ({ description: value, type: 'object', required: ['status'], properties: { status: { type: 'string', enum: [value] } } });
 const healthz = { summary: 'Liveness: the process answers (503 once it is shutting down)', tags: ['ops'], response: { 200: status('ok'), ...errorResponses('unavailable') } };

@@ -7,18 +7,18 @@
 // streams at 50,000 writes a second or fewer. The stream ends once the buyer is admitted (the
 // event carries the pass) or is out of the line (used, expired, ended).
 import type { FastifyPluginCallback } from 'fastify';
-import type { RoomTick } from '../admission.js';
-import { HttpError } from '../errors.js';
-import { ADMISSION_CHANNEL } from '../keys.js';
-import { Phase, readPlace, viewOf, type Place, type QueueView } from '../room.js';
-import type { Sale } from '../sales.js';
+import type { RoomTick } from '../../admission.js';
+import { HttpError } from '../../errors.js';
+import { ADMISSION_CHANNEL } from '../../keys.js';
+import { Phase, readPlace, viewOf, type Place, type QueueView } from '../../room.js';
+import type { Sale } from '../../sales.js';
 import { queueSale, withPass, type QueueDeps } from './queue.js';
 import { saleIdParams } from './sales.js';
-import { errorResponses, SECURITY, textResponse } from './schemas.js';
-import { feedStreams } from './feed-stream.js';
-import { SaleFeed } from './sale-feed.js';
-import { streamQuery } from './sse.js';
-import { tokenFromQuery } from './url-token.js';
+import { errorResponses, SECURITY, textResponse } from '../schemas.js';
+import { feedStreams } from '../feed-stream.js';
+import { SaleFeed } from '../sale-feed.js';
+import { streamQuery } from '../sse.js';
+import { tokenFromQuery } from '../url-token.js';
 
 export const POSITION_EVERY_MS = 1000;
 const OUT_OF_LINE = new Set(['admitted', 'used', 'expired', 'ended']);

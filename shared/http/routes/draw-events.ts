@@ -6,15 +6,15 @@
 // state is written at once, a new entry count at most once per COUNT_EVERY_MS; the stream ends
 // after won or lost.
 import type { FastifyPluginCallback } from 'fastify';
-import { viewFromTick, type DrawTick, type EntryView } from '../draw.js';
-import { DRAW_CHANNEL } from '../keys.js';
+import { viewFromTick, type DrawTick, type EntryView } from '../../draw.js';
+import { DRAW_CHANNEL } from '../../keys.js';
 import { buyerEntry, drawSale, type DrawDeps } from './draw.js';
 import { saleIdParams } from './sales.js';
-import { errorResponses, SECURITY, textResponse } from './schemas.js';
-import { feedStreams } from './feed-stream.js';
-import { SaleFeed } from './sale-feed.js';
-import { streamQuery } from './sse.js';
-import { tokenFromQuery } from './url-token.js';
+import { errorResponses, SECURITY, textResponse } from '../schemas.js';
+import { feedStreams } from '../feed-stream.js';
+import { SaleFeed } from '../sale-feed.js';
+import { streamQuery } from '../sse.js';
+import { tokenFromQuery } from '../url-token.js';
 
 export const COUNT_EVERY_MS = 1000;
 const FINAL = new Set(['won', 'lost']);

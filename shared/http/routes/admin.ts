@@ -4,17 +4,17 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FastifyPluginCallback } from 'fastify';
-import type { RedisClient } from '../redis/connect.js';
-import type { Auth } from '../auth.js';
-import type { Pool } from '../db.js';
-import { HttpError } from '../errors.js';
-import { HOLDING, ORDER_STATES, RESTORING, STATE_RULES } from '../order-states.js';
-import { getSale } from '../sales.js';
-import { LATENESS_SAMPLE, LATENESS_WINDOW_MS, saleLive } from '../sale-live.js';
+import type { RedisClient } from '../../redis/connect.js';
+import type { Auth } from '../../auth.js';
+import type { Pool } from '../../db.js';
+import { HttpError } from '../../errors.js';
+import { HOLDING, ORDER_STATES, RESTORING, STATE_RULES } from '../../order-states.js';
+import { getSale } from '../../sales.js';
+import { LATENESS_SAMPLE, LATENESS_WINDOW_MS, saleLive } from '../../sale-live.js';
 import { JS, pageModules, PUBLIC_DIR, staticRoute } from './page.js';
-import { withSaleForm } from './sale-form.js';
+import { withSaleForm } from '../sale-form.js';
 import { saleIdParams } from './sales.js';
-import { errorResponses, saleViewSchema, SECURITY } from './schemas.js';
+import { errorResponses, saleViewSchema, SECURITY } from '../schemas.js';
 
 // Resolved like an import, so it works from the sources, from dist/ and from a PM2 deployment.
 const uplot = (file: string) => createRequire(import.meta.url).resolve(`uplot/dist/${file}`);

@@ -1,12 +1,12 @@
 // Closing a refund (admin): the operator records that the money of a refund_due payment went back.
 // The same step as `flashsale refunds mark` (shared/refunds.ts); marking again answers the first record.
 import type { FastifyPluginCallback } from 'fastify';
-import type { Auth } from '../auth.js';
-import type { Pool } from '../db.js';
-import { REFUND_REASONS } from '../payment-queries.js';
-import { markRefunded, PAYMENT_ID_MAX, REFERENCE_MAX } from '../refunds.js';
-import { refusal } from './errors.js';
-import { errorResponses, SECURITY } from './schemas.js';
+import type { Auth } from '../../auth.js';
+import type { Pool } from '../../db.js';
+import { REFUND_REASONS } from '../../payment-queries.js';
+import { markRefunded, PAYMENT_ID_MAX, REFERENCE_MAX } from '../../refunds.js';
+import { refusal } from '../plugins/errors.js';
+import { errorResponses, SECURITY } from '../schemas.js';
 
 const params = {
   type: 'object', required: ['paymentId'],

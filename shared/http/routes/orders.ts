@@ -1,15 +1,15 @@
 // Orders: the buyer views one or lists theirs, cancels one, and (DIRECT_PAY only) pays it. Only the
 // owner sees an order; anyone else gets 404. Without DIRECT_PAY there is no pay route: payments come from the provider's webhook.
 import type { FastifyPluginCallback } from 'fastify';
-import type { RedisClient } from '../redis/connect.js';
-import type { Auth } from '../auth.js';
-import type { Pool } from '../db.js';
-import type { ReplicaAcks } from '../replication.js';
-import { ORDER_ID_PATTERN, SALE_ID_PATTERN } from '../ids.js';
-import { cancelOrder } from '../cancel.js';
-import { getOrder, myOrders, MY_ORDERS_MAX, ORDER_STATUSES, payOrder, type DirectPayDeps } from '../orders.js';
-import { refusal } from './errors.js';
-import { errorResponses, SECURITY } from './schemas.js';
+import type { RedisClient } from '../../redis/connect.js';
+import type { Auth } from '../../auth.js';
+import type { Pool } from '../../db.js';
+import type { ReplicaAcks } from '../../replication.js';
+import { ORDER_ID_PATTERN, SALE_ID_PATTERN } from '../../ids.js';
+import { cancelOrder } from '../../cancel.js';
+import { getOrder, myOrders, MY_ORDERS_MAX, ORDER_STATUSES, payOrder, type DirectPayDeps } from '../../orders.js';
+import { refusal } from '../plugins/errors.js';
+import { errorResponses, SECURITY } from '../schemas.js';
 
 // Checked after the buyer (a preValidation hook): a stranger learns nothing about the id.
 export const orderIdParams = {

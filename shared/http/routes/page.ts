@@ -2,9 +2,9 @@
 // challenge), read once at start and served from memory.
 import { readdirSync, readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply } from 'fastify';
-import { textResponse } from './schemas.js';
+import { textResponse } from '../schemas.js';
 
-export const PUBLIC_DIR = new URL('./public/', import.meta.url);
+export const PUBLIC_DIR = new URL('../public/', import.meta.url);
 
 export const JS = 'text/javascript; charset=utf-8';
 

@@ -7,11 +7,11 @@
 // (429 busy is another thing: one process shedding load, see load-shedding.ts.)
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Config } from '../config.js';
-import { HttpError } from '../errors.js';
-import { rateLimitPrefix } from '../keys.js';
-import { purchaseOutcome } from '../metrics.js';
-import type { RedisClient } from '../redis/connect.js';
+import type { Config } from '../../config.js';
+import { HttpError } from '../../errors.js';
+import { rateLimitPrefix } from '../../keys.js';
+import { purchaseOutcome } from '../../metrics.js';
+import type { RedisClient } from '../../redis/connect.js';
 
 export type RateLimitSettings = Pick<Config, 'purchaseRatePerIp' | 'purchaseRateWindowMs' | 'challengeRatePerBuyer' | 'challengeRateWindowMs'>;
 type Limit = 'ip' | 'challenge' | 'exchange';

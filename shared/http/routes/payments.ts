@@ -3,10 +3,10 @@
 // reaches other routes) takes the body as a Buffer instead of the app's JSON parser and hands the
 // bytes and the headers to the route's provider; nothing is parsed before it has verified them.
 import type { FastifyPluginCallback } from 'fastify';
-import { REFUND_REASONS } from '../payment-queries.js';
-import { receivePayment, type PaymentDeps } from '../payments.js';
-import type { PaymentProvider } from '../payments/provider.js';
-import { documentedOnly, errorResponses, SECURITY } from './schemas.js';
+import { REFUND_REASONS } from '../../payment-queries.js';
+import { receivePayment, type PaymentDeps } from '../../payments.js';
+import type { PaymentProvider } from '../../payments/provider.js';
+import { documentedOnly, errorResponses, SECURITY } from '../schemas.js';
 
 /** Provider events are small; a signed body is checked whole, so it is kept in memory whole. */
 const WEBHOOK_BODY_LIMIT = 64 * 1024;

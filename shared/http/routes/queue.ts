@@ -2,19 +2,19 @@
 // polling GET .../queue/me or by the stream GET .../queue/events (room-events.ts) until admitted
 // with a pass, which POST .../purchases takes as its purchase token.
 import type { FastifyPluginCallback } from 'fastify';
-import type { Auth } from '../auth.js';
-import type { Challenges } from '../challenge.js';
-import type { Config } from '../config.js';
-import { HttpError } from '../errors.js';
-import type { Logger } from '../logger.js';
-import type { RedisClient } from '../redis/connect.js';
-import { joinQueue, QUEUE_STATES, readPlace, viewOf, type QueueView } from '../room.js';
-import type { Sale } from '../sales.js';
-import type { RateLimitSettings } from './rate-limit.js';
+import type { Auth } from '../../auth.js';
+import type { Challenges } from '../../challenge.js';
+import type { Config } from '../../config.js';
+import { HttpError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+import type { RedisClient } from '../../redis/connect.js';
+import { joinQueue, QUEUE_STATES, readPlace, viewOf, type QueueView } from '../../room.js';
+import type { Sale } from '../../sales.js';
+import type { RateLimitSettings } from '../plugins/rate-limit.js';
 import { roomEvents } from './room-events.js';
-import type { SaleCache } from './sale-cache.js';
+import type { SaleCache } from '../sale-cache.js';
 import { PURCHASE_TOKEN_HEADER, saleIdParams } from './sales.js';
-import { errorResponses, SECURITY } from './schemas.js';
+import { errorResponses, SECURITY } from '../schemas.js';
 
 export const queueViewSchema = {
   description: 'where the buyer stands', type: 'object', required: ['saleId', 'state', 'position', 'ahead', 'waiting', 'estimatedWaitSeconds'],

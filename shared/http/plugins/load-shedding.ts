@@ -4,12 +4,12 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyReply } from 'fastify';
-import type { Config } from '../config.js';
-import { HttpError } from '../errors.js';
-import { purchaseOutcome } from '../metrics.js';
+import type { Config } from '../../config.js';
+import { HttpError } from '../../errors.js';
+import { purchaseOutcome } from '../../metrics.js';
 import { bodyArrived, bodyDeadline, capConnectionsPerClient } from './client-limits.js';
 import { wholeApp } from './plugin.js';
-import { PURCHASE_URL } from './sales.js';
+import { PURCHASE_URL } from '../routes/sales.js';
 
 type Limits = Pick<Config, 'maxInflight' | 'maxConnectionsPerClient' | 'bodyTimeoutMs'>;
 

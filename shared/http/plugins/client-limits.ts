@@ -4,8 +4,8 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyHttpOptions } from 'fastify';
-import type { Config } from '../config.js';
-import { HttpError } from '../errors.js';
+import type { Config } from '../../config.js';
+import { HttpError } from '../../errors.js';
 
 /** The server's own limits on a request: its size, its ids, and how long it may take to arrive. */
 export function serverLimits(config: Pick<Config, 'requestTimeoutMs'>): FastifyHttpOptions<Server> {

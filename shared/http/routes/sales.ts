@@ -1,20 +1,20 @@
 // Sales: create, list and end (admin), view, and purchase, with the schemas of their input and answers.
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
-import type { RedisClient } from '../redis/connect.js';
-import type { LoadOptions } from '../redis/sale-scripts.js';
-import type { Auth } from '../auth.js';
-import type { Pool } from '../db.js';
-import { CHALLENGE_SECONDS, type Challenges, PURCHASE_TOKEN_SECONDS } from '../challenge.js';
-import { HttpError } from '../errors.js';
-import { SALE_ID_PATTERN, SALE_ID_RULE } from '../ids.js';
-import { purchaseOutcome } from '../metrics.js';
-import type { Purchaser } from '../purchase.js';
-import { endSale, LIST_LIMIT, listSalePage } from '../sale-admin.js';
-import { createSale, MAX_PER_ORDER, parseSaleInput, SALE_FIELDS, saleView, type SaleState } from '../sales.js';
-import type { SaleCache } from './sale-cache.js';
-import { answerFor, refusal } from './errors.js';
-import { challengeLimit, purchaseAddressLimit, type RateLimitSettings } from './rate-limit.js';
-import { documentedOnly, errorResponses, saleDefinitionSchema, salePageSchema, saleViewSchema, SECURITY } from './schemas.js';
+import type { RedisClient } from '../../redis/connect.js';
+import type { LoadOptions } from '../../redis/sale-scripts.js';
+import type { Auth } from '../../auth.js';
+import type { Pool } from '../../db.js';
+import { CHALLENGE_SECONDS, type Challenges, PURCHASE_TOKEN_SECONDS } from '../../challenge.js';
+import { HttpError } from '../../errors.js';
+import { SALE_ID_PATTERN, SALE_ID_RULE } from '../../ids.js';
+import { purchaseOutcome } from '../../metrics.js';
+import type { Purchaser } from '../../purchase.js';
+import { endSale, LIST_LIMIT, listSalePage } from '../../sale-admin.js';
+import { createSale, MAX_PER_ORDER, parseSaleInput, SALE_FIELDS, saleView, type SaleState } from '../../sales.js';
+import type { SaleCache } from '../sale-cache.js';
+import { answerFor, refusal } from '../plugins/errors.js';
+import { challengeLimit, purchaseAddressLimit, type RateLimitSettings } from '../plugins/rate-limit.js';
+import { documentedOnly, errorResponses, saleDefinitionSchema, salePageSchema, saleViewSchema, SECURITY } from '../schemas.js';
 
 export const PURCHASE_URL = '/api/sales/:saleId/purchases';
 export const PURCHASE_TOKEN_HEADER = 'flashsale-purchase-token';

@@ -2,13 +2,13 @@
 // Postgres (the record of the draw). One read per sale per RECORD_TTL_MS in this process, whatever
 // the crowd: the answer holds every ticket.
 import type { FastifyPluginCallback } from 'fastify';
-import type { Pool } from '../db.js';
-import { allEntries } from '../draw-queries.js';
-import { readProgress } from '../draw-queries.js';
-import { seedRevealed, type Sale } from '../sales.js';
+import type { Pool } from '../../db.js';
+import { allEntries } from '../../draw-queries.js';
+import { readProgress } from '../../draw-queries.js';
+import { seedRevealed, type Sale } from '../../sales.js';
 import { drawSale, type DrawDeps } from './draw.js';
 import { saleIdParams } from './sales.js';
-import { errorResponses } from './schemas.js';
+import { errorResponses } from '../schemas.js';
 
 const RECORD_TTL_MS = 1000;
 const MAX_HELD = 256;

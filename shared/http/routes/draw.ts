@@ -2,23 +2,23 @@
 // by polling GET .../entries/me or by the stream GET .../entries/events (draw-events.ts) until won
 // (with the order to pay) or lost; and for anyone, GET .../draw: what recomputes the draw.
 import type { FastifyPluginCallback } from 'fastify';
-import type { Auth } from '../auth.js';
-import type { Challenges } from '../challenge.js';
-import type { Config } from '../config.js';
-import type { Pool } from '../db.js';
-import { ENTRY_STATES, entryView, ticketOf, type EntryView } from '../draw.js';
-import { countEntries, entryOf, insertEntry } from '../draw-queries.js';
-import { HttpError } from '../errors.js';
-import { saleKeys } from '../keys.js';
-import type { Logger } from '../logger.js';
-import type { RedisClient } from '../redis/connect.js';
-import { TOKEN_MARK_MARGIN_MS } from '../redis/sale-scripts.js';
-import type { Sale } from '../sales.js';
+import type { Auth } from '../../auth.js';
+import type { Challenges } from '../../challenge.js';
+import type { Config } from '../../config.js';
+import type { Pool } from '../../db.js';
+import { ENTRY_STATES, entryView, ticketOf, type EntryView } from '../../draw.js';
+import { countEntries, entryOf, insertEntry } from '../../draw-queries.js';
+import { HttpError } from '../../errors.js';
+import { saleKeys } from '../../keys.js';
+import type { Logger } from '../../logger.js';
+import type { RedisClient } from '../../redis/connect.js';
+import { TOKEN_MARK_MARGIN_MS } from '../../redis/sale-scripts.js';
+import type { Sale } from '../../sales.js';
 import { drawEvents } from './draw-events.js';
 import { drawRecord } from './draw-record.js';
-import type { SaleCache } from './sale-cache.js';
+import type { SaleCache } from '../sale-cache.js';
 import { PURCHASE_TOKEN_HEADER, saleIdParams } from './sales.js';
-import { errorResponses, SECURITY } from './schemas.js';
+import { errorResponses, SECURITY } from '../schemas.js';
 
 export const entryViewSchema = {
   description: 'the buyer\'s entry', type: 'object', required: ['saleId', 'state', 'ticket', 'drawRank', 'orderId', 'entries'],
