@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { AdmissionLoop } from '../shared/admission.js';
 import { sweepOverdue } from '../shared/expiry.js';
-import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/sales.js';
+import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/purchase.js';
 import { buildApp } from '../shared/http/app.js';
 import { parseWinner } from '../shared/ids.js';
 import { saleKeys } from '../shared/keys.js';

@@ -14,7 +14,7 @@ import { ticketOf } from '../shared/draw.js';
 import { awardUnits, endBackfill, makeDraw, reserveUnit } from '../shared/draw-steps.js';
 import { closeOrders } from '../shared/expiry.js';
 import { checkInvariants } from '../shared/invariants.js';
-import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/sales.js';
+import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/purchase.js';
 import { saleKeys } from '../shared/keys.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';

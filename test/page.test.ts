@@ -22,7 +22,7 @@ import { closeEntries as closeEntriesOf, HOUR, newSale, openDraw, waitFor } from
 import { http } from './support/http.js';
 import { tokenId } from './support/pow.js';
 import { PAYMENT_WEBHOOK_SECRET, token } from './support/tokens.js';
-import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/sales.js';
+import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/purchase.js';
 
 const CHROMIUM_ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { AdmissionLoop, LEASE_MS } from '../shared/admission.js';
-import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/sales.js';
+import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/purchase.js';
 import { ADMISSION_LEASE, saleKeys } from '../shared/keys.js';
 import { metrics } from '../shared/metrics.js';
 import { Phase } from '../shared/room.js';

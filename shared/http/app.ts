@@ -1,6 +1,6 @@
 // The HTTP app, built by a factory apart from listen() so tests can inject requests: the
-// cross-cutting plugins first, then the API's documentation, then one routes plugin per resource,
-// then the 405 pass.
+// cross-cutting plugins first (plugins/), then the API's documentation, then one routes plugin per
+// resource (routes/), then the 405 pass.
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { RedisClient } from '../redis/connect.js';
 import { createAuth } from '../auth.js';
@@ -11,24 +11,26 @@ import type { Logger } from '../logger.js';
 import { SignedWebhook } from '../payments/signed-webhook.js';
 import type { Purchaser } from '../purchase.js';
 import type { ReplicaAcks } from '../replication.js';
-import { admin } from './routes/admin.js';
 import { serverLimits } from './plugins/client-limits.js';
 import { docs } from './plugins/docs.js';
-import { draw } from './routes/draw.js';
 import { errorHandler, errorMapping, onClientError, SCHEMA_OPTIONS } from './plugins/errors.js';
 import { jsonBody } from './plugins/json-body.js';
 import { loadShedding } from './plugins/load-shedding.js';
 import { methodNotAllowed } from './plugins/method-not-allowed.js';
+import { requestMetrics } from './plugins/request-metrics.js';
+import { admin } from './routes/admin.js';
+import { challenge } from './routes/challenge.js';
+import { draw } from './routes/draw.js';
 import { orderEvents } from './routes/order-events.js';
 import { orders } from './routes/orders.js';
 import { ops } from './routes/ops.js';
 import { page } from './routes/page.js';
 import { payments } from './routes/payments.js';
-import { refunds } from './routes/refunds.js';
-import { requestMetrics } from './plugins/request-metrics.js';
+import { purchase } from './routes/purchase.js';
 import { queue } from './routes/queue.js';
-import { SaleCache } from './sale-cache.js';
+import { refunds } from './routes/refunds.js';
 import { sales } from './routes/sales.js';
+import { SaleCache } from './sale-cache.js';
 
 export interface AppDeps {
   config: Config;
@@ -65,7 +67,9 @@ export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }
   void app.register(ops, { config, pool, redis });
   const saleCache = new SaleCache(pool);
   const challenges = new Challenges(redis);
-  void app.register(sales, { pool, redis, purchaser, auth, limits: config, saleCache, challenges, load: { legacyBuyCounts: config.legacyBuyCounts } });
+  void app.register(sales, { pool, redis, auth, saleCache, load: { legacyBuyCounts: config.legacyBuyCounts } });
+  void app.register(challenge, { redis, auth, limits: config, saleCache, challenges });
+  void app.register(purchase, { redis, purchaser, auth, limits: config, challenges });
   void app.register(queue, { redis, auth, limits: config, saleCache, challenges, logger });
   void app.register(draw, { pool, redis, auth, limits: config, saleCache, challenges, logger });
   void app.register(payments, paymentDeps);

@@ -1,11 +1,14 @@
-// What the routes answer, as JSON schemas: for the OpenAPI document (docs.ts) and for fastify,
-// which serializes each answer by the schema of its status. That serializer drops any property a
-// schema does not list, so each success schema names every property its route returns.
+// What the routes answer, as JSON schemas: for the OpenAPI document (plugins/docs.ts) and for
+// fastify, which serializes each answer by the schema of its status. That serializer drops any
+// property a schema does not list, so each success schema names every property its route returns.
+// Also the schema parts several routes files share: a sale's path, an operator's route on a sale.
 import type { SwaggerTransform } from '@fastify/swagger';
 import { ERRORS, type ErrorCode } from '../errors.js';
+import { SALE_ID_PATTERN, SALE_ID_RULE } from '../ids.js';
 import { ORDER_STATES, STATE_RULES } from '../order-states.js';
 import { ADMISSIONS, CHALLENGES, SALE_DEFINITION, SALE_FIELDS } from '../sale-definition.js';
 import type { Field } from '../sale-field.js';
+import { refusal } from './plugins/errors.js';
 
 /** Who may call a route, as the OpenAPI document's security schemes name them. */
 export const SECURITY = {
@@ -34,6 +37,20 @@ export function errorResponses(...codes: ErrorCode[]): Record<number, object> {
     type: 'object', required: ['error', 'message'],
     properties: { error: { type: 'string', enum: list }, message: { type: 'string', description: 'human text, often more precise than the usual one' } },
   }]));
+}
+
+/** The path parameter of every route on one sale. */
+export const saleIdParams = {
+  type: 'object', required: ['saleId'],
+  properties: { saleId: { type: 'string', pattern: SALE_ID_PATTERN.source, ...refusal('invalid_id', `The sale id must be ${SALE_ID_RULE}.`) } },
+};
+
+/** An operator's route on one sale (end it, its live numbers): its answer, and the refusals all of them share. */
+export function adminSaleSchema(summary: string, description: string, answer: object) {
+  return {
+    summary, tags: ['admin'], description, security: SECURITY.admin, params: saleIdParams,
+    response: { 200: answer, ...errorResponses('invalid_id', 'unauthorized', 'forbidden', 'sale_not_found', 'unavailable') },
+  };
 }
 
 const integer = { type: 'integer' };

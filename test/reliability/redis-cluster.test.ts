@@ -18,7 +18,7 @@ import { answersHold, Shoppers } from '../support/shoppers.js';
 import { allClosed, buy, lateness, masterOf, OnTopology, salesOnEveryMaster } from '../support/topology.js';
 import { waitFor, written } from '../support/fixtures.js';
 import { AdmissionLoop } from '../../shared/admission.js';
-import { PURCHASE_TOKEN_HEADER } from '../../shared/http/routes/sales.js';
+import { PURCHASE_TOKEN_HEADER } from '../../shared/http/routes/purchase.js';
 import { saleKeys } from '../../shared/keys.js';
 
 const on = new OnTopology<LocalCluster>('redis-cluster');

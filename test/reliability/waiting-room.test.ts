@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join as joinPath } from 'node:path';
 import { after, before, test } from 'node:test';
 import { delay } from '../../shared/daemon.js';
-import { PURCHASE_TOKEN_HEADER } from '../../shared/http/routes/sales.js';
+import { PURCHASE_TOKEN_HEADER } from '../../shared/http/routes/purchase.js';
 import { ADMISSION_LEASE, saleKeys } from '../../shared/keys.js';
 import { Cluster } from '../support/cluster.js';
 import { testEnv, type TestEnv } from '../support/env.js';

@@ -7,9 +7,9 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { backendOf, classify, HttpError, type ErrorCode } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { countBackendError } from '../../metrics.js';
+import { redactUrlToken } from '../url-token.js';
 import { rawAnswer } from './client-limits.js';
 import { wholeApp } from './plugin.js';
-import { redactUrlToken } from '../url-token.js';
 
 const FASTIFY_ERRORS: Record<string, ErrorCode> = {
   FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',

@@ -7,9 +7,9 @@ import type { FastifyReply } from 'fastify';
 import type { Config } from '../../config.js';
 import { HttpError } from '../../errors.js';
 import { purchaseOutcome } from '../../metrics.js';
+import { PURCHASE_URL } from '../routes/purchase.js';
 import { bodyArrived, bodyDeadline, capConnectionsPerClient } from './client-limits.js';
 import { wholeApp } from './plugin.js';
-import { PURCHASE_URL } from '../routes/sales.js';
 
 type Limits = Pick<Config, 'maxInflight' | 'maxConnectionsPerClient' | 'bodyTimeoutMs'>;
 

@@ -11,10 +11,9 @@ import { HttpError } from '../../errors.js';
 import { HOLDING, ORDER_STATES, RESTORING, STATE_RULES } from '../../order-states.js';
 import { getSale } from '../../sales.js';
 import { LATENESS_SAMPLE, LATENESS_WINDOW_MS, saleLive } from '../../sale-live.js';
-import { JS, pageModules, PUBLIC_DIR, staticRoute } from './page.js';
 import { withSaleForm } from '../sale-form.js';
-import { saleIdParams } from './sales.js';
-import { errorResponses, saleViewSchema, SECURITY } from '../schemas.js';
+import { adminSaleSchema, saleViewSchema } from '../schemas.js';
+import { JS, pageModules, PUBLIC_DIR, staticRoute } from './page.js';
 
 // Resolved like an import, so it works from the sources, from dist/ and from a PM2 deployment.
 const uplot = (file: string) => createRequire(import.meta.url).resolve(`uplot/dist/${file}`);
@@ -86,12 +85,11 @@ export const admin: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth
 
   app.get<{ Params: { saleId: string } }>('/api/sales/:saleId/live', {
     preValidation: auth.admin,
-    schema: {
-      summary: 'A sale\'s live numbers in one round trip: units by place, purchases, writer lag, expiry lateness, the waiting room or the draw', tags: ['admin'],
-      description: 'Polled every second by /admin. Everything but `thisInstance` comes from Redis and Postgres, whichever API instance answers.',
-      security: SECURITY.admin, params: saleIdParams,
-      response: { 200: liveSchema, ...errorResponses('invalid_id', 'unauthorized', 'forbidden', 'sale_not_found', 'unavailable') },
-    },
+    schema: adminSaleSchema(
+      'A sale\'s live numbers in one round trip: units by place, purchases, writer lag, expiry lateness, the waiting room or the draw',
+      'Polled every second by /admin. Everything but `thisInstance` comes from Redis and Postgres, whichever API instance answers.',
+      liveSchema,
+    ),
   }, async (req) => {
     const sale = await getSale(pool, req.params.saleId);
     if (!sale) throw new HttpError('sale_not_found', `No sale with id "${req.params.saleId}".`);

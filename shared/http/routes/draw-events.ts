@@ -8,42 +8,23 @@
 import type { FastifyPluginCallback } from 'fastify';
 import { viewFromTick, type DrawTick, type EntryView } from '../../draw.js';
 import { DRAW_CHANNEL } from '../../keys.js';
+import { saleStreamRoute } from '../feed-stream.js';
 import { buyerEntry, drawSale, type DrawDeps } from './draw.js';
-import { saleIdParams } from './sales.js';
-import { errorResponses, SECURITY, textResponse } from '../schemas.js';
-import { feedStreams } from '../feed-stream.js';
-import { SaleFeed } from '../sale-feed.js';
-import { streamQuery } from '../sse.js';
-import { tokenFromQuery } from '../url-token.js';
 
 export const COUNT_EVERY_MS = 1000;
 const FINAL = new Set(['won', 'lost']);
 
-const schema = {
-  summary: 'The buyer\'s entry in the draw as Server-Sent Events, until won or lost',
-  description: 'Each event\'s data is the view GET .../entries/me answers. A change of state comes at once, a new entry count at most once a second. '
-    + 'The stream ends after won (with the orderId) or lost. The token may come as ?access_token= (EventSource cannot send headers).',
-  tags: ['draw'], security: SECURITY.buyer, params: saleIdParams,
-  querystring: streamQuery,
-  response: {
-    200: textResponse('text/event-stream', 'the buyer\'s entry: `data: {"saleId", "state", "ticket", "drawRank", "orderId", "entries"}`'),
-    ...errorResponses('invalid_id', 'bad_request', 'unauthorized', 'sale_not_found', 'not_a_draw', 'not_entered', 'busy', 'unavailable'),
-  },
-};
-
-type Stream = { Params: { saleId: string }; Querystring: { access_token?: string } };
-
-export const drawEvents: FastifyPluginCallback<DrawDeps> = (app, { pool, redis, auth, limits, saleCache, logger }, done) => {
-  const follow = feedStreams(app, new SaleFeed<DrawTick>(redis, DRAW_CHANNEL, 'draw', 'GET .../entries/me', limits.sseMaxStreams, logger));
-
-  app.get<Stream>('/api/sales/:saleId/entries/events', { onRequest: tokenFromQuery, preValidation: auth.buyer, schema }, async (req, reply) => {
-    const sale = await drawSale(saleCache, req.params.saleId);
-    const buyer = req.buyer;
+export const drawEvents: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
+  saleStreamRoute<DrawTick>(app, deps, {
+    path: 'entries', kind: 'draw', channel: DRAW_CHANNEL, sale: drawSale, refusals: ['not_a_draw', 'not_entered'],
+    summary: 'The buyer\'s entry in the draw as Server-Sent Events, until won or lost', data: 'the buyer\'s entry: `data: {"saleId", "state", "ticket", "drawRank", "orderId", "entries"}`',
+    description: 'A change of state comes at once, a new entry count at most once a second. The stream ends after won (with the orderId) or lost.',
+  }, async (follow, sale, buyer, reply) => {
     let ticket = '';
     let rank: number | null = null;
     // From Postgres: before the stream, once when the draw is made (the rank), and after the subscription was away.
     const read = async () => {
-      const entry = await buyerEntry(pool, sale.id, buyer);
+      const entry = await buyerEntry(deps.pool, sale.id, buyer);
       ticket = entry.ticket;
       rank = entry.drawRank;
       return entry;

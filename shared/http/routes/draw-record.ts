@@ -6,9 +6,8 @@ import type { Pool } from '../../db.js';
 import { allEntries } from '../../draw-queries.js';
 import { readProgress } from '../../draw-queries.js';
 import { seedRevealed, type Sale } from '../../sales.js';
+import { errorResponses, saleIdParams } from '../schemas.js';
 import { drawSale, type DrawDeps } from './draw.js';
-import { saleIdParams } from './sales.js';
-import { errorResponses } from '../schemas.js';
 
 const RECORD_TTL_MS = 1000;
 const MAX_HELD = 256;

@@ -14,11 +14,11 @@ import type { Logger } from '../../logger.js';
 import type { RedisClient } from '../../redis/connect.js';
 import { TOKEN_MARK_MARGIN_MS } from '../../redis/sale-scripts.js';
 import type { Sale } from '../../sales.js';
+import type { SaleCache } from '../sale-cache.js';
+import { errorResponses, saleIdParams, SECURITY } from '../schemas.js';
 import { drawEvents } from './draw-events.js';
 import { drawRecord } from './draw-record.js';
-import type { SaleCache } from '../sale-cache.js';
-import { PURCHASE_TOKEN_HEADER, saleIdParams } from './sales.js';
-import { errorResponses, SECURITY } from '../schemas.js';
+import { PURCHASE_TOKEN_HEADER } from './purchase.js';
 
 export const entryViewSchema = {
   description: 'the buyer\'s entry', type: 'object', required: ['saleId', 'state', 'ticket', 'drawRank', 'orderId', 'entries'],

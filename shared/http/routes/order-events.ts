@@ -10,10 +10,10 @@ import type { Pool } from '../../db.js';
 import type { Logger } from '../../logger.js';
 import { OrderFeed, type OrderEvent } from '../../order-events.js';
 import { getOrder, type OrderStatus, type OrderView } from '../../orders.js';
-import { orderIdParams } from './orders.js';
 import { errorResponses, SECURITY, textResponse } from '../schemas.js';
 import { startStream, streamQuery } from '../sse.js';
 import { tokenFromQuery } from '../url-token.js';
+import { orderIdParams } from './orders.js';
 
 /** A pending order this long past its deadline with no news is read again (its close was missed, or not made yet). */
 const OVERDUE_GRACE_MS = 2000;

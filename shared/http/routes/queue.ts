@@ -11,10 +11,10 @@ import type { RedisClient } from '../../redis/connect.js';
 import { joinQueue, QUEUE_STATES, readPlace, viewOf, type QueueView } from '../../room.js';
 import type { Sale } from '../../sales.js';
 import type { RateLimitSettings } from '../plugins/rate-limit.js';
-import { roomEvents } from './room-events.js';
 import type { SaleCache } from '../sale-cache.js';
-import { PURCHASE_TOKEN_HEADER, saleIdParams } from './sales.js';
-import { errorResponses, SECURITY } from '../schemas.js';
+import { errorResponses, saleIdParams, SECURITY } from '../schemas.js';
+import { roomEvents } from './room-events.js';
+import { PURCHASE_TOKEN_HEADER } from './purchase.js';
 
 export const queueViewSchema = {
   description: 'where the buyer stands', type: 'object', required: ['saleId', 'state', 'position', 'ahead', 'waiting', 'estimatedWaitSeconds'],

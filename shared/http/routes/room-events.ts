@@ -12,37 +12,20 @@ import { HttpError } from '../../errors.js';
 import { ADMISSION_CHANNEL } from '../../keys.js';
 import { Phase, readPlace, viewOf, type Place, type QueueView } from '../../room.js';
 import type { Sale } from '../../sales.js';
+import { saleStreamRoute } from '../feed-stream.js';
 import { queueSale, withPass, type QueueDeps } from './queue.js';
-import { saleIdParams } from './sales.js';
-import { errorResponses, SECURITY, textResponse } from '../schemas.js';
-import { feedStreams } from '../feed-stream.js';
-import { SaleFeed } from '../sale-feed.js';
-import { streamQuery } from '../sse.js';
-import { tokenFromQuery } from '../url-token.js';
 
 export const POSITION_EVERY_MS = 1000;
 const OUT_OF_LINE = new Set(['admitted', 'used', 'expired', 'ended']);
 
-const schema = {
-  summary: 'The buyer\'s place in the waiting room as Server-Sent Events; the last event carries the pass',
-  description: 'Each event\'s data is the view GET .../queue/me answers. A state change comes at once, a new position at most once a second. '
-    + 'The stream ends once the buyer is admitted (with the pass), used, expired or ended. The token may come as ?access_token= (EventSource cannot send headers).',
-  tags: ['queue'], security: SECURITY.buyer, params: saleIdParams,
-  querystring: streamQuery,
-  response: {
-    200: textResponse('text/event-stream', 'the buyer\'s place: `data: {"saleId", "state", "position", "ahead", "waiting", "estimatedWaitSeconds", "pass"?, "passExpiresAt"?}`'),
-    ...errorResponses('invalid_id', 'bad_request', 'unauthorized', 'sale_not_found', 'no_waiting_room', 'not_in_queue', 'busy', 'unavailable'),
-  },
-};
-
-type Stream = { Params: { saleId: string }; Querystring: { access_token?: string } };
-
-export const roomEvents: FastifyPluginCallback<QueueDeps> = (app, { redis, auth, limits, saleCache, challenges, logger }, done) => {
-  const follow = feedStreams(app, new SaleFeed<RoomTick>(redis, ADMISSION_CHANNEL, 'queue', 'GET .../queue/me', limits.sseMaxStreams, logger));
-
-  app.get<Stream>('/api/sales/:saleId/queue/events', { onRequest: tokenFromQuery, preValidation: auth.buyer, schema }, async (req, reply) => {
-    const sale = await queueSale(saleCache, req.params.saleId);
-    const buyer = req.buyer;
+export const roomEvents: FastifyPluginCallback<QueueDeps> = (app, deps, done) => {
+  const { redis, challenges } = deps;
+  saleStreamRoute<RoomTick>(app, deps, {
+    path: 'queue', kind: 'queue', channel: ADMISSION_CHANNEL, sale: queueSale, refusals: ['no_waiting_room', 'not_in_queue'],
+    summary: 'The buyer\'s place in the waiting room as Server-Sent Events; the last event carries the pass',
+    data: 'the buyer\'s place: `data: {"saleId", "state", "position", "ahead", "waiting", "estimatedWaitSeconds", "pass"?, "passExpiresAt"?}`',
+    description: 'A state change comes at once, a new position at most once a second. The stream ends once the buyer is admitted (with the pass), used, expired or ended.',
+  }, async (follow, sale, buyer, reply) => {
     // The place is known once the room is open; before that it is drawn at the opening.
     let rank: number | null = null;
     // From Redis: the place (once open), and the pass when admitted.
