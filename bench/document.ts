@@ -7,7 +7,9 @@ import type { ProfileResults } from './profiles.js';
 import { rateLimitSection } from './rate-limit.js';
 import { roomSection } from './room-report.js';
 import { wholeMachineSection } from './whole-machine.js';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { loadResults, writeHeadline, type SavedBench } from './headline.js';
 import type { Machine } from './machine.js';
 
 function machineSection(r: BenchResults): string {
@@ -277,4 +279,16 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
   if (room) out.push(room);
   out.push('## Targets: what limits each, and what was changed', '', analysis(r), '');
   return `${out.join('\n')}\n`;
+}
+
+/**
+ * BENCHMARKS.md, then the headline of README.md and docs/benchmarks.md, from the saved results (`saved`:
+ * bench.json's runs, the other files read as stored). Every bench whose results they read ends here, and
+ * `npm run docs:bench` alone. Returns the files written.
+ */
+export function writeDocuments(saved: SavedBench = loadResults().bench): string[] {
+  const file = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));
+  // BENCHMARKS.md is about a run of `npm run bench`: without one there is only the headline to write.
+  if (saved.full || saved.quick) writeFileSync(file, document(saved));
+  return [...(saved.full || saved.quick ? [file] : []), ...writeHeadline(loadResults(saved))];
 }

@@ -24,6 +24,7 @@ import { migrate } from '../shared/migrate.js';
 import { createRedis } from '../shared/redis/connect.js';
 import { ackBatch } from '../shared/redis/writer-scripts.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
+import { writeDocuments } from './document.js';
 import { BENCH_PRICE } from './harness.js';
 import { lateness, redisCounters, summarize, type Summary } from './stats.js';
 
@@ -193,7 +194,8 @@ try {
   const saved = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
   saved[mode] = { at: new Date().toISOString(), options: opts, redisKeyspace: keyspace, phases: results };
   writeFileSync(file, `${JSON.stringify(saved, null, 2)}\n`);
-  progress(`written ${file.pathname}`);
+  writeDocuments();
+  progress(`written ${file.pathname}, BENCHMARKS.md and the README's headline`);
   process.exitCode = results[0]!.closedEarly === 0 && results[0]!.closed === opts.orders && (results[0]!.lateMs.p99 ?? Infinity) <= 1000 ? 0 : 1;
 } finally {
   await cleanup();

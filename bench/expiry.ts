@@ -121,6 +121,8 @@ export async function runCase(pg: BenchPostgres, closer: Closer, spec: CaseSpec)
 }
 
 export interface TimelinessRun { options: Record<string, number>; phases: Summary[]; exitCode: number | null }
+/** bench/results/expiry-timeliness.json: the latest run of each mode (quick, full, custom). */
+export type SavedTimeliness = Record<string, { at: string; options: Record<string, number>; phases: Summary[] }>;
 
 /**
  * bench/expiry-timeliness.ts as it is, in its own process, with `args` (none: its full preset);
@@ -133,7 +135,7 @@ export async function runTimeliness(args: string[]): Promise<TimelinessRun> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'bench/expiry-timeliness.ts', ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
   const exitCode = await new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
   const file = new URL('./results/expiry-timeliness.json', import.meta.url);
-  const saved = JSON.parse(readFileSync(file, 'utf8')) as Record<string, { at: string; options: Record<string, number>; phases: Summary[] }>;
+  const saved = JSON.parse(readFileSync(file, 'utf8')) as SavedTimeliness;
   const run = saved[mode];
   if (!run || run.at < startedAt) throw new Error(`bench/expiry-timeliness.ts wrote no "${mode}" result (exit ${exitCode})`);
   return { options: run.options, phases: run.phases, exitCode };

@@ -22,8 +22,9 @@ import { purchaseScript } from '../shared/redis/sale-scripts.js';
 import { replayOnce } from '../shared/replay.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import type { Pool } from '../shared/db.js';
+import { writeDocuments } from './document.js';
 import { BENCH_PRICE, Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, startBenchPostgres, until } from './harness.js';
-import { machine } from './machine.js';
+import { machine, type Machine } from './machine.js';
 import { Monitor, type ProcCost } from './procstat.js';
 
 const { values: flags } = parseArgs({ options: { sales: { type: 'string', default: '5000' }, seconds: { type: 'string', default: '15' } } });
@@ -44,6 +45,14 @@ const count = async (db: Pool, sql: string) => (await db.query<{ n: number }>(sq
 
 interface Lag { orders: number; p50Ms: number; p99Ms: number; maxMs: number }
 interface Phase { label: string; registry: number; cpu: ProcCost[]; lag: Lag }
+/** bench/results/idle.json: the phases in order (one live sale; past sales unsettled; settled). */
+export interface IdleResults {
+  at: string;
+  machine: Machine;
+  settings: { pastSales: number; ordersPerPastSale: number; phaseSeconds: number; livePurchasesPerSecond: number };
+  phases: Phase[];
+  replay: { reconcileAllMs: number; settlePass: { code: number | null; wallMs: number; logBytes: number; settled: number }; settledEarly: number; afterPassMs: number; afterPassReconciled: number };
+}
 
 /** One purchase of the live sale every 100 ms for the phase, then the lag of each to its row. */
 async function samplePhase(label: string, redis: Redis, db: Pool, monitor: Monitor): Promise<Phase> {
@@ -156,13 +165,14 @@ try {
     (settledEarly ? `; NOTE: the scheduled pass fired during the run and settled ${settledEarly}` : ''));
 
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
-  const results = {
+  const results: IdleResults = {
     at: new Date().toISOString(), machine: machine({ postgres: pg.version, 'redis-server': r.version }),
     settings: { pastSales: SALES, ordersPerPastSale: 2, phaseSeconds: SECONDS, livePurchasesPerSecond: 10 },
     phases, replay: { reconcileAllMs, settlePass, settledEarly, afterPassMs, afterPassReconciled: after.reconciliations.length },
   };
   writeFileSync(new URL('./results/idle.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
-  progress('wrote bench/results/idle.json');
+  writeDocuments();
+  progress('wrote bench/results/idle.json, BENCHMARKS.md and the README\'s headline');
 } finally {
   await cleanup.run();
 }

@@ -17,7 +17,7 @@ import { CompactSign, exportJWK, generateKeyPair, jwtVerify } from 'jose';
 import { createVerifier, signJwt, type Verifier } from '../shared/jwt.js';
 import { VerifiedTokens } from '../shared/jwt-cache.js';
 import { loadConfig } from '../shared/config.js';
-import { jwtTable, type JwtResults } from './document.js';
+import { jwtTable, writeDocuments, type JwtResults } from './document.js';
 import { machine } from './machine.js';
 
 const { values: flags } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '1' }, 'in-flight': { type: 'string', default: '64' } } });
@@ -100,4 +100,5 @@ const out: JwtResults = { at: new Date(started).toISOString(), seconds: Math.rou
 mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
 writeFileSync(new URL('./results/jwt.json', import.meta.url), `${JSON.stringify(out, null, 2)}\n`);
 console.log(jwtTable(out));
+writeDocuments();
 

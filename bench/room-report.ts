@@ -27,11 +27,11 @@ export interface RoomResults {
 }
 
 const n = (x: number) => Math.round(x).toLocaleString('en-US');
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 const statuses = (l: LoadResult) => Object.entries(l.statuses).map(([k, v]) => `${n(v)} × ${k}`).join(', ');
 const span = (xs: number[]) => (Math.min(...xs) === Math.max(...xs) ? `${xs[0]}` : `${Math.min(...xs)}-${Math.max(...xs)}`);
-const TARGET_BYTES = 150;
-const TARGET_LAG_MS = 2000;
+export const TARGET_BYTES = 150;
+export const TARGET_LAG_MS = 2000;
 
 /** The run of median throughput among `runs`, with every round's figure beside it. */
 function pick<T extends { load: LoadResult }>(runs: T[]): { m: T; rps: string; p99: string } {
@@ -39,52 +39,68 @@ function pick<T extends { load: LoadResult }>(runs: T[]): { m: T; rps: string; p
   return { m, rps: runs.map((x) => n(x.load.rps)).join(' / '), p99: runs.map((x) => x.load.latencyMs.p99).join(' / ') };
 }
 
-export function roomSection(): string | undefined {
+function loadRoom(): RoomResults | undefined {
   const file = new URL('./results/room.json', import.meta.url);
-  if (!existsSync(file)) return undefined;
-  const r = JSON.parse(readFileSync(file, 'utf8')) as RoomResults;
-  const s = r.settings;
-  const m = r.machine;
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as RoomResults) : undefined;
+}
+
+/** What the section's targets and the README's headline read: medians over the rounds, ratios round by round. */
+export function roomFigures(r: RoomResults) {
   const plain = r.purchases.filter((p) => !p.withPass);
   const passed = r.purchases.filter((p) => p.withPass);
-  const fc = pick(plain);
-  const pass = pick(passed);
   // Ratios round by round (the runs of a round ran back to back), then their median.
   const perRound = (f: (round: number) => number | undefined) => [...new Set(r.purchases.map((p) => p.round))].map(f).filter((x): x is number => x !== undefined);
   const rpsRatio = perRound((k) => {
     const a = plain.find((p) => p.round === k); const b = passed.find((p) => p.round === k);
     return a && b ? b.load.rps / a.load.rps : undefined;
   });
-  const joinRows = s.widths.map((w) => {
+  const joins = (w: number) => {
     const runs = r.joins.filter((j) => j.width === w);
-    const { m: j, rps, p99 } = pick(runs);
     const cpuVsPurchase = perRound((k) => {
       const a = runs.find((x) => x.round === k); const b = plain.find((p) => p.round === k);
       return a && b ? a.apiCpuUs / b.apiCpuUs : undefined;
     });
-    return [`${w}`, n(j.load.rps), j.load.latencyMs.p50, j.load.latencyMs.p99, statuses(j.load), n(median(runs.map((x) => x.apiCpuUs))),
+    return { runs, cpuUs: median(runs.map((x) => x.apiCpuUs)), cpuVsPurchase, bytes: median(runs.map((x) => x.bytesPerBuyer)) };
+  };
+  return {
+    plain, passed, rpsRatio, joins,
+    cpuPlain: median(plain.map((x) => x.apiCpuUs)),
+    cpuPass: median(passed.map((x) => x.apiCpuUs)),
+    big: r.fanout.find((f) => f.streams >= 50_000) ?? r.fanout[r.fanout.length - 1],
+    one: r.fanout.find((f) => f.apis === 1),
+  };
+}
+
+export function roomSection(): string | undefined {
+  const r = loadRoom();
+  if (!r) return undefined;
+  const s = r.settings;
+  const m = r.machine;
+  const { plain, passed, rpsRatio, joins, cpuPlain, cpuPass, big, one } = roomFigures(r);
+  const fc = pick(plain);
+  const pass = pick(passed);
+  const joinRows = s.widths.map((w) => {
+    const { runs, cpuUs, cpuVsPurchase, bytes } = joins(w);
+    const { m: j, rps, p99 } = pick(runs);
+    return [`${w}`, n(j.load.rps), j.load.latencyMs.p50, j.load.latencyMs.p99, statuses(j.load), n(cpuUs),
       cpuVsPurchase.length ? `${median(cpuVsPurchase).toFixed(2)}x` : '-', rps, p99,
-      n(median(runs.map((x) => x.bytesPerBuyer))), n(median(runs.map((x) => x.usedBytesPerBuyer))), `${j.encoding}${j.roomBytes ? `, room hash ${n(j.roomBytes)} B` : ' (no room hash before the opening)'}`,
+      n(bytes), n(median(runs.map((x) => x.usedBytesPerBuyer))), `${j.encoding}${j.roomBytes ? `, room hash ${n(j.roomBytes)} B` : ' (no room hash before the opening)'}`,
       `${j.load.procs.map((x) => `${x.name} ${x.cpuPct}%`).join(', ')}; machine ${j.load.machineCpuPct ?? '?'}%`];
   });
-  const bytes24 = median(r.joins.filter((j) => j.width === 24).map((j) => j.bytesPerBuyer));
-  const bytes36 = median(r.joins.filter((j) => j.width === 36).map((j) => j.bytesPerBuyer));
+  const bytes24 = joins(24).bytes;
+  const bytes36 = joins(36).bytes;
   const z = (w: number, big: boolean) => r.zsets.find((x) => x.width === w && (big ? x.members > 128 : x.members <= 128));
   const z8 = z(8, true); const z24 = z(24, true); const z36 = z(36, true); const lp = z(24, false);
   const purchaseRows = [fc, pass].map(({ m: p, rps, p99 }) => [p.withPass ? 'queue sale, every buyer with a pass' : 'first-come sale (no pass)', n(p.load.rps),
     p.withPass ? `${median(rpsRatio).toFixed(2)}x (rounds ${rpsRatio.map((x) => `${x.toFixed(2)}x`).join(', ')})` : '1.00x',
-    p.load.latencyMs.p50, p.load.latencyMs.p99, p.load.latencyMs.max, statuses(p.load), n(median((p.withPass ? passed : plain).map((x) => x.apiCpuUs))), rps, p99,
+    p.load.latencyMs.p50, p.load.latencyMs.p99, p.load.latencyMs.max, statuses(p.load), n(p.withPass ? cpuPass : cpuPlain), rps, p99,
     `${p.load.procs.map((x) => `${x.name} ${x.cpuPct}%`).join(', ')}; machine ${p.load.machineCpuPct ?? '?'}%`]);
-  const cpuPlain = median(plain.map((x) => x.apiCpuUs));
-  const cpuPass = median(passed.map((x) => x.apiCpuUs));
   const apiPcts = r.purchases.map((x) => x.load.procs.find((q) => q.name === 'api')?.cpuPct ?? 0);
   const machinePcts = r.purchases.map((x) => x.load.machineCpuPct ?? 0);
   const fanRows = r.fanout.map((f: FanoutResult) => [`${n(f.streams)} streams, ${f.apis} API process${f.apis > 1 ? 'es' : ''}`, `${f.openS} s`, n(f.lagMs),
     f.ticks.map((t) => n(t.lagMs)).join(' / '), f.ticks.map((t) => (t.publishedMs === undefined ? '?' : n(t.publishedMs))).join(' / '),
     f.ticks.map((t) => (t.afterPublishMs === undefined ? '?' : n(t.afterPublishMs))).join(' / '), n(f.updatesPerS), f.ticks.map((t) => `${n(t.received)}/${n(t.owed)}`).join(', '), n(f.apiCpuUsPerUpdate),
     f.ticks.map((t) => t.apiCpuPct.join('+')).join(' / '), f.apiRssMb.map(n).join(' / ')]);
-  const big = r.fanout.find((f) => f.streams >= 50_000) ?? r.fanout[r.fanout.length - 1];
-  const one = r.fanout.find((f) => f.apis === 1);
   const meets = (ok: boolean) => (ok ? 'met' : '**missed**');
   return ['## 11. Waiting room', '',
     `\`npm run bench:room\` (\`bench/room.ts\`, ${r.mode} run; raw figures \`bench/results/room.json\`): the product's API and order writer as their own processes on a fresh redis-server and Postgres, wrk (one thread, ${s.connections} connections, every request a new buyer) as the crowd, ${s.rounds} round(s) with joins and both purchases interleaved, the median round shown and every round listed. Run ${r.at}, ${Math.round(r.seconds / 60)} min, on ${m.cores} × ${m.cpu}, Node ${m.node}, redis-server ${m.versions['redis-server'] ?? '?'}; load average ${m.loadAvgAtStart.join(' / ')} at the start (the machine is shared: only ratios within this run mean anything).`,

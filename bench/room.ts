@@ -15,11 +15,10 @@ import { Challenges } from '../shared/challenge.js';
 import { saleKeys } from '../shared/keys.js';
 import { createLogger } from '../shared/logger.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
-import { document } from './document.js';
+import { writeDocuments } from './document.js';
 import { BENCH_PRICE, Cleanup, cli, freePort, freshDatabase, freshRedis, progress, spawnNode, startBenchPostgres, until } from './harness.js';
 import { runLoad, wrkVersion, WRK_INSTALL, type LoadResult } from './load.js';
 import { machine } from './machine.js';
-import type { BenchResults } from './report.js';
 import { runFanout } from './room-fanout.js';
 import type { JoinRun, PurchaseRun, RoomResults } from './room-report.js';
 import { PRODUCT_ENV } from './stacks.js';
@@ -214,10 +213,9 @@ try {
     ? { ...last, fanout: out.fanout, fanoutRun: { at: out.at, seconds: out.seconds, loadAvgAtStart: out.machine.loadAvgAtStart } }
     : out;
   writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
-  // BENCHMARKS.md is rendered from every saved result, so section 11 appears whichever bench ran last.
-  const saved = JSON.parse(readFileSync(new URL('./results/bench.json', import.meta.url), 'utf8')) as Partial<Record<'quick' | 'full', BenchResults>>;
-  writeFileSync(new URL('../BENCHMARKS.md', import.meta.url), document(saved));
-  progress(`wrote bench/results/room.json and BENCHMARKS.md in ${out.seconds} s`);
+  // BENCHMARKS.md and the headline are rendered from every saved result, so the room's figures appear whichever bench ran last.
+  writeDocuments();
+  progress(`wrote bench/results/room.json, BENCHMARKS.md and the README's headline in ${out.seconds} s`);
 } finally {
   await cleanup.run();
 }

@@ -1,9 +1,12 @@
 // `npm run bench [-- --quick] [--only purchase,writer,expiry,cost,cluster,ratelimit,machine,profile] [--render]`: starts its own
 // Postgres and Redis servers, runs each comparison, saves bench/results/bench.json and writes
-// BENCHMARKS.md (--render: only rewrites BENCHMARKS.md from the saved results).
+// BENCHMARKS.md and the headline of README.md and docs/benchmarks.md (--render, which is
+// `npm run docs:bench`: only rewrites them from the saved results).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { relative } from 'node:path';
 import { parseArgs } from 'node:util';
-import { document } from './document.js';
+import { writeDocuments } from './document.js';
+import type { SavedBench } from './headline.js';
 import { runCluster } from './cluster.js';
 import { measureMemory, runGrowth } from './cost.js';
 import { runCase, runTimeliness, TIMELINESS_PRESET, type CaseSpec } from './expiry.js';
@@ -21,10 +24,9 @@ import { execFileSync } from 'node:child_process';
 const { values: flags } = parseArgs({ options: { quick: { type: 'boolean', default: false }, only: { type: 'string' }, render: { type: 'boolean', default: false } } });
 const quick = flags.quick;
 const resultsFile = new URL('./results/bench.json', import.meta.url);
-const benchmarksFile = new URL('../BENCHMARKS.md', import.meta.url);
 if (flags.render) {
-  // --render: BENCHMARKS.md again from the saved results, without running anything.
-  writeFileSync(benchmarksFile, document(JSON.parse(readFileSync(resultsFile, 'utf8')) as Partial<Record<'quick' | 'full', BenchResults>>));
+  // --render: the documents again from the saved results, without running anything.
+  console.log(`written: ${writeDocuments().map((f) => relative(process.cwd(), f)).join(', ')}`);
   process.exit(0);
 }
 const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost,cluster,ratelimit,machine,profile').split(','));
@@ -104,15 +106,15 @@ try {
 
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
   const file = resultsFile;
-  const saved = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Partial<Record<'quick' | 'full', BenchResults>>) : {};
+  const saved = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as SavedBench) : {};
   // A partial run (--only) replaces its parts in the last run of the same mode and is noted there.
   const last = saved[results.mode];
   saved[results.mode] = flags.only && last
     ? { ...last, ...results, at: last.at, seconds: last.seconds, machine: last.machine, reruns: [...(last.reruns ?? []), { parts: [...parts], at: results.at, seconds: results.seconds, loadAvgAtStart: results.machine.loadAvgAtStart }] }
     : results;
   writeFileSync(file, `${JSON.stringify(saved, null, 2)}\n`);
-  writeFileSync(benchmarksFile, document(saved));
-  progress(`wrote BENCHMARKS.md and bench/results/bench.json in ${results.seconds} s`);
+  writeDocuments(saved);
+  progress(`wrote bench/results/bench.json, BENCHMARKS.md and the README's headline in ${results.seconds} s`);
 } finally {
   await cleanup.run();
 }

@@ -295,6 +295,17 @@ async function shot(page: Page, name: string, docsName?: string): Promise<void> 
   }
 }
 
+/** Signs in with `token`, the admin token unless a test tries another. */
+async function signIn(page: Page, token = ADMIN_TOKEN): Promise<void> {
+  await page.getByTestId('token').fill(token);
+  await page.getByTestId('sign-in-button').click();
+}
+
+/** Fills the new-sale form's inputs in the order given, each by its test id without the `create-` prefix. */
+async function fillSaleForm(page: Page, inputs: Record<string, string>): Promise<void> {
+  for (const [name, value] of Object.entries(inputs)) await page.getByTestId(`create-${name}`).fill(value);
+}
+
 const saleRow = (page: Page, id: string) => page.locator(`[data-testid="sale-row"][data-sale="${id}"]`);
 const storedToken = (page: Page) => page.evaluate(() => sessionStorage.getItem('flashsale.adminToken'));
 const orderOf = async (saleId: string, user: string) => (await env.pool.query<{ id: string }>('select id from orders where sale_id = $1 and user_id = $2', [saleId, user])).rows[0]!.id;
@@ -306,14 +317,12 @@ describe('operator page', () => {
     await see(page, 'sign-in-button', 'Sign in');
     assert.equal(await page.getByTestId('console').isHidden(), true, 'nothing shown before the token');
 
-    await page.getByTestId('token').fill('not-the-admin-token');
-    await page.getByTestId('sign-in-button').click();
+    await signIn(page, 'not-the-admin-token');
     await see(page, 'message', 'This token is not the admin token.');
     assert.equal(await page.getByTestId('console').isHidden(), true);
     assert.equal(await storedToken(page), null, 'a refused token is not kept');
 
-    await page.getByTestId('token').fill(ADMIN_TOKEN);
-    await page.getByTestId('sign-in-button').click();
+    await signIn(page);
     await saleRow(page, existing.id).getByText('Spring restock').waitFor();
     assert.equal(await saleRow(page, existing.id).locator('td').nth(2).innerText(), '€19.99', 'the price, in its currency');
     assert.equal(await saleRow(page, existing.id).locator('td').nth(3).innerText(), '40 of 40');
@@ -324,11 +333,7 @@ describe('operator page', () => {
     assert.equal(await page.getByTestId('sign-in').isHidden(), true, 'a reload keeps the session');
 
     const salesBefore = (await env.pool.query('select id from sales')).rowCount;
-    await page.getByTestId('create-name').fill('Too generous');
-    await page.getByTestId('create-stock').fill('5');
-    await page.getByTestId('create-price').fill('500');
-    await page.getByTestId('create-currency').fill('EUR');
-    await page.getByTestId('create-max-per-order').fill('3');
+    await fillSaleForm(page, { name: 'Too generous', stock: '5', price: '500', currency: 'EUR', 'max-per-order': '3' });
     await page.getByTestId('create-button').click();
     await see(page, 'create-message', 'maxPerOrder (3) must not be above perUserLimit (1): raise perUserLimit or lower maxPerOrder');
     assert.equal((await env.pool.query('select id from sales')).rowCount, salesBefore, 'no sale created');
@@ -342,16 +347,9 @@ describe('operator page', () => {
 
   test('admin page: the form creates a waiting room and a draw with their settings; a draw without its close is refused as the server says', async () => {
     const page = await open('/admin');
-    await page.getByTestId('token').fill(ADMIN_TOKEN);
-    await page.getByTestId('sign-in-button').click();
+    await signIn(page);
     await page.getByTestId('create-form').waitFor();
-    const fillBasics = async (id: string) => {
-      await page.getByTestId('create-name').fill(`Admission ${id}`);
-      await page.getByTestId('create-id').fill(id);
-      await page.getByTestId('create-stock').fill('5');
-      await page.getByTestId('create-price').fill('500');
-      await page.getByTestId('create-currency').fill('EUR');
-    };
+    const fillBasics = (id: string) => fillSaleForm(page, { name: `Admission ${id}`, id, stock: '5', price: '500', currency: 'EUR' });
     // The form's times are local time, to the second (the browser runs in this process's time zone).
     const local = (ms: number) => {
       const d = new Date(ms);
@@ -391,15 +389,9 @@ describe('operator page', () => {
 
   test('admin page: a sale created from the form, followed live through purchases, payment, expiry and cancel, then ended', { timeout: 90_000 }, async () => {
     const page = await open('/admin');
-    await page.getByTestId('token').fill(ADMIN_TOKEN);
-    await page.getByTestId('sign-in-button').click();
+    await signIn(page);
     await page.getByTestId('create-form').waitFor();
-    await page.getByTestId('create-name').fill('Launch day drop');
-    await page.getByTestId('create-id').fill('launch-day');
-    await page.getByTestId('create-stock').fill('5');
-    await page.getByTestId('create-price').fill('2500');
-    await page.getByTestId('create-currency').fill('JPY');
-    await page.getByTestId('create-payment-window').fill('600');
+    await fillSaleForm(page, { name: 'Launch day drop', id: 'launch-day', stock: '5', price: '2500', currency: 'JPY', 'payment-window': '600' });
     await page.getByTestId('create-button').click();
 
     await see(page, 'live-name', 'Launch day drop');
@@ -472,8 +464,7 @@ describe('operator page', () => {
     const buyers = Array.from({ length: 7 }, (_, i) => `r${i}`);
     for (const user of buyers) assert.equal((await join(s.id, user)).status, 200);
     const page = await open(`/admin#${s.id}`);
-    await page.getByTestId('token').fill(ADMIN_TOKEN);
-    await page.getByTestId('sign-in-button').click();
+    await signIn(page);
     await see(page, 'live-name', 'Queue drop');
     await see(page, 'room-waiting', '7');
     await see(page, 'room-joined', '7 buyers joined · places drawn at the start');
@@ -506,8 +497,7 @@ describe('operator page', () => {
     let s = await drawSale({ name: 'Draw drop', stock: 2 });
     for (const user of ['d1', 'd2', 'd3', 'd4', 'd5', 'd6']) assert.equal((await enter(s.id, user)).status, 200);
     const page = await open(`/admin#${s.id}`);
-    await page.getByTestId('token').fill(ADMIN_TOKEN);
-    await page.getByTestId('sign-in-button').click();
+    await signIn(page);
     await see(page, 'live-name', 'Draw drop');
     await see(page, 'draw-entries', '6');
     await see(page, 'draw-made', /^draw at .+$/);
@@ -542,8 +532,7 @@ describe('operator page', () => {
     const all = (await env.pool.query<{ id: string }>('select id from sales')).rows.map((r) => r.id).sort();
     const rows = async (page: Page) => (await page.locator('[data-testid="sale-row"]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.sale!))).sort();
     const page = await open('/admin');
-    await page.getByTestId('token').fill(ADMIN_TOKEN);
-    await page.getByTestId('sign-in-button').click();
+    await signIn(page);
     await page.getByTestId('sales-more').waitFor({ state: 'visible' });
     assert.equal((await rows(page)).length, 50);
     await page.getByTestId('sales-more').click();

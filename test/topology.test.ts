@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { Cluster, Redis } from 'ioredis';
 import { startCluster, type RedisNode } from '../tools/redis-cluster.js';
 import { startSentinels } from '../tools/redis-sentinel.js';
@@ -13,6 +13,22 @@ import { createRedis } from '../shared/redis/connect.js';
 
 const hostPorts = (list: string) => list.split(',').map((hp) => ({ host: '127.0.0.1', port: Number(hp.split(':')[1]) }));
 const ports = (nodes: RedisNode[]) => nodes.map((n) => n.port);
+
+/**
+ * Servers `start` makes in a directory of their own, stopped and the directory removed when the test
+ * ends, whatever it did (after the test's own finally blocks: its clients go first).
+ */
+async function servers<S extends { stop(): Promise<void> }>(t: TestContext, name: string, start: (dir: string) => Promise<S>): Promise<S> {
+  const dir = mkdtempSync(join(tmpdir(), `flashsale-${name}-`));
+  let started: S | undefined;
+  t.after(async () => {
+    await started?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  started = await start(dir);
+  return started;
+}
+const sentinelSet = (dir: string) => startSentinels(dir, { replicas: 1 });
 
 async function admin<T>(node: RedisNode, fn: (r: Redis) => Promise<T>): Promise<T> {
   const r = new Redis(node.port, '127.0.0.1', { retryStrategy: () => null, maxRetriesPerRequest: 1 });
@@ -24,9 +40,8 @@ async function admin<T>(node: RedisNode, fn: (r: Redis) => Promise<T>): Promise<
   }
 }
 
-test('cluster: failover, a killed master and a reshard each promote what they say, and every key stays readable', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'flashsale-cluster-'));
-  const cluster = await startCluster(dir, { masters: 3, replicasPerMaster: 1 });
+test('cluster: failover, a killed master and a reshard each promote what they say, and every key stays readable', async (t) => {
+  const cluster = await servers(t, 'cluster', (dir) => startCluster(dir, { masters: 3, replicasPerMaster: 1 }));
   const client = new Cluster(hostPorts(cluster.seeds));
   try {
     // Enough keys that any 100 slots hold some of them (2000 / 16384 per slot), so the reshard moves keys.
@@ -70,14 +85,11 @@ test('cluster: failover, a killed master and a reshard each promote what they sa
     }
   } finally {
     client.disconnect();
-    await cluster.stop();
-    rmSync(dir, { recursive: true, force: true });
   }
 });
 
-test('sentinel: a failover names a new master, and the sentinel client writes to it', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'flashsale-sentinel-'));
-  const set = await startSentinels(dir, { replicas: 1 });
+test('sentinel: a failover names a new master, and the sentinel client writes to it', async (t) => {
+  const set = await servers(t, 'sentinel', sentinelSet);
   // As shared/redis/connect.ts connects: moved by +switch-master, and a READONLY reply reconnects and resends.
   const client = new Redis({
     sentinels: hostPorts(set.sentinels), name: set.name, failoverDetector: true,
@@ -101,14 +113,11 @@ test('sentinel: a failover names a new master, and the sentinel client writes to
     assert.equal(await admin(now, (r) => r.get('topology')), 'after');
   } finally {
     client.disconnect();
-    await set.stop();
-    rmSync(dir, { recursive: true, force: true });
   }
 });
 
-test('sentinel: a client disconnected while it asks the sentinels for the master connects again (ioredis alone ends it for good)', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'flashsale-sentinel-'));
-  const set = await startSentinels(dir, { replicas: 1 });
+test('sentinel: a client disconnected while it asks the sentinels for the master connects again (ioredis alone ends it for good)', async (t) => {
+  const set = await servers(t, 'sentinel', sentinelSet);
   const sentinels = hostPorts(set.sentinels);
   const target: RedisTarget = { kind: 'sentinel', sentinels, name: set.name, auth: { tls: false } };
   // What a failover detector's +switch-master does to a client still resolving the master.
@@ -132,7 +141,5 @@ test('sentinel: a client disconnected while it asks the sentinels for the master
   } finally {
     bare.disconnect();
     ours.disconnect();
-    await set.stop();
-    rmSync(dir, { recursive: true, force: true });
   }
 });

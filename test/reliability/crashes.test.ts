@@ -2,33 +2,23 @@
 // random moments while buyers buy, pay and let orders expire, and each is restarted. Nothing
 // accepted is lost, nothing is paid and expired, no stock is restored twice.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { delay } from '../../shared/daemon.js';
 import { saleKeys } from '../../shared/keys.js';
 import { cli } from '../support/cli.js';
-import { Cluster } from '../support/cluster.js';
-import { testEnv, type TestEnv } from '../support/env.js';
+import { fileEnv } from '../support/cluster.js';
 import { newSale, orderCount, seededRandom } from '../support/fixtures.js';
 import { beginScenario, LiveChecks, summarize, tally } from '../support/scenario.js';
 import { answersHold, Shoppers, windDown } from '../support/shoppers.js';
 
-let env: TestEnv;
-let cluster: Cluster | undefined;
-
-before(async () => {
-  env = await testEnv();
-});
-after(async () => {
-  cluster?.killAll();
-  await env.close();
-});
+const file = fileEnv();
 
 test('crashes: SIGKILL the writer, the listener and the replay at seeded moments mid-sale; every invariant holds', async () => {
+  const { env } = file;
   const { seed, log, rand } = beginScenario('crashes');
   const sale = await newSale(env, { stock: 300, perUserLimit: 2, maxPerOrder: 2, paymentWindowSeconds: 2 });
   // Small batches, so a kill often lands while the writer holds one.
-  cluster = new Cluster(env, log, { WRITER_BATCH_SIZE: '50' });
-  const c = cluster;
+  const c = file.cluster(log, { WRITER_BATCH_SIZE: '50' });
   await Promise.all([
     c.start('api', 'api'),
     c.start('writer', 'order-writer', { WRITER_ID: 'writer-0' }),

@@ -24,16 +24,15 @@ import { purchaseScript } from '../../shared/redis/sale-scripts.js';
 import { ackBatch, claimBatch } from '../../shared/redis/writer-scripts.js';
 import { touchDue } from '../../shared/redis/order-scripts.js';
 import { snapshotSale } from '../../shared/redis/replay-scripts.js';
-import { ask, startCluster, type LocalCluster, type RedisNode } from '../../tools/redis-cluster.js';
+import { ask, startCluster, type LocalCluster } from '../../tools/redis-cluster.js';
 import { testEnv, type TestEnv } from '../support/env.js';
 import { buyCount } from '../support/fixtures.js';
 import { checkSale } from '../support/scenario.js';
-import { salesOnEveryMaster } from '../support/topology.js';
+import { addr, salesOnEveryMaster } from '../support/topology.js';
 
 let topo: LocalCluster;
 let env: TestEnv;
 let dir = '';
-const addr = (n: RedisNode) => `127.0.0.1:${n.port}`;
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'flashsale-migrating-'));

@@ -6,32 +6,25 @@
 // doubles nothing. No request of any of them is answered 500. No replay runs until the end, so
 // every close on time is the listener's.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { Cluster as RedisCluster } from 'ioredis';
-import { startCluster, type LocalCluster, type RedisNode } from '../../tools/redis-cluster.js';
+import { startCluster, type LocalCluster } from '../../tools/redis-cluster.js';
 import { cli } from '../support/cli.js';
 import type { Cluster as Processes } from '../support/cluster.js';
 import type { TestEnv } from '../support/env.js';
 import { http } from '../support/http.js';
 import { assertNo500, beginScenario, checkSale, killMasterRuns, summarize, tally } from '../support/scenario.js';
 import { answersHold, Shoppers } from '../support/shoppers.js';
-import { allClosed, buy, lateness, masterOf, OnTopology, salesOnEveryMaster } from '../support/topology.js';
+import { addr, allClosed, buy, lateness, masterOf, onTopology, salesOnEveryMaster } from '../support/topology.js';
 import { waitFor, written } from '../support/fixtures.js';
 import { AdmissionLoop } from '../../shared/admission.js';
 import { PURCHASE_TOKEN_HEADER } from '../../shared/http/routes/purchase.js';
 import { saleKeys } from '../../shared/keys.js';
 
-const on = new OnTopology<LocalCluster>('redis-cluster');
 let topo: LocalCluster;
 let env: TestEnv;
 let c: Processes;
-const addr = (n: RedisNode) => `127.0.0.1:${n.port}`;
-
-before(async () => {
-  ({ topo, env, c } = await on.start((d) => startCluster(d, { masters: 3, replicasPerMaster: 1 }), (t) => ({ redisClusterNodes: t.seeds })));
-});
-
-after(() => on.stop());
+onTopology('redis-cluster', (d) => startCluster(d, { masters: 3, replicasPerMaster: 1 }), (t) => ({ redisClusterNodes: t.seeds }), (on) => ({ topo, env, c } = on));
 
 const closedByListener = () => c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"');
 

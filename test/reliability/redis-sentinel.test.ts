@@ -11,7 +11,7 @@
 // every process therefore also waits for every replica the sentinels see healthy (the one being
 // promoted is one), which refuses those writes instead.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { startSentinels, type LocalSentinels, type RedisNode } from '../../tools/redis-sentinel.js';
 import { cli } from '../support/cli.js';
 import { http } from '../support/http.js';
@@ -20,19 +20,12 @@ import type { TestEnv } from '../support/env.js';
 import { newSale, waitFor, written } from '../support/fixtures.js';
 import { assertNo500, beginScenario, checkSale, killMasterRuns, summarize, tally } from '../support/scenario.js';
 import { answersHold, Shoppers } from '../support/shoppers.js';
-import { allClosed, buy, lateness, OnTopology } from '../support/topology.js';
+import { addr, allClosed, buy, lateness, onTopology } from '../support/topology.js';
 
-const on = new OnTopology<LocalSentinels>('redis-sentinel');
 let topo: LocalSentinels;
 let env: TestEnv;
 let c: Processes;
-const addr = (n: RedisNode) => `127.0.0.1:${n.port}`;
-
-before(async () => {
-  ({ topo, env, c } = await on.start((d) => startSentinels(d, { replicas: 2 }), (t) => ({ redisSentinels: t.sentinels, redisSentinelName: t.name })));
-});
-
-after(() => on.stop());
+onTopology('redis-sentinel', (d) => startSentinels(d, { replicas: 2 }), (t) => ({ redisSentinels: t.sentinels, redisSentinelName: t.name }), (on) => ({ topo, env, c } = on));
 
 const closedBy = async () => await c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"') + await c.metric('writer', 'flashsale_orders_closed_total', 'by="writer"');
 

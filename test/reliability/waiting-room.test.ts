@@ -8,12 +8,11 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join as joinPath } from 'node:path';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { delay } from '../../shared/daemon.js';
 import { PURCHASE_TOKEN_HEADER } from '../../shared/http/routes/purchase.js';
 import { ADMISSION_LEASE, saleKeys } from '../../shared/keys.js';
-import { Cluster } from '../support/cluster.js';
-import { testEnv, type TestEnv } from '../support/env.js';
+import { fileEnv } from '../support/cluster.js';
 import { countBy, newSale, runConcurrently, seededRandom, waitFor, written } from '../support/fixtures.js';
 import { http, outcome, type Reply } from '../support/http.js';
 import { assertNo500, beginScenario, checkSale, LiveChecks, summarize, tally } from '../support/scenario.js';
@@ -26,16 +25,7 @@ const JOIN_CONCURRENCY = 64;
 const NO_SHOWS = 150;
 const LOOPS = ['admission-a', 'admission-b'];
 
-let env: TestEnv;
-let c: Cluster | undefined;
-
-before(async () => {
-  env = await testEnv();
-});
-after(async () => {
-  c?.killAll();
-  await env.close();
-});
+const file = fileEnv();
 
 /** A join's place: the seed's shuffle (sha1(seed:buyer), first 52 bits, as a fraction), computed here, not by the server. */
 const shuffled = (seed: string, buyer: string) => parseInt(createHash('sha1').update(`${seed}:${buyer}`).digest('hex').slice(0, 13), 16) / 2 ** 52;
@@ -53,6 +43,7 @@ async function untilAnswered(send: () => Promise<Reply>): Promise<Reply> {
 interface Join { buyer: string; sentAt: number; answeredAt: number; answer: string; position: number | null }
 
 test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed and Redis restarted mid-admission: nobody admitted twice or skipped, shuffled-then-arrival order, admission stops at sold out, nothing sold without a pass', async () => {
+  const { env } = file;
   const { seed, log, rand, answers } = beginScenario('waiting-room');
   const sale = await newSale(env, {
     stock: STOCK, perUserLimit: 1, maxPerOrder: 1, paymentWindowSeconds: 600, admission: 'queue',
@@ -61,8 +52,7 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
     admitRatePerSecond: 50, admitOverbook: 1.2, passSeconds: 10, startsAt: new Date(Date.now() + 3_600_000).toISOString(),
   });
   const k = saleKeys(sale.id);
-  c = new Cluster(env, log);
-  const cl = c;
+  const cl = file.cluster(log);
   await Promise.all([
     cl.start('api', 'api'), cl.start('writer', 'order-writer'),
     ...LOOPS.map((name) => cl.start(name, 'admission', { LOG_LEVEL: 'info' })),

@@ -146,6 +146,37 @@ export class Cluster {
 }
 
 /**
+ * A file whose test starts its own cluster, on the log its scenario begins inside the test: a fresh
+ * env before the tests; after them, every cluster `cluster` made killed and the servers closed, so
+ * a failed test leaves no process behind.
+ */
+export function fileEnv(): { readonly env: TestEnv; cluster(log: FaultLog, base?: Vars): Cluster } {
+  let env: TestEnv | undefined;
+  const clusters: Cluster[] = [];
+  before(async () => {
+    env = await testEnv();
+  });
+  after(async () => {
+    for (const c of clusters) c.killAll();
+    await env?.close();
+  });
+  const made = () => {
+    if (!env) throw new Error('fileEnv: the env is made before the tests; ask for it inside one');
+    return env;
+  };
+  return {
+    get env() {
+      return made();
+    },
+    cluster(log, base) {
+      const c = new Cluster(made(), log, base);
+      clusters.push(c);
+      return c;
+    },
+  };
+}
+
+/**
  * A file's servers and processes: before its tests, a fresh env and a cluster running `procs`
  * (logging to a FaultLog named `scenario` until a test takes it over), handed to `use`; after
  * them, every process killed and the servers closed.

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
 import { Cluster as RedisCluster } from 'ioredis';
 import type { ConfigOverrides } from '../../shared/config.js';
 import { saleKeys } from '../../shared/keys.js';
@@ -44,6 +45,19 @@ export class OnTopology<T extends { stop(): Promise<void> }> {
     if (this.dir) rmSync(this.dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * The file's set, started before its tests and handed to `use` (which keeps its topo, env and
+ * processes), stopped after them.
+ */
+export function onTopology<T extends { stop(): Promise<void> }>(name: string, start: (dir: string) => Promise<T>, redis: (topo: T) => ConfigOverrides, use: (on: OnTopology<T>) => void): void {
+  const on = new OnTopology<T>(name);
+  before(async () => use(await on.start(start, redis)));
+  after(() => on.stop());
+}
+
+/** A node as the cluster's slot map and the logs name it. */
+export const addr = (node: { port: number }) => `127.0.0.1:${node.port}`;
 
 /** host:port of the master serving a sale's slot now (the env's client's slot map). */
 export async function masterOf(env: TestEnv, saleId: string): Promise<string> {
