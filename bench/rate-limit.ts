@@ -1,8 +1,9 @@
-// What the purchase rate limits (shared/http/plugins/rate-limit.ts) cost the purchase path: the product as in
-// comparison 1, with the limits off, per buyer only, and per buyer plus per address, interleaved
-// round by round (the order reversed every other round), on a sold-out crowd and on a crowd where
-// every buyer wins. Every buyer is distinct and the per-address maximum is out of reach, so nothing
-// is refused: what is measured is the checks alone, a Redis script call per limit per purchase.
+// What the purchase rate limits cost the purchase path: the product as in comparison 1, with the
+// limits off, per buyer only, and per buyer plus per address, interleaved round by round (the order
+// reversed every other round), on a sold-out crowd and on a crowd where every buyer wins. Every buyer
+// is distinct and the per-address maximum is out of reach, so nothing is refused: what is measured
+// is the checks alone. The per-buyer count is purchase.lua's, in the purchase's own round trip; the
+// per-address one is @fastify/rate-limit's script call (shared/http/plugins/rate-limit.ts).
 import type { BenchPostgres } from './harness.js';
 import { progress } from './harness.js';
 import { runOnce, type DesignResult, type PurchaseSettings } from './purchase.js';
@@ -77,9 +78,9 @@ export function rateLimitSection(r: RateLimitResults, mode: 'quick' | 'full'): s
   const c = r.crowd.settings;
   const a = r.allWin.settings;
   return ['## 7. Purchase rate limits', '',
-    `\`bench/rate-limit.ts\` (\`npm run bench -- ${mode === 'quick' ? '--quick ' : ''}--only ratelimit\`), the product's processes as in section 1 (\`AUTH_MODE=trusted-header\`), ${c.rounds} round(s) per setting with the settings' order reversed every other round; the median round is shown, every round listed, ratios taken round by round. Counters in the product's Redis (\`@fastify/rate-limit\`'s Redis store, one script call per limit per counted purchase). Every request is one purchase by a distinct buyer and the per-address maximum is never reached, so nothing is refused: the figures are the cost of the checks.`,
+    `\`bench/rate-limit.ts\` (\`npm run bench -- ${mode === 'quick' ? '--quick ' : ''}--only ratelimit\`), the product's processes as in section 1 (\`AUTH_MODE=trusted-header\`), ${c.rounds} round(s) per setting with the settings' order reversed every other round; the median round is shown, every round listed, ratios taken round by round. Counters in the product's Redis: the per-buyer count is kept by \`purchase.lua\` in the purchase's own call (an INCR, and a PEXPIRE on a buyer's first purchase in a window); the per-address count by \`@fastify/rate-limit\`'s Redis store, a script call of its own per counted purchase. Every request is one purchase by a distinct buyer and the per-address maximum is never reached, so nothing is refused: the figures are the cost of the checks.`,
     '',
-    `**Sold-out crowd:** stock ${n(c.stock)}, ${n(c.buyers)} buyers, concurrency ${c.connections}. Once an API process knows the sale sold out it answers from memory without counting, so the limits cost only while stock sells.`,
+    `**Sold-out crowd:** stock ${n(c.stock)}, ${n(c.buyers)} buyers, concurrency ${c.connections}. Once an API process knows the sale sold out it answers from memory before either count, so the limits cost only while stock sells.`,
     '', runsTable(r.crowd.runs), '',
     `**Every buyer wins:** stock = buyers = ${n(a.buyers)}, concurrency ${a.connections}: every request is counted and reaches the purchase script.`,
     '', runsTable(r.allWin.runs), ''].join('\n');

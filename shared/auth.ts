@@ -5,13 +5,14 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, preValidationAsyncHookHandler } from 'fastify';
 import type { Config } from './config.js';
 import { HttpError } from './errors.js';
-import { checkUserId, createVerifier } from './jwt.js';
+import { buyerOf, checkUserId, type Buyer } from './buyer.js';
+import { createVerifier } from './jwt.js';
 import type { Logger } from './logger.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The buyer's user id, set by Auth.buyer. */
-    buyer: string;
+    /** The buyer, set by Auth.buyer. */
+    buyer: Buyer;
   }
 }
 
@@ -36,10 +37,10 @@ export function createAuth(config: Config, logger: Logger): Auth {
   const verify = config.authMode === 'jwt' ? createVerifier(config, { logger }) : undefined;
   return {
     buyer(req, _reply, done) {
-      let verified: Promise<string>;
+      let verified: Promise<Buyer>;
       try {
         if (!verify) {
-          req.buyer = checkUserId(req.headers['x-user-id']);
+          req.buyer = buyerOf(checkUserId(req.headers['x-user-id']));
           return done();
         }
         verified = verify(bearer(req));

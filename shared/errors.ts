@@ -21,6 +21,7 @@ export const ERRORS = {
   invalid_purchase_token: [403, 'The purchase token is malformed, expired, or for another buyer or sale.'],
   purchase_token_used: [403, 'This purchase token has bought already: a token buys once. Solve a new challenge for the next purchase.'],
   draw_sale: [403, 'This sale sells by draw: enter at POST /api/sales/:saleId/entries; winners get their order from the draw.'],
+  email_not_verified: [403, 'This sale is for buyers with a verified email: sign in with an account whose email your identity provider has verified (the token\'s email_verified claim).'],
   admission_pass_required: [403, 'This sale has a waiting room: join at POST /api/sales/:saleId/queue and buy with the pass you get when admitted.'],
   admission_pass_invalid: [403, 'This admission pass has bought already, has expired, or is for another buyer or sale.'],
   challenge_failed: [403, 'The challenge solution is wrong, expired, used already, or for another buyer or sale.'],

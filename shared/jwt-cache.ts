@@ -3,11 +3,12 @@
 // CPU to check again, a hash lookup a few. HS256 is not cached: its ~9 µs HMAC costs about as much
 // as the lookup.
 import { createHash } from 'node:crypto';
+import type { Buyer } from './buyer.js';
 
-/** The default bound: ~2 MB, more buyers than click within one key-set refresh on one process. */
+/** The default bound: a few MB with the claims, more buyers than click within one key-set refresh on one process. */
 export const VERIFIED_TOKENS_MAX = 10_000;
 
-interface Entry { sub: string; expMs: number }
+interface Entry { buyer: Buyer; expMs: number }
 
 /**
  * Successful verifications, keyed by the SHA-256 of the whole token (so the cache holds no bearer
@@ -39,8 +40,8 @@ export class VerifiedTokens {
     return createHash('sha256').update(token).digest('base64url');
   }
 
-  /** The user id of a token verified before and not expired at nowMs. */
-  get(hash: string, nowMs: number): string | undefined {
+  /** The buyer of a token verified before and not expired at nowMs. */
+  get(hash: string, nowMs: number): Buyer | undefined {
     const entry = this.entries.get(hash);
     if (!entry) return undefined;
     if (nowMs >= entry.expMs) {
@@ -48,14 +49,14 @@ export class VerifiedTokens {
       return undefined;
     }
     this.hits++;
-    return entry.sub;
+    return entry.buyer;
   }
 
   /** Remembers a verification begun at `generation`; the oldest entry goes past the bound. */
-  set(hash: string, sub: string, expSeconds: number | undefined, generation: number): void {
+  set(hash: string, buyer: Buyer, expSeconds: number | undefined, generation: number): void {
     if (expSeconds === undefined || generation !== this.generation) return;
     this.entries.delete(hash);
-    this.entries.set(hash, { sub, expMs: expSeconds * 1000 });
+    this.entries.set(hash, { buyer, expMs: expSeconds * 1000 });
     if (this.entries.size > this.max) this.entries.delete(this.entries.keys().next().value!);
   }
 

@@ -6,11 +6,11 @@ import { ConfigError, type Config } from './config.js';
 import { HttpError, UnavailableError } from './errors.js';
 import { VerifiedTokens } from './jwt-cache.js';
 import type { Logger } from './logger.js';
+import { buyerOf, checkUserId, type Buyer } from './buyer.js';
 
-/** Resolves to the buyer's user id, or rejects with 401 unauthorized. */
-export type Verifier = (token: string) => Promise<string>;
+/** Resolves to the buyer (the token's sub, and its claims), or rejects with 401 unauthorized. */
+export type Verifier = (token: string) => Promise<Buyer>;
 
-const USER_ID = /^[\x21-\x7e]{1,128}$/;
 const MAX_TOKEN_LENGTH = 4096;
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
 const JWKS_ALGORITHMS = ['RS256', 'ES256'];
@@ -31,13 +31,6 @@ export const JWKS_REFRESH_MS = 10 * 60_000;
 const JWKS_TIMEOUT_MS = 5_000;
 
 const unauthorized = (message: string) => new HttpError('unauthorized', message);
-
-export function checkUserId(sub: unknown): string {
-  if (typeof sub !== 'string' || !USER_ID.test(sub)) {
-    throw unauthorized('The user id must be 1-128 printable ASCII characters without spaces.');
-  }
-  return sub;
-}
 
 function jsonObject(text: string): Record<string, unknown> | null {
   try {
@@ -69,8 +62,8 @@ interface ClaimRules {
   requireExp: boolean;
 }
 
-/** The claims of a token whose signature has been checked; returns its `sub`. */
-function checkClaims(claims: Record<string, unknown> | null, rules: ClaimRules, nowSeconds = Date.now() / 1000): string {
+/** The claims of a token whose signature has been checked; returns its buyer. */
+function checkClaims(claims: Record<string, unknown> | null, rules: ClaimRules, nowSeconds = Date.now() / 1000): Buyer {
   if (!claims) throw unauthorized('The token payload is not a JSON object.');
   // A time claim that is not a finite number is refused rather than skipped: `exp: "…"` would
   // never be compared, and `exp: 1e400` parses to Infinity and would never expire.
@@ -93,7 +86,7 @@ function checkClaims(claims: Record<string, unknown> | null, rules: ClaimRules, 
       throw unauthorized(`The token's audience (aud) must include ${JSON.stringify(rules.audience)}.`);
     }
   }
-  return checkUserId(claims.sub);
+  return buyerOf(checkUserId(claims.sub), Object.freeze(claims));
 }
 
 const noCrit = (header: Record<string, unknown>): void => {
@@ -103,7 +96,7 @@ const noCrit = (header: Record<string, unknown>): void => {
 
 /** HS256 by hand with node:crypto: one synchronous HMAC, several times cheaper than jose's WebCrypto path (BENCHMARKS.md). */
 function hs256Verifier(secret: string, rules: ClaimRules): Verifier {
-  const verify = (token: string): string => {
+  const verify = (token: string): Buyer => {
     const [h, p, s] = split(token);
     const header = jsonObject(Buffer.from(h, 'base64url').toString('utf8'));
     if (!header) throw unauthorized('The token header is not a JSON object.');
@@ -178,10 +171,9 @@ function jwksVerifier(url: URL, rules: ClaimRules, logger: Logger | undefined, c
       throw new UnavailableError(`The identity provider's key set (JWT_JWKS_URL) is out of reach: ${(err as Error).message}`, { cause: err });
     }
     noCrit(verified.protectedHeader as Record<string, unknown>);
-    const claims = jsonObject(Buffer.from(verified.payload).toString('utf8'));
-    const sub = checkClaims(claims, rules);
-    cache.set(hash, sub, claims!.exp as number | undefined, generation);
-    return sub;
+    const buyer = checkClaims(jsonObject(Buffer.from(verified.payload).toString('utf8')), rules);
+    cache.set(hash, buyer, buyer.claims.exp as number | undefined, generation);
+    return buyer;
   };
 }
 
@@ -218,10 +210,10 @@ export function createVerifier(config: Config, opts: { logger?: Logger; verified
   throw new ConfigError('Neither JWT_SECRET nor JWT_JWKS_URL is set: set one of them, or AUTH_MODE=trusted-header behind an authenticating gateway');
 }
 
-/** A buyer token signed with the shared secret (tests, loadtest, `flashsale token`, the dev route). */
-export function signJwt(sub: string, secret: string, ttlSeconds = 3600): string {
+/** A buyer token signed with the shared secret (tests, loadtest, `flashsale token`, the dev route), with any other claims given. */
+export function signJwt(sub: string, secret: string, ttlSeconds = 3600, claims: Record<string, unknown> = {}): string {
   const enc = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
   const now = Math.floor(Date.now() / 1000);
-  const body = `${enc({ alg: 'HS256', typ: 'JWT' })}.${enc({ sub, iat: now, exp: now + ttlSeconds })}`;
+  const body = `${enc({ alg: 'HS256', typ: 'JWT' })}.${enc({ ...claims, sub, iat: now, exp: now + ttlSeconds })}`;
   return `${body}.${createHmac('sha256', secret).update(body).digest('base64url')}`;
 }

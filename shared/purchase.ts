@@ -2,42 +2,31 @@
 // crowd hitting a sold-out sale costs no Redis round trip.
 import type { Config } from './config.js';
 import type { RedisClient } from './redis/connect.js';
-import { HttpError } from './errors.js';
+import { HttpError, type ErrorCode } from './errors.js';
 import { purchaseScript, type PurchaseGate } from './redis/sale-scripts.js';
 import type { ReplicaAcks } from './replication.js';
 import { newOrderId } from './ids.js';
 
 /** purchase.lua's refusal codes. */
 export enum Refusal {
-  SaleNotFound = -1,
-  NotStarted = -2,
-  Ended = -3,
-  QtyAboveMax = -4,
-  LimitReached = -5,
-  SoldOut = -6,
-  NotEnoughStock = -7,
-  TokenRequired = -8,
-  TokenUsed = -9,
-  DrawOnly = -10,
-  PassRequired = -11,
-  PassInvalid = -12,
-  RateLimited = -13,
+  SaleNotFound = -1, NotStarted = -2, Ended = -3, QtyAboveMax = -4, LimitReached = -5, SoldOut = -6, NotEnoughStock = -7,
+  TokenRequired = -8, TokenUsed = -9, DrawOnly = -10, PassRequired = -11, PassInvalid = -12, RateLimited = -13,
 }
 
+/** The refusals answered with their catalogue message alone. */
+const PLAIN: Partial<Record<Refusal, ErrorCode>> = {
+  [Refusal.SaleNotFound]: 'sale_not_found', [Refusal.NotStarted]: 'not_started', [Refusal.Ended]: 'ended', [Refusal.SoldOut]: 'sold_out',
+  [Refusal.TokenRequired]: 'purchase_token_required', [Refusal.TokenUsed]: 'purchase_token_used', [Refusal.DrawOnly]: 'draw_sale',
+  [Refusal.PassRequired]: 'admission_pass_required', [Refusal.PassInvalid]: 'admission_pass_invalid',
+};
+
 function refusalError(code: number, n: number): Error {
+  const plain = PLAIN[code as Refusal];
+  if (plain) return new HttpError(plain);
   switch (code) {
-    case Refusal.SaleNotFound: return new HttpError('sale_not_found');
-    case Refusal.NotStarted: return new HttpError('not_started');
-    case Refusal.Ended: return new HttpError('ended');
     case Refusal.QtyAboveMax: return new HttpError('qty_above_max', `qty is above this sale's maximum of ${n} per order.`);
     case Refusal.LimitReached: return new HttpError('limit_reached', `This buyer already holds ${n}, the most this sale allows.`);
-    case Refusal.SoldOut: return new HttpError('sold_out');
     case Refusal.NotEnoughStock: return new HttpError('not_enough_stock', `Only ${n} left.`);
-    case Refusal.TokenRequired: return new HttpError('purchase_token_required');
-    case Refusal.TokenUsed: return new HttpError('purchase_token_used');
-    case Refusal.DrawOnly: return new HttpError('draw_sale');
-    case Refusal.PassRequired: return new HttpError('admission_pass_required');
-    case Refusal.PassInvalid: return new HttpError('admission_pass_invalid');
     case Refusal.RateLimited: {
       const seconds = Math.max(1, Math.ceil(n / 1000));
       return new HttpError('rate_limited', `This buyer is sending purchases too fast; retry in ${seconds} s.`, seconds);

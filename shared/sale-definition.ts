@@ -10,6 +10,7 @@ import { choice, int, text, time, type Field } from './sale-field.js';
 
 export const ADMISSIONS = ['first-come', 'queue', 'draw'] as const;
 export const CHALLENGES = ['none', 'pow'] as const;
+export const BUYERS = ['anyone', 'verified-email'] as const;
 
 /**
  * The most one order may take: the bound of every sale's maxPerOrder and of qty at the API, so
@@ -45,6 +46,8 @@ export interface Sale {
   challenge: Challenge;
   /** About how many hashes a challenge of this sale takes to solve. */
   challengeComplexity: number;
+  /** 'verified-email': only buyers whose token says `email_verified: true` (shared/purchase-rules/verified-email.ts). */
+  buyers: Buyers;
   /** Who may buy: the fastest purchase ('first-come'), holders of a waiting room's pass ('queue'), or a draw's winners ('draw'). */
   admission: Admission;
   /** 'queue' only (null otherwise): passes handed out per second, the no-show allowance over the units left, and how long a pass lasts. */
@@ -63,6 +66,7 @@ export interface Sale {
 export type SaleField = keyof Sale;
 export type Admission = (typeof ADMISSIONS)[number];
 export type Challenge = (typeof CHALLENGES)[number];
+export type Buyers = (typeof BUYERS)[number];
 
 // Each field of Sale, in the order the OpenAPI document, `sale create --help` and the form show them.
 export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {
@@ -143,6 +147,12 @@ export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {
     column: 'challenge_complexity',
     cli: { flag: 'challenge-complexity', describe: 'about how many hashes a challenge takes (default 50000)' },
   }),
+  buyers: choice(BUYERS, {
+    schema: { default: 'anyone', description: '`verified-email`: only buyers whose token carries `email_verified: true`' },
+    column: 'buyers', redis: { name: 'buyers' },
+    cli: { flag: 'buyers', describe: 'verified-email: only buyers whose token carries email_verified: true (default anyone)' },
+    form: { label: 'Buyers', testId: 'create-buyers', after: 'paymentWindowSeconds', options: { anyone: 'Anyone', 'verified-email': 'Verified email only' } },
+  }),
   admission: choice(ADMISSIONS, {
     schema: { default: 'first-come', description: 'queue: a waiting room in front; draw: entries and a draw' },
     column: 'admission', redis: { name: 'admission' },
@@ -206,7 +216,7 @@ export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {
  * answered, and a field's default or rule may use the fields read before it.
  */
 export const CHECK_ORDER = [
-  'id', 'name', 'startsAt', 'endsAt', 'stock', 'perUserLimit', 'maxPerOrder', 'price', 'currency', 'challenge', 'admission',
+  'id', 'name', 'startsAt', 'endsAt', 'stock', 'perUserLimit', 'maxPerOrder', 'price', 'currency', 'challenge', 'buyers', 'admission',
   'admitOverbook', 'admitRatePerSecond', 'passSeconds', 'entriesOpenAt', 'entriesCloseAt', 'backfillUntil', 'paymentWindowSeconds', 'challengeComplexity',
 ] as const satisfies readonly SaleField[];
 

@@ -6,7 +6,7 @@ import { withTransaction } from './db.js';
 import { HttpError } from './errors.js';
 import { SALES_REGISTRY, saleKeys } from './keys.js';
 import { loadSale, type LoadOptions, type SaleRules } from './redis/sale-scripts.js';
-import { SALE_DEFINITION, type Admission, type Challenge, type Sale, type SaleField } from './sale-definition.js';
+import { SALE_DEFINITION, type Admission, type Buyers, type Challenge, type Sale, type SaleField } from './sale-definition.js';
 
 // The callers of sales keep importing what a sale is from here.
 export { parseSaleInput } from './sale-input.js';
@@ -66,7 +66,7 @@ export function saleState(sale: Sale, available: number, now: number): SaleState
 export interface SaleView {
   id: string; name: string; stock: number; available: number; perUserLimit: number; maxPerOrder: number;
   paymentWindowSeconds: number; startsAt: string; endsAt: string | null; state: SaleState;
-  challenge: Challenge; challengeComplexity: number; price: number | null; currency: string | null;
+  challenge: Challenge; challengeComplexity: number; buyers: Buyers; price: number | null; currency: string | null;
   admission: Admission; admitRatePerSecond: number | null; admitOverbook: number | null; passSeconds: number | null;
   entriesOpenAt: string | null; entriesCloseAt: string | null; backfillUntil: string | null;
   /** sha256 of the seed, from the start; the seed itself once a draw's entries have closed (null before, and for a queue). */
@@ -80,7 +80,7 @@ export async function saleView(redis: RedisClient, sale: Sale, now = Date.now())
     maxPerOrder: sale.maxPerOrder, paymentWindowSeconds: sale.paymentWindowSeconds,
     startsAt: sale.startsAt.toISOString(), endsAt: sale.endsAt?.toISOString() ?? null,
     state: saleState(sale, available, now), challenge: sale.challenge, challengeComplexity: sale.challengeComplexity,
-    price: sale.price, currency: sale.currency,
+    buyers: sale.buyers, price: sale.price, currency: sale.currency,
     admission: sale.admission, admitRatePerSecond: sale.admitRatePerSecond, admitOverbook: sale.admitOverbook, passSeconds: sale.passSeconds,
     entriesOpenAt: iso(sale.entriesOpenAt), entriesCloseAt: iso(sale.entriesCloseAt), backfillUntil: iso(sale.backfillUntil),
     seedSha256: sale.seedSha256, seed: seedRevealed(sale, now) ? sale.seed : null,

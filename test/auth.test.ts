@@ -227,7 +227,7 @@ describe('verified-token cache (JWKS mode)', () => {
     await waitFor('the first key-set fetch', async () => idp.hits === 1);
     return verify;
   }
-  const refused = (promise: Promise<string>, reason: RegExp) =>
+  const refused = (promise: Promise<unknown>, reason: RegExp) =>
     assert.rejects(promise, (err: { code?: string; message?: string }) => err.code === 'unauthorized' && reason.test(err.message ?? ''));
 
   test('a repeat of a verified token is answered without checking its signature again', async () => {
@@ -237,12 +237,14 @@ describe('verified-token cache (JWKS mode)', () => {
       const c = claims();
       const token = await sign(key, c);
       const before = signatureChecks;
-      assert.equal(await verify(token), c.sub);
+      assert.equal((await verify(token)).id, c.sub);
       assert.equal(signatureChecks, before + 1, `${key.alg}: first verification`);
-      for (let i = 0; i < 5; i++) assert.equal(await verify(token), c.sub);
+      for (let i = 0; i < 5; i++) assert.equal((await verify(token)).id, c.sub);
       assert.equal(signatureChecks, before + 1, `${key.alg}: repeats`);
+      // A rule that reads a claim sees the token's, from the cache too.
+      assert.deepEqual({ ...(await verify(token)).claims }, c, `${key.alg}: the claims`);
     }
-    assert.equal(cache.hits, 10);
+    assert.equal(cache.hits, 12);
     assert.equal(cache.size, 2);
   });
 
@@ -251,9 +253,9 @@ describe('verified-token cache (JWKS mode)', () => {
     const verify = createVerifier({ ...env.config, ...jwksConfig() });
     const c = claims();
     const token = await sign(rsa1, c);
-    assert.equal(await verify(token), c.sub);
+    assert.equal((await verify(token)).id, c.sub);
     const before = signatureChecks;
-    assert.equal(await verify(token), c.sub);
+    assert.equal((await verify(token)).id, c.sub);
     assert.equal(signatureChecks, before);
   });
 
@@ -263,17 +265,17 @@ describe('verified-token cache (JWKS mode)', () => {
     const long = () => claims({ exp: nowSeconds() + 3600 });
     const [c1, c2] = [long(), long()];
     const [t1, t2] = [await sign(rsa1, c1), await sign(ec1, c2)];
-    assert.equal(await verify(t1), c1.sub);
-    assert.equal(await verify(t2), c2.sub);
+    assert.equal((await verify(t1)).id, c1.sub);
+    assert.equal((await verify(t2)).id, c2.sub);
     idp.keys = [ec1.jwk];
     skewMs += 11 * 60_000;
     // The refresh is due: this request starts it and is answered from the keys and cache it has.
-    assert.equal(await verify(t1), c1.sub);
+    assert.equal((await verify(t1)).id, c1.sub);
     await waitFor('the background refresh', async () => idp.hits === 2);
     await refused(verify(t1), /kid/);
     // The whole cache went with the old set: the token of the key that stayed is checked again.
     const before = signatureChecks;
-    assert.equal(await verify(t2), c2.sub);
+    assert.equal((await verify(t2)).id, c2.sub);
     assert.equal(signatureChecks, before + 1);
     // The same kid with another key: what the old key signed is refused, cached or not.
     idp.keys = [{ ...rsa2.jwk, kid: 'ec-1', alg: 'RS256' }];
@@ -288,8 +290,8 @@ describe('verified-token cache (JWKS mode)', () => {
     const verify = await verifierWith(cache, { jwtClockToleranceSeconds: 0 });
     const c = claims({ exp: nowSeconds() + 60 });
     const token = await sign(rsa1, c);
-    assert.equal(await verify(token), c.sub);
-    assert.equal(await verify(token), c.sub);
+    assert.equal((await verify(token)).id, c.sub);
+    assert.equal((await verify(token)).id, c.sub);
     assert.equal(cache.hits, 1);
     skewMs += 61_000;
     await refused(verify(token), /expired/);
@@ -302,7 +304,7 @@ describe('verified-token cache (JWKS mode)', () => {
     const verify = await verifierWith(cache);
     const c = claims();
     const token = await sign(rsa1, c);
-    assert.equal(await verify(token), c.sub);
+    assert.equal((await verify(token)).id, c.sub);
     // The same header and payload, signed by a key the set does not hold.
     const forged = await sign({ ...rsa2, kid: 'rsa-1' }, c);
     assert.equal(forged.slice(0, forged.lastIndexOf('.')), token.slice(0, token.lastIndexOf('.')));
@@ -319,14 +321,14 @@ describe('verified-token cache (JWKS mode)', () => {
     for (let i = 0; i < 6; i++) {
       const c = claims();
       tokens.push([await sign(i % 2 ? ec1 : rsa1, c), c.sub]);
-      assert.equal(await verify(tokens[i]![0]), c.sub);
+      assert.equal((await verify(tokens[i]![0])).id, c.sub);
       assert.ok(cache.size <= 3, `size ${cache.size} after ${i + 1}`);
     }
     assert.equal(cache.size, 3);
     const before = signatureChecks;
-    assert.equal(await verify(tokens[5]![0]), tokens[5]![1]);
+    assert.equal((await verify(tokens[5]![0])).id, tokens[5]![1]);
     assert.equal(signatureChecks, before, 'the newest is kept');
-    assert.equal(await verify(tokens[0]![0]), tokens[0]![1]);
+    assert.equal((await verify(tokens[0]![0])).id, tokens[0]![1]);
     assert.equal(signatureChecks, before + 1, 'the oldest was evicted');
     const noExp = await sign(rsa1, claims({ exp: undefined }));
     await verify(noExp);

@@ -160,7 +160,7 @@ describe('listing sales', () => {
     const first = page.sales[0];
     assert.deepEqual({ state: first.state, available: first.available, pending: first.pending, paid: first.paid, expired: first.expired, cancelled: first.cancelled },
       { state: 'open', available: 2, pending: 1, paid: 1, expired: 0, cancelled: 1 });
-    assert.deepEqual(Object.keys(first).sort(), ['admission', 'admitOverbook', 'admitRatePerSecond', 'available', 'backfillUntil', 'cancelled', 'challenge', 'challengeComplexity', 'currency',
+    assert.deepEqual(Object.keys(first).sort(), ['admission', 'admitOverbook', 'admitRatePerSecond', 'available', 'backfillUntil', 'buyers', 'cancelled', 'challenge', 'challengeComplexity', 'currency',
       'endsAt', 'entriesCloseAt', 'entriesOpenAt', 'expired', 'id', 'maxPerOrder', 'name', 'paid', 'passSeconds', 'paymentWindowSeconds', 'pending',
       'perUserLimit', 'price', 'seed', 'seedSha256', 'startsAt', 'state', 'stock']);
     assert.deepEqual([first.price, first.currency], [1999, 'EUR'], 'the admin list shows the price');

@@ -4,12 +4,14 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { RedisClient } from '../redis/connect.js';
 import { createAuth } from '../auth.js';
+import type { Buyer } from '../buyer.js';
 import { Challenges } from '../challenge.js';
 import { ConfigError, type Config } from '../config.js';
 import type { Pool } from '../db.js';
 import type { Logger } from '../logger.js';
 import { SignedWebhook } from '../payments/signed-webhook.js';
 import type { Purchaser } from '../purchase.js';
+import { PurchaseRules } from '../purchase-rules/sale-rules.js';
 import type { ReplicaAcks } from '../replication.js';
 import { serverLimits } from './plugins/client-limits.js';
 import { docs } from './plugins/docs.js';
@@ -54,7 +56,8 @@ export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }
   const auth = createAuth(config, logger);
   if (!config.paymentWebhookSecret) throw new ConfigError('PAYMENT_WEBHOOK_SECRET is not set: the payment webhook cannot verify anything without it');
   const paymentDeps = { pool, redis, logger, signed: new SignedWebhook(config.paymentWebhookSecret) };
-  app.decorateRequest('buyer', '');
+  // Set by auth.buyer before any handler reads it; declared here so every request has the same shape.
+  app.decorateRequest('buyer', null as unknown as Buyer);
   const otherMethods = methodNotAllowed(app);
 
   void app.register(errorMapping, { onError });
@@ -69,9 +72,10 @@ export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }
   const challenges = new Challenges(redis);
   void app.register(sales, { pool, redis, auth, saleCache, load: { legacyBuyCounts: config.legacyBuyCounts } });
   void app.register(challenge, { redis, auth, limits: config, saleCache, challenges });
-  void app.register(purchase, { redis, purchaser, auth, limits: config, challenges });
-  void app.register(queue, { redis, auth, limits: config, saleCache, challenges, logger });
-  void app.register(draw, { pool, redis, auth, limits: config, saleCache, challenges, logger });
+  const rules = new PurchaseRules(redis, challenges);
+  void app.register(purchase, { redis, purchaser, auth, limits: config, rules });
+  void app.register(queue, { redis, auth, limits: config, saleCache, challenges, rules, logger });
+  void app.register(draw, { pool, redis, auth, limits: config, saleCache, challenges, rules, logger });
   void app.register(payments, paymentDeps);
   void app.register(orders, { pool, redis, replicaAcks, auth, maxCancelsPerSale: config.maxCancelsPerSale, directPay: config.directPay ? paymentDeps : undefined });
   void app.register(orderEvents, { pool, redis, auth, limits: config, logger });

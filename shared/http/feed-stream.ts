@@ -122,6 +122,6 @@ export function saleStreamRoute<T extends { saleId: string }>(
     },
   };
   app.get<Stream>(`/api/sales/:saleId/${s.path}/events`, { onRequest: tokenFromQuery, preValidation: auth.buyer, schema }, async (req, reply) => {
-    await handler(follow, await s.sale(saleCache, req.params.saleId), req.buyer, reply);
+    await handler(follow, await s.sale(saleCache, req.params.saleId), req.buyer.id, reply);
   });
 }

@@ -6,7 +6,7 @@ import type { SwaggerTransform } from '@fastify/swagger';
 import { ERRORS, type ErrorCode } from '../errors.js';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from '../ids.js';
 import { ORDER_STATES, STATE_RULES } from '../order-states.js';
-import { ADMISSIONS, CHALLENGES, SALE_DEFINITION, SALE_FIELDS } from '../sale-definition.js';
+import { ADMISSIONS, BUYERS, CHALLENGES, SALE_DEFINITION, SALE_FIELDS } from '../sale-definition.js';
 import type { Field } from '../sale-field.js';
 import { refusal } from './plugins/errors.js';
 
@@ -64,6 +64,7 @@ const SALE_VIEW_PROPERTIES = {
   state: { type: 'string', enum: ['upcoming', 'open', 'sold_out', 'ended'] },
   challenge: { type: 'string', enum: CHALLENGES, description: '`pow`: a purchase needs a purchase token (GET .../challenge, POST .../purchase-token)' },
   challengeComplexity: { type: 'integer', description: 'about how many hashes a challenge takes' },
+  buyers: { type: 'string', enum: BUYERS, description: '`verified-email`: only buyers whose token carries `email_verified: true`' },
   price: { type: 'integer', nullable: true, description: 'one unit, in the currency\'s minor unit; null for a sale made before prices (it takes any amount)' },
   currency: { type: 'string', nullable: true, description: 'ISO 4217 code; null with price' },
   admission: { type: 'string', enum: ADMISSIONS, description: 'first-come: the fastest purchase wins; queue: a waiting room hands out passes; draw: entries, then a provably fair draw' },

@@ -9,8 +9,8 @@ import { run } from './scripts.js';
 export type SaleRules = { stock: number } & { [K in SaleField]?: Sale[K] extends Date | null ? number | null : Sale[K] };
 
 const META = (Object.keys(SALE_DEFINITION) as SaleField[]).flatMap((key) => {
-  const { redis, schema } = SALE_DEFINITION[key];
-  return redis ? [{ key, ...redis, fallback: schema.default as string | number | undefined }] : [];
+  const { redis, schema, kind } = SALE_DEFINITION[key];
+  return redis ? [{ key, ...redis, fallback: schema.default as string | number | undefined, text: kind === 'text' || kind === 'choice' }] : [];
 });
 
 /** How a sale is loaded beyond its rules. */
@@ -29,6 +29,21 @@ export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules,
   const buyCounts = opts.legacyBuyCounts ? [] : ['buyCounts', 'hash'];
   const loaded = await run(redis, 'load_sale', [k.meta, k.available], [r.stock, ...meta, ...buyCounts]);
   return loaded === 1;
+}
+
+/**
+ * A loaded sale's rules as its meta holds them (undefined: not loaded); a rule left out of the
+ * meta (a default, or one a sale made by an older release lacks) is absent here. `none` reads as null.
+ */
+export async function readSaleRules(redis: RedisClient, saleId: string): Promise<SaleRules | undefined> {
+  const meta = await redis.hgetall(saleKeys(saleId).meta);
+  if (meta.stock === undefined) return undefined;
+  const rules: Record<string, unknown> = {};
+  for (const { key, name, none, text } of META) {
+    const v = meta[name];
+    if (v !== undefined) rules[key] = v === none ? null : text ? v : Number(v);
+  }
+  return rules as SaleRules;
 }
 
 /** Brings a loaded sale's end forward to `endsAt` (ms): 1 moved, 0 ended at or before it already, -1 not loaded. */

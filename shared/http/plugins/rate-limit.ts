@@ -83,5 +83,5 @@ export function purchaseAddressLimit(app: FastifyInstance, redis: RedisClient, l
 
 /** Per buyer, a preHandler (auth has said who it is, the input is valid): `challenge` counts challenges fetched, `exchange` solutions exchanged. */
 export function challengeLimit(app: FastifyInstance, redis: RedisClient, limits: RateLimitSettings, limit: 'challenge' | 'exchange'): Hook | undefined {
-  return limiter(app, redis, { limit, max: limits.challengeRatePerBuyer, windowMs: limits.challengeRateWindowMs, key: (req) => req.buyer });
+  return limiter(app, redis, { limit, max: limits.challengeRatePerBuyer, windowMs: limits.challengeRateWindowMs, key: (req) => req.buyer.id });
 }

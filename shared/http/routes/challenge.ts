@@ -26,7 +26,7 @@ export const challenge: FastifyPluginCallback<ChallengeDeps> = (app, { redis, au
         ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'no_challenge', 'rate_limited', 'unavailable'),
       },
     },
-  }, async (req) => challenges.challenge(await saleCache.get(req.params.saleId), req.buyer));
+  }, async (req) => challenges.challenge(await saleCache.get(req.params.saleId), req.buyer.id));
 
   app.post<SaleId & { Body: { payload: string } }>('/api/sales/:saleId/purchase-token', {
     preValidation: auth.buyer, preHandler: challengeLimit(app, redis, limits, 'exchange'), bodyLimit: 16 * 1024,
@@ -47,7 +47,7 @@ export const challenge: FastifyPluginCallback<ChallengeDeps> = (app, { redis, au
   }, async (req) => {
     const sale = await saleCache.get(req.params.saleId);
     const { available } = await saleView(redis, sale);
-    return challenges.exchange(sale, req.buyer, req.body.payload, available);
+    return challenges.exchange(sale, req.buyer.id, req.body.payload, available);
   });
   done();
 };

@@ -11,6 +11,7 @@ import { countEntries, entryOf, insertEntry } from '../../draw-queries.js';
 import { HttpError } from '../../errors.js';
 import { saleKeys } from '../../keys.js';
 import type { Logger } from '../../logger.js';
+import { refusalsAt, type PurchaseRules } from '../../purchase-rules/sale-rules.js';
 import type { RedisClient } from '../../redis/connect.js';
 import { TOKEN_MARK_MARGIN_MS } from '../../redis/sale-scripts.js';
 import type { Sale } from '../../sales.js';
@@ -41,9 +42,10 @@ export interface DrawDeps {
   limits: Pick<Config, 'sseMaxStreams'>;
   saleCache: SaleCache;
   challenges: Challenges;
+  /** The sale's rules on the buyer (a verified email), judged before they enter. */
+  rules: PurchaseRules;
   logger: Logger;
 }
-
 
 export async function drawSale(saleCache: SaleCache, id: string): Promise<Sale> {
   const sale = await saleCache.get(id);
@@ -58,7 +60,7 @@ export async function buyerEntry(pool: Pool, saleId: string, buyer: string): Pro
 }
 
 export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
-  const { pool, redis, auth, saleCache, challenges } = deps;
+  const { pool, redis, auth, saleCache, challenges, rules } = deps;
   app.post<SaleId>('/api/sales/:saleId/entries', {
     preValidation: auth.buyer, bodyLimit: 1024,
     schema: {
@@ -66,7 +68,8 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
       description: `One entry per buyer, from entriesOpenAt until entriesCloseAt. A sale with \`challenge: pow\` needs a purchase token in \`${PURCHASE_TOKEN_HEADER}\` to enter (it is spent by the entry); a buyer who has entered gets their entry back without one.`,
       response: {
         200: entryViewSchema,
-        ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'not_a_draw', 'entries_not_open', 'entries_closed', 'purchase_token_required', 'invalid_purchase_token', 'purchase_token_used', 'unavailable'),
+        ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'not_a_draw', 'entries_not_open', 'entries_closed', ...refusalsAt('enter'),
+          'purchase_token_required', 'invalid_purchase_token', 'purchase_token_used', 'unavailable'),
       },
     },
   }, async (req) => {
@@ -74,19 +77,20 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
     const now = Date.now();
     if (now < sale.entriesOpenAt!.getTime()) throw new HttpError('entries_not_open', `Entries to this draw open at ${sale.entriesOpenAt!.toISOString()}.`);
     if (now >= sale.entriesCloseAt!.getTime()) throw new HttpError('entries_closed', `Entries to this draw closed at ${sale.entriesCloseAt!.toISOString()}.`);
-    if (sale.challenge === 'pow' && !(await entryOf(pool, sale.id, req.buyer))) {
+    await rules.judge('enter', sale.id, req.buyer);
+    if (sale.challenge === 'pow' && !(await entryOf(pool, sale.id, req.buyer.id))) {
       const header = req.headers[PURCHASE_TOKEN_HEADER];
-      const token = await challenges.check(sale.id, req.buyer, header === undefined ? undefined : String(header), now);
+      const token = await challenges.check(sale.id, req.buyer.id, header === undefined ? undefined : String(header), now);
       if (token.kind !== 'token') throw new HttpError('invalid_purchase_token', 'An admission pass buys; it does not enter a draw.');
       const spent = await redis.set(saleKeys(sale.id).tokenUsed(token.id), 'entry', 'PXAT', token.expiresAt + TOKEN_MARK_MARGIN_MS, 'NX');
       if (spent !== 'OK') throw new HttpError('purchase_token_used', 'This purchase token has been used already: solve a new challenge.');
     }
-    const row = await insertEntry(pool, sale.id, req.buyer, ticketOf(sale.id, req.buyer));
+    const row = await insertEntry(pool, sale.id, req.buyer.id, ticketOf(sale.id, req.buyer.id));
     if (!row) throw new HttpError('entries_closed', 'Entries to this draw have closed: the draw has been made.');
     // The copy for counting (a crowd entering costs no count in Postgres); the draw reads Postgres
     // only, so losing it changes nothing but this count.
     const k = saleKeys(sale.id);
-    const [, [, entries]] = (await redis.multi().sadd(k.entries, req.buyer).scard(k.entries).exec()) as [unknown, [unknown, number]];
+    const [, [, entries]] = (await redis.multi().sadd(k.entries, req.buyer.id).scard(k.entries).exec()) as [unknown, [unknown, number]];
     return entryView(sale.id, row, Math.max(1, entries));
   });
 
@@ -96,7 +100,7 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
       summary: 'The buyer\'s entry in the draw: entered, won (with the order), waiting or lost', tags: ['draw'], security: SECURITY.buyer, params: saleIdParams,
       response: { 200: entryViewSchema, ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'not_a_draw', 'not_entered', 'unavailable') },
     },
-  }, async (req) => buyerEntry(pool, (await drawSale(saleCache, req.params.saleId)).id, req.buyer));
+  }, async (req) => buyerEntry(pool, (await drawSale(saleCache, req.params.saleId)).id, req.buyer.id));
 
   void app.register(drawRecord, deps);
   void app.register(drawEvents, deps);

@@ -49,7 +49,7 @@ export const orderEvents: FastifyPluginCallback<{ pool: Pool; redis: RedisClient
 
   app.get<Stream>('/api/orders/:orderId/events', { onRequest: tokenFromQuery, preValidation: auth.buyer, schema }, async (req, reply) => {
     const { orderId } = req.params;
-    const buyer = req.buyer;
+    const buyer = req.buyer.id;
     // Joined before the order is read: a transition published meanwhile waits here, not lost.
     const early: (OrderEvent | null)[] = [];
     let deliver: (e: OrderEvent | null) => void = (e) => void early.push(e);

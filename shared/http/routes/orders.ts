@@ -84,12 +84,12 @@ export const orders: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; rep
   app, { pool, redis, replicaAcks, auth, maxCancelsPerSale, directPay }, done,
 ) => {
   const route = { preValidation: auth.buyer };
-  app.get<OrderId>('/api/orders/:orderId', { ...route, schema: viewSchema }, async (req) => getOrder(pool, redis, req.params.orderId, req.buyer));
-  app.post<OrderId>('/api/orders/:orderId/cancel', { ...route, schema: cancelSchema, bodyLimit: 1024 }, async (req) => cancelOrder(pool, redis, req.params.orderId, req.buyer, maxCancelsPerSale, replicaAcks));
+  app.get<OrderId>('/api/orders/:orderId', { ...route, schema: viewSchema }, async (req) => getOrder(pool, redis, req.params.orderId, req.buyer.id));
+  app.post<OrderId>('/api/orders/:orderId/cancel', { ...route, schema: cancelSchema, bodyLimit: 1024 }, async (req) => cancelOrder(pool, redis, req.params.orderId, req.buyer.id, maxCancelsPerSale, replicaAcks));
   app.get<MyOrdersQuery>('/api/me/orders', { ...route, schema: myOrdersSchema }, async (req) => {
     const { limit, sale, before } = req.query;
-    return myOrders(pool, req.buyer, { limit: limit === undefined ? 20 : Number(limit), saleId: sale, before });
+    return myOrders(pool, req.buyer.id, { limit: limit === undefined ? 20 : Number(limit), saleId: sale, before });
   });
-  if (directPay) app.post<OrderId>('/api/orders/:orderId/pay', { ...route, schema: paySchema, bodyLimit: 1024 }, async (req) => payOrder(directPay, req.params.orderId, req.buyer));
+  if (directPay) app.post<OrderId>('/api/orders/:orderId/pay', { ...route, schema: paySchema, bodyLimit: 1024 }, async (req) => payOrder(directPay, req.params.orderId, req.buyer.id));
   done();
 };

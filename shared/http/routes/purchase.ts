@@ -1,13 +1,14 @@
 // POST /api/sales/:saleId/purchases, the hot path: every buyer of a crowd sends it, most of them
 // after the sale sold out. Its hooks answer what they can before the body is read; the handler
-// makes the reservation (purchase.lua through the Purchaser) and counts its outcome.
+// judges the sale's purchase rules (shared/purchase-rules/), makes the reservation (purchase.lua
+// through the Purchaser) and counts its outcome.
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import type { RedisClient } from '../../redis/connect.js';
 import type { Auth } from '../../auth.js';
-import type { Challenges } from '../../challenge.js';
 import { HttpError } from '../../errors.js';
 import { purchaseOutcome } from '../../metrics.js';
 import type { Purchaser } from '../../purchase.js';
+import { refusalsAt, type PurchaseRules } from '../../purchase-rules/sale-rules.js';
 import { MAX_PER_ORDER } from '../../sales.js';
 import { answerFor, refusal } from '../plugins/errors.js';
 import { purchaseAddressLimit, type RateLimitSettings } from '../plugins/rate-limit.js';
@@ -30,9 +31,9 @@ const purchaseAnswer = {
 
 const SOLD_OUT_BODY = JSON.stringify(new HttpError('sold_out').body());
 
-type PurchaseDeps = { redis: RedisClient; purchaser: Purchaser; auth: Auth; limits: RateLimitSettings; challenges: Challenges };
+type PurchaseDeps = { redis: RedisClient; purchaser: Purchaser; auth: Auth; limits: RateLimitSettings; rules: PurchaseRules };
 
-export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purchaser, auth, limits, challenges }, done) => {
+export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purchaser, auth, limits, rules }, done) => {
   // The sale id before the buyer, the buyer before the body: a malformed path is a 400 whoever asks.
   // Callback hooks, not async: every purchase runs them, and an async hook costs a promise each.
   const saleIdFirst = (req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
@@ -64,22 +65,21 @@ export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purc
     onRequest: addressLimit ? [soldOutFirst, addressLimit] : soldOutFirst, bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
     schema: {
       summary: 'Buy: reserve stock for the buyer', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams, body: purchaseBody,
-      description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token); a token makes one reservation. A sale with \`admission: queue\` takes the pass its waiting room gave the buyer in the same header; a \`draw\` sale sells only through its draw. Once this API process knows a sale is sold out, a buyer's purchase is answered \`409 sold_out\` before its body is read.`,
+      description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token); a token makes one reservation. A sale with \`admission: queue\` takes the pass its waiting room gave the buyer in the same header; a \`draw\` sale sells only through its draw; a \`buyers: verified-email\` sale only to buyers whose token carries \`email_verified: true\`. Once this API process knows a sale is sold out, a buyer's purchase is answered \`409 sold_out\` before its body is read.`,
       response: {
         202: purchaseAnswer,
         ...errorResponses('invalid_qty', 'qty_above_max', 'bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'not_started', 'ended',
-          'purchase_token_required', 'invalid_purchase_token', 'purchase_token_used', 'admission_pass_required', 'admission_pass_invalid', 'draw_sale',
-          'sale_not_found', 'sold_out', 'not_enough_stock', 'limit_reached', 'rate_limited', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
+          ...refusalsAt('purchase'), 'invalid_purchase_token', 'purchase_token_used', 'admission_pass_invalid', 'sale_not_found', 'sold_out', 'not_enough_stock', 'limit_reached', 'rate_limited', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
       },
     },
   }, async (req, reply) => {
     const { saleId } = req.params;
     const qty = req.body.qty ?? 1;
     try {
-      // A token is checked when given (one HMAC); purchase.lua refuses a `pow` sale without one, and a spent one.
+      // The sale's rules refuse here, or name what the reservation spends (a token, a pass): purchase.lua spends it.
       const header = req.headers[PURCHASE_TOKEN_HEADER];
-      const token = header === undefined ? undefined : await challenges.check(saleId, req.buyer, String(header));
-      const { orderId } = await purchaser.purchase(saleId, req.buyer, qty, Date.now(), token);
+      const gate = await rules.judge('purchase', saleId, req.buyer, header === undefined ? undefined : String(header));
+      const { orderId } = await purchaser.purchase(saleId, req.buyer.id, qty, Date.now(), gate);
       purchaseOutcome('queued').inc();
       // The answer's JSON by hand: an order id is [A-Za-z0-9_.-] only (ids.ts), nothing to escape.
       return await reply.code(202).type('application/json; charset=utf-8').send(`{"orderId":"${orderId}","status":"queued"}`);

@@ -7,6 +7,7 @@ import type { Challenges } from '../../challenge.js';
 import type { Config } from '../../config.js';
 import { HttpError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { refusalsAt, type PurchaseRules } from '../../purchase-rules/sale-rules.js';
 import type { RedisClient } from '../../redis/connect.js';
 import { joinQueue, QUEUE_STATES, readPlace, viewOf, type QueueView } from '../../room.js';
 import type { Sale } from '../../sales.js';
@@ -38,6 +39,8 @@ export interface QueueDeps {
   limits: RateLimitSettings & Pick<Config, 'sseMaxStreams'>;
   saleCache: SaleCache;
   challenges: Challenges;
+  /** The sale's rules on the buyer (a verified email), judged before they take a place. */
+  rules: PurchaseRules;
   logger: Logger;
 }
 
@@ -60,7 +63,7 @@ export async function queueSale(saleCache: SaleCache, id: string): Promise<Sale>
 }
 
 export const queue: FastifyPluginCallback<QueueDeps> = (app, deps, done) => {
-  const { redis, auth, saleCache, challenges } = deps;
+  const { redis, auth, saleCache, challenges, rules } = deps;
   app.post<SaleId>('/api/sales/:saleId/queue', {
     preValidation: auth.buyer, bodyLimit: 1024,
     schema: {
@@ -68,17 +71,19 @@ export const queue: FastifyPluginCallback<QueueDeps> = (app, deps, done) => {
       description: `Before the start every joiner is in the pre-queue, put in a random order (by the sale's seed) when the sale starts; later joiners queue in arrival order. A sale with \`challenge: pow\` needs a purchase token in \`${PURCHASE_TOKEN_HEADER}\` to join (it is spent by the join).`,
       response: {
         200: queueViewSchema,
-        ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'no_waiting_room', 'ended', 'purchase_token_required', 'invalid_purchase_token', 'purchase_token_used', 'unavailable'),
+        ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'no_waiting_room', 'ended', ...refusalsAt('join'),
+          'purchase_token_required', 'invalid_purchase_token', 'purchase_token_used', 'unavailable'),
       },
     },
   }, async (req) => {
     const sale = await queueSale(saleCache, req.params.saleId);
+    await rules.judge('join', sale.id, req.buyer);
     const now = Date.now();
     const header = req.headers[PURCHASE_TOKEN_HEADER];
-    const token = header === undefined ? undefined : await challenges.check(sale.id, req.buyer, String(header), now);
+    const token = header === undefined ? undefined : await challenges.check(sale.id, req.buyer.id, String(header), now);
     if (token?.kind === 'pass') throw new HttpError('invalid_purchase_token', 'An admission pass buys; it does not join.');
-    await joinQueue(redis, sale.id, req.buyer, now, token);
-    return buyerView(redis, challenges, sale, req.buyer, now);
+    await joinQueue(redis, sale.id, req.buyer.id, now, token);
+    return buyerView(redis, challenges, sale, req.buyer.id, now);
   });
 
   app.get<SaleId>('/api/sales/:saleId/queue/me', {
@@ -87,7 +92,7 @@ export const queue: FastifyPluginCallback<QueueDeps> = (app, deps, done) => {
       summary: 'The buyer\'s place in the waiting room, and the pass once admitted', tags: ['queue'], security: SECURITY.buyer, params: saleIdParams,
       response: { 200: queueViewSchema, ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'no_waiting_room', 'not_in_queue', 'unavailable') },
     },
-  }, async (req) => buyerView(redis, challenges, await queueSale(saleCache, req.params.saleId), req.buyer));
+  }, async (req) => buyerView(redis, challenges, await queueSale(saleCache, req.params.saleId), req.buyer.id));
 
   void app.register(roomEvents, deps);
   done();

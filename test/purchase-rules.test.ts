@@ -1,0 +1,115 @@
+// Purchase rules (shared/purchase-rules/): a sale's rules judged by the API at each door, here the
+// `buyers: verified-email` rule, which reads the buyer's token claims, through the real app.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import type { Config } from '../shared/config.js';
+import { buildApp } from '../shared/http/app.js';
+import { signJwt } from '../shared/jwt.js';
+import { saleKeys } from '../shared/keys.js';
+import { Purchaser } from '../shared/purchase.js';
+import { refusalsAt, RULES } from '../shared/purchase-rules/sale-rules.js';
+import type { Sale } from '../shared/sales.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { HOUR, newSale, openDraw } from './support/fixtures.js';
+import { ADMIN_TOKEN, JWT_SECRET } from './support/tokens.js';
+
+let env: TestEnv;
+let jwtApp: FastifyInstance;
+let gatewayApp: FastifyInstance;
+
+async function appWith(overrides: Partial<Config>): Promise<FastifyInstance> {
+  const config = { ...env.config, ...overrides };
+  const app = buildApp({ config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, config), logger: env.logger });
+  await app.ready();
+  return app;
+}
+
+before(async () => {
+  env = await testEnv();
+  jwtApp = await appWith({ authMode: 'jwt', jwtSecret: JWT_SECRET, jwtJwksUrl: undefined });
+  gatewayApp = await appWith({ authMode: 'trusted-header' });
+});
+
+after(async () => {
+  await jwtApp?.close();
+  await gatewayApp?.close();
+  await env?.close();
+});
+
+/** A buyer's token with these claims besides sub. */
+const token = (user: string, claims: Record<string, unknown> = {}) => `Bearer ${signJwt(user, JWT_SECRET, 600, claims)}`;
+const VERIFIED = { email: 'a@example.com', email_verified: true };
+
+async function ask(app: FastifyInstance, method: 'POST' | 'GET', url: string, headers: Record<string, string>): Promise<string> {
+  const res = await app.inject({ method, url, headers });
+  const body = res.body ? res.json() : {};
+  return `${res.statusCode} ${body.error ?? body.status ?? body.state ?? ''}`.trim();
+}
+const buy = (s: Sale, user: string, claims?: Record<string, unknown>) => ask(jwtApp, 'POST', `/api/sales/${s.id}/purchases`, { authorization: token(user, claims) });
+
+/** What a refused buyer must leave as it was. */
+const redisState = async (s: Sale) => {
+  const k = saleKeys(s.id);
+  return { available: await env.redis.get(k.available), winners: await env.redis.llen(k.winners), counts: await env.redis.hgetall(k.buyCounts) };
+};
+
+describe('buyers: verified-email', () => {
+  test('a sale sells only to buyers whose token says email_verified: true; a refusal changes nothing', async () => {
+    const s = await newSale(env, { buyers: 'verified-email', stock: 5 });
+    assert.equal(s.buyers, 'verified-email');
+    const before = await redisState(s);
+    for (const claims of [{}, { email: 'b@example.com' }, { email_verified: false }, { email_verified: 'true' }, { email_verified: 1 }]) {
+      assert.equal(await buy(s, 'bob', claims), '403 email_not_verified', JSON.stringify(claims));
+    }
+    assert.deepEqual(await redisState(s), before);
+    assert.equal(await buy(s, 'ann', VERIFIED), '202 queued');
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '4');
+    const view = await jwtApp.inject({ method: 'GET', url: `/api/sales/${s.id}` });
+    assert.equal(view.json().buyers, 'verified-email');
+  });
+
+  test('a sale for anyone sells to a buyer without the claim', async () => {
+    const s = await newSale(env);
+    assert.equal(s.buyers, 'anyone');
+    assert.equal(await buy(s, 'cy'), '202 queued');
+  });
+
+  test('a buyer without a verified email takes no place in a waiting room and makes no entry in a draw', async () => {
+    const room = await newSale(env, { buyers: 'verified-email', admission: 'queue', startsAt: new Date(Date.now() + HOUR).toISOString() });
+    const join = (user: string, claims?: Record<string, unknown>) => ask(jwtApp, 'POST', `/api/sales/${room.id}/queue`, { authorization: token(user, claims) });
+    assert.equal(await join('dan'), '403 email_not_verified');
+    assert.equal(await env.redis.exists(saleKeys(room.id).queue), 0, 'nobody has joined');
+    assert.match(await join('eve', VERIFIED), /^20[01] /);
+    assert.equal(await env.redis.zscore(saleKeys(room.id).queue, 'eve') !== null, true);
+
+    const draw = await newSale(env, { buyers: 'verified-email', ...openDraw() });
+    const enter = (user: string, claims?: Record<string, unknown>) => ask(jwtApp, 'POST', `/api/sales/${draw.id}/entries`, { authorization: token(user, claims) });
+    assert.equal(await enter('dan'), '403 email_not_verified');
+    assert.match(await enter('eve', VERIFIED), /^20[01] /);
+    const { rows } = await env.pool.query('select buyer from draw_entries where sale_id = $1', [draw.id]);
+    assert.deepEqual(rows.map((r) => r.buyer), ['eve']);
+  });
+
+  test('behind a gateway the API has no claims: such a sale sells to nobody through it', async () => {
+    const s = await newSale(env, { buyers: 'verified-email' });
+    const before = await redisState(s);
+    assert.equal(await ask(gatewayApp, 'POST', `/api/sales/${s.id}/purchases`, { 'x-user-id': 'fay' }), '403 email_not_verified');
+    assert.deepEqual(await redisState(s), before);
+  });
+
+  test('a sale definition with another value is refused', async () => {
+    const res = await jwtApp.inject({
+      method: 'POST', url: '/api/sales', headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      payload: { name: 'x', stock: 1, price: 500, currency: 'EUR', buyers: 'verified-phone' },
+    });
+    assert.equal(res.statusCode, 400);
+    assert.equal(res.json().error, 'invalid_sale');
+  });
+
+  test('each door documents the refusals of its rules', () => {
+    assert.ok(RULES.length >= 4);
+    assert.deepEqual(refusalsAt('join'), ['email_not_verified']);
+    assert.ok(refusalsAt('purchase').includes('purchase_token_required'));
+  });
+});
