@@ -10,6 +10,7 @@ import { saleKeys } from '../shared/keys.js';
 import { Purchaser } from '../shared/purchase.js';
 import { refusalsAt, RULES } from '../shared/purchase-rules/sale-rules.js';
 import type { Sale } from '../shared/sales.js';
+import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { HOUR, newSale, openDraw } from './support/fixtures.js';
 import { ADMIN_TOKEN, JWT_SECRET } from './support/tokens.js';
@@ -67,6 +68,18 @@ describe('buyers: verified-email', () => {
     assert.equal(await env.redis.get(saleKeys(s.id).available), '4');
     const view = await jwtApp.inject({ method: 'GET', url: `/api/sales/${s.id}` });
     assert.equal(view.json().buyers, 'verified-email');
+  });
+
+  test('`flashsale token --email-verified` prints a token such a sale sells to; without the flag it refuses it', async () => {
+    const s = await newSale(env, { buyers: 'verified-email' });
+    const tokenOf = async (...flags: string[]) => {
+      const r = await cli(env, ['token', 'gus', '--jwt-secret', JWT_SECRET, ...flags]);
+      assert.equal(r.code, 0, r.out);
+      return `Bearer ${r.stdout.trim()}`;
+    };
+    const purchase = (authorization: string) => ask(jwtApp, 'POST', `/api/sales/${s.id}/purchases`, { authorization });
+    assert.equal(await purchase(await tokenOf()), '403 email_not_verified');
+    assert.equal(await purchase(await tokenOf('--email-verified')), '202 queued');
   });
 
   test('a sale for anyone sells to a buyer without the claim', async () => {

@@ -10,11 +10,12 @@ import { configFrom, serverFlags } from './common.js';
 export const tools = (y: Argv) => y
   .command('token <user>', 'print a buyer token signed with JWT_SECRET (for tests and load tests)',
     (c) => c.positional('user', { type: 'string', demandOption: true }).option('jwt-secret', { type: 'string' })
-      .option('ttl', { type: 'number', default: 3600 }),
+      .option('ttl', { type: 'number', default: 3600 })
+      .option('email-verified', { type: 'boolean', describe: 'the token says email_verified: true (a `buyers: verified-email` sale sells only to such buyers)' }),
     (argv) => {
       const config = configFrom(argv);
       if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret');
-      console.log(signJwt(argv.user, config.jwtSecret, argv.ttl));
+      console.log(signJwt(argv.user, config.jwtSecret, argv.ttl, argv.emailVerified ? { email_verified: true } : {}));
     })
   .command('loadtest', 'fire N distinct buyers at a sale, then report outcomes, latency, orders and the conservation check',
     (c) => serverFlags(c)

@@ -3,7 +3,7 @@
 // judge), so they are read from its Redis meta once per process, one round trip at its first
 // purchase, and never from Postgres: purchases go on while Postgres is away.
 import type { Buyer } from '../buyer.js';
-import type { Challenges } from '../challenge.js';
+import type { Challenges, CheckedToken } from '../challenge.js';
 import type { RedisClient } from '../redis/connect.js';
 import { readSaleRules, type PurchaseGate, type SaleRules } from '../redis/sale-scripts.js';
 import { admissionPass } from './admission-pass.js';
@@ -18,6 +18,9 @@ export const RULES: readonly PurchaseRule[] = [verifiedEmail, drawOnly, admissio
 /** The codes a door's rules may refuse with, for its route's documentation. */
 export const refusalsAt = (door: Door) => RULES.flatMap((rule) => (rule.doors.includes(door) ? rule.refusals : []));
 
+/** What a door's rules let through: the gate purchase.lua spends, if any; a promise when a read or a check was needed. */
+export type Judged = PurchaseGate | undefined | Promise<PurchaseGate | undefined>;
+
 /** Past this many sales the memory starts again: ids of sales that do not exist are asked for too. */
 const MAX_SALES = 4096;
 
@@ -31,11 +34,21 @@ export class PurchaseRules {
    * Refuses the buyer at this door, or answers what purchase.lua must spend. `header`: a purchase's
    * purchase-token header, checked whenever it is given (one HMAC): a forged or foreign one is
    * refused on any sale. A sale that is not loaded is left to the route, which answers sale_not_found.
+   * Answered at once, without a promise, for a sale known here and no header: most of a crowd.
    */
-  async judge(door: Door, saleId: string, buyer: Buyer, header?: string, now = Date.now()): Promise<PurchaseGate | undefined> {
+  judge(door: Door, saleId: string, buyer: Buyer, header?: string, now = Date.now()): Judged {
+    const sale = this.held.get(saleId);
+    if (sale && header === undefined) return this.apply(door, sale, buyer, undefined);
+    return this.judgeAfterReads(door, saleId, buyer, header, now);
+  }
+
+  private async judgeAfterReads(door: Door, saleId: string, buyer: Buyer, header: string | undefined, now: number): Promise<PurchaseGate | undefined> {
     const carried = header === undefined ? undefined : await this.challenges.check(saleId, buyer.id, header, now);
     const sale = this.held.get(saleId) ?? await this.read(saleId);
-    if (!sale) return undefined;
+    return sale && this.apply(door, sale, buyer, carried);
+  }
+
+  private apply(door: Door, sale: SaleRules, buyer: Buyer, carried: CheckedToken | undefined): PurchaseGate | undefined {
     let gate: PurchaseGate | undefined;
     for (const rule of this.rules) {
       if (rule.doors.includes(door) && rule.applies(sale)) gate = rule.judge({ sale, buyer, carried }) ?? gate;

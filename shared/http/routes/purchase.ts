@@ -78,7 +78,8 @@ export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purc
     try {
       // The sale's rules refuse here, or name what the reservation spends (a token, a pass): purchase.lua spends it.
       const header = req.headers[PURCHASE_TOKEN_HEADER];
-      const gate = await rules.judge('purchase', saleId, req.buyer, header === undefined ? undefined : String(header));
+      const judged = rules.judge('purchase', saleId, req.buyer, header === undefined ? undefined : String(header));
+      const gate = judged instanceof Promise ? await judged : judged;
       const { orderId } = await purchaser.purchase(saleId, req.buyer.id, qty, Date.now(), gate);
       purchaseOutcome('queued').inc();
       // The answer's JSON by hand: an order id is [A-Za-z0-9_.-] only (ids.ts), nothing to escape.
