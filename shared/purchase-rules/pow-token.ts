@@ -1,7 +1,7 @@
 // A `challenge: pow` sale sells to buyers with a purchase token: a proof-of-work challenge solved
-// and exchanged (shared/challenge.ts). purchase.lua spends the token with the reservation: one
-// token, one reservation.
-import { HttpError } from '../errors.js';
+// and exchanged (shared/challenge.ts). The token goes to purchase.lua, which refuses the purchase
+// without one (purchase_token_required, in its own order: a sale not yet open says so first) and
+// spends it with the reservation: one token, one reservation.
 import type { PurchaseRule } from './rule.js';
 
 export const powToken: PurchaseRule = {
@@ -9,9 +9,6 @@ export const powToken: PurchaseRule = {
   // In a waiting room the challenge is solved to join, and the pass stands in for the token; a draw
   // takes its entrants' the same way.
   applies: (sale) => sale.challenge === 'pow' && (sale.admission ?? 'first-come') === 'first-come',
-  judge({ carried }) {
-    if (carried?.kind !== 'token') throw new HttpError('purchase_token_required');
-    return carried;
-  },
+  judge: ({ carried }) => (carried?.kind === 'token' ? carried : undefined),
   refusals: ['purchase_token_required'],
 };

@@ -4,9 +4,10 @@
 // of this folder and a line in sale-rules.ts's RULES; a rule that needs a field of the sale reads it
 // from the sale's rules as Redis holds them, so the field needs a `redis` name in sale-definition.ts.
 //
-// A rule that spends something (a token, a pass) tells purchase.lua what it checked, and the script
-// spends it atomically with the reservation; the script also refuses a `pow`, `queue` or `draw`
-// sale's purchase without it, whoever sent it.
+// A rule that needs what only Redis knows atomically (whether a token or a pass was spent) hands it
+// to purchase.lua, which checks and spends it with the reservation, and refuses a `pow`, `queue` or
+// `draw` sale's purchase without it, in its own order (a sale not open yet is told so first) and
+// whoever sent it. A rule that needs only the request (a claim of the buyer's) refuses here.
 import type { Buyer } from '../buyer.js';
 import type { CheckedToken } from '../challenge.js';
 import type { ErrorCode } from '../errors.js';
