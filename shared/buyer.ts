@@ -23,5 +23,5 @@ export function checkUserId(sub: unknown): string {
   return sub;
 }
 
-/** A buyer named by id alone: a gateway's header, the draw, tools. */
+/** A buyer: by id alone (a gateway's X-User-Id), or with a verified token's claims. */
 export const buyerOf = (id: string, claims = NO_CLAIMS): Buyer => ({ id, claims });

@@ -28,7 +28,7 @@ export class PurchaseRules {
   private readonly held = new Map<string, SaleRules>();
   private readonly reading = new Map<string, Promise<SaleRules | undefined>>();
 
-  constructor(private readonly redis: RedisClient, private readonly challenges: Challenges, readonly rules: readonly PurchaseRule[] = RULES) {}
+  constructor(private readonly redis: RedisClient, private readonly challenges: Challenges) {}
 
   /**
    * Refuses the buyer at this door, or answers what purchase.lua must spend. `header`: a purchase's
@@ -50,7 +50,7 @@ export class PurchaseRules {
 
   private apply(door: Door, sale: SaleRules, buyer: Buyer, carried: CheckedToken | undefined): PurchaseGate | undefined {
     let gate: PurchaseGate | undefined;
-    for (const rule of this.rules) {
+    for (const rule of RULES) {
       if (rule.doors.includes(door) && rule.applies(sale)) gate = rule.judge({ sale, buyer, carried }) ?? gate;
     }
     return gate;
