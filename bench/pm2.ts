@@ -3,7 +3,6 @@
 // and `pm2 kill` on cleanup so neither the daemon nor an app outlives the run.
 import { execFile, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -84,21 +83,6 @@ export async function startPm2(ecosystem: string, count: number, env: Record<str
     pid: Number(readFileSync(join(home, 'pm2.pid'), 'utf8')),
     apps: procs.map((p) => ({ name: p.name, instance: Number(p.pm2_env.NODE_APP_INSTANCE ?? 0), pid: p.pid })),
   };
-}
-
-const portFree = (port: number) => new Promise<boolean>((resolve) => {
-  const server = createServer();
-  server.once('error', () => resolve(false));
-  server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-});
-
-/** An OPS_PORT_BASE whose ports at every offset are free now (the ecosystem adds 1..3 and 10 + N). */
-export async function freeOpsPortBase(offsets: number[]): Promise<number> {
-  for (let tries = 0; tries < 50; tries++) {
-    const base = 20_000 + Math.floor(Math.random() * 30_000);
-    if ((await Promise.all(offsets.map((o) => portFree(base + o)))).every(Boolean)) return base;
-  }
-  throw new Error('no free OPS_PORT_BASE found in 50 tries');
 }
 
 /**

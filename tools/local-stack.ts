@@ -51,6 +51,29 @@ export function freePort(): Promise<number> {
   });
 }
 
+const portFree = (port: number) => new Promise<boolean>((resolve) => {
+  const server = createServer();
+  server.once('error', () => resolve(false));
+  server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+});
+
+/** Linux hands out outgoing connections' local ports from 32768 up (ip_local_port_range). */
+const EPHEMERAL_FROM = 32_768;
+
+/**
+ * An OPS_PORT_BASE whose ports at every offset are free now (the ecosystem adds 1..4 and 10 + N),
+ * all below the ephemeral range: there, a load test's thousands of client sockets could take one
+ * of them between this check and the app's listen.
+ */
+export async function freeOpsPortBase(offsets: number[]): Promise<number> {
+  const span = Math.max(...offsets);
+  for (let tries = 0; tries < 50; tries++) {
+    const base = 20_000 + Math.floor(Math.random() * (EPHEMERAL_FROM - span - 20_000));
+    if ((await Promise.all(offsets.map((o) => portFree(base + o)))).every(Boolean)) return base;
+  }
+  throw new Error('no free OPS_PORT_BASE found in 50 tries');
+}
+
 /**
  * `fsync: false` is for throwaway test servers only: the local stack keeps fsync on. The server's
  * default stays `synchronous_commit=off` (as many tuned servers have it): every connection of ours

@@ -2,18 +2,18 @@
 // servers, under a PM2 daemon of the test's own (PM2_HOME in a temporary directory), with the
 // API on a free port and the ops ports from a random OPS_PORT_BASE.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from '../../tools/local-stack.js';
+import { freeOpsPortBase, freePort } from '../../tools/local-stack.js';
 import type { TestEnv } from './env.js';
 import { waitFor } from './fixtures.js';
 import { ADMIN_TOKEN, JWT_SECRET, PAYMENT_WEBHOOK_SECRET } from './tokens.js';
 
 const run = promisify(execFile);
 
-export interface Pm2Process { name: string; pid: number; pm2_env: { status: string; restart_time: number; exit_code?: number; pm_out_log_path: string } }
+export interface Pm2Process { name: string; pid: number; pm2_env: { status: string; restart_time: number; exit_code?: number; pm_out_log_path: string; pm_err_log_path: string } }
 
 export interface Pm2Deployment {
   /** The API's shared port. */
@@ -36,7 +36,8 @@ export const PM2_APPS = 6;
 export async function pm2Deployment(env: TestEnv, extra: NodeJS.ProcessEnv = {}): Promise<Pm2Deployment> {
   const home = mkdtempSync(join(tmpdir(), 'flashsale-pm2-'));
   const port = await freePort();
-  const opsBase = 20_000 + Math.floor(Math.random() * 30_000);
+  // The ecosystem's ops ports: daemons on + 1..4, the API's two instances on + 10 and + 11.
+  const opsBase = await freeOpsPortBase([1, 2, 3, 4, 10, 11]);
   const vars: NodeJS.ProcessEnv = {
     ...process.env, PM2_HOME: home, DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, PORT: String(port),
     OPS_PORT_BASE: String(opsBase), JWT_SECRET, ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET, API_INSTANCES: '2', LOG_LEVEL: 'warn',
@@ -48,10 +49,13 @@ export async function pm2Deployment(env: TestEnv, extra: NodeJS.ProcessEnv = {})
     port, opsBase, vars, pm2, list,
     start: async (count = PM2_APPS) => {
       await pm2('start', 'ecosystem.config.js');
+      let l: Pm2Process[] = [];
       return waitFor('all online', async () => {
-        const l = await list();
+        l = await list();
         return l.length === count && l.every((p) => p.pm2_env.status === 'online') && l;
-      }, 60_000, 200);
+      }, 60_000, 200).catch((e: Error) => {
+        throw new Error(`${e.message}:\n${l.map(described).join('\n')}`);
+      });
     },
     close: async () => {
       await pm2('kill').catch(() => {});
@@ -59,3 +63,15 @@ export async function pm2Deployment(env: TestEnv, extra: NodeJS.ProcessEnv = {})
     },
   };
 }
+
+const tail = (file: string) => {
+  try {
+    return readFileSync(file, 'utf8').split('\n').slice(-10).join('\n');
+  } catch {
+    return '';
+  }
+};
+
+/** An app's state and the end of its logs, for a start that never came online. */
+const described = (p: Pm2Process) =>
+  `${p.name} ${p.pm2_env.status}, restarts ${p.pm2_env.restart_time}, exit code ${p.pm2_env.exit_code}\n${tail(p.pm2_env.pm_err_log_path)}${tail(p.pm2_env.pm_out_log_path)}`;
