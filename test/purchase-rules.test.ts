@@ -104,6 +104,18 @@ describe('buyers: verified-email', () => {
     assert.deepEqual(rows.map((r) => r.buyer), ['eve']);
   });
 
+  test('the waiting room and the draw judge the sale Postgres holds: with its Redis copy gone, an unverified buyer is still refused', async () => {
+    // Redis can lose a sale that Postgres keeps (an OS crash under appendfsync everysec, a failover);
+    // joining and entering read the sale from Postgres, and so do their rules.
+    const draw = await newSale(env, { buyers: 'verified-email', ...openDraw() });
+    const room = await newSale(env, { buyers: 'verified-email', admission: 'queue', startsAt: new Date(Date.now() + HOUR).toISOString() });
+    await env.redis.del(saleKeys(draw.id).meta, saleKeys(room.id).meta);
+    assert.equal(await ask(jwtApp, 'POST', `/api/sales/${draw.id}/entries`, { authorization: token('mallory') }), '403 email_not_verified');
+    assert.equal((await env.pool.query('select 1 from draw_entries where sale_id = $1', [draw.id])).rowCount, 0, 'no entry');
+    assert.equal(await ask(jwtApp, 'POST', `/api/sales/${room.id}/queue`, { authorization: token('mallory') }), '403 email_not_verified');
+    assert.equal(await env.redis.exists(saleKeys(room.id).queue), 0, 'no place');
+  });
+
   test('behind a gateway the API has no claims: such a sale sells to nobody through it', async () => {
     const s = await newSale(env, { buyers: 'verified-email' });
     const before = await redisState(s);

@@ -18,7 +18,7 @@ export type Door = 'purchase' | 'join' | 'enter';
 
 /** What a rule judges. */
 export interface Attempt {
-  /** The sale's rules as its Redis meta holds them. */
+  /** The sale's rules: at a purchase as its Redis meta holds them, at joining and entering as Postgres does. */
   sale: SaleRules;
   buyer: Buyer;
   /** At a purchase, the purchase token or admission pass the request carried, already checked: signed, for this buyer and sale, not expired. */

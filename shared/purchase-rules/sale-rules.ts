@@ -1,7 +1,8 @@
 // The rules a buyer is judged by at each door (rule.ts), and each sale's rules as this process
 // knows them. A sale's rules never change once it is loaded (an end is purchase.lua's to
-// judge), so they are read from its Redis meta once per process, one round trip at its first
-// purchase, and never from Postgres: purchases go on while Postgres is away.
+// judge), so at a purchase they are read from its Redis meta once per process, one round trip
+// at its first purchase, and never from Postgres: purchases go on while Postgres is away. Joining
+// a waiting room and entering a draw read the sale from Postgres anyway, and are judged by it.
 import type { Buyer } from '../buyer.js';
 import type { Challenges, CheckedToken } from '../challenge.js';
 import type { RedisClient } from '../redis/connect.js';
@@ -40,6 +41,14 @@ export class PurchaseRules {
     const sale = this.held.get(saleId);
     if (sale && header === undefined) return this.apply(door, sale, buyer, undefined);
     return this.judgeAfterReads(door, saleId, buyer, header, now);
+  }
+
+  /**
+   * Judges a buyer at a door whose route holds the sale as Postgres has it (joining a waiting room,
+   * entering a draw): its rules hold even while Redis has lost its copy of the sale.
+   */
+  judgeSale(door: Exclude<Door, 'purchase'>, sale: SaleRules, buyer: Buyer): void {
+    this.apply(door, sale, buyer, undefined);
   }
 
   private async judgeAfterReads(door: Door, saleId: string, buyer: Buyer, header: string | undefined, now: number): Promise<PurchaseGate | undefined> {

@@ -14,7 +14,7 @@ import type { Logger } from '../../logger.js';
 import { refusalsAt, type PurchaseRules } from '../../purchase-rules/sale-rules.js';
 import type { RedisClient } from '../../redis/connect.js';
 import { TOKEN_MARK_MARGIN_MS } from '../../redis/sale-scripts.js';
-import type { Sale } from '../../sales.js';
+import { rulesOf, type Sale } from '../../sales.js';
 import type { SaleCache } from '../sale-cache.js';
 import { errorResponses, saleIdParams, SECURITY } from '../schemas.js';
 import { drawEvents } from './draw-events.js';
@@ -77,7 +77,7 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
     const now = Date.now();
     if (now < sale.entriesOpenAt!.getTime()) throw new HttpError('entries_not_open', `Entries to this draw open at ${sale.entriesOpenAt!.toISOString()}.`);
     if (now >= sale.entriesCloseAt!.getTime()) throw new HttpError('entries_closed', `Entries to this draw closed at ${sale.entriesCloseAt!.toISOString()}.`);
-    await rules.judge('enter', sale.id, req.buyer);
+    rules.judgeSale('enter', rulesOf(sale), req.buyer);
     if (sale.challenge === 'pow' && !(await entryOf(pool, sale.id, req.buyer.id))) {
       const header = req.headers[PURCHASE_TOKEN_HEADER];
       const token = await challenges.check(sale.id, req.buyer.id, header === undefined ? undefined : String(header), now);

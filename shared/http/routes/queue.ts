@@ -10,7 +10,7 @@ import type { Logger } from '../../logger.js';
 import { refusalsAt, type PurchaseRules } from '../../purchase-rules/sale-rules.js';
 import type { RedisClient } from '../../redis/connect.js';
 import { joinQueue, QUEUE_STATES, readPlace, viewOf, type QueueView } from '../../room.js';
-import type { Sale } from '../../sales.js';
+import { rulesOf, type Sale } from '../../sales.js';
 import type { RateLimitSettings } from '../plugins/rate-limit.js';
 import type { SaleCache } from '../sale-cache.js';
 import { errorResponses, saleIdParams, SECURITY } from '../schemas.js';
@@ -77,7 +77,7 @@ export const queue: FastifyPluginCallback<QueueDeps> = (app, deps, done) => {
     },
   }, async (req) => {
     const sale = await queueSale(saleCache, req.params.saleId);
-    await rules.judge('join', sale.id, req.buyer);
+    rules.judgeSale('join', rulesOf(sale), req.buyer);
     const now = Date.now();
     const header = req.headers[PURCHASE_TOKEN_HEADER];
     const token = header === undefined ? undefined : await challenges.check(sale.id, req.buyer.id, String(header), now);
