@@ -379,6 +379,26 @@ describe('buyer page', () => {
     assert.equal(await env.redis.hlen(saleKeys(s.id).queued), 1);
   });
 
+  test('page: a sale for buyers with a verified email: without the box ticked the buyer is told in plain words and buys nothing; ticked, the click buys', { timeout: 60_000 }, async () => {
+    const s = await sale({ name: 'Members only', stock: 2, buyers: 'verified-email' });
+    const page = await open(`/?sale=${s.id}`);
+    await page.getByTestId('user-id').fill('vera');
+    assert.equal(await page.getByTestId('email-verified').isChecked(), false);
+    await buyEnabled(page);
+    await page.getByTestId('buy').click();
+    await see(page, 'message', 'This sale is only for buyers whose email address is verified.');
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '2', 'nothing reserved');
+    assert.equal(await env.redis.hlen(saleKeys(s.id).queued), 0);
+
+    await page.getByTestId('email-verified').check();
+    await buyEnabled(page);
+    await page.getByTestId('buy').click();
+    await see(page, 'order-status', 'Queued…');
+    assert.equal(await page.getByTestId('email-verified').isDisabled(), true, 'the claim cannot change mid-order');
+    assert.equal(await env.redis.get(saleKeys(s.id).available), '1');
+    await shot(page, '10-verified-email');
+  });
+
   test('page: an unknown sale says so', async () => {
     const page = await open('/?sale=no-such-sale');
     await see(page, 'sale-name', 'No such sale');

@@ -82,6 +82,29 @@ describe('buyers: verified-email', () => {
     assert.equal(await purchase(await tokenOf('--email-verified')), '202 queued');
   });
 
+  test('in development, POST /api/dev/token with emailVerified: true gives a token such a sale sells to; a value not true or false is 400', async () => {
+    const devApp = await appWith({ authMode: 'jwt', jwtSecret: JWT_SECRET, jwtJwksUrl: undefined, development: true });
+    try {
+      const s = await newSale(env, { buyers: 'verified-email' });
+      const devToken = async (body: Record<string, unknown>) => {
+        const res = await devApp.inject({ method: 'POST', url: '/api/dev/token', payload: body });
+        return { status: res.statusCode, body: res.json() };
+      };
+      const purchase = async (body: Record<string, unknown>) =>
+        ask(devApp, 'POST', `/api/sales/${s.id}/purchases`, { authorization: `Bearer ${(await devToken(body)).body.token}` });
+      assert.equal(await purchase({ userId: 'hal' }), '403 email_not_verified');
+      assert.equal(await purchase({ userId: 'hal', emailVerified: false }), '403 email_not_verified');
+      assert.equal(await purchase({ userId: 'hal', emailVerified: true }), '202 queued');
+      for (const emailVerified of ['true', 1, 'yes']) {
+        const bad = await devToken({ userId: 'ivy', emailVerified });
+        assert.equal(bad.status, 400, JSON.stringify(emailVerified));
+        assert.deepEqual(bad.body, { error: 'bad_request', message: 'emailVerified must be true or false.' });
+      }
+    } finally {
+      await devApp.close();
+    }
+  });
+
   test('a sale for anyone sells to a buyer without the claim', async () => {
     const s = await newSale(env);
     assert.equal(s.buyers, 'anyone');

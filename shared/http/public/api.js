@@ -5,6 +5,7 @@ const MESSAGES = {
   sold_out: 'Sold out: every item has been claimed.',
   not_enough_stock: 'Not enough items are left for that quantity.',
   limit_reached: 'You already have as many as this sale allows per buyer.',
+  email_not_verified: 'This sale is only for buyers whose email address is verified.',
   not_started: 'The sale has not started yet.',
   ended: 'The sale has ended.',
   invalid_id: 'This sale link is broken: check the address.',

@@ -17,6 +17,7 @@ function render() {
   renderBuy();
   const inFlight = state.buying || state.joining || state.entering || (orderHeld() && state.order.status !== 'paid') || state.room?.view.state === 'admitted';
   el.userId.disabled = inFlight;
+  el.emailVerified.disabled = inFlight;
   el.token.disabled = inFlight;
   const message = state.saleMissing ? `There is no sale called "${saleId}".` : state.message || (state.offline ? networkMessage : '');
   el.message.hidden = message === '';

@@ -5,7 +5,7 @@
 export const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
 export const el = {
   name: $('sale-name'), badge: $('sale-state'), countdown: $('countdown'), price: $('price'), stock: $('stock'),
-  userId: $('user-id'), token: $('token'), buy: $('buy'), buyHint: $('buy-hint'), message: $('message'),
+  userId: $('user-id'), emailVerified: $('email-verified'), token: $('token'), buy: $('buy'), buyHint: $('buy-hint'), message: $('message'),
   order: $('order'), orderStatus: $('order-status'), orderDetail: $('order-detail'), timer: $('payment-countdown'), pay: $('pay'),
   cancel: $('cancel'), history: $('orders'), orderList: $('order-list'), challenge: $('challenge'),
   join: $('join'), queue: $('queue'), queueStatus: $('queue-status'), queueDetail: $('queue-detail'), queueFacts: $('queue-facts'),

@@ -13,12 +13,16 @@ import { development, el, orderHeld, salePath, state } from './state.js';
 export const buyerKey = () => (development ? el.userId.value.trim() : el.token.value.trim());
 export const identityGiven = () => buyerKey() !== '';
 
-const tokens = new Map(); // development: user id -> token from /api/dev/token
+const tokens = new Map(); // development: whether the email is verified and the user id -> token from /api/dev/token
+const devTokenKey = () => `${el.emailVerified.checked} ${el.userId.value.trim()}`;
 export async function buyerToken() {
   if (!development) return el.token.value.trim();
-  const userId = el.userId.value.trim();
-  if (!tokens.has(userId)) tokens.set(userId, (await api('POST', '/api/dev/token', { body: { userId } })).token);
-  return tokens.get(userId);
+  const key = devTokenKey();
+  if (!tokens.has(key)) {
+    const body = { userId: el.userId.value.trim(), emailVerified: el.emailVerified.checked };
+    tokens.set(key, (await api('POST', '/api/dev/token', { body })).token);
+  }
+  return tokens.get(key);
 }
 
 const solutions = new Map(); // buyer -> { payload: Promise<string>, until }
@@ -62,7 +66,7 @@ export function prepareChallenge() {
   if (s?.challenge !== 'pow' || (s.state !== 'upcoming' && s.state !== 'open') || orderHeld() || state.room || state.entry) return;
   if (s.admission === 'draw' && Date.now() >= Date.parse(s.entriesCloseAt)) return;
   const buyer = buyerKey();
-  const token = development ? tokens.get(buyer) : buyer;
+  const token = development ? tokens.get(devTokenKey()) : buyer;
   if (token) solvedPayload(buyer, token).catch(() => {}); // a failure is met again, and said, at the click
 }
 

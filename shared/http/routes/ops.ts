@@ -4,6 +4,7 @@ import type { RedisClient } from '../../redis/connect.js';
 import type { Config } from '../../config.js';
 import type { Pool } from '../../db.js';
 import { checkUserId } from '../../buyer.js';
+import { HttpError } from '../../errors.js';
 import { signJwt } from '../../jwt.js';
 import { registry } from '../../metrics.js';
 import { notReady, readiness } from '../../ops-server.js';
@@ -20,10 +21,15 @@ const readyz: FastifySchema = {
 const metricsDoc = { summary: 'Prometheus metrics of the process that answered', tags: ['ops'], response: { 200: textResponse('text/plain', 'Prometheus text exposition') } };
 const devToken = {
   summary: 'A buyer token for this user (development mode only)', tags: ['ops'],
-  response: { 200: { description: 'a buyer JWT for this user', type: 'object', required: ['token'], properties: { token: { type: 'string' } } }, ...errorResponses('unauthorized') },
+  response: { 200: { description: 'a buyer JWT for this user', type: 'object', required: ['token'], properties: { token: { type: 'string' } } }, ...errorResponses('bad_request', 'unauthorized') },
 };
 // Documented, never validated: checkUserId refuses a bad userId as 401, as a bad token's sub.
-const devTokenBody = { type: 'object', required: ['userId'], properties: { userId: { type: 'string', description: '1-128 printable ASCII characters without spaces' } } };
+const devTokenBody = {
+  type: 'object', required: ['userId'], properties: {
+    userId: { type: 'string', description: '1-128 printable ASCII characters without spaces' },
+    emailVerified: { type: 'boolean', default: false, description: 'true: the token says `email_verified: true` (a `buyers: verified-email` sale sells to it)' },
+  },
+};
 
 export const ops: FastifyPluginCallback<{ config: Config; pool: Pool; redis: RedisClient }> = (app, { config, pool, redis }, done) => {
   app.get('/healthz', { schema: healthz }, async () => ({ status: 'ok' }));
@@ -36,8 +42,11 @@ export const ops: FastifyPluginCallback<{ config: Config; pool: Pool; redis: Red
   if (config.development && config.jwtSecret) {
     // Development only: hands out a buyer token so the local page and curl can buy without an IdP.
     app.post('/api/dev/token', { schema: devToken, config: documentedOnly({ body: devTokenBody }) }, async (req) => {
-      const userId = checkUserId((req.body as { userId?: unknown } | undefined)?.userId);
-      return { token: signJwt(userId, config.jwtSecret!) };
+      const body = req.body as { userId?: unknown; emailVerified?: unknown } | undefined;
+      const userId = checkUserId(body?.userId);
+      const emailVerified = body?.emailVerified ?? false;
+      if (typeof emailVerified !== 'boolean') throw new HttpError('bad_request', 'emailVerified must be true or false.');
+      return { token: signJwt(userId, config.jwtSecret!, undefined, emailVerified ? { email_verified: true } : {}) };
     });
   }
   done();
