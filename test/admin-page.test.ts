@@ -345,7 +345,7 @@ describe('operator page', () => {
     await page.context().close();
   });
 
-  test('admin page: the form creates a waiting room and a draw with their settings; a draw without its close is refused as the server says', async () => {
+  test('admin page: the form creates a waiting room (for verified emails only) and a draw with their settings; a draw without its close is refused as the server says', async () => {
     const page = await open('/admin');
     await signIn(page);
     await page.getByTestId('create-form').waitFor();
@@ -362,10 +362,11 @@ describe('operator page', () => {
     await page.getByTestId('create-admit-rate').fill('20');
     await page.getByTestId('create-admit-overbook').fill('1.5');
     await page.getByTestId('create-pass-seconds').fill('45');
+    await page.getByTestId('create-buyers').selectOption('verified-email');
     await page.getByTestId('create-button').click();
     await see(page, 'live-name', 'Admission form-room');
-    assert.deepEqual((await env.pool.query("select admission, admit_rate_per_second, admit_overbook, pass_seconds from sales where id = 'form-room'")).rows,
-      [{ admission: 'queue', admit_rate_per_second: 20, admit_overbook: 1.5, pass_seconds: 45 }]);
+    assert.deepEqual((await env.pool.query("select admission, admit_rate_per_second, admit_overbook, pass_seconds, buyers from sales where id = 'form-room'")).rows,
+      [{ admission: 'queue', admit_rate_per_second: 20, admit_overbook: 1.5, pass_seconds: 45, buyers: 'verified-email' }]);
     sales.push({ id: 'form-room', stock: 5 } as Sale);
 
     const close = Math.ceil((Date.now() + 3_600_000) / 1000) * 1000;
@@ -378,8 +379,9 @@ describe('operator page', () => {
     await page.getByTestId('create-entries-close').fill(local(close));
     await page.getByTestId('create-button').click();
     await see(page, 'live-name', 'Admission form-draw');
-    const [draw] = (await env.pool.query("select admission, entries_open_at, entries_close_at, backfill_until, starts_at from sales where id = 'form-draw'")).rows;
+    const [draw] = (await env.pool.query("select admission, entries_open_at, entries_close_at, backfill_until, starts_at, buyers from sales where id = 'form-draw'")).rows;
     assert.equal(draw.admission, 'draw');
+    assert.equal(draw.buyers, 'anyone', 'the form left at Anyone');
     assert.equal(draw.entries_close_at.getTime(), close);
     assert.equal(draw.entries_open_at.getTime(), draw.starts_at.getTime(), 'entries open at the start by default');
     assert.equal(draw.backfill_until.getTime(), close + 3_600_000, 'backfill an hour past the close by default');
