@@ -17,6 +17,12 @@ export class HistogramSeries {
     this.counts = new Float64Array(buckets.length + 1);
   }
 
+  clear(): void {
+    this.counts.fill(0);
+    this.sum = 0;
+    this.count = 0;
+  }
+
   observe(value: number): void {
     const b = this.buckets;
     let i = 0;
@@ -52,14 +58,19 @@ export class BoundHistogram {
     return s;
   }
 
+  /**
+   * Empties every series in place, so a series bound before (request-metrics.ts keeps them) still
+   * counts afterwards. As prom-client's, a series shows in /metrics only once it has observed.
+   */
   reset(): void {
-    this.series.clear();
+    for (const s of this.series.values()) s.clear();
   }
 
   /** What the registry formats: per series, the cumulative buckets, +Inf, sum and count (as prom-client's Histogram gives). */
   async getForPromString(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Value[] }> {
     const values: Value[] = [];
     for (const s of this.series.values()) {
+      if (s.count === 0) continue;
       let acc = 0;
       this.buckets.forEach((le, i) => {
         acc += s.counts[i]!;
