@@ -384,6 +384,7 @@ describe('buyer page', () => {
     const page = await open(`/?sale=${s.id}`);
     await page.getByTestId('user-id').fill('vera');
     assert.equal(await page.getByTestId('email-verified').isChecked(), false);
+    await see(page, 'buy-hint', 'This sale is only for buyers whose email address is verified.');
     await buyEnabled(page);
     await page.getByTestId('buy').click();
     await see(page, 'message', 'This sale is only for buyers whose email address is verified.');

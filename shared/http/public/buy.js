@@ -50,6 +50,7 @@ function buyHintText(s) {
   if (s.state === 'ended') return 'This sale is over.';
   if (!identityGiven()) return development ? 'Enter a user id to buy.' : 'Paste your buyer token to buy.';
   if (s.admission === 'queue') return 'This sale has a waiting room: join it, and the Buy button appears when it is your turn.';
+  if (s.buyers === 'verified-email') return 'This sale is only for buyers whose email address is verified.';
   return '';
 }
 
