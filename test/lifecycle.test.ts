@@ -106,11 +106,11 @@ test('a Redis that forbids CONFIG but has events on: the listener sees a probe k
 
 test('an evicting Redis is refused by every long-running process, exit 1 naming maxmemory-policy', async () => {
   await withRedis(['--appendonly', 'yes', '--dir', env.dataDir, '--maxmemory-policy', 'allkeys-lru'], async (url) => {
-    for (const service of ['api', 'order-writer', 'expiry-listener', 'replay']) {
+    await Promise.all(['api', 'order-writer', 'expiry-listener', 'replay'].map(async (service) => {
       const r = await run([service], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
       assert.equal(r.code, 1, `${service}: ${r.out}`);
       assert.match(r.out, /Redis maxmemory-policy is allkeys-lru: set maxmemory-policy noeviction/);
-    }
+    }));
   });
 });
 
@@ -138,11 +138,11 @@ test('a wrong or missing Redis password is named as such (NOAUTH / WRONGPASS), e
 
 test('an unreachable Redis ends every daemon with exit 1 (a supervisor restarts it), never 0', async () => {
   const url = `redis://127.0.0.1:${await freePort()}`;
-  for (const service of ['api', 'order-writer', 'expiry-listener', 'replay']) {
+  await Promise.all(['api', 'order-writer', 'expiry-listener', 'replay'].map(async (service) => {
     const r = await run([service], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url, STARTUP_TIMEOUT_MS: '300' });
     assert.equal(r.code, 1, `${service}: ${r.out}`);
     assert.match(r.out, /cannot start: Redis at REDIS_URL is unusable: .*ECONNREFUSED/);
-  }
+  }));
 });
 
 test('bad values exit 2 with a message naming the variable, not a stack trace', async () => {
@@ -155,12 +155,12 @@ test('bad values exit 2 with a message naming the variable, not a stack trace', 
     [{ JWT_REQUIRE_EXP: 'maybe' }, /JWT_REQUIRE_EXP must be true or false/],
   ];
   for (const [setting, message] of cases) {
-    for (const command of [['api'], ['replay'], ['replay', '--once'], ['check']]) {
+    await Promise.all([['api'], ['replay'], ['replay', '--once'], ['check']].map(async (command) => {
       const r = await run(command, { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, ...setting });
       assert.equal(r.code, 2, `${command.join(' ')} with ${JSON.stringify(setting)}: ${r.out}`);
       assert.match(r.out, message);
       assert.doesNotMatch(r.out, /\n\s+at /, 'no stack trace');
-    }
+    }));
   }
 });
 
@@ -178,12 +178,13 @@ test('Redis forms: exactly one of REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINEL
     [{ REDIS_MIN_REPLICAS_ACK: '-1' }, /REDIS_MIN_REPLICAS_ACK must be an integer >= 0/],
   ];
   for (const [vars, message] of cases) {
-    for (const command of [['api'], ['order-writer'], ['check']]) {
+    // The commands of a case side by side: each is a process of its own.
+    await Promise.all([['api'], ['order-writer'], ['check']].map(async (command) => {
       const r = await run(command, { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url, ...vars });
       assert.equal(r.code, 2, `${command.join(' ')} with ${JSON.stringify(vars)}: ${r.out}`);
       assert.match(r.out, message);
       assert.doesNotMatch(r.out, /\n\s+at /, 'no stack trace');
-    }
+    }));
   }
 });
 

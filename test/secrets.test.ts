@@ -66,11 +66,12 @@ test('secrets: a published development default or a short secret is refused by e
     [{ JWT_SECRET: 'short' }, /JWT_SECRET is too short/],
   ];
   for (const service of SERVICES) {
-    for (const [setting, message] of cases) {
+    // A service's cases side by side: each is a process of its own.
+    await Promise.all(cases.map(async ([setting, message]) => {
       const r = await run([service], setting);
       assert.equal(r.code, 2, `${service} with ${JSON.stringify(setting)}: ${r.out}`);
       assert.match(r.out, message);
-    }
+    }));
   }
 });
 
