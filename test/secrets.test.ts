@@ -26,14 +26,14 @@ const SERVICES = ['api', 'order-writer', 'expiry-listener', 'replay'];
 const run = (args: string[], vars: Vars) => cli(env, args, { LOG_LEVEL: 'info', FLASHSALE_LOCAL_STACK: undefined, ...vars });
 
 test('secrets: every service refuses to start without JWT_SECRET (or JWT_JWKS_URL) or ADMIN_TOKEN, exit 2 naming the variable', async () => {
-  for (const service of SERVICES) {
-    const noJwt = await run([service], { JWT_SECRET: undefined });
+  // Every service side by side, each a process of its own.
+  await Promise.all(SERVICES.map(async (service) => {
+    const [noJwt, noAdmin] = await Promise.all([run([service], { JWT_SECRET: undefined }), run([service], { ADMIN_TOKEN: undefined })]);
     assert.equal(noJwt.code, 2, `${service} without JWT_SECRET: ${noJwt.out}`);
     assert.match(noJwt.out, /JWT_SECRET is not set: set JWT_SECRET .* or JWT_JWKS_URL/);
-    const noAdmin = await run([service], { ADMIN_TOKEN: undefined });
     assert.equal(noAdmin.code, 2, `${service} without ADMIN_TOKEN: ${noAdmin.out}`);
     assert.match(noAdmin.out, /ADMIN_TOKEN is not set/);
-  }
+  }));
 });
 
 test('secrets: the API refuses to start without a PAYMENT_WEBHOOK_SECRET of its own, exit 2 naming it; the daemons do not need it', async () => {
@@ -42,11 +42,11 @@ test('secrets: the API refuses to start without a PAYMENT_WEBHOOK_SECRET of its 
     [{ PAYMENT_WEBHOOK_SECRET: 'short' }, /PAYMENT_WEBHOOK_SECRET is too short/],
     [{ PAYMENT_WEBHOOK_SECRET: 'flashsale-development-secret' }, /PAYMENT_WEBHOOK_SECRET is a published development default/],
   ];
-  for (const [setting, message] of cases) {
+  await Promise.all(cases.map(async ([setting, message]) => {
     const r = await run(['api'], setting);
     assert.equal(r.code, 2, `api with ${JSON.stringify(setting)}: ${r.out}`);
     assert.match(r.out, message);
-  }
+  }));
   const replay = await run(['replay', '--once'], { PAYMENT_WEBHOOK_SECRET: undefined });
   assert.equal(replay.code, 0, replay.out);
 });
