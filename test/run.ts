@@ -1,6 +1,6 @@
 // `npm test`: starts one throwaway embedded Postgres for the whole run (each test file creates its
-// own database in it and starts its own redis-server), then runs node's test runner over test/ and
-// test/reliability/ (or the files and directories given), and closes with the reliability figures.
+// own database in it and starts its own redis-server), then runs node's test runner over
+// test/reliability/ and test/ (or the files and directories given), and closes with the reliability figures.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,7 +10,9 @@ import type { Summary } from './support/scenario.js';
 
 const only = process.argv.slice(2);
 const testsIn = (dir: string) => readdirSync(dir).filter((f) => f.endsWith('.test.ts')).sort().map((f) => join(dir, f));
-const files = (only.length > 0 ? only : ['test', 'test/reliability']).flatMap((a) => (statSync(a).isDirectory() ? testsIn(a) : [a]));
+// The reliability scenarios first: the longest files, so that the two lanes end together rather
+// than one waiting out a long scenario started last.
+const files = (only.length > 0 ? only : ['test/reliability', 'test']).flatMap((a) => (statSync(a).isDirectory() ? testsIn(a) : [a]));
 const dir = mkdtempSync(join(tmpdir(), 'flashsale-test-pg-'));
 // Each reliability scenario leaves its figures here; the closing note prints them.
 const reportDir = mkdtempSync(join(tmpdir(), 'flashsale-test-report-'));
