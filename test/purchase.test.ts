@@ -7,7 +7,8 @@ import { Purchaser } from '../shared/purchase.js';
 import { parseSaleInput } from '../shared/sales.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { countBy, newSale, runConcurrently } from './support/fixtures.js';
-import { http } from './support/http.js';
+import { http, rawRequest } from './support/http.js';
+import { token } from './support/tokens.js';
 
 let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApi>>;
@@ -155,6 +156,14 @@ describe('purchase', () => {
     assert.deepEqual([malformed.status, malformed.body.error], [409, 'sold_out'], 'the body is never read');
     const anonymous = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 } });
     assert.deepEqual([anonymous.status, anonymous.body.error], [401, 'unauthorized']);
+    // A body still arriving after that answer must arrive within BODY_TIMEOUT_MS, as any body must:
+    // the server closes the connection then, instead of waiting REQUEST_TIMEOUT_MS for it.
+    const headers = `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('d')}\r\n` +
+      'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"q';
+    const trickled = await rawRequest(api.port, headers, { timeoutMs: 30_000 });
+    assert.deepEqual([trickled.status, (trickled.body as { error?: string }).error, trickled.closed], [409, 'sold_out', true], JSON.stringify(trickled));
+    assert.ok(trickled.ms >= env.config.bodyTimeoutMs && trickled.ms < env.config.requestTimeoutMs,
+      `closed after ${trickled.ms} ms: at the body deadline (${env.config.bodyTimeoutMs} ms), not the request timeout (${env.config.requestTimeoutMs} ms)`);
     // Another sale, not sold out, still refuses the same body.
     const open = await newSale(env, { stock: 5 });
     assert.deepEqual([(await buy(open.id, 'c', '{"qty": "many"')).status], [400]);

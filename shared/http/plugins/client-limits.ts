@@ -73,26 +73,38 @@ export function bodyDeadline(req: IncomingMessage, res: ServerResponse, ms: numb
   bodies.watch(req as Body, res, ms);
 }
 
+/**
+ * A request answered before its body was read (a purchase of a sale known sold out, purchase.ts):
+ * the rest of its body must still arrive within `ms`, or the connection is closed. Node would
+ * otherwise wait REQUEST_TIMEOUT_MS for it before reading the next request, and a trickling client
+ * would hold its connection that long by buying from a sold-out sale.
+ */
+export function drainDeadline(req: IncomingMessage, ms: number): void {
+  if (!req.complete) bodies.watch(req as Body, undefined, ms);
+}
+
 /** The body is in (the route's preValidation): its deadline is dropped at once, not at the next sweep. */
 export function bodyArrived(req: IncomingMessage): void {
   bodies.done(req as Body);
 }
 
-type Body = IncomingMessage & { [DEADLINE]?: { at: number; res: ServerResponse; ms: number } };
+/** `res` is the answer still waiting for the body; none when it was given before (drainDeadline). */
+type Body = IncomingMessage & { [DEADLINE]?: { at: number; res: ServerResponse | undefined; ms: number } };
 const DEADLINE = Symbol('bodyDeadline');
 
 /**
  * Every body in flight, checked by one sweep a few times a second: a timer and two listeners per
  * request cost about 4 µs of a sold-out answer's 50. A body that arrives leaves the set at once
  * (bodyArrived); one whose request ended otherwise (refused early, client gone) at the next sweep;
- * one past its deadline fails at most a tick late.
+ * one past its deadline fails at most a tick late, or, answered already (drainDeadline), closes
+ * its connection.
  */
 class BodyDeadlines {
   private readonly watched = new Set<Body>();
   private timer: NodeJS.Timeout | undefined;
   private tickMs = 250;
 
-  watch(req: Body, res: ServerResponse, ms: number): void {
+  watch(req: Body, res: ServerResponse | undefined, ms: number): void {
     req[DEADLINE] = { at: Date.now() + ms, res, ms };
     this.watched.add(req);
     // A tenth of the shortest deadline, so a deadline is kept to within 10%.
@@ -111,11 +123,14 @@ class BodyDeadlines {
     const now = Date.now();
     for (const req of this.watched) {
       const d = req[DEADLINE]!;
-      if (req.complete || d.res.writableEnded || d.res.destroyed) {
+      const gone = d.res === undefined ? req.socket?.destroyed !== false : d.res.writableEnded || d.res.destroyed;
+      if (req.complete || gone) {
         this.watched.delete(req);
       } else if (now >= d.at) {
         this.watched.delete(req);
-        expire(req, d.res, d.ms);
+        // Answered already: nothing is left to say, and the connection cannot take another request.
+        if (d.res === undefined) req.socket?.destroy();
+        else expire(req, d.res, d.ms);
       }
     }
     if (this.watched.size === 0) {

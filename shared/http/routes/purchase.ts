@@ -5,11 +5,13 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import type { RedisClient } from '../../redis/connect.js';
 import type { Auth } from '../../auth.js';
+import type { Config } from '../../config.js';
 import { HttpError } from '../../errors.js';
 import { purchaseOutcome } from '../../metrics.js';
 import type { Purchaser } from '../../purchase.js';
 import { refusalsAt, type PurchaseRules } from '../../purchase-rules/sale-rules.js';
 import { MAX_PER_ORDER } from '../../sales.js';
+import { drainDeadline } from '../plugins/client-limits.js';
 import { answerFor, refusal } from '../plugins/errors.js';
 import { purchaseAddressLimit, type RateLimitSettings } from '../plugins/rate-limit.js';
 import { errorResponses, saleIdParams, SECURITY } from '../schemas.js';
@@ -31,7 +33,7 @@ const purchaseAnswer = {
 
 const SOLD_OUT_BODY = JSON.stringify(new HttpError('sold_out').body());
 
-type PurchaseDeps = { redis: RedisClient; purchaser: Purchaser; auth: Auth; limits: RateLimitSettings; rules: PurchaseRules };
+type PurchaseDeps = { redis: RedisClient; purchaser: Purchaser; auth: Auth; limits: RateLimitSettings & Pick<Config, 'bodyTimeoutMs'>; rules: PurchaseRules };
 
 export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purchaser, auth, limits, rules }, done) => {
   // The sale id before the buyer, the buyer before the body: a malformed path is a 400 whoever asks.
@@ -56,6 +58,7 @@ export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purc
       if (err) return done(err);
       purchaseOutcome('sold_out').inc();
       void reply.code(409).type('application/json; charset=utf-8').send(SOLD_OUT_BODY);
+      drainDeadline(req.raw, limits.bodyTimeoutMs);
     });
   };
   // Per address on arrival, refused before the handler, so nothing changes; per buyer, purchase.lua
