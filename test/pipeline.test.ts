@@ -237,7 +237,10 @@ describe('expiry listener and replay', () => {
     await waitFor('written', async () => w.written === 500);
     await waitFor('all expired', async () => (await orderCount(env, s.id, 'expired')) === 500, 15_000);
     await waitFor('all restored', async () => (await env.redis.get(saleKeys(s.id).available)) === '500');
-    await new Promise((r) => setTimeout(r, 300));
+    // Each counts a restore only once it is recorded in Postgres, after Redis has it: stopping them
+    // waits for the work they have in hand, so the counts below are final. (A 300 ms pause was not
+    // enough on a loaded machine: 396 of the 500 were not yet counted, though Redis had them all.)
+    for (const stop of stops.splice(0)) await stop();
     // With a 1 s window a writer slowed past it closes its batch's orders itself (overdue on arrival): they count too.
     assert.equal(l1.restored + l2.restored + replays + w.restored, 500, `listener 1: ${l1.restored}, listener 2: ${l2.restored}, replay: ${replays}, writer: ${w.restored}`);
     assert.equal(await env.redis.get(saleKeys(s.id).available), '500');
