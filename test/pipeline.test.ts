@@ -167,6 +167,8 @@ describe('payment and expiry', () => {
     const late = await pay(won[2]!.body.orderId, 'u1');
     assert.equal(late.status, 409);
     assert.equal(late.body.error, 'order_expired');
+    // The listener counts a restore once Postgres records it, a moment after Redis has it.
+    await waitFor('the restores counted', async () => l.restored >= 2);
     assert.equal(l.restored, 2);
     // Quota is back too: the same buyer can buy again; a paid buyer still cannot.
     assert.equal((await buy(s.id, 'u1')).status, 202);
