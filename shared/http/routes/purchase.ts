@@ -52,13 +52,10 @@ export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purc
   // as soon as the buyer is known, before the body is read and checked: that answer holds whatever
   // the body says, and reading and checking it was most of what such a request cost (BENCHMARKS.md).
   // A request the memory does not answer goes on; the handler does not ask the memory again.
-  // Whatever answers before the body is read (sold out, no buyer, the address limit), the rest of
-  // the body is still held to BODY_TIMEOUT_MS; once the body is parsed, its own deadline takes over.
-  const bodyOwed = (req: FastifyRequest, _reply: FastifyReply, done: () => void) => {
-    drainDeadline(req.raw, limits.bodyTimeoutMs);
-    done();
-  };
   const soldOutFirst = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
+    // Whatever answers before the body is read (sold out here, no buyer, the address limit), the
+    // rest of the body is still held to BODY_TIMEOUT_MS; once the body is parsed, its own deadline takes over.
+    drainDeadline(req.raw, limits.bodyTimeoutMs);
     if (!purchaser.answerSoldOut((req.params as { saleId: string }).saleId)) return done();
     auth.buyer(req, reply, (err) => {
       if (err) return done(err);
@@ -70,7 +67,7 @@ export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purc
   // counts and refuses in the purchase's own round trip.
   const addressLimit = purchaseAddressLimit(app, redis, limits, (saleId) => purchaser.soldOut(saleId));
   app.post<{ Params: { saleId: string }; Body: { qty?: number | null } }>(PURCHASE_URL, {
-    onRequest: addressLimit ? [bodyOwed, soldOutFirst, addressLimit] : [bodyOwed, soldOutFirst], bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
+    onRequest: addressLimit ? [soldOutFirst, addressLimit] : soldOutFirst, bodyLimit: 1024, preValidation: [saleIdFirst, auth.buyer, noBodyBuysOne],
     schema: {
       summary: 'Buy: reserve stock for the buyer', tags: ['sales'], security: SECURITY.buyer, params: saleIdParams, body: purchaseBody,
       description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token); a token makes one reservation. A sale with \`admission: queue\` takes the pass its waiting room gave the buyer in the same header; a \`draw\` sale sells only through its draw; a \`buyers: verified-email\` sale only to buyers whose token carries \`email_verified: true\`. Once this API process knows a sale is sold out, a buyer's purchase is answered \`409 sold_out\` before its body is read.`,
