@@ -74,13 +74,28 @@ export function bodyDeadline(req: IncomingMessage, res: ServerResponse, ms: numb
 }
 
 /**
- * A request answered before its body was read (a purchase of a sale known sold out, purchase.ts):
- * the rest of its body must still arrive within `ms`, or the connection is closed. Node would
- * otherwise wait REQUEST_TIMEOUT_MS for it before reading the next request, and a trickling client
- * would hold its connection that long by buying from a sold-out sale.
+ * A request that may be answered before its body is read (a purchase of a sale known sold out,
+ * purchase.ts): the rest of its body must still arrive within `ms`, or the connection is closed.
+ * Node would otherwise wait REQUEST_TIMEOUT_MS for it before reading the next request, and a
+ * trickling client would hold its connection that long by buying from a sold-out sale. Looked at
+ * once the parser has read what came with the headers: most bodies are complete by then and cost
+ * nothing more than this push; one whose body is being parsed has its own deadline already.
  */
 export function drainDeadline(req: IncomingMessage, ms: number): void {
-  if (!req.complete) bodies.watch(req as Body, undefined, ms);
+  if (owed.push(req) === 1) setImmediate(checkOwed);
+  owedMs.push(ms);
+}
+
+const owed: IncomingMessage[] = [];
+const owedMs: number[] = [];
+
+function checkOwed(): void {
+  for (let i = 0; i < owed.length; i++) {
+    const req = owed[i] as Body;
+    if (!req.complete && req[DEADLINE] === undefined) bodies.watch(req, undefined, owedMs[i]!);
+  }
+  owed.length = 0;
+  owedMs.length = 0;
 }
 
 /** The body is in (the route's preValidation): its deadline is dropped at once, not at the next sweep. */
