@@ -65,37 +65,23 @@ function refuse(socket: Socket): void {
 }
 
 /**
- * Fails the body's parse with 408 request_timeout if the body is not complete within `ms`; the
- * answer then closes the connection. Until the body is in, a request holds no in-flight slot (see
- * load-shedding.ts), so this bounds only how long a trickling client keeps its connection.
+ * The body must be complete within `ms`: while it is awaited, its parse fails with 408
+ * request_timeout, and the answer closes the connection; once a request was answered before its
+ * body was read (a sold-out purchase, a refusal in onRequest), the connection is closed, where
+ * Node would wait REQUEST_TIMEOUT_MS for the rest before reading the next request. Until the body
+ * is in, a request holds no in-flight slot (see load-shedding.ts), so this bounds only how long a
+ * trickling client keeps its connection. Looked at once the parser has read what came with the
+ * headers: most bodies are complete by then and cost nothing more than this push.
  */
 export function bodyDeadline(req: IncomingMessage, res: ServerResponse, ms: number): void {
-  bodies.watch(req as Body, res, ms);
+  if (owed.push({ req, res, ms }) === 1) setImmediate(checkOwed);
 }
 
-/**
- * A request that may be answered before its body is read (a purchase of a sale known sold out,
- * purchase.ts): the rest of its body must still arrive within `ms`, or the connection is closed.
- * Node would otherwise wait REQUEST_TIMEOUT_MS for it before reading the next request, and a
- * trickling client would hold its connection that long by buying from a sold-out sale. Looked at
- * once the parser has read what came with the headers: most bodies are complete by then and cost
- * nothing more than this push; one whose body is being parsed has its own deadline already.
- */
-export function drainDeadline(req: IncomingMessage, ms: number): void {
-  if (owed.push(req) === 1) setImmediate(checkOwed);
-  owedMs.push(ms);
-}
-
-const owed: IncomingMessage[] = [];
-const owedMs: number[] = [];
+const owed: { req: IncomingMessage; res: ServerResponse; ms: number }[] = [];
 
 function checkOwed(): void {
-  for (let i = 0; i < owed.length; i++) {
-    const req = owed[i] as Body;
-    if (!req.complete && req[DEADLINE] === undefined) bodies.watch(req, undefined, owedMs[i]!);
-  }
+  for (const { req, res, ms } of owed) if (!req.complete) bodies.watch(req as Body, res, ms);
   owed.length = 0;
-  owedMs.length = 0;
 }
 
 /** The body is in (the route's preValidation): its deadline is dropped at once, not at the next sweep. */
@@ -103,23 +89,21 @@ export function bodyArrived(req: IncomingMessage): void {
   bodies.done(req as Body);
 }
 
-/** `res` is the answer still waiting for the body; none when it was given before (drainDeadline). */
-type Body = IncomingMessage & { [DEADLINE]?: { at: number; res: ServerResponse | undefined; ms: number } };
+type Body = IncomingMessage & { [DEADLINE]?: { at: number; res: ServerResponse; ms: number } };
 const DEADLINE = Symbol('bodyDeadline');
 
 /**
  * Every body in flight, checked by one sweep a few times a second: a timer and two listeners per
  * request cost about 4 µs of a sold-out answer's 50. A body that arrives leaves the set at once
  * (bodyArrived); one whose request ended otherwise (refused early, client gone) at the next sweep;
- * one past its deadline fails at most a tick late, or, answered already (drainDeadline), closes
- * its connection.
+ * one past its deadline fails at most a tick late, or, answered already, closes its connection.
  */
 class BodyDeadlines {
   private readonly watched = new Set<Body>();
   private timer: NodeJS.Timeout | undefined;
   private tickMs = 250;
 
-  watch(req: Body, res: ServerResponse | undefined, ms: number): void {
+  watch(req: Body, res: ServerResponse, ms: number): void {
     req[DEADLINE] = { at: Date.now() + ms, res, ms };
     this.watched.add(req);
     // A tenth of the shortest deadline, so a deadline is kept to within 10%.
@@ -138,13 +122,15 @@ class BodyDeadlines {
     const now = Date.now();
     for (const req of this.watched) {
       const d = req[DEADLINE]!;
-      const gone = d.res === undefined ? req.socket?.destroyed !== false : d.res.writableEnded || d.res.destroyed;
+      // An answer given before the body leaves the body owed on the connection (which inject()
+      // does not have); one not given yet, on the response.
+      const gone = d.res.writableEnded ? req.socket?.destroyed !== false : d.res.destroyed;
       if (req.complete || gone) {
         this.watched.delete(req);
       } else if (now >= d.at) {
         this.watched.delete(req);
         // Answered already: nothing is left to say, and the connection cannot take another request.
-        if (d.res === undefined) req.socket?.destroy();
+        if (d.res.writableEnded) req.socket.destroy();
         else expire(req, d.res, d.ms);
       }
     }

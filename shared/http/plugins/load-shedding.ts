@@ -48,12 +48,13 @@ export const loadShedding = wholeApp<{ limits: Limits }>((app, { limits }, done)
   // Wired on the server, not as a hook: inject() has no connections, and a refused connection
   // must never reach the router.
   capConnectionsPerClient(app.server, limits.maxConnectionsPerClient);
-  // A body gets bodyTimeoutMs once its headers are in; requests without one go straight on.
-  app.addHook('preParsing', (req, reply, payload, next) => {
+  // A body gets bodyTimeoutMs once its headers are in, whatever answers it, and however early;
+  // requests without one go straight on.
+  app.addHook('onRequest', (req, reply, next) => {
     const { headers } = req;
     const hasBody = headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
     if (hasBody && !BODYLESS.has(req.method)) bodyDeadline(req.raw, reply.raw, limits.bodyTimeoutMs);
-    next(null, payload);
+    next();
   });
 
   // A slot is taken only once the body is in: a client trickling its body holds a connection

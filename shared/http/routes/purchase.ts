@@ -5,13 +5,11 @@
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import type { RedisClient } from '../../redis/connect.js';
 import type { Auth } from '../../auth.js';
-import type { Config } from '../../config.js';
 import { HttpError } from '../../errors.js';
 import { purchaseOutcome } from '../../metrics.js';
 import type { Purchaser } from '../../purchase.js';
 import { refusalsAt, type PurchaseRules } from '../../purchase-rules/sale-rules.js';
 import { MAX_PER_ORDER } from '../../sales.js';
-import { drainDeadline } from '../plugins/client-limits.js';
 import { answerFor, refusal } from '../plugins/errors.js';
 import { purchaseAddressLimit, type RateLimitSettings } from '../plugins/rate-limit.js';
 import { errorResponses, saleIdParams, SECURITY } from '../schemas.js';
@@ -33,7 +31,7 @@ const purchaseAnswer = {
 
 const SOLD_OUT_BODY = JSON.stringify(new HttpError('sold_out').body());
 
-type PurchaseDeps = { redis: RedisClient; purchaser: Purchaser; auth: Auth; limits: RateLimitSettings & Pick<Config, 'bodyTimeoutMs'>; rules: PurchaseRules };
+type PurchaseDeps = { redis: RedisClient; purchaser: Purchaser; auth: Auth; limits: RateLimitSettings; rules: PurchaseRules };
 
 export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purchaser, auth, limits, rules }, done) => {
   // The sale id before the buyer, the buyer before the body: a malformed path is a 400 whoever asks.
@@ -53,9 +51,6 @@ export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purc
   // the body says, and reading and checking it was most of what such a request cost (BENCHMARKS.md).
   // A request the memory does not answer goes on; the handler does not ask the memory again.
   const soldOutFirst = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
-    // Whatever answers before the body is read (sold out here, no buyer, the address limit), the
-    // rest of the body is still held to BODY_TIMEOUT_MS; once the body is parsed, its own deadline takes over.
-    drainDeadline(req.raw, limits.bodyTimeoutMs);
     if (!purchaser.answerSoldOut((req.params as { saleId: string }).saleId)) return done();
     auth.buyer(req, reply, (err) => {
       if (err) return done(err);
