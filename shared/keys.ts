@@ -56,7 +56,7 @@ function buildSaleKeys(saleId: string) {
   const p = `{sale:${saleId}}`;
   const buysPrefix = `${p}:buys:`;
   const expiryPrefix = `${p}:expiry:`;
-  // purchase.lua and ack.lua name some of these keys from the prefix themselves: keep them in step.
+  // Scripts never name a key: each wrapper passes every key it touches (test/lua-keys.test.ts).
   return {
     /** Every key of the sale starts with it: `{sale:<id>}`, the hash tag that keeps them in one slot. */
     prefix: p,
@@ -94,7 +94,7 @@ function buildSaleKeys(saleId: string) {
     buys: (userId: string) => buysPrefix + userId,
     /** Buyer U's purchases of this sale in the current rate-limit window (purchase.lua): gone when the window ends. */
     rate: (userId: string) => `${p}:rl:${userId}`,
-    /** The expiry key of order O is this prefix followed by O (ack.lua builds it so). */
+    /** The expiry key of order O is this prefix followed by O (settle finds them by it). */
     expiryPrefix,
     expiry: (orderId: string) => expiryPrefix + orderId,
     /** A SCAN pattern matching every key of the sale (a sale id holds no glob character). */

@@ -7,17 +7,16 @@
   KEYS[2] queued hash
   KEYS[3] deadlines zset (orderId -> deadline ms)
   KEYS[4] purchased set
+  KEYS[4+i] the expiry key of pending order i (P = #KEYS - 4 pending orders)
   ARGV[1] now (ms)
-  ARGV[2] expiry key prefix (order O's key is prefix .. O: the sale's hash tag, so the same slot)
-  ARGV[3] P, the number of pending orders
-  ARGV[4..P+3] the pending orders' ids
-  ARGV[P+4..2P+3] their deadlines (ms), in the same order
-  ARGV[2P+4..] the batch's other ids (orders an earlier attempt left paid or closed)
+  ARGV[1+i] pending order i's id
+  ARGV[P+1+i] its deadline (ms)
+  ARGV[2P+2..] the batch's other ids (orders an earlier attempt left paid or closed)
 
-  The queued entries of every id given go. The expiry keys are new, so they are not declared (half
-  the arguments): while a reshard moves the slot, the old master refuses the first SET before
-  anything is written (`Script attempted to access a non local key`, retried), and on the new
-  master they are set where they belong.
+  The queued entries of every id given go. Every expiry key is declared, new as it is: while a
+  reshard moves the slot, Redis answers the whole call with ASK or TRYAGAIN before anything is
+  written, and on the new master they are set where they belong. (A variable key count: the
+  callers' connections must not auto-pipeline it.)
 
   Returns the number of expiry keys set. Keys whose deadline has already passed are not set
   (SET with a past PXAT emits `del`, not `expired`); the caller closes those orders itself, and
@@ -25,15 +24,15 @@
 ]]
 local rcall = redis.call
 local processingKey, queuedKey, deadlinesKey, purchasedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local now, prefix, pending = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local now, pending = tonumber(ARGV[1]), #KEYS - 4
 -- Up to CHUNK ids a command: one ZADD or SREM per order cost Redis more than the SETs themselves.
 local CHUNK = 500
 
 local scored, moved = {}, {}
-for i = 4, pending + 3 do
-  local orderId, deadline = ARGV[i], ARGV[i + pending]
+for i = 1, pending do
+  local orderId, deadline = ARGV[1 + i], ARGV[1 + pending + i]
   if tonumber(deadline) > now then
-    rcall('SET', prefix .. orderId, '1', 'PXAT', deadline)
+    rcall('SET', KEYS[4 + i], '1', 'PXAT', deadline)
     scored[#scored + 1] = deadline
     scored[#scored + 1] = orderId
     moved[#moved + 1] = orderId
@@ -45,10 +44,10 @@ for i = 1, #moved, CHUNK do
   rcall('ZADD', deadlinesKey, unpack(scored, 2 * i - 1, 2 * last))
   rcall('SREM', purchasedKey, unpack(moved, i, last))
 end
-for i = 4, pending + 3, CHUNK do
-  rcall('HDEL', queuedKey, unpack(ARGV, i, math.min(i + CHUNK - 1, pending + 3)))
+for i = 2, pending + 1, CHUNK do
+  rcall('HDEL', queuedKey, unpack(ARGV, i, math.min(i + CHUNK - 1, pending + 1)))
 end
-for i = 2 * pending + 4, #ARGV, CHUNK do
+for i = 2 * pending + 2, #ARGV, CHUNK do
   rcall('HDEL', queuedKey, unpack(ARGV, i, math.min(i + CHUNK - 1, #ARGV)))
 end
 rcall('DEL', processingKey)

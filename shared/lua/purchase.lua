@@ -1,27 +1,27 @@
 --[[
   Reserve stock for one buyer: every check and every write in one atomic step.
 
-  KEYS[1] meta       sale rules (hash: startsAt, endsAt (0 = no end), perUser, maxPerOrder, paymentWindow,
-                     challenge (absent = none), admission (absent = first-come), buyCounts)
+  KEYS[1] meta          sale rules (hash: startsAt, endsAt (0 = no end), perUser, maxPerOrder, paymentWindow,
+                        challenge (absent = none), admission (absent = first-come), buyCounts)
+  KEYS[2] available     stock left
+  KEYS[3] buys:<buyer>  this buyer's count in the older format, a key of its own (see "Buyer counts");
+                        expires ARGV[5] s after end + payment window, never for a sale without end
+  KEYS[4] buys          the sale's counts, hash buyer -> count (see "Buyer counts"); one TTL for the
+                        sale: ARGV[5] s after end + payment window, never shortened; none without end
+  KEYS[5] winners       list the order writer drains
+  KEYS[6] queued        hash orderId -> entry, for status lookups until the order is in Postgres
+  KEYS[7] seq           purchase counter
+  KEYS[8] purchased     set of order ids reserved and not pending with a deadline
+  KEYS[9] deadlines     zset of pending order ids (ack.lua moves an id here from purchased)
+  KEYS[10] rl:<buyer>   this buyer's purchases of this sale in the current window (PURCHASE_RATE_PER_BUYER:
+                        a fixed window, expiring ARGV[9] ms after its first purchase)
+  KEYS[11] gate         with a purchase token: token-used:<its id>, the token's mark once it bought
+                        (value: the order id); otherwise passes, the sale's passes (zset buyer -> the
+                        pass's expiry ms, 0 once used), read only with a pass
 
-  The sale's other keys are named here from its prefix (ARGV[10]), as shared/keys.ts names them; all
-  share the meta's hash tag, so one declared key routes the call in a Cluster, and a purchase sends
-  a fifth of the arguments it would with every name spelled out:
-    available          stock left
-    buys:<buyer>       this buyer's count in the older format, a key of its own (see "Buyer counts");
-                       expires ARGV[5] s after end + payment window, never for a sale without end
-    winners            list the order writer drains
-    queued             hash orderId -> entry, for status lookups until the order is in Postgres
-    seq                purchase counter
-    purchased          set of order ids reserved and not pending with a deadline
-    deadlines          zset of pending order ids (ack.lua moves an id here from purchased)
-    token-used:<id>    with a purchase token (its id ARGV[11]): the token's mark once it bought
-                       (value: the order id)
-    passes             with a pass: the sale's passes (zset buyer -> the pass's expiry ms, 0 once used)
-    rl:<buyer>         this buyer's purchases of this sale in the current window (PURCHASE_RATE_PER_BUYER:
-                       a fixed window, expiring ARGV[9] ms after its first purchase)
-    buys               the sale's counts, hash buyer -> count (see "Buyer counts"); one TTL for the
-                       sale: ARGV[5] s after end + payment window, never shortened; none without end
+  Every key is declared, the per-buyer and per-token ones too, and always eleven of them: a Cluster
+  routes and checks a script by its declared keys only, so while a reshard moves the slot Redis
+  answers the whole call with ASK or TRYAGAIN instead of running it where a buyer's count reads 0.
 
   ARGV[1] now (ms, from the caller's clock)
   ARGV[2] qty
@@ -37,8 +37,6 @@
           disagree; with a pass, its expiry (ms) as the pass says, which must be the one in passes
   ARGV[8] purchases per buyer per window (0: no limit)
   ARGV[9] the window (ms)
-  ARGV[10] the sale's key prefix, `{sale:<id>}`
-  ARGV[11] with a token, its id
 
   Returns {code, n}:
     { 1, available after}   reserved (or reserved before under this order id: nothing changes)
@@ -74,12 +72,9 @@ local tokenChecked = gate == 'token' or gate == '1'
 local passChecked = gate == 'pass'
 local gateUntil = tonumber(ARGV[7])
 local rateMax, rateWindow = tonumber(ARGV[8]), tonumber(ARGV[9])
-local p = ARGV[10]
-local metaKey, availableKey, buysKey, winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey =
-  KEYS[1], p .. ':available', p .. ':buys:' .. userId, p .. ':winners', p .. ':queued', p .. ':seq', p .. ':purchased', p .. ':deadlines'
--- The token's mark, or the passes (read only with a token or a pass).
-local gateKey = passChecked and (p .. ':passes') or (p .. ':token-used:' .. ARGV[11])
-local rateKey, buyCountsKey = p .. ':rl:' .. userId, p .. ':buys'
+local metaKey, availableKey, buysKey, buyCountsKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local rateKey, gateKey = KEYS[10], KEYS[11]
 
 -- A client resends a script whose reply a dropped connection lost (ioredis does after a Redis
 -- restart); run twice, it would take the stock twice for one order. The id is in exactly one of

@@ -47,8 +47,9 @@ if rcall('HEXISTS', metaKey, 'settled') == 1 then
 end
 -- DECRBY and HINCRBY keep the key's TTL (or its lack of one): giving quota back never changes how
 -- long the limit holds. A count that reaches zero is deleted; the next purchase sets it afresh.
--- Returns what the own key did not hold.
-local function fromOwnKey(buysKey, qty)
+-- Returns what the own key (KEYS[at]) did not hold.
+local function fromOwnKey(at, qty)
+  local buysKey = KEYS[at]
   local left = tonumber(rcall('GET', buysKey) or '0')
   if left > qty then
     rcall('DECRBY', buysKey, qty)
@@ -67,11 +68,11 @@ local function fromHash(buyer, qty)
 end
 local results, units = {}, 0
 for i = 1, n do
-  local orderId, qty, buyer, buysKey = ARGV[4 * i - 1], tonumber(ARGV[4 * i]), ARGV[4 * i + 1], KEYS[tonumber(ARGV[4 * i + 2])]
+  local orderId, qty, buyer, at = ARGV[4 * i - 1], tonumber(ARGV[4 * i]), ARGV[4 * i + 1], tonumber(ARGV[4 * i + 2])
   results[i] = rcall('SADD', restoredKey, orderId)
   if results[i] == 1 then
     units = units + qty
-    local rest = fromOwnKey(buysKey, qty)
+    local rest = fromOwnKey(at, qty)
     if rest > 0 then fromHash(buyer, rest) end
   end
 end

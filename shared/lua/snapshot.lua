@@ -16,11 +16,12 @@
   not in ARGV (one joined since the caller read it): the caller reads the writers again.
 ]]
 local rcall = redis.call
-local lists = {}
-for i = 1, #ARGV do lists[ARGV[i]] = KEYS[5 + i] end
+-- writer id -> i, its processing list being KEYS[5 + i]
+local listAt = {}
+for i = 1, #ARGV do listAt[ARGV[i]] = i end
 local writers = rcall('ZRANGE', KEYS[4], 0, -1)
 for _, w in ipairs(writers) do
-  if not lists[w] then return false end
+  if not listAt[w] then return false end
 end
 local out = {
   tonumber(rcall('GET', KEYS[1]) or '0'),
@@ -29,6 +30,6 @@ local out = {
 }
 for _, e in ipairs(rcall('LRANGE', KEYS[3], 0, -1)) do out[#out + 1] = e end
 for _, w in ipairs(writers) do
-  for _, e in ipairs(rcall('LRANGE', lists[w], 0, -1)) do out[#out + 1] = e end
+  for _, e in ipairs(rcall('LRANGE', KEYS[5 + listAt[w]], 0, -1)) do out[#out + 1] = e end
 end
 return out

@@ -79,9 +79,12 @@ export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promi
   const k = saleKeys(a.saleId);
   const g = a.gate;
   const gateUntil = g?.kind === 'token' ? g.expiresAt + TOKEN_MARK_MARGIN_MS : g?.kind === 'pass' ? g.expiresAt : 0;
-  // The script names the sale's other keys from its prefix (see its header).
-  return (await run(redis, 'purchase', [k.meta], [
+  // Eleven keys every call: without a token the gate key is the passes, read only with a pass.
+  const keys = [
+    k.meta, k.available, k.buys(a.userId), k.buyCounts, k.winners, k.queued, k.seq, k.purchased, k.deadlines, k.rate(a.userId),
+    g?.kind === 'token' ? k.tokenUsed(g.id) : k.passes,
+  ];
+  return (await run(redis, 'purchase', keys, [
     a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, g?.kind ?? '', gateUntil, a.rate?.max ?? 0, a.rate?.windowMs ?? 0,
-    k.prefix, g?.kind === 'token' ? g.id : '',
   ])) as [number, number];
 }

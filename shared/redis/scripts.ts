@@ -9,14 +9,14 @@ const SCRIPTS = [
 type ScriptName = (typeof SCRIPTS)[number];
 /**
  * How many KEYS each script takes, declared up front: ioredis's auto-pipelining routes a command
- * on a cluster by its first argument, which must then be a key, not the key count. ack takes a
- * prefix instead and builds its new expiry keys. Those that read or change a key per order or per
- * writer (null: the count goes first) declare every key, so that while a reshard moves the slot
+ * on a cluster by its first argument, which must then be a key, not the key count. Every script
+ * declares every key it touches; those that take a key per order or per writer (null: the count
+ * goes first) declare a variable number, so that while a reshard moves the slot
  * Redis refuses them whole (ASK, TRYAGAIN) rather than run them where some keys have not arrived
  * (see their headers); auto-pipelining is off for them.
  */
 const KEY_COUNTS: Record<ScriptName, number | null> = {
-  purchase: 1, load_sale: 2, end_sale: 1, claim: 3, ack: 4, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 12,
+  purchase: 11, load_sale: 2, end_sale: 1, claim: 3, ack: null, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 12,
   join_queue: 4, admit: 5, queue_status: 4, lease: 1,
 };
 /** The scripts whose key count goes first: a connection's `autoPipeliningIgnoredCommands`. */

@@ -19,14 +19,17 @@ export async function ackBatch(
   pending: { orderId: string; expiresAt: number }[], orderIds: string[],
 ): Promise<number> {
   const k = saleKeys(saleId);
-  // Expiry key names are built in the script from the prefix: half the arguments to send and parse.
-  // A pending order's id is sent once: its queued entry goes with it.
-  const args: (string | number)[] = [now, k.expiryPrefix, pending.length];
-  for (const p of pending) args.push(p.orderId);
+  // Each pending order's expiry key is declared (KEYS[5..]); its id is sent once: its queued entry goes with it.
+  const keys = [k.processing(writerId), k.queued, k.deadlines, k.purchased];
+  const args: (string | number)[] = [now];
+  for (const p of pending) {
+    keys.push(k.expiry(p.orderId));
+    args.push(p.orderId);
+  }
   for (const p of pending) args.push(p.expiresAt);
   const pendingIds = new Set(pending.map((p) => p.orderId));
   for (const id of orderIds) if (!pendingIds.has(id)) args.push(id);
-  return (await run(redis, 'ack', [k.processing(writerId), k.queued, k.deadlines, k.purchased], args)) as number;
+  return (await run(redis, 'ack', keys, args)) as number;
 }
 
 export async function recoverWriter(redis: RedisClient, saleId: string, writerId: string, now: number): Promise<number> {
