@@ -16,7 +16,7 @@ import type { Pool } from '../shared/db.js';
 import { saleKeys } from '../shared/keys.js';
 import { ExpiryListener } from '../shared/listener.js';
 import { createRedis, masterNodes, type RedisClient } from '../shared/redis/connect.js';
-import { ackBatch } from '../shared/redis/writer-scripts.js';
+import { acknowledgeBatch } from '../shared/redis/writer-scripts.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import { startRedis } from '../tools/local-stack.js';
 import { ask, field, startCluster, startNode, unusedPort, waitFor, type RedisNode } from '../tools/redis-cluster.js';
@@ -286,7 +286,7 @@ async function measureExpiry(pg: BenchPostgres, s: ClusterSettings, c: TestClust
            from unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[]) as t(id, user_id, seq, expires_ms)
            cross join lateral (select timestamptz 'epoch' + t.expires_ms * interval '1 millisecond' as at) e`,
           [id, batch.map((o) => o.orderId), batch.map((o) => o.userId), batch.map((o) => o.seq), batch.map((o) => o.expiresAt)]);
-        const set = await ackBatch(c.client, id, 'bench-seed', Date.now(), batch, []);
+        const set = (await acknowledgeBatch(c.client, id, 'bench-seed', batch, [])).set;
         if (set !== batch.length) throw new Error(`seeding overran the first deadline (${set} of ${batch.length} keys set): raise the lead`);
       }
       const k = saleKeys(id);

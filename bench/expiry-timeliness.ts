@@ -22,7 +22,7 @@ import { ExpiryListener } from '../shared/listener.js';
 import { startPostgres, startRedis } from '../tools/local-stack.js';
 import { migrate } from '../shared/migrate.js';
 import { createRedis } from '../shared/redis/connect.js';
-import { ackBatch } from '../shared/redis/writer-scripts.js';
+import { acknowledgeBatch } from '../shared/redis/writer-scripts.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import { writeDocuments } from './document.js';
 import { BENCH_PRICE } from './harness.js';
@@ -85,7 +85,7 @@ async function seedOrders(pool: Pool, redis: Redis, saleId: string, n: number, f
        cross join lateral (select timestamptz 'epoch' + t.expires_ms * interval '1 millisecond' as at) e`,
       [saleId, batch.map((o) => o.orderId), batch.map((o) => o.userId), batch.map((o) => o.seq), batch.map((o) => o.expiresAt), paymentWindowS],
     );
-    const set = await ackBatch(redis, saleId, 'bench-seed', Date.now(), batch, []);
+    const set = (await acknowledgeBatch(redis, saleId, 'bench-seed', batch, [])).set;
     if (set !== batch.length) throw new Error(`seeding overran the first deadline (${set} of ${batch.length} keys set): raise --lead-s`);
   }
   const k = saleKeys(saleId);

@@ -9,7 +9,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Pool } from '../shared/db.js';
 import { saleKeys } from '../shared/keys.js';
-import { ackBatch } from '../shared/redis/writer-scripts.js';
+import { acknowledgeBatch } from '../shared/redis/writer-scripts.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import { CLOSE_QUEUE } from './baselines/common.js';
 import { BENCH_PRICE, Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, tsScript, type BenchPostgres } from './harness.js';
@@ -87,7 +87,7 @@ export async function runCase(pg: BenchPostgres, closer: Closer, spec: CaseSpec)
         })));
       } else {
         // As the writer leaves them: an expiry key firing at the deadline and its deadlines entry.
-        await ackBatch(r.redis, saleId, 'bench-seed', Date.now(), batch, []);
+        await acknowledgeBatch(r.redis, saleId, 'bench-seed', batch, []);
       }
     }
     if (Date.now() >= firstDeadline) throw new Error(`[${label}] seeding overran the first deadline: raise the lead`);

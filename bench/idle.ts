@@ -20,6 +20,7 @@ import { SignedWebhook } from '../shared/payments/signed-webhook.js';
 import { reconcile } from '../shared/reconcile.js';
 import { purchaseScript } from '../shared/redis/sale-scripts.js';
 import { replayOnce } from '../shared/replay.js';
+import { endSale } from '../shared/sale-admin.js';
 import { createSale, parseSaleInput } from '../shared/sales.js';
 import type { Pool } from '../shared/db.js';
 import { writeDocuments } from './document.js';
@@ -62,7 +63,7 @@ async function samplePhase(label: string, redis: Redis, db: Pool, monitor: Monit
   const end = Date.now() + SECONDS * 1000;
   while (Date.now() < end) {
     const orderId = `live.${randomUUID()}`;
-    const [code] = await purchaseScript(redis, { saleId: 'live', userId: `buyer-${orderId}`, qty: 1, orderId, now: Date.now(), buyCountTtlSeconds: 3600 });
+    const [code] = await purchaseScript(redis, { saleId: 'live', userId: `buyer-${orderId}`, qty: 1, orderId, buyCountTtlSeconds: 3600 });
     if (code !== 1) throw new Error(`live purchase refused: ${code}`);
     ids.push(orderId);
     await sleep(100);
@@ -109,17 +110,18 @@ try {
   const past = (i: number) => `past-${i}`;
   await pool(SALES, 20, (i) => createSale(db.pool, r.redis, parseSaleInput({
     id: past(i), name: past(i), stock: 10, ...BENCH_PRICE, paymentWindowSeconds: PAST_WINDOW_S,
-    startsAt: new Date(now - 2 * HOUR).toISOString(), endsAt: new Date(now - HOUR).toISOString(),
+    // Open until its orders are in (purchase.lua judges by Redis's clock), then ended an hour ago.
+    startsAt: new Date(now - 2 * HOUR).toISOString(),
   })));
   const orders: { id: string; user: string }[] = [];
   await pool(SALES, 50, async (i) => {
     for (const user of ['u1', 'u2']) {
       const orderId = `${past(i)}.${randomUUID()}`;
-      // Bought while the sale was open: the clock is the script's argument.
-      const [code] = await purchaseScript(r.redis, { saleId: past(i), userId: user, qty: 1, orderId, now: now - 2 * HOUR + 1000, buyCountTtlSeconds: 3600 });
+      const [code] = await purchaseScript(r.redis, { saleId: past(i), userId: user, qty: 1, orderId, buyCountTtlSeconds: 3600 });
       if (code !== 1) throw new Error(`past purchase refused: ${code}`);
       orders.push({ id: orderId, user });
     }
+    await endSale(db.pool, r.redis, past(i), new Date(now - HOUR));
   });
   await until('the writer to write every past order', 300_000, async () => (await count(db.pool, `select count(*)::int as n from orders where sale_id <> 'live'`)) === 2 * SALES, 200);
   const toPay = orders.filter((o) => o.user === 'u1');

@@ -31,11 +31,10 @@ const SALE = 'drain';
 
 /** Winners as buyers leave them: one purchase.lua call each, pipelined. */
 export async function seedWinners(redis: Redis, saleId: string, n: number, prefix = 'w-'): Promise<void> {
-  const now = Date.now();
   for (let from = 0; from < n; from += 5000) {
     const calls = [];
     for (let i = from; i < Math.min(from + 5000, n); i++) {
-      calls.push(purchaseScript(redis, { saleId, userId: `${prefix}${i}`, qty: 1, orderId: newOrderId(saleId), now, buyCountTtlSeconds: 86_400 }));
+      calls.push(purchaseScript(redis, { saleId, userId: `${prefix}${i}`, qty: 1, orderId: newOrderId(saleId), buyCountTtlSeconds: 86_400 }));
     }
     const res = await Promise.all(calls);
     if (res.some(([code]) => code !== 1)) throw new Error('seeding winners: a purchase was refused');

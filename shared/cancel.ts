@@ -57,7 +57,7 @@ async function cancelQueued(
   // A buyer at the limit is refused before cancel.lua writes its note, so nothing changes; unless
   // this very order is already cancelled (its row is in Postgres, its queued entry not yet gone).
   if (!(await cancelsLeft(pool, saleId, userId, maxCancels))) return refuseQueued(pool, redis, saleId, orderId, userId);
-  const entry = await markCancelling(redis, saleId, orderId, userId, Date.now());
+  const entry = await markCancelling(redis, saleId, orderId, userId);
   if (!entry) return undefined;
   // The reservation must be on the replicas before Postgres records the order (see cancel.lua).
   await confirmReplicated(acks, [saleId]);

@@ -46,7 +46,7 @@ export async function makeDraw(pool: Pool, sale: Sale, now: number): Promise<num
 /** Reserves rank `rank`'s unit for `buyer` in Redis (purchase.lua's code: 1 reserved, now or before). */
 export async function reserveUnit(deps: DrawDeps, sale: Sale, rank: number, buyer: string, now: number): Promise<number> {
   const [code] = await purchaseScript(deps.redis, {
-    saleId: sale.id, userId: buyer, qty: 1, orderId: drawOrderId(sale.id, rank), now, buyCountTtlSeconds: deps.buyCountTtlSeconds, gate: { kind: 'draw' },
+    saleId: sale.id, userId: buyer, qty: 1, orderId: drawOrderId(sale.id, rank), buyCountTtlSeconds: deps.buyCountTtlSeconds, gate: { kind: 'draw' },
   });
   return code;
 }

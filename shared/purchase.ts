@@ -6,11 +6,12 @@ import { HttpError, type ErrorCode } from './errors.js';
 import { purchaseScript, type PurchaseGate } from './redis/sale-scripts.js';
 import type { ReplicaAcks } from './replication.js';
 import { newOrderId } from './ids.js';
+import { TOKEN_EXPIRED } from './challenge.js';
 
 /** purchase.lua's refusal codes. */
 export enum Refusal {
   SaleNotFound = -1, NotStarted = -2, Ended = -3, QtyAboveMax = -4, LimitReached = -5, SoldOut = -6, NotEnoughStock = -7,
-  TokenRequired = -8, TokenUsed = -9, DrawOnly = -10, PassRequired = -11, PassInvalid = -12, RateLimited = -13,
+  TokenRequired = -8, TokenUsed = -9, DrawOnly = -10, PassRequired = -11, PassInvalid = -12, RateLimited = -13, TokenExpired = -14,
 }
 
 /** The refusals answered with their catalogue message alone. */
@@ -27,6 +28,7 @@ function refusalError(code: number, n: number): Error {
     case Refusal.QtyAboveMax: return new HttpError('qty_above_max', `qty is above this sale's maximum of ${n} per order.`);
     case Refusal.LimitReached: return new HttpError('limit_reached', `This buyer already holds ${n}, the most this sale allows.`);
     case Refusal.NotEnoughStock: return new HttpError('not_enough_stock', `Only ${n} left.`);
+    case Refusal.TokenExpired: return new HttpError('invalid_purchase_token', TOKEN_EXPIRED);
     case Refusal.RateLimited: {
       const seconds = Math.max(1, Math.ceil(n / 1000));
       return new HttpError('rate_limited', `This buyer is sending purchases too fast; retry in ${seconds} s.`, seconds);
@@ -98,12 +100,12 @@ export class Purchaser {
    * gets here, so that is not checked twice. `gate`: the buyer's purchase token or admission pass for
    * this sale, checked (shared/challenge.ts); a reservation spends it.
    */
-  async purchase(saleId: string, userId: string, qty: number, now = Date.now(), gate?: PurchaseGate): Promise<PurchaseResult> {
+  async purchase(saleId: string, userId: string, qty: number, gate?: PurchaseGate): Promise<PurchaseResult> {
     const orderId = newOrderId(saleId);
     let code: number, n: number;
     try {
       [code, n] = await purchaseScript(this.redis, {
-        saleId, userId, qty, orderId, now, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, gate, rate: this.rate,
+        saleId, userId, qty, orderId, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, gate, rate: this.rate,
       });
     } catch (err) {
       this.soldOutUntil.delete(saleId);

@@ -4,7 +4,7 @@
 // signed pass that purchase.lua requires. Places are final once the room opens, so a buyer's
 // position is their place minus the admitted count, which every tick publishes
 // (shared/http/routes/room-events.ts): a stream computes it without asking Redis.
-import type { CheckedToken } from './challenge.js';
+import { TOKEN_EXPIRED, type CheckedToken } from './challenge.js';
 import { HttpError } from './errors.js';
 import { saleKeys } from './keys.js';
 import type { RedisClient } from './redis/connect.js';
@@ -19,15 +19,16 @@ const JOIN_REFUSALS: Record<number, () => HttpError> = {
   [-8]: () => new HttpError('purchase_token_required', 'This sale needs a purchase token to join its waiting room: solve GET /api/sales/:saleId/challenge and exchange it at POST /api/sales/:saleId/purchase-token.'),
   [-9]: () => new HttpError('purchase_token_used'),
   [-13]: () => new HttpError('no_waiting_room'),
+  [-14]: () => new HttpError('invalid_purchase_token', TOKEN_EXPIRED),
 };
 
 
 /** Joins `buyer` to the sale's room (idempotent): true if this call joined, false if they had before. */
-export async function joinQueue(redis: RedisClient, saleId: string, buyer: string, now: number, token?: CheckedToken): Promise<boolean> {
+export async function joinQueue(redis: RedisClient, saleId: string, buyer: string, token?: CheckedToken): Promise<boolean> {
   const k = saleKeys(saleId);
   const t = token?.kind === 'token' ? token : undefined;
   const [code, joined] = (await run(redis, 'join_queue', [k.meta, k.room, k.queue, k.tokenUsed(t ? t.id : '')], [
-    now, buyer, t ? 1 : 0, t ? t.expiresAt + TOKEN_MARK_MARGIN_MS : 0,
+    buyer, t ? 1 : 0, t ? t.expiresAt : 0, TOKEN_MARK_MARGIN_MS,
   ])) as [number, number];
   if (code === 1) return joined === 1;
   const refusal = JOIN_REFUSALS[code];

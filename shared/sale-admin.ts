@@ -97,7 +97,7 @@ export interface EndResult {
 }
 
 /**
- * Ends a sale at `now` (the caller's clock, as purchases are judged by the API's): Postgres's
+ * Ends a sale at `now` (the caller's clock; purchases are judged by Redis's TIME): Postgres's
  * end and Redis's are set in one transaction, Redis failing rolls the row back. A sale that has
  * ended already is left as it is, but its end is written to Redis again, so a Redis that missed
  * an earlier end (the commit failed after Redis took it, or Redis lost it) catches up.

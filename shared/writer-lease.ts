@@ -6,13 +6,17 @@ import type { RedisClient } from './redis/connect.js';
 import { saleKeys } from './keys.js';
 import { recoverWriter } from './redis/writer-scripts.js';
 
-/** Moves the batches of writers whose lease ran out (all but `except`) back to the winners lists. */
-export async function recoverDeadWriters(redis: RedisClient, saleIds: string[], now = Date.now(), except?: string): Promise<number> {
+/**
+ * Moves the batches of writers whose lease ran out (all but `except`) back to the winners lists.
+ * Run out by Redis's clock, as claim.lua set them: recover_writer.lua judges each writer, so a
+ * process whose own clock runs ahead never takes a live writer's batch.
+ */
+export async function recoverDeadWriters(redis: RedisClient, saleIds: string[], except?: string): Promise<number> {
   let moved = 0;
   for (const saleId of saleIds) {
-    const dead = await redis.zrangebyscore(saleKeys(saleId).writers, '-inf', now);
-    for (const writerId of dead) {
-      if (writerId !== except) moved += await recoverWriter(redis, saleId, writerId, now);
+    const writers = await redis.zrange(saleKeys(saleId).writers, '0', '-1');
+    for (const writerId of writers) {
+      if (writerId !== except) moved += await recoverWriter(redis, saleId, writerId);
     }
   }
   return moved;

@@ -17,7 +17,7 @@ import type { Logger } from './logger.js';
 import { writeOrders } from './order-queries.js';
 import { metrics } from './metrics.js';
 import { publishOrderEvents } from './order-events.js';
-import { ackBatch, claimBatch } from './redis/writer-scripts.js';
+import { acknowledgeBatch, claimBatch } from './redis/writer-scripts.js';
 import { confirmReplicated, type ReplicaAcks } from './replication.js';
 import { recoverDeadWriters } from './writer-lease.js';
 
@@ -105,7 +105,7 @@ export class OrderWriter {
     const saleIds = await redis.smembers(SALES_REGISTRY);
     if (now - this.lastRecovery > config.writerLeaseMs / 2) {
       this.lastRecovery = now;
-      await recoverDeadWriters(redis, saleIds, now, config.writerId);
+      await recoverDeadWriters(redis, saleIds, config.writerId);
     }
     let total = 0;
     if (now - this.lastGauge > 1000) {
@@ -150,7 +150,7 @@ export class OrderWriter {
 
   private async writeBatch(saleId: string): Promise<number> {
     const { pool, redis, replicaAcks, logger, config } = this.deps;
-    const entries = await claimBatch(redis, saleId, config.writerId, config.writerBatchSize, Date.now() + config.writerLeaseMs);
+    const entries = await claimBatch(redis, saleId, config.writerId, config.writerBatchSize, config.writerLeaseMs);
     if (entries.length === 0) return 0;
     // With REDIS_MIN_REPLICAS_ACK, an order is written only once the replicas have its reservation
     // (the claim came after it, so confirming the claim confirms it): a reservation a failover
@@ -164,19 +164,17 @@ export class OrderWriter {
       // The sale row is missing in Postgres: keep the batch in hand rather than drop winners.
       throw new SaleNotWritten(`sale ${saleId}: wrote ${rows.length} of ${orderIds.length} orders; is the sale in Postgres?`);
     }
-    const now = Date.now();
     const pending = rows.filter((r) => r.status === 'pending');
-    // Deadlines already past (this batch waited out its window): close now, no key was set.
-    const overdue = pending.filter((r) => r.expiresAt <= now).map((r) => r.id);
     // One message for the batch, sent right behind the acknowledgement on the same connection, so
     // Redis runs it once the acknowledgement is in, without a round trip of its own queued behind
-    // the other writers' scripts. A fresh batch shares one deadline: one date to format.
+    // the other writers' scripts. A fresh batch shares one deadline: one date to format. An order
+    // ack.lua finds overdue is announced pending, then closed below.
     const dates = new Map<number, string>();
     const dateOf = (ms: number) => dates.get(ms) ?? dates.set(ms, new Date(ms).toISOString()).get(ms)!;
-    const events = pending.filter((r) => r.expiresAt > now)
-      .map((r) => ({ orderId: r.id, status: 'pending_payment' as const, expiresAt: dateOf(r.expiresAt) }));
-    await Promise.all([
-      ackBatch(redis, saleId, config.writerId, now, pending.map((r) => ({ orderId: r.id, expiresAt: r.expiresAt })), orderIds),
+    const events = pending.map((r) => ({ orderId: r.id, status: 'pending_payment' as const, expiresAt: dateOf(r.expiresAt) }));
+    // Deadlines already past by Redis's clock (this batch waited out its window) get no key: closed now.
+    const [{ overdue }] = await Promise.all([
+      acknowledgeBatch(redis, saleId, config.writerId, pending.map((r) => ({ orderId: r.id, expiresAt: r.expiresAt })), orderIds),
       publishOrderEvents(redis, events),
     ]);
     if (overdue.length > 0) this.restored += (await closeOrders(pool, redis, overdue, 'writer', replicaAcks)).restored;

@@ -17,7 +17,7 @@ after(() => env.close());
 
 test('admission: with Postgres down the loop keeps admitting for the sales it knows, and learns of new ones once Postgres is back', async () => {
   const s = await newSale(env, { stock: 10, admission: 'queue', admitRatePerSecond: 100, admitOverbook: 1, passSeconds: 60 });
-  for (const b of ['b1', 'b2', 'b3']) await joinQueue(env.redis, s.id, b, Date.now());
+  for (const b of ['b1', 'b2', 'b3']) await joinQueue(env.redis, s.id, b);
   const loop = new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
   await loop.refreshSales();
   await env.stopPostgres();
@@ -29,7 +29,7 @@ test('admission: with Postgres down the loop keeps admitting for the sales it kn
 
   await env.startPostgres();
   const later = await newSale(env, { stock: 10, admission: 'queue', admitRatePerSecond: 100, admitOverbook: 1, passSeconds: 60 });
-  await joinQueue(env.redis, later.id, 'c1', Date.now());
+  await joinQueue(env.redis, later.id, 'c1');
   await delay(SALES_REFRESH_MS + 50);
   // The re-read goes on beside the ticks; a tick after it has finished steps the new sale too.
   for (let i = 0; i < 100 && (await env.redis.hget(saleKeys(later.id).room, 'admitted')) !== '1'; i++) {

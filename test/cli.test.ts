@@ -64,7 +64,7 @@ test('migrate, sale create, sale status and replay --once', async () => {
   assert.equal((await env.pool.query("select 1 from sales where id = 'cli-typo'")).rowCount, 0);
   assert.equal(await env.redis.exists(saleKeys('cli-typo').meta), 0);
 
-  const [code] = await purchaseScript(env.redis, { saleId: 'cli-sale', userId: 'u', qty: 2, orderId: 'cli-sale.00000000-0000-4000-8000-000000000001', now: Date.now(), buyCountTtlSeconds: 3600 });
+  const [code] = await purchaseScript(env.redis, { saleId: 'cli-sale', userId: 'u', qty: 2, orderId: 'cli-sale.00000000-0000-4000-8000-000000000001', buyCountTtlSeconds: 3600 });
   assert.equal(code, 1);
   const status = await flashsale('sale', 'status', 'cli-sale', '--json');
   assert.equal(status.code, 0, status.stderr);

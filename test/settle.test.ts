@@ -52,10 +52,25 @@ function endedSale(e: TestEnv, fields: Record<string, unknown> = {}, endedMsAgo 
   return newSale(e, { stock: 10, paymentWindowSeconds: 3600, startsAt: iso(now - 2 * HOUR), endsAt: iso(now - endedMsAgo), ...fields }, load);
 }
 
-/** A purchase made while the sale was open (the clock is passed in). */
-async function buy(sale: Sale, userId: string): Promise<string> {
+/**
+ * Runs `buying` as if the ended sale were still open: purchase.lua judges by Redis's clock, so the
+ * sale's end in Redis is put an hour ahead meanwhile, then back.
+ */
+async function whileOpen<T>(redis: TestEnv['redis'], sale: Sale, buying: () => Promise<T>): Promise<T> {
+  const meta = saleKeys(sale.id).meta;
+  await redis.hset(meta, 'endsAt', Date.now() + HOUR);
+  try {
+    return await buying();
+  } finally {
+    await redis.hset(meta, 'endsAt', sale.endsAt!.getTime());
+  }
+}
+
+/** A purchase made while the sale was open (`open`: false when the caller holds it open already). */
+async function buy(sale: Sale, userId: string, open = true): Promise<string> {
   const orderId = `${sale.id}.${randomUUID()}`;
-  const [code] = await purchaseScript(env.redis, { saleId: sale.id, userId, qty: 1, orderId, now: sale.startsAt.getTime() + 1000, buyCountTtlSeconds: 3600 });
+  const purchase = () => purchaseScript(env.redis, { saleId: sale.id, userId, qty: 1, orderId, buyCountTtlSeconds: 3600 });
+  const [code] = open ? await whileOpen(env.redis, sale, purchase) : await purchase();
   assert.equal(code, 1);
   return orderId;
 }
@@ -204,7 +219,7 @@ test('settle: ended sales with work left stay until it is done, then settle; ope
   await env.redis.incr(saleKeys(violated.id).available);
   await buy(queued, 'u1');
   await buy(held, 'u1');
-  assert.equal((await claimBatch(env.redis, held.id, 'w-busy', 100, Date.now() + HOUR)).length, 1);
+  assert.equal((await claimBatch(env.redis, held.id, 'w-busy', 100, HOUR)).length, 1);
   const all = [pending, queued, held, leased, violated, recent, open, noEnd];
 
   const first = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
@@ -306,7 +321,7 @@ test('settle: once its reconciliation holds, a settled sale\'s buyer counts, res
   const open = await endedSale(env);
   // More buyers than one SCAN batch looks at.
   const users = Array.from({ length: 2500 }, (_, i) => `m${i}`);
-  const ids = await runConcurrently(users.length, 50, (i) => buy(sale, users[i]!));
+  const ids = await whileOpen(env.redis, sale, () => runConcurrently(users.length, 50, (i) => buy(sale, users[i]!, false)));
   const openId = await buy(open, 'o1');
   await drain();
   const expired = (await Promise.all(ids.slice(0, 10).map((id) => expire(id)))).flat();
@@ -433,10 +448,10 @@ test('settle: on a Redis Cluster, each settled sale\'s buyer counts are found on
     const sales = await Promise.all(Array.from({ length: 6 }, (_, i) => endedSale(own, { stock: 300 }, HOUR, { legacyBuyCounts: i % 2 === 1 })));
     const legacy = sales.filter((_, i) => i % 2 === 1);
     for (const sale of sales) {
-      await runConcurrently(300, 50, async (i) => {
-        const [code] = await purchaseScript(own.redis, { saleId: sale.id, userId: `u${i}`, qty: 1, orderId: `${sale.id}.${randomUUID()}`, now: sale.startsAt.getTime() + 1000, buyCountTtlSeconds: 3600 });
+      await whileOpen(own.redis, sale, () => runConcurrently(300, 50, async (i) => {
+        const [code] = await purchaseScript(own.redis, { saleId: sale.id, userId: `u${i}`, qty: 1, orderId: `${sale.id}.${randomUUID()}`, buyCountTtlSeconds: 3600 });
         assert.equal(code, 1);
-      });
+      }));
     }
     await drain(own);
     await own.pool.query(`update orders set status = 'paid', paid_at = now() where status = 'pending'`);
@@ -515,7 +530,7 @@ test('settle: settled sales cost the writer and the listener no Redis calls per 
     for (let i = 0; i < 100; i++) past.push(await endedSale(own));
     for (const sale of past.slice(0, 10)) {
       const orderId = `${sale.id}.${randomUUID()}`;
-      await purchaseScript(own.redis, { saleId: sale.id, userId: 'u1', qty: 1, orderId, now: sale.startsAt.getTime() + 1000, buyCountTtlSeconds: 3600 });
+      await whileOpen(own.redis, sale, () => purchaseScript(own.redis, { saleId: sale.id, userId: 'u1', qty: 1, orderId, buyCountTtlSeconds: 3600 }));
     }
     await drain(own);
     await own.pool.query(`update orders set status = 'paid', paid_at = now() where status = 'pending'`);

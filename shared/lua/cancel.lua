@@ -11,17 +11,19 @@
 
   KEYS[1] queued hash (orderId -> winner entry)
   KEYS[2] cancels hash (orderId -> ms the cancel was asked)
-  ARGV[1] orderId  ARGV[2] userId  ARGV[3] now (ms)
+  ARGV[1] orderId  ARGV[2] userId
+  The note's time is this master's TIME.
 
   Returns the winner entry (`orderId|seq|qty|time|user`), or false when the order is not queued
   for this buyer (written already, another buyer's, or no such order).
 ]]
 local rcall = redis.call
 local queuedKey, cancelsKey = KEYS[1], KEYS[2]
-local orderId, userId, now = ARGV[1], ARGV[2], ARGV[3]
+local orderId, userId = ARGV[1], ARGV[2]
 local entry = rcall('HGET', queuedKey, orderId)
 if not entry then return false end
 -- The user is the entry's last field and may itself hold '|': everything after the fourth one.
 if string.match(entry, '^[^|]*|[^|]*|[^|]*|[^|]*|(.*)$') ~= userId then return false end
-rcall('HSET', cancelsKey, orderId, now)
+local time = rcall('TIME')
+rcall('HSET', cancelsKey, orderId, tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000))
 return entry

@@ -6,13 +6,16 @@
   KEYS[1] winners
   KEYS[2] processing list of this writer
   KEYS[3] writers (zset writerId -> lease deadline ms)
-  ARGV[1] batch size  ARGV[2] writerId  ARGV[3] lease deadline (ms)
+  ARGV[1] batch size  ARGV[2] writerId  ARGV[3] lease length (ms): the lease runs out that long after
+  this master's TIME, the clock recover_writer.lua judges it by
 
   Returns the entries of the batch (empty when there is nothing to write).
 ]]
 local rcall = redis.call
 local winnersKey, processingKey, writersKey = KEYS[1], KEYS[2], KEYS[3]
-local count, writerId, leaseUntil = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local count, writerId = tonumber(ARGV[1]), ARGV[2]
+local time = rcall('TIME')
+local leaseUntil = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[3])
 
 local held = rcall('LRANGE', processingKey, 0, -1)
 if #held > 0 then

@@ -10,10 +10,12 @@
   KEYS[3] queue      zset buyer -> place
   KEYS[4] tokenUsed  the checked purchase token's mark once it joined (a 'pow' sale); unused without a token
 
-  ARGV[1] now (ms, from the caller's clock)
-  ARGV[2] buyer
-  ARGV[3] 1 when the API checked this buyer's purchase token for this sale
-  ARGV[4] when the token's mark may go (ms)
+  ARGV[1] buyer
+  ARGV[2] 1 when the API checked this buyer's purchase token for this sale
+  ARGV[3] the token's expiry (ms)
+  ARGV[4] how long its mark outlives the expiry (ms)
+
+  The end and the token's expiry are judged by this master's TIME, as purchase.lua judges them.
 
   Returns {code, joined}:
     { 1, 1}   joined now          { 1, 0}   had joined before: nothing changes
@@ -21,11 +23,15 @@
     {-8, 0}   a purchase token is required ('pow' sale)
     {-9, 0}   this purchase token was used already
     {-13, 0}  the sale has no waiting room
+    {-14, 0}  this purchase token has expired
 ]]
 local rcall = redis.call
 local metaKey, roomKey, queueKey, tokenUsedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local now, buyer = tonumber(ARGV[1]), ARGV[2]
-local tokenChecked = ARGV[3] == '1'
+local buyer = ARGV[1]
+local tokenChecked = ARGV[2] == '1'
+local tokenUntil = tonumber(ARGV[3])
+local time = rcall('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
 local meta = rcall('HMGET', metaKey, 'endsAt', 'challenge', 'admission', 'seed')
 if not meta[1] then return {-1, 0} end
@@ -36,6 +42,7 @@ local endsAt = tonumber(meta[1])
 if endsAt ~= 0 and now >= endsAt then return {-3, 0} end
 if meta[2] == 'pow' then
   if not tokenChecked then return {-8, 0} end
+  if tokenUntil <= now then return {-14, 0} end
   if rcall('EXISTS', tokenUsedKey) == 1 then return {-9, 0} end
 end
 
@@ -47,5 +54,5 @@ else
   place = tonumber(string.sub(redis.sha1hex(meta[4] .. ':' .. buyer), 1, 13), 16) / 4503599627370496
 end
 rcall('ZADD', queueKey, place, buyer)
-if tokenChecked then rcall('SET', tokenUsedKey, 'queue', 'PXAT', ARGV[4]) end
+if tokenChecked then rcall('SET', tokenUsedKey, 'queue', 'PXAT', tokenUntil + tonumber(ARGV[4])) end
 return {1, 1}

@@ -5,16 +5,16 @@
                         challenge (absent = none), admission (absent = first-come), buyCounts)
   KEYS[2] available     stock left
   KEYS[3] buys:<buyer>  this buyer's count in the older format, a key of its own (see "Buyer counts");
-                        expires ARGV[5] s after end + payment window, never for a sale without end
+                        expires ARGV[4] s after end + payment window, never for a sale without end
   KEYS[4] buys          the sale's counts, hash buyer -> count (see "Buyer counts"); one TTL for the
-                        sale: ARGV[5] s after end + payment window, never shortened; none without end
+                        sale: ARGV[4] s after end + payment window, never shortened; none without end
   KEYS[5] winners       list the order writer drains
   KEYS[6] queued        hash orderId -> entry, for status lookups until the order is in Postgres
   KEYS[7] seq           purchase counter
   KEYS[8] purchased     set of order ids reserved and not pending with a deadline
   KEYS[9] deadlines     zset of pending order ids (ack.lua moves an id here from purchased)
   KEYS[10] rl:<buyer>   this buyer's purchases of this sale in the current window (PURCHASE_RATE_PER_BUYER:
-                        a fixed window, expiring ARGV[9] ms after its first purchase)
+                        a fixed window, expiring ARGV[8] ms after its first purchase)
   KEYS[11] gate         with a purchase token: token-used:<its id>, the token's mark once it bought
                         (value: the order id); otherwise passes, the sale's passes (zset buyer -> the
                         pass's expiry ms, 0 once used), read only with a pass
@@ -23,20 +23,23 @@
   routes and checks a script by its declared keys only, so while a reshard moves the slot Redis
   answers the whole call with ASK or TRYAGAIN instead of running it where a buyer's count reads 0.
 
-  ARGV[1] now (ms, from the caller's clock)
-  ARGV[2] qty
-  ARGV[3] orderId
-  ARGV[4] userId
-  ARGV[5] buy-count margin (s): added past end + payment window (BUY_COUNT_TTL_SECONDS), covering a
+  ARGV[1] qty
+  ARGV[2] orderId
+  ARGV[3] userId
+  ARGV[4] buy-count margin (s): added past end + payment window (BUY_COUNT_TTL_SECONDS), covering a
           writer or restore that runs late; for either format of the count
-  ARGV[6] what the API checked: 'token' this buyer's purchase token for this sale (a 'pow' sale
+  ARGV[5] what the API checked: 'token' this buyer's purchase token for this sale (a 'pow' sale
           needs one; '1' from older APIs means the same), 'pass' this buyer's admission pass (a
           'queue' sale needs one), 'draw' the caller is the draw giving a winner its unit (a 'draw'
           sale sells to nobody else), '' nothing
-  ARGV[7] with a token, when its mark may go (ms): its expiry, plus a margin for API clocks that
-          disagree; with a pass, its expiry (ms) as the pass says, which must be the one in passes
-  ARGV[8] purchases per buyer per window (0: no limit)
-  ARGV[9] the window (ms)
+  ARGV[6] with a token or a pass, its expiry (ms) as it says (a pass's must be the one in passes)
+  ARGV[7] purchases per buyer per window (0: no limit)
+  ARGV[8] the window (ms)
+  ARGV[9] with a token, how long its mark outlives its expiry (ms): a failover to a master whose
+          clock runs behind must still find it
+
+  Time is this master's TIME, never the caller's clock: the window, the rate window, a token's or
+  a pass's expiry are judged by one clock however many API hosts disagree (docs/how-it-works.md).
 
   Returns {code, n}:
     { 1, available after}   reserved (or reserved before under this order id: nothing changes)
@@ -52,7 +55,8 @@
     {-10, 0}                a draw sale: orders come from the draw only
     {-11, 0}                a queue sale: an admission pass is required
     {-12, 0}                this pass has bought already, has expired, or is not this buyer's latest
-    {-13, ms}               this buyer sent more than ARGV[8] purchases in the window; it ends in ms
+    {-13, ms}               this buyer sent more than ARGV[7] purchases in the window; it ends in ms
+    {-14, 0}                this purchase token has expired
 
   Buyer counts. The previous release kept each buyer's count in a key of its own (buys:<buyer>), each
   with its own TTL on a sale with an end; this one keeps a sale's counts in one hash (buys) with
@@ -63,15 +67,17 @@
   before the upgrade can still sell or give quota back.
 ]]
 local rcall = redis.call
-local now = tonumber(ARGV[1])
-local qty = tonumber(ARGV[2])
-local orderId, userId = ARGV[3], ARGV[4]
-local ttlMargin = tonumber(ARGV[5])
-local gate = ARGV[6]
+local qty = tonumber(ARGV[1])
+local orderId, userId = ARGV[2], ARGV[3]
+local ttlMargin = tonumber(ARGV[4])
+local gate = ARGV[5]
 local tokenChecked = gate == 'token' or gate == '1'
 local passChecked = gate == 'pass'
-local gateUntil = tonumber(ARGV[7])
-local rateMax, rateWindow = tonumber(ARGV[8]), tonumber(ARGV[9])
+local gateUntil = tonumber(ARGV[6])
+local rateMax, rateWindow = tonumber(ARGV[7]), tonumber(ARGV[8])
+local markMargin = tonumber(ARGV[9])
+local time = rcall('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local metaKey, availableKey, buysKey, buyCountsKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local rateKey, gateKey = KEYS[10], KEYS[11]
@@ -120,6 +126,7 @@ if admission == 'draw' then
 elseif admission == 'queue' then
   if not passChecked then return {-11, 0} end
 elseif meta[6] == 'pow' and not tokenChecked then return {-8, 0} end
+if tokenChecked and gateUntil <= now then return {-14, 0} end
 if qty > maxPerOrder then return {-4, maxPerOrder} end
 
 -- The buyer's limit is checked before stock is touched: a repeat click never burns stock. The
@@ -148,8 +155,8 @@ local seq = rcall('INCR', seqKey)
 -- window after they are written, so the count outlives end + payment window, plus the margin for
 -- a late writer or restore. A sale without end never stops selling: its count never expires (SET
 -- without EX also drops any TTL the key had). The hash's one TTL serves every buyer, so it is only
--- ever pushed later (TTL is -1 on the hash just made): an API whose clock runs ahead computes a
--- shorter one, which must not cut the other buyers' counts short.
+-- ever pushed later (TTL is -1 on the hash just made): after a failover, a master whose clock
+-- runs ahead computes a shorter one, which must not cut the other buyers' counts short.
 local countTtl = math.ceil((endsAt - now) / 1000) + paymentWindow + ttlMargin
 if meta[8] == 'hash' then
   rcall('HINCRBY', buyCountsKey, userId, qty)
@@ -162,6 +169,6 @@ end
 local entry = orderId .. '|' .. seq .. '|' .. qty .. '|' .. now .. '|' .. userId
 rcall('LPUSH', winnersKey, entry)
 rcall('HSET', queuedKey, orderId, entry)
-if tokenChecked then rcall('SET', gateKey, orderId, 'PXAT', gateUntil) end
+if tokenChecked then rcall('SET', gateKey, orderId, 'PXAT', gateUntil + markMargin) end
 if passChecked then rcall('ZADD', gateKey, 'XX', 0, userId) end
 return {1, available}

@@ -6,13 +6,16 @@
   KEYS[1] winners
   KEYS[2] processing list of the dead writer
   KEYS[3] writers zset
-  ARGV[1] writerId  ARGV[2] now (ms)
+  ARGV[1] writerId
+  Whether the lease ran out is judged by this master's TIME, as claim.lua set it.
 
   Returns the number of entries re-driven; 0 when the writer renewed its lease meanwhile.
 ]]
 local rcall = redis.call
 local winnersKey, processingKey, writersKey = KEYS[1], KEYS[2], KEYS[3]
-local writerId, now = ARGV[1], tonumber(ARGV[2])
+local writerId = ARGV[1]
+local time = rcall('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local lease = tonumber(rcall('ZSCORE', writersKey, writerId) or '0')
 if lease > now then return 0 end
 local held = rcall('LRANGE', processingKey, 0, -1)

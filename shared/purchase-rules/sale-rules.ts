@@ -37,10 +37,10 @@ export class PurchaseRules {
    * refused on any sale. A sale that is not loaded is left to the route, which answers sale_not_found.
    * Answered at once, without a promise, for a sale known here and no header: most of a crowd.
    */
-  judge(door: Door, saleId: string, buyer: Buyer, header?: string, now = Date.now()): Judged {
+  judge(door: Door, saleId: string, buyer: Buyer, header?: string): Judged {
     const sale = this.held.get(saleId);
     if (sale && header === undefined) return this.apply(door, sale, buyer, undefined);
-    return this.judgeAfterReads(door, saleId, buyer, header, now);
+    return this.judgeAfterReads(door, saleId, buyer, header);
   }
 
   /**
@@ -51,8 +51,9 @@ export class PurchaseRules {
     this.apply(door, sale, buyer, undefined);
   }
 
-  private async judgeAfterReads(door: Door, saleId: string, buyer: Buyer, header: string | undefined, now: number): Promise<PurchaseGate | undefined> {
-    const carried = header === undefined ? undefined : await this.challenges.check(saleId, buyer.id, header, now);
+  private async judgeAfterReads(door: Door, saleId: string, buyer: Buyer, header: string | undefined): Promise<PurchaseGate | undefined> {
+    // The token's or pass's expiry is purchase.lua's to judge, by Redis's clock.
+    const carried = header === undefined ? undefined : await this.challenges.check(saleId, buyer.id, header);
     const sale = this.held.get(saleId) ?? await this.read(saleId);
     return sale && this.apply(door, sale, buyer, carried);
   }

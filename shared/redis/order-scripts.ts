@@ -34,9 +34,9 @@ export async function restoreStock(redis: RedisClient, o: { saleId: string; orde
 }
 
 /** cancel.lua: a still-queued order of this buyer, noted as being cancelled; its winner entry, or null. */
-export async function markCancelling(redis: RedisClient, saleId: string, orderId: string, userId: string, now: number): Promise<string | null> {
+export async function markCancelling(redis: RedisClient, saleId: string, orderId: string, userId: string): Promise<string | null> {
   const k = saleKeys(saleId);
-  return ((await run(redis, 'cancel', [k.queued, k.cancels], [orderId, userId, now])) as string | null) ?? null;
+  return ((await run(redis, 'cancel', [k.queued, k.cancels], [orderId, userId])) as string | null) ?? null;
 }
 
 /** Takes back cancel.lua's note of a cancel that was then refused (the buyer's cancel limit): the order is still just queued. */

@@ -63,7 +63,8 @@ export interface PurchaseArgs {
   userId: string;
   qty: number;
   orderId: string;
-  now: number;
+  /** @deprecated Ignored: purchase.lua judges time by the master's TIME. Removed once no caller passes it. */
+  now?: number;
   /** BUY_COUNT_TTL_SECONDS: the buyer's count outlives the sale's end + payment window by this much (no end: it never expires). */
   buyCountTtlSeconds: number;
   gate?: PurchaseGate;
@@ -71,20 +72,21 @@ export interface PurchaseArgs {
   rate?: { max: number; windowMs: number };
 }
 
-/** How long past its expiry a spent token's mark is kept: API hosts whose clocks run behind still accept the token that long. */
+/** How long past its expiry a spent token's mark is kept: a failover to a master whose clock runs behind still finds it. */
 export const TOKEN_MARK_MARGIN_MS = 10_000;
 
 /** Raw {code, n} from purchase.lua; shared/purchase.ts gives it meaning. */
 export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {
   const k = saleKeys(a.saleId);
   const g = a.gate;
-  const gateUntil = g?.kind === 'token' ? g.expiresAt + TOKEN_MARK_MARGIN_MS : g?.kind === 'pass' ? g.expiresAt : 0;
   // Eleven keys every call: without a token the gate key is the passes, read only with a pass.
   const keys = [
     k.meta, k.available, k.buys(a.userId), k.buyCounts, k.winners, k.queued, k.seq, k.purchased, k.deadlines, k.rate(a.userId),
     g?.kind === 'token' ? k.tokenUsed(g.id) : k.passes,
   ];
+  // No clock is sent: the script judges every time by the master's TIME.
   return (await run(redis, 'purchase', keys, [
-    a.now, a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, g?.kind ?? '', gateUntil, a.rate?.max ?? 0, a.rate?.windowMs ?? 0,
+    a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, g?.kind ?? '', g?.kind === 'token' || g?.kind === 'pass' ? g.expiresAt : 0,
+    a.rate?.max ?? 0, a.rate?.windowMs ?? 0, TOKEN_MARK_MARGIN_MS,
   ])) as [number, number];
 }

@@ -9,19 +9,24 @@ export async function holdLease(redis: RedisClient, key: string, holder: string,
   return (await run(redis, 'lease', [key], [holder, ms])) === 1;
 }
 
-export async function claimBatch(redis: RedisClient, saleId: string, writerId: string, size: number, leaseUntil: number): Promise<string[]> {
+/** claim.lua: up to `size` winners for this writer, its lease renewed for `leaseMs` by Redis's clock. */
+export async function claimBatch(redis: RedisClient, saleId: string, writerId: string, size: number, leaseMs: number): Promise<string[]> {
   const k = saleKeys(saleId);
-  return (await run(redis, 'claim', [k.winners, k.processing(writerId), k.writers], [size, writerId, leaseUntil])) as string[];
+  return (await run(redis, 'claim', [k.winners, k.processing(writerId), k.writers], [size, writerId, leaseMs])) as string[];
 }
 
-export async function ackBatch(
-  redis: RedisClient, saleId: string, writerId: string, now: number,
+/**
+ * ack.lua: sets each pending order's expiry key and forgets the batch. `overdue`: the pending
+ * orders whose deadline had passed by Redis's clock, whose keys were not set: the caller closes them.
+ */
+export async function acknowledgeBatch(
+  redis: RedisClient, saleId: string, writerId: string,
   pending: { orderId: string; expiresAt: number }[], orderIds: string[],
-): Promise<number> {
+): Promise<{ set: number; overdue: string[] }> {
   const k = saleKeys(saleId);
   // Each pending order's expiry key is declared (KEYS[5..]); its id is sent once: its queued entry goes with it.
   const keys = [k.processing(writerId), k.queued, k.deadlines, k.purchased];
-  const args: (string | number)[] = [now];
+  const args: (string | number)[] = [];
   for (const p of pending) {
     keys.push(k.expiry(p.orderId));
     args.push(p.orderId);
@@ -29,10 +34,20 @@ export async function ackBatch(
   for (const p of pending) args.push(p.expiresAt);
   const pendingIds = new Set(pending.map((p) => p.orderId));
   for (const id of orderIds) if (!pendingIds.has(id)) args.push(id);
-  return (await run(redis, 'ack', keys, args)) as number;
+  const [set, ...overdue] = (await run(redis, 'ack', keys, args)) as [number, ...string[]];
+  return { set, overdue };
 }
 
-export async function recoverWriter(redis: RedisClient, saleId: string, writerId: string, now: number): Promise<number> {
+/** @deprecated `now` is ignored (ack.lua judges by Redis's TIME): use acknowledgeBatch. Kept for callers written before; returns the keys set. */
+export async function ackBatch(
+  redis: RedisClient, saleId: string, writerId: string, _now: number,
+  pending: { orderId: string; expiresAt: number }[], orderIds: string[],
+): Promise<number> {
+  return (await acknowledgeBatch(redis, saleId, writerId, pending, orderIds)).set;
+}
+
+/** recover_writer.lua: re-drives the writer's batch if its lease has run out by Redis's clock. */
+export async function recoverWriter(redis: RedisClient, saleId: string, writerId: string): Promise<number> {
   const k = saleKeys(saleId);
-  return (await run(redis, 'recover_writer', [k.winners, k.processing(writerId), k.writers], [writerId, now])) as number;
+  return (await run(redis, 'recover_writer', [k.winners, k.processing(writerId), k.writers], [writerId])) as number;
 }

@@ -80,7 +80,7 @@ export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purc
       const header = req.headers[PURCHASE_TOKEN_HEADER];
       const judged = rules.judge('purchase', saleId, req.buyer, header === undefined ? undefined : String(header));
       const gate = judged instanceof Promise ? await judged : judged;
-      const { orderId } = await purchaser.purchase(saleId, req.buyer.id, qty, Date.now(), gate);
+      const { orderId } = await purchaser.purchase(saleId, req.buyer.id, qty, gate);
       purchaseOutcome('queued').inc();
       // The answer's JSON by hand: an order id is [A-Za-z0-9_.-] only (ids.ts), nothing to escape.
       return await reply.code(202).type('application/json; charset=utf-8').send(`{"orderId":"${orderId}","status":"queued"}`);

@@ -78,12 +78,12 @@ export const queue: FastifyPluginCallback<QueueDeps> = (app, deps, done) => {
   }, async (req) => {
     const sale = await queueSale(saleCache, req.params.saleId);
     rules.judgeSale('join', rulesOf(sale), req.buyer);
-    const now = Date.now();
     const header = req.headers[PURCHASE_TOKEN_HEADER];
-    const token = header === undefined ? undefined : await challenges.check(sale.id, req.buyer.id, String(header), now);
+    // The token's expiry is join_queue.lua's to judge, by Redis's clock.
+    const token = header === undefined ? undefined : await challenges.check(sale.id, req.buyer.id, String(header));
     if (token?.kind === 'pass') throw new HttpError('invalid_purchase_token', 'An admission pass buys; it does not join.');
-    await joinQueue(redis, sale.id, req.buyer.id, now, token);
-    return buyerView(redis, challenges, sale, req.buyer.id, now);
+    await joinQueue(redis, sale.id, req.buyer.id, token);
+    return buyerView(redis, challenges, sale, req.buyer.id);
   });
 
   app.get<SaleId>('/api/sales/:saleId/queue/me', {

@@ -1,0 +1,97 @@
+// One clock per decision: processes whose own clocks are wrong (libfaketime shifts them) still
+// judge a sale's window and an order's deadline by Redis's TIME. Each sale's times are placed
+// relative to that clock, minutes away from every edge, so how fast the machine runs changes
+// nothing.
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { after, before, test } from 'node:test';
+import { saleKeys } from '../shared/keys.js';
+import { purchaseScript } from '../shared/redis/sale-scripts.js';
+import { freePort } from '../tools/local-stack.js';
+import { exited, ready, spawnCli } from './support/cli.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { newSale, waitFor } from './support/fixtures.js';
+import { http } from './support/http.js';
+
+const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
+const MINUTE = 60_000;
+
+let env: TestEnv;
+const children: ChildProcess[] = [];
+
+before(async () => {
+  env = await testEnv();
+});
+after(async () => {
+  for (const child of children) child.kill('SIGTERM');
+  await Promise.all(children.map((c) => exited(c)));
+  await env?.close();
+});
+
+/** `flashsale <kind>` whose clock is `offset` off (libfaketime: '-600s', '+30s'), ready. */
+async function shifted(kind: string, offset: string, vars: Record<string, string> = {}): Promise<ChildProcess> {
+  const child = spawnCli(env, [kind], { LD_PRELOAD: FAKETIME_LIB, FAKETIME: offset, FAKETIME_DONT_FAKE_MONOTONIC: '1', OPS_PORT: '0', ...vars });
+  children.push(child);
+  await ready(child, `${kind} at ${offset}`);
+  return child;
+}
+
+async function redisNow(): Promise<number> {
+  const [s, us] = await env.redis.time();
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+test('clock: an API 10 min slow or 10 min fast judges a sale\'s window by Redis\'s clock, not its own', async () => {
+  const [slowPort, fastPort] = [await freePort(), await freePort()];
+  await Promise.all([shifted('api', '-600s', { PORT: String(slowPort) }), shifted('api', '+600s', { PORT: String(fastPort) })]);
+  const now = await redisNow();
+  // By Redis: open since 2 s, ended 2 s ago, starting in 5 min, ending in 5 min.
+  const open = await newSale(env, { startsAt: iso(now - 2000), endsAt: iso(now + 30 * MINUTE) });
+  const ended = await newSale(env, { startsAt: iso(now - 30 * MINUTE), endsAt: iso(now - 2000) });
+  const upcoming = await newSale(env, { startsAt: iso(now + 5 * MINUTE), endsAt: iso(now + 30 * MINUTE) });
+  const ending = await newSale(env, { startsAt: iso(now - 2000), endsAt: iso(now + 5 * MINUTE) });
+  const buy = (port: number, saleId: string) => http(port, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty: 1 }, user: `buyer-${randomUUID()}` });
+  const available = async (saleId: string) => Number(await env.redis.get(saleKeys(saleId).available));
+
+  // The slow API's clock says `open` starts in 10 min and `ended` is open for another 10.
+  const [a, b] = [await buy(slowPort, open.id), await buy(slowPort, ended.id)];
+  assert.equal(a.status, 202, JSON.stringify(a.body));
+  assert.equal(b.status, 403);
+  assert.equal(b.body.error, 'ended');
+  // The fast API's clock says `upcoming` started 5 min ago and `ending` ended 5 min ago.
+  const [c, d] = [await buy(fastPort, upcoming.id), await buy(fastPort, ending.id)];
+  assert.equal(c.status, 403);
+  assert.equal(c.body.error, 'not_started');
+  assert.equal(d.status, 202, JSON.stringify(d.body));
+  assert.deepEqual(
+    [await available(open.id), await available(ended.id), await available(upcoming.id), await available(ending.id)],
+    [9, 10, 10, 9], 'a unit taken for each purchase accepted, none for a refusal',
+  );
+});
+
+test('clock: a writer 10 min fast still sets each order\'s expiry key at its deadline (ack.lua judges by Redis\'s clock)', async () => {
+  // A payment window of 5 min: by the writer's clock every deadline it writes is past.
+  const sale = await newSale(env, { stock: 5, paymentWindowSeconds: 300 });
+  const orderIds: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const orderId = `${sale.id}.${randomUUID()}`;
+    const [code] = await purchaseScript(env.redis, { saleId: sale.id, userId: `w${i}`, qty: 1, orderId, buyCountTtlSeconds: 3600 });
+    assert.equal(code, 1);
+    orderIds.push(orderId);
+  }
+  await shifted('order-writer', '+600s');
+  const k = saleKeys(sale.id);
+  // Written and acknowledged: every id has left the purchased set (ack.lua) or stayed in it for a close.
+  await waitFor('the writer to acknowledge the batch', async () => (await env.redis.hlen(k.queued)) === 0 && (await env.redis.llen(k.winners)) === 0);
+  const rows = (await env.pool.query<{ id: string; status: string; ms: string }>(
+    `select id, status, (extract(epoch from expires_at) * 1000)::int8 as ms from orders where sale_id = $1 order by id`, [sale.id])).rows;
+  assert.deepEqual(rows.map((r) => r.status), ['pending', 'pending', 'pending'], 'no order closed early');
+  for (const r of rows) {
+    assert.equal(Number(await env.redis.pexpiretime(k.expiry(r.id))), Number(r.ms), `${r.id}: its key fires at its deadline`);
+    assert.equal(Number(await env.redis.zscore(k.deadlines, r.id)), Number(r.ms), `${r.id}: indexed by its deadline`);
+    assert.equal(await env.redis.sismember(k.purchased, r.id), 0);
+  }
+});
