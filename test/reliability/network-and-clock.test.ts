@@ -8,8 +8,8 @@
 // random loss on Redis's or Postgres's port; 50-300 ms of delay with jitter on one process's proxy;
 // and one API and one writer under libfaketime at -30 s, -2 s and +30 s, a phase each.
 //
-// The file runs itself again inside the namespace (FLASHSALE_NETNS_RESULT set), which writes what it
-// saw to a file; the tests here judge it. The network faults must change nothing. The clock checks
+// network-and-clock/scenario.ts runs inside the namespace (started as root by `unshare --net`) and
+// writes what it saw to FLASHSALE_NETNS_RESULT; the tests here judge it. The network faults must change nothing. The clock checks
 // (no purchase outside the window by Redis's clock, no pass used past its expiry, no draw entry
 // after the close, no order closed before its deadline by Postgres's clock) are reported per kind;
 // they stay `todo` while the APIs judge time by their own clocks.
