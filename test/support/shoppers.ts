@@ -7,7 +7,11 @@ import { orderCount, settle } from './fixtures.js';
 import { http, outcome } from './http.js';
 import { checkSale, type LiveChecks } from './scenario.js';
 
-export interface Won { orderId: string; userId: string; qty: number }
+export interface Won {
+  orderId: string; userId: string; qty: number;
+  /** The API that answered, and when (this process's clock) the request went and its 202 came. */
+  port: number; sentAt: number; answeredAt: number;
+}
 
 export interface ShopperOptions {
   port: number;
@@ -23,6 +27,8 @@ export interface ShopperOptions {
   concurrency: number;
   /** Each buyer pauses this long between clicks (uniform; default none). */
   thinkMs?: [number, number];
+  /** Several APIs: each click goes to one of them, drawn from `rand` (instead of `port`). */
+  ports?: number[];
 }
 
 /** Buyers and payers over HTTP, recording every answer so the final state can be held against it. */
@@ -56,12 +62,14 @@ export class Shoppers {
       const userId = `${prefix}${Math.floor(rand() * users)}`;
       const qty = 1 + Math.floor(rand() * maxQty);
       this.buyers.add(userId);
-      const r = await http(port, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty }, user: userId });
+      const to = this.o.ports ? this.o.ports[Math.floor(rand() * this.o.ports.length)]! : port;
+      const sentAt = Date.now();
+      const r = await http(to, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty }, user: userId });
       const label = outcome(r);
       this.purchases[label] = (this.purchases[label] ?? 0) + 1;
       if (r.status === 202) {
-        this.accepted.push({ orderId: r.body.orderId, userId, qty });
-        if (rand() < this.o.payRatio) this.pay(r.body.orderId, userId, this.o.payDelayMs[0] + rand() * (this.o.payDelayMs[1] - this.o.payDelayMs[0]));
+        this.accepted.push({ orderId: r.body.orderId, userId, qty, port: to, sentAt, answeredAt: Date.now() });
+        if (rand() < this.o.payRatio) this.pay(to, r.body.orderId, userId, this.o.payDelayMs[0] + rand() * (this.o.payDelayMs[1] - this.o.payDelayMs[0]));
       } else if (r.status === 409 || r.status === 429) {
         await delay(20); // sold out or busy: a real buyer waits a moment before the next click
       } else if (r.status === 0 || r.status >= 500) {
@@ -72,11 +80,11 @@ export class Shoppers {
     }
   }
 
-  private pay(orderId: string, userId: string, afterMs: number): void {
+  private pay(port: number, orderId: string, userId: string, afterMs: number): void {
     const p = (async () => {
       await delay(afterMs);
       for (;;) {
-        const r = await http(this.o.port, 'POST', `/api/orders/${orderId}/pay`, { user: userId });
+        const r = await http(port, 'POST', `/api/orders/${orderId}/pay`, { user: userId });
         const label = outcome(r);
         this.payments.set(orderId, label);
         // Still queued (the writer is behind or down): the buyer's page retries.
