@@ -116,8 +116,9 @@ const PG_UNAVAILABLE = /^(08|53|57P|40001$|40P01$|55P03$)/;
 // script's own error is ours to fix.
 const REDIS_UNAVAILABLE = /^(LOADING|BUSY|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|MOVED|ASK|UNBLOCKED|NOREPLICAS|OOM|NOAUTH|WRONGPASS|ERR Script attempted to access a non local key|ERR WAIT cannot be used with replica instances)\b/;
 // What ioredis says, as a plain Error, when a connection is gone or never came. On a cluster also:
-// a node down until its replica is promoted, redirections that never settled, no startup node.
-const REDIS_LOST = /^(Connection is closed|Stream isn't writeable|Command timed out|Too many Cluster redirections|Failed to refresh slots cache|Cluster isn't ready|None of startup nodes is available)/;
+// a node down until its replica is promoted, redirections that never settled, no startup node, and
+// an auto-pipeline whose commands' slots a reshard moved to different nodes while it was queued.
+const REDIS_LOST = /^(Connection is closed|Stream isn't writeable|Command timed out|Too many Cluster redirections|Failed to refresh slots cache|Cluster isn't ready|None of startup nodes is available|All keys in the pipeline should belong to the same slots allocation group)/;
 // ioredis's own error classes (by name: the package exports none of them but ReplyError): the slot
 // map could be read from no node; a command's retries ran out while reconnecting; a command of a
 // pipeline (auto-pipelining, a WAIT behind a script) lost with its connection before its reply.

@@ -35,7 +35,13 @@ export function defineScripts(redis: RedisClient): void {
 export function run(redis: RedisClient, name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
   const fn = (redis as unknown as Record<ScriptName, ScriptFn>)[name];
   const fixed = KEY_COUNTS[name];
-  if (fixed === null) return fn.call(redis, keys.length, ...keys, ...args);
-  if (keys.length !== fixed) throw new Error(`${name}.lua takes ${fixed} keys, given ${keys.length}`);
-  return fn.call(redis, ...keys, ...args);
+  if (fixed !== null && keys.length !== fixed) throw new Error(`${name}.lua takes ${fixed} keys, given ${keys.length}`);
+  const ran = fixed === null ? fn.call(redis, keys.length, ...keys, ...args) : fn.call(redis, ...keys, ...args);
+  return ran.catch((err: unknown) => {
+    // ioredis counts a script as loaded on a connection once it has sent its EVAL there, even when a
+    // reshard's ASK or TRYAGAIN refused that EVAL before it ran, and falls back to EVAL only once, so a
+    // second NOSCRIPT reached the caller. NOSCRIPT means the script did not run: send it whole.
+    if (!String((err as Error | null)?.message).startsWith('NOSCRIPT')) throw err;
+    return redis.eval(sources.get(name)!, keys.length, ...keys, ...args);
+  });
 }
