@@ -63,8 +63,6 @@ export interface PurchaseArgs {
   userId: string;
   qty: number;
   orderId: string;
-  /** @deprecated Ignored: purchase.lua judges time by the master's TIME. Removed once no caller passes it. */
-  now?: number;
   /** BUY_COUNT_TTL_SECONDS: the buyer's count outlives the sale's end + payment window by this much (no end: it never expires). */
   buyCountTtlSeconds: number;
   gate?: PurchaseGate;

@@ -38,13 +38,6 @@ export async function acknowledgeBatch(
   return { set, overdue };
 }
 
-/** @deprecated `now` is ignored (ack.lua judges by Redis's TIME): use acknowledgeBatch. Kept for callers written before; returns the keys set. */
-export async function ackBatch(
-  redis: RedisClient, saleId: string, writerId: string, _now: number,
-  pending: { orderId: string; expiresAt: number }[], orderIds: string[],
-): Promise<number> {
-  return (await acknowledgeBatch(redis, saleId, writerId, pending, orderIds)).set;
-}
 
 /** recover_writer.lua: re-drives the writer's batch if its lease has run out by Redis's clock. */
 export async function recoverWriter(redis: RedisClient, saleId: string, writerId: string): Promise<number> {

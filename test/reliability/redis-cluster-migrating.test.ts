@@ -21,7 +21,7 @@ import { saleKeys } from '../../shared/keys.js';
 import { writeOrders } from '../../shared/order-queries.js';
 import { reconcile } from '../../shared/reconcile.js';
 import { purchaseScript } from '../../shared/redis/sale-scripts.js';
-import { ackBatch, claimBatch } from '../../shared/redis/writer-scripts.js';
+import { acknowledgeBatch, claimBatch } from '../../shared/redis/writer-scripts.js';
 import { touchDue } from '../../shared/redis/order-scripts.js';
 import { snapshotSale } from '../../shared/redis/replay-scripts.js';
 import { ask, startCluster, type LocalCluster } from '../../tools/redis-cluster.js';
@@ -57,7 +57,7 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
   const owner = new Map<string, string>();
   const buy = async (user: string) => {
     const orderId = newOrderId(saleId);
-    const [code] = await purchaseScript(env.redis, { saleId, userId: user, qty: 1, orderId, now: Date.now(), buyCountTtlSeconds: 60 });
+    const [code] = await purchaseScript(env.redis, { saleId, userId: user, qty: 1, orderId, buyCountTtlSeconds: 60 });
     assert.equal(code, 1);
     owner.set(orderId, user);
     return orderId;
@@ -70,14 +70,14 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
   // w1's batch (the first round) is written and acknowledged; w2's (u0-u4's second) and w3's
   // (u5-u9's second) are written and wait for their ack.
   const writeBatch = async (writer: string, size: number) => {
-    const winners = (await claimBatch(env.redis, saleId, writer, size, Date.now() + 600_000)).map((e) => parseWinner(e));
+    const winners = (await claimBatch(env.redis, saleId, writer, size, 600_000)).map((e) => parseWinner(e));
     assert.equal(winners.length, size);
     return { writer, rows: await writeOrders(env.pool, saleId, winners) };
   };
   const ack = async (b: { writer: string; rows: { id: string }[] }) => {
     const pending = (await env.pool.query<{ id: string; ms: string }>(
       `select id, (extract(epoch from expires_at) * 1000)::int8 as ms from orders where id = any($1::text[]) and status = 'pending'`, [b.rows.map((r) => r.id)])).rows;
-    return ackBatch(env.redis, saleId, b.writer, Date.now(), pending.map((r) => ({ orderId: r.id, expiresAt: Number(r.ms) })), b.rows.map((r) => r.id));
+    return (await acknowledgeBatch(env.redis, saleId, b.writer, pending.map((r) => ({ orderId: r.id, expiresAt: Number(r.ms) })), b.rows.map((r) => r.id))).set;
   };
   const w1 = await writeBatch('w1', 10);
   assert.equal(await ack(w1), 10);
