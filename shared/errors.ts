@@ -50,6 +50,7 @@ export const ERRORS = {
   event_conflict: [409, 'This event id was delivered before with a different body: nothing was recorded.'],
   not_refund_due: [409, 'This payment paid its order: there is nothing to refund.'],
   cancel_limit: [409, 'This buyer has cancelled as many orders of this sale as it allows: this order stays as it is.'],
+  unpaid_limit: [409, 'This buyer has let as many orders of this sale expire unpaid as it allows: no more purchases here.'],
   payload_too_large: [413, 'The body is too large.'],
   unsupported_media_type: [415, 'Send the body as application/json.'],
   headers_too_large: [431, 'The request headers are too large.'],

@@ -51,7 +51,7 @@ export async function restore(pool: Pool, redis: RedisClient, orders: ClosedOrde
   }
   // One script call per sale (per RESTORE_CHUNK orders), not one per order.
   const restored = await Promise.all([...bySale].map(async ([saleId, of]) => {
-    const done = await restoreStocks(redis, saleId, of.map((o) => ({ orderId: o.id, userId: o.userId, qty: o.qty })));
+    const done = await restoreStocks(redis, saleId, of.map((o) => ({ orderId: o.id, userId: o.userId, qty: o.qty, unpaid: o.unpaid })));
     return of.reduce((sum, o, i) => (done[i] ? sum + o.qty : sum), 0);
   }));
   const units = restored.reduce((a, b) => a + b, 0);

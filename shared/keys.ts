@@ -89,6 +89,8 @@ function buildSaleKeys(saleId: string) {
     processing: (writerId: string) => `${p}:processing:${writerId}`,
     /** The sale's buyer counts (hash buyer -> count), one TTL for all; a sale loaded with `buyCounts` = hash in its meta writes here. */
     buyCounts: `${p}:buys`,
+    /** Each buyer's orders of the sale expired unpaid (hash buyer -> count; restore.lua): MAX_UNPAID_PER_SALE bounds it (purchase.lua). */
+    unpaid: `${p}:unpaid`,
     /** Older format: buyer U's count in a key of its own, this prefix followed by U (settle finds them by it). Still read and given back. */
     buysPrefix,
     buys: (userId: string) => buysPrefix + userId,

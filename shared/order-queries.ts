@@ -25,11 +25,13 @@ export interface ClosedOrder {
   userId: string;
   qty: number;
   lateMs: number;
+  /** It expired unpaid (not cancelled): counted against its buyer (MAX_UNPAID_PER_SALE). */
+  unpaid: boolean;
 }
 
 /** expires_ms: int8 comes back as a string; epoch milliseconds spare a Date parse per row. */
 interface WrittenRow { id: string; status: OrderState; expires_ms: string }
-interface ClosedRow { id: string; sale_id: string; user_id: string; qty: number; late_ms: number }
+interface ClosedRow { id: string; sale_id: string; user_id: string; qty: number; late_ms: number; status: string }
 
 const EXPIRES_MS = '(extract(epoch from expires_at) * 1000)::int8 as expires_ms';
 
@@ -120,10 +122,10 @@ export async function markPaid(pool: Pool | PoolClient, orderId: string, userId:
   return paid.rowCount === 1;
 }
 
-const CLOSED = `returning id, sale_id, user_id, qty, extract(epoch from (closed_at - expires_at)) * 1000 as late_ms`;
+const CLOSED = `returning id, sale_id, user_id, qty, extract(epoch from (closed_at - expires_at)) * 1000 as late_ms, status`;
 
 function closedOrders(rows: ClosedRow[]): ClosedOrder[] {
-  return rows.map((r) => ({ id: r.id, saleId: r.sale_id, userId: r.user_id, qty: r.qty, lateMs: Number(r.late_ms) }));
+  return rows.map((r) => ({ id: r.id, saleId: r.sale_id, userId: r.user_id, qty: r.qty, lateMs: Number(r.late_ms), unpaid: r.status === EXPIRE.to }));
 }
 
 /** Closes those of `ids` that are pending and past their deadline (never one before it). */
@@ -198,7 +200,7 @@ export async function closeOverdue(pool: Pool, limit: number): Promise<ClosedOrd
 /** Orders already closed in Postgres (expired or cancelled) whose stock is not yet known to be back in Redis. */
 export async function unrestored(pool: Pool, limit: number): Promise<ClosedOrder[]> {
   const res = await pool.query<ClosedRow>(
-    `select id, sale_id, user_id, qty, 0 as late_ms from orders
+    `select id, sale_id, user_id, qty, 0 as late_ms, status from orders
      where status in ${sqlStates(RESTORING)} and restored_at is null order by closed_at limit $1`,
     [limit],
   );

@@ -11,7 +11,7 @@ import { TOKEN_EXPIRED } from './challenge.js';
 /** purchase.lua's refusal codes. */
 export enum Refusal {
   SaleNotFound = -1, NotStarted = -2, Ended = -3, QtyAboveMax = -4, LimitReached = -5, SoldOut = -6, NotEnoughStock = -7,
-  TokenRequired = -8, TokenUsed = -9, DrawOnly = -10, PassRequired = -11, PassInvalid = -12, RateLimited = -13, TokenExpired = -14,
+  TokenRequired = -8, TokenUsed = -9, DrawOnly = -10, PassRequired = -11, PassInvalid = -12, RateLimited = -13, TokenExpired = -14, UnpaidLimit = -15,
 }
 
 /** The refusals answered with their catalogue message alone. */
@@ -29,6 +29,7 @@ function refusalError(code: number, n: number): Error {
     case Refusal.LimitReached: return new HttpError('limit_reached', `This buyer already holds ${n}, the most this sale allows.`);
     case Refusal.NotEnoughStock: return new HttpError('not_enough_stock', `Only ${n} left.`);
     case Refusal.TokenExpired: return new HttpError('invalid_purchase_token', TOKEN_EXPIRED);
+    case Refusal.UnpaidLimit: return new HttpError('unpaid_limit', `This buyer let ${n} orders of this sale expire unpaid, the most it allows: no more purchases here.`);
     case Refusal.RateLimited: {
       const seconds = Math.max(1, Math.ceil(n / 1000));
       return new HttpError('rate_limited', `This buyer is sending purchases too fast; retry in ${seconds} s.`, seconds);
@@ -48,7 +49,7 @@ export class Purchaser {
 
   constructor(
     private readonly redis: RedisClient,
-    private readonly opts: Pick<Config, 'soldOutCacheMs' | 'buyCountTtlSeconds'> & Partial<Pick<Config, 'purchaseRatePerBuyer' | 'purchaseRateWindowMs'>>,
+    private readonly opts: Pick<Config, 'soldOutCacheMs' | 'buyCountTtlSeconds'> & Partial<Pick<Config, 'purchaseRatePerBuyer' | 'purchaseRateWindowMs' | 'maxUnpaidPerSale'>>,
     /** REDIS_MIN_REPLICAS_ACK's confirmation of `redis`'s writes (services.ts connect); undefined at 0. */
     private readonly replicaAcks?: ReplicaAcks,
   ) {
@@ -105,7 +106,7 @@ export class Purchaser {
     let code: number, n: number;
     try {
       [code, n] = await purchaseScript(this.redis, {
-        saleId, userId, qty, orderId, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, gate, rate: this.rate,
+        saleId, userId, qty, orderId, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, gate, rate: this.rate, maxUnpaid: this.opts.maxUnpaidPerSale,
       });
     } catch (err) {
       this.soldOutUntil.delete(saleId);

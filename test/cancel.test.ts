@@ -358,6 +358,61 @@ describe('cancel limit', () => {
   });
 });
 
+describe('unpaid limit', () => {
+  /** Lets the buyer's order run out unpaid: its deadline moved to now, then closed by the sweep, as the replay would. */
+  const expire = async (id: string) => {
+    await env.pool.query(`update orders set expires_at = now() where id = $1`, [id]);
+    await sweepOverdue(env.pool, env.redis, 'replay');
+    assert.equal((await row(id))?.status, 'expired', id);
+  };
+
+  test('unpaid limit: a buyer who let MAX_UNPAID_PER_SALE orders of a sale expire is refused 409 unpaid_limit there, nothing taken; the last unit goes to another buyer', async () => {
+    assert.equal(env.config.maxUnpaidPerSale, 2, 'the default');
+    const s = await sale({ stock: 1 });
+    const other = await sale({ stock: 1 });
+    // The last unit, held and let go twice: each expiry gives the unit and the quota back.
+    for (let i = 0; i < 2; i++) {
+      const id = await buy(s, 'hoarder');
+      await drain(s);
+      await expire(id);
+      assert.equal(await available(s), 1);
+      assert.equal(await quota(s, 'hoarder'), 0);
+    }
+    assert.equal(await env.redis.hget(saleKeys(s.id).unpaid, 'hoarder'), '2');
+    const state = await stateSnapshot(env);
+    const refused = await http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { body: { qty: 1 }, user: 'hoarder' });
+    assert.equal(outcome(refused), '409 unpaid_limit');
+    assert.match(refused.body.message, /let 2 orders of this sale expire unpaid/);
+    assert.deepEqual(await stateSnapshot(env), state, 'nothing changed');
+    // Per buyer and per sale: another buyer takes the unit, and the same buyer still buys elsewhere.
+    await buy(s, 'honest');
+    await buy(other, 'hoarder');
+    await drain(s);
+    await drain(other);
+    // A second sweep restores nothing again, and counts nothing again.
+    await sweepOverdue(env.pool, env.redis, 'replay');
+    assert.equal(await env.redis.hget(saleKeys(s.id).unpaid, 'hoarder'), '2');
+  });
+
+  test('unpaid limit: cancels and paid orders are not unpaid expiries; the buyer buys again after them', async () => {
+    const s = await sale({ stock: 10, perUserLimit: 1 });
+    for (let i = 0; i < 2; i++) assert.equal(outcome(await cancel(await buy(s, 'undecided'), 'undecided')), '200 cancelled');
+    const paid = await buy(s, 'undecided');
+    await drain(s);
+    assert.equal((await pay(paid, 'undecided')).status, 200);
+    await sweepOverdue(env.pool, env.redis, 'replay');
+    assert.equal(await env.redis.hget(saleKeys(s.id).unpaid, 'undecided'), null);
+    // One expiry is under the bound: this buyer's next order is taken.
+    const late = await sale({ stock: 10 });
+    const id = await buy(late, 'undecided');
+    await drain(late);
+    await expire(id);
+    assert.equal(await env.redis.hget(saleKeys(late.id).unpaid, 'undecided'), '1');
+    await buy(late, 'undecided');
+    await drain(late);
+  });
+});
+
 describe('my orders', () => {
   test('me/orders: the buyer\'s own orders, newest first, a page at a time, of one sale if asked; bad queries are 400', async () => {
     const [s1, s2] = [await sale({ perUserLimit: 5 }), await sale({ perUserLimit: 5 })];

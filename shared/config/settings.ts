@@ -70,6 +70,7 @@ export const SETTINGS = {
   legacyBuyCounts: { env: 'LEGACY_BUY_COUNTS', parse: bool(false),
     doc: '`true`: sales created by this process keep each buyer\'s count in a key of its own, as the previous release did, instead of one hash per sale; for a rolling upgrade, while APIs of that release still run (see [Operations](operations.md#upgrading-from-the-previous-release))' },
   maxCancelsPerSale: { env: 'MAX_CANCELS_PER_SALE', parse: int(3, 1), doc: 'orders one buyer may cancel in one sale (at least 1); the next cancel is `409 cancel_limit`' },
+  maxUnpaidPerSale: { env: 'MAX_UNPAID_PER_SALE', parse: int(2, 0), doc: 'orders one buyer may let expire unpaid in one sale; past it, their purchases in that sale are `409 unpaid_limit` (0: no bound)' },
   writerId: { env: 'WRITER_ID', flag: 'writer-id', parse: text(({ env }) => `${hostname()}:${env.pm_id ?? process.pid}`, '`<hostname>:<pm2 id or pid>`'),
     doc: 'a writer\'s identity; keep it stable across restarts' },
   writerBatchSize: { env: 'WRITER_BATCH_SIZE', flag: 'batch-size', parse: int(1000, 1), doc: 'winners per Postgres round trip' },

@@ -18,8 +18,9 @@
   KEYS[11] gate         with a purchase token: token-used:<its id>, the token's mark once it bought
                         (value: the order id); otherwise passes, the sale's passes (zset buyer -> the
                         pass's expiry ms, 0 once used), read only with a pass
+  KEYS[12] unpaid       the sale's buyers' orders expired unpaid, hash buyer -> count (restore.lua)
 
-  Every key is declared, the per-buyer and per-token ones too, and always eleven of them: a Cluster
+  Every key is declared, the per-buyer and per-token ones too, and always twelve of them: a Cluster
   routes and checks a script by its declared keys only, so while a reshard moves the slot Redis
   answers the whole call with ASK or TRYAGAIN instead of running it where a buyer's count reads 0.
 
@@ -37,6 +38,7 @@
   ARGV[8] the window (ms)
   ARGV[9] with a token, how long its mark outlives its expiry (ms): a failover to a master whose
           clock runs behind must still find it
+  ARGV[10] orders a buyer may let expire unpaid in this sale (MAX_UNPAID_PER_SALE; 0: no bound)
 
   Time is this master's TIME, never the caller's clock: the window, the rate window, a token's or
   a pass's expiry are judged by one clock however many API hosts disagree (docs/how-it-works.md).
@@ -56,6 +58,7 @@
     {-11, 0}                a queue sale: an admission pass is required
     {-12, 0}                this pass has bought already, has expired, or is not this buyer's latest
     {-13, ms}               this buyer sent more than ARGV[7] purchases in the window; it ends in ms
+    {-15, unpaid}           this buyer let ARGV[10] orders of this sale expire unpaid
     {-14, 0}                this purchase token has expired
 
   Buyer counts. The previous release kept each buyer's count in a key of its own (buys:<buyer>), each
@@ -76,11 +79,12 @@ local passChecked = gate == 'pass'
 local gateUntil = tonumber(ARGV[6])
 local rateMax, rateWindow = tonumber(ARGV[7]), tonumber(ARGV[8])
 local markMargin = tonumber(ARGV[9])
+local maxUnpaid = tonumber(ARGV[10])
 local time = rcall('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local metaKey, availableKey, buysKey, buyCountsKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local winnersKey, queuedKey, seqKey, purchasedKey, deadlinesKey = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local rateKey, gateKey = KEYS[10], KEYS[11]
+local rateKey, gateKey, unpaidKey = KEYS[10], KEYS[11], KEYS[12]
 
 -- A client resends a script whose reply a dropped connection lost (ioredis does after a Redis
 -- restart); run twice, it would take the stock twice for one order. The id is in exactly one of
@@ -134,6 +138,12 @@ if qty > maxPerOrder then return {-4, maxPerOrder} end
 local ownKey = tonumber(rcall('GET', buysKey) or '0')
 local bought = ownKey + tonumber(rcall('HGET', buyCountsKey, userId) or '0')
 if bought + qty > perUser then return {-5, bought} end
+-- Each expiry gives the unit and the quota back, so without a bound one buyer could hold the last
+-- unit for ever by buying and never paying (OWASP OAT-021).
+if maxUnpaid > 0 then
+  local unpaid = tonumber(rcall('HGET', unpaidKey, userId) or '0')
+  if unpaid >= maxUnpaid then return {-15, unpaid} end
+end
 
 local available = tonumber(rcall('GET', availableKey) or '0')
 if available <= 0 then return {-6, 0} end

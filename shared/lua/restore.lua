@@ -9,10 +9,11 @@
   KEYS[3] restored qty counter
   KEYS[4] meta (sale rules; field `settled` once the sale is settled)
   KEYS[5] buy counts, the sale's hash buyer -> count
-  KEYS[6..] each buyer's count in the older format, a key of its own, once per buyer
+  KEYS[6] unpaid, the sale's hash buyer -> orders expired unpaid (purchase.lua bounds it)
+  KEYS[7..] each buyer's count in the older format, a key of its own, once per buyer
   ARGV[1] sale id (announced on the stock channel)  ARGV[2] channel
-  ARGV[4i-1], ARGV[4i], ARGV[4i+1], ARGV[4i+2] order i's id, qty, buyer and the index in KEYS of
-          the buyer's own key
+  ARGV[5i-2], ARGV[5i-1], ARGV[5i], ARGV[5i+1], ARGV[5i+2] order i's id, qty, buyer, the index in
+          KEYS of the buyer's own key, and 1 if it expired unpaid (0: cancelled)
 
   A buyer's count is the sum of their own key (written by the previous release, or for a sale
   loaded with LEGACY_BUY_COUNTS) and their field in the hash (see purchase.lua, "Buyer counts").
@@ -32,8 +33,8 @@
 local rcall = redis.call
 local availableKey, restoredKey, restoredQtyKey, metaKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local saleId, channel = ARGV[1], ARGV[2]
-local buyCountsKey = KEYS[5]
-local n = (#ARGV - 2) / 4
+local buyCountsKey, unpaidKey = KEYS[5], KEYS[6]
+local n = (#ARGV - 2) / 5
 -- A settled sale's restored set is gone (settle_sale.lua), so the guard below would find every
 -- order new. Nothing may restore there: a sale settles only once every order is final with its
 -- stock back (restored_at set, in the same statement that settles it) and nothing is in flight, and
@@ -68,12 +69,14 @@ local function fromHash(buyer, qty)
 end
 local results, units = {}, 0
 for i = 1, n do
-  local orderId, qty, buyer, at = ARGV[4 * i - 1], tonumber(ARGV[4 * i]), ARGV[4 * i + 1], tonumber(ARGV[4 * i + 2])
+  local orderId, qty, buyer, at = ARGV[5 * i - 2], tonumber(ARGV[5 * i - 1]), ARGV[5 * i], tonumber(ARGV[5 * i + 1])
   results[i] = rcall('SADD', restoredKey, orderId)
   if results[i] == 1 then
     units = units + qty
     local rest = fromOwnKey(at, qty)
     if rest > 0 then fromHash(buyer, rest) end
+    -- Counted once per order, with its restore: the quota comes back, the expiry stays on record.
+    if ARGV[5 * i + 2] == '1' then rcall('HINCRBY', unpaidKey, buyer, 1) end
   end
 end
 if units > 0 then

@@ -19,9 +19,10 @@
   KEYS[10] passes       the room's passes
   KEYS[11] entries      a draw's copy of its entrants (absent without one); Postgres keeps the record
   KEYS[12] buy counts   hash buyer -> count (see purchase.lua)
+  KEYS[13] unpaid       hash buyer -> orders expired unpaid (see purchase.lua)
 
   Returns the number of keys deleted.
 ]]
 local rcall = redis.call
 rcall('HSET', KEYS[1], 'settled', '1')
-return rcall('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12])
+return rcall('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13])

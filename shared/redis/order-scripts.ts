@@ -5,7 +5,13 @@ import { saleKeys, STOCK_CHANNEL } from '../keys.js';
 import type { RedisClient } from './connect.js';
 import { run } from './scripts.js';
 
-export interface Restorable { orderId: string; userId: string; qty: number }
+export interface Restorable {
+  orderId: string;
+  userId: string;
+  qty: number;
+  /** It expired unpaid (not cancelled): counted against its buyer once, with its restore (MAX_UNPAID_PER_SALE). */
+  unpaid?: boolean;
+}
 
 /** Most orders one restore.lua call takes: a bigger batch is split, so no single call holds Redis long. */
 export const RESTORE_CHUNK = 1000;
@@ -15,20 +21,20 @@ export async function restoreStocks(redis: RedisClient, saleId: string, orders: 
   const k = saleKeys(saleId);
   const calls: Promise<boolean[]>[] = [];
   for (let from = 0; from < orders.length; from += RESTORE_CHUNK) {
-    const keys = [k.available, k.restored, k.restoredQty, k.meta, k.buyCounts];
+    const keys = [k.available, k.restored, k.restoredQty, k.meta, k.buyCounts, k.unpaid];
     const countAt = new Map<string, number>(); // buyer -> index of their own count key in KEYS (1-based, as Lua)
     const args: (string | number)[] = [saleId, STOCK_CHANNEL];
     for (const o of orders.slice(from, from + RESTORE_CHUNK)) {
       let at = countAt.get(o.userId);
       if (at === undefined) countAt.set(o.userId, (at = keys.push(k.buys(o.userId))));
-      args.push(o.orderId, o.qty, o.userId, at);
+      args.push(o.orderId, o.qty, o.userId, at, o.unpaid ? 1 : 0);
     }
     calls.push(run(redis, 'restore', keys, args).then((res) => (res as number[]).map((r) => r === 1)));
   }
   return (await Promise.all(calls)).flat();
 }
 
-export async function restoreStock(redis: RedisClient, o: { saleId: string; orderId: string; userId: string; qty: number }): Promise<boolean> {
+export async function restoreStock(redis: RedisClient, o: Restorable & { saleId: string }): Promise<boolean> {
   const [restored] = await restoreStocks(redis, o.saleId, [o]);
   return restored!;
 }

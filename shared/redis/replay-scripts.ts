@@ -28,8 +28,8 @@ export async function snapshotSale(redis: RedisClient, saleId: string): Promise<
   }
 }
 
-/** settle_sale.lua: marks a settled sale so nothing restores there again, and deletes its per-order keys and its buyer counts hash. */
+/** settle_sale.lua: marks a settled sale so nothing restores there again, and deletes its per-order keys, its buyer counts hash and its unpaid expiries. */
 export async function forgetSettledOrders(redis: RedisClient, saleId: string): Promise<void> {
   const k = saleKeys(saleId);
-  await run(redis, 'settle_sale', [k.meta, k.restored, k.restoredQty, k.cancels, k.purchased, k.deadlines, k.writers, k.queue, k.room, k.passes, k.entries, k.buyCounts], []);
+  await run(redis, 'settle_sale', [k.meta, k.restored, k.restoredQty, k.cancels, k.purchased, k.deadlines, k.writers, k.queue, k.room, k.passes, k.entries, k.buyCounts, k.unpaid], []);
 }

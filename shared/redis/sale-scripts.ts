@@ -68,6 +68,8 @@ export interface PurchaseArgs {
   gate?: PurchaseGate;
   /** PURCHASE_RATE_PER_BUYER per PURCHASE_RATE_WINDOW_MS, counted per buyer and sale (absent or max 0: no limit). */
   rate?: { max: number; windowMs: number };
+  /** MAX_UNPAID_PER_SALE: orders the buyer may let expire unpaid in this sale before it is refused (absent or 0: no bound). */
+  maxUnpaid?: number;
 }
 
 /** How long past its expiry a spent token's mark is kept: a failover to a master whose clock runs behind still finds it. */
@@ -77,14 +79,14 @@ export const TOKEN_MARK_MARGIN_MS = 10_000;
 export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {
   const k = saleKeys(a.saleId);
   const g = a.gate;
-  // Eleven keys every call: without a token the gate key is the passes, read only with a pass.
+  // Twelve keys every call: without a token the gate key is the passes, read only with a pass.
   const keys = [
     k.meta, k.available, k.buys(a.userId), k.buyCounts, k.winners, k.queued, k.seq, k.purchased, k.deadlines, k.rate(a.userId),
-    g?.kind === 'token' ? k.tokenUsed(g.id) : k.passes,
+    g?.kind === 'token' ? k.tokenUsed(g.id) : k.passes, k.unpaid,
   ];
   // No clock is sent: the script judges every time by the master's TIME.
   return (await run(redis, 'purchase', keys, [
     a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, g?.kind ?? '', g?.kind === 'token' || g?.kind === 'pass' ? g.expiresAt : 0,
-    a.rate?.max ?? 0, a.rate?.windowMs ?? 0, TOKEN_MARK_MARGIN_MS,
+    a.rate?.max ?? 0, a.rate?.windowMs ?? 0, TOKEN_MARK_MARGIN_MS, a.maxUnpaid ?? 0,
   ])) as [number, number];
 }

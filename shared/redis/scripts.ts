@@ -16,7 +16,7 @@ type ScriptName = (typeof SCRIPTS)[number];
  * (see their headers); auto-pipelining is off for them.
  */
 const KEY_COUNTS: Record<ScriptName, number | null> = {
-  purchase: 11, load_sale: 2, end_sale: 1, claim: 3, ack: null, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 12,
+  purchase: 12, load_sale: 2, end_sale: 1, claim: 3, ack: null, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 13,
   join_queue: 4, admit: 5, queue_status: 4, lease: 1,
 };
 /** The scripts whose key count goes first: a connection's `autoPipeliningIgnoredCommands`. */
