@@ -10,6 +10,7 @@
 // A replica online again ends the mode by itself. Entering and leaving it is logged once per master,
 // and flashsale_redis_masters_unreplicated counts the masters in it (an alert fires at once).
 import type { Redis } from 'ioredis';
+import { withTimeout } from './daemon.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import { masterNodes, nodeName, saleNode, type RedisClient } from './redis/connect.js';
@@ -92,7 +93,8 @@ export class ReplicaWatch {
     for (const name of this.short.keys()) if (!names.has(name)) this.short.delete(name);
     await Promise.all(masters.map(async (node) => {
       try {
-        this.record(node, parseReplication(await node.info('replication')));
+        // A command to a master away waits for its reconnect: a look is never held up by it.
+        this.record(node, parseReplication(await withTimeout(node.info('replication'), POLL_MS, 'no answer')));
       } catch {
         // Away: failing over, or down. Its purchases fail as for any server away.
       }
