@@ -10,6 +10,7 @@ import { parseWinner, saleIdOfOrder } from './ids.js';
 import { HOLDING, OPEN, RESTORING, sqlStates } from './order-states.js';
 import { paymentMismatches } from './payment-queries.js';
 import { conservationSum, missingInPostgres, reconcile } from './reconcile.js';
+import { salesReplication } from './replica-watch.js';
 import { getSale, listSales, type Sale } from './sales.js';
 
 export type InvariantName =
@@ -22,7 +23,8 @@ export type InvariantName =
   | 'paid_never_expired'
   | 'restored_once'
   | 'payments_match_orders'
-  | 'accepted_has_one_order';
+  | 'accepted_has_one_order'
+  | 'replicated';
 
 export interface Violation {
   sale?: string;
@@ -44,6 +46,8 @@ export interface CheckOptions {
   replayIntervalMs: number;
   /** Slack on top of the interval for a pass to run (default 1000 ms). */
   graceMs?: number;
+  /** REDIS_MIN_REPLICAS_ACK: each sale's master must have this many replicas online (0 or left out: not checked). */
+  minReplicasAck?: number;
 }
 
 const SAMPLE = 5;
@@ -73,7 +77,14 @@ export async function checkInvariants(pool: Pool, redis: RedisClient, opts: Chec
     for (const id of registry) check(!missing.has(id), 'sale_exists', () => 'in the Redis registry, no such sale in Postgres', id);
   }
 
+  const replicationOf = salesReplication(redis);
   for (const sale of sales) {
+    const min = opts.minReplicasAck ?? 0;
+    if (min > 0) {
+      // Not a lost unit but a sale in the degraded mode (replica-watch.ts), which an operator ends.
+      const m = await replicationOf(sale.id);
+      check(m.online >= min, 'replicated', () => `its master ${m.at} has ${m.online} of the ${min} replicas REDIS_MIN_REPLICAS_ACK asks for: its purchases are answered 503 and its orders written unconfirmed until a replica is attached`, sale.id);
+    }
     const r = await reconcile(pool, redis, sale.id, sale.stock);
     check(r.holds, 'conservation', () => `${conservationSum(r)} != total ${r.total} (${RESTORING.map((s) => `${s} ${r[s]}`).join(', ')})`, sale.id);
     check(r.available >= 0, 'stock_never_negative', () => `available is ${r.available}`, sale.id);

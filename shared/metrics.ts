@@ -39,6 +39,15 @@ export const metrics = {
   writerSaleFailures: new Counter({
     name: 'flashsale_writer_sale_failures_total', help: 'Writer batches of one sale that failed while the other sales kept draining', labelNames: ['sale'], registers: [registry],
   }),
+  ordersUnreplicated: new Counter({
+    name: 'flashsale_writer_unreplicated_orders_total',
+    help: 'Orders written while their Redis master had fewer replicas than REDIS_MIN_REPLICAS_ACK (the degraded mode): no replica confirmed their reservation',
+    registers: [registry],
+  }),
+  mastersUnreplicated: new Gauge({
+    name: 'flashsale_redis_masters_unreplicated',
+    help: 'Redis masters with fewer replicas online than REDIS_MIN_REPLICAS_ACK, as this process last saw them: their purchases are answered 503', registers: [registry],
+  }),
   batchSize: new Histogram({
     name: 'flashsale_writer_batch_size', help: 'Orders per writer batch', buckets: [1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000], registers: [registry],
   }),

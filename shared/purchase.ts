@@ -39,6 +39,8 @@ function refusalError(code: number, n: number): Error {
   }
 }
 
+const UNREPLICATED = 'This sale\'s Redis master has fewer replicas than REDIS_MIN_REPLICAS_ACK asks for, so a purchase could not be made safe: nothing was reserved; retry later.';
+
 export interface PurchaseResult {
   orderId: string;
   available: number;
@@ -102,6 +104,8 @@ export class Purchaser {
    * this sale, checked (shared/challenge.ts); a reservation spends it.
    */
   async purchase(saleId: string, userId: string, qty: number, gate?: PurchaseGate): Promise<PurchaseResult> {
+    // The degraded mode (replica-watch.ts): nothing reserved that no replica could confirm.
+    if (this.replicaAcks?.unreplicated(saleId)) throw new HttpError('unavailable', UNREPLICATED);
     const orderId = newOrderId(saleId);
     let code: number, n: number;
     try {

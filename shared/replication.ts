@@ -11,14 +11,21 @@
 // node) says nothing about a write made before, which the old master may have taken alone and a
 // failover then lost. Such a write counts as unconfirmed. A Sentinel failover under purchases
 // lost 6 acknowledged purchases this way before the check.
+//
+// A master with fewer replicas online than REDIS_MIN_REPLICAS_ACK can confirm nothing however long
+// it is waited for (replica-watch.ts): its writes are answered `unreplicated` instead, which the
+// writer, the listener and cancels take as done (the degraded mode) and a purchase does not.
 import { Cluster, Redis } from 'ioredis';
 import { UnavailableError } from './errors.js';
 import { saleNode, type RedisClient } from './redis/connect.js';
+import type { ReplicaWatch } from './replica-watch.js';
 
 /** A WAIT's answer: how many replicas have the writes, and how many were required when it was sent. */
 export interface Acks {
   acked: number;
   required: number;
+  /** The node that took the writes is a master short of replicas, so none could confirm them: the degraded mode. */
+  unreplicated?: boolean;
 }
 
 interface Waiter {
@@ -44,6 +51,8 @@ export class ReplicaAcks {
     readonly timeoutMs: number,
     /** Replicas that must have a write beyond `replicas`, where the topology says so (Sentinel). */
     private readonly healthy: () => number = () => 0,
+    /** Which masters are short of replicas (the degraded mode); without it, every write waits. */
+    private readonly watch?: ReplicaWatch,
   ) {
     if (redis instanceof Cluster) {
       redis.on('+node', (node: Redis) => this.track(node));
@@ -68,6 +77,11 @@ export class ReplicaAcks {
     });
   }
 
+  /** Whether the sale's master was short of replicas at the last look: a purchase there is refused before it reserves. */
+  unreplicated(saleId: string): boolean {
+    return this.watch?.unreplicated(saleId) ?? false;
+  }
+
   private track(node: Redis): void {
     if (this.epochs.has(node)) return;
     this.epochs.set(node, 0);
@@ -88,10 +102,11 @@ export class ReplicaAcks {
     g.waiting = [];
     g.inFlight = true;
     const required = Math.max(this.replicas, this.healthy());
-    node.wait(required, this.timeoutMs).then(
-      (acked) => {
+    this.ask(node, required).then(
+      ({ acked, unreplicated }) => {
+        // A write made on an earlier connection may have gone to another server: never degraded.
         const epoch = this.epochs.get(node);
-        for (const w of batch) w.resolve({ acked: w.epoch === epoch ? acked : 0, required });
+        for (const w of batch) w.resolve(w.epoch === epoch ? { acked, required, unreplicated } : { acked: 0, required });
       },
       (err: unknown) => batch.forEach((w) => w.reject(err)),
     ).finally(() => {
@@ -100,24 +115,39 @@ export class ReplicaAcks {
       else this.groups.delete(node);
     });
   }
+
+  /**
+   * WAIT, then, if it came back short, whether the node is a master short of replicas; sent after
+   * the writes on their connection, so it speaks of the server that took them. A node already
+   * known short is asked first, without a WAIT that would only time out.
+   */
+  private async ask(node: Redis, required: number): Promise<{ acked: number; unreplicated?: boolean }> {
+    const watch = this.watch;
+    if (watch?.known(node) && (await watch.degraded(node))) return { acked: 0, unreplicated: true };
+    const acked = await node.wait(required, this.timeoutMs);
+    if (acked < required && watch && (await watch.degraded(node))) return { acked, unreplicated: true };
+    return { acked };
+  }
 }
 
 /**
  * REDIS_MIN_REPLICAS_ACK for this client, made once where a process connects (services.ts) and
  * handed to what writes through it; undefined when it is 0 (no write waits).
  */
-export function replicaAcksFor(redis: RedisClient, replicas: number, timeoutMs: number, healthy?: () => number): ReplicaAcks | undefined {
-  return replicas > 0 ? new ReplicaAcks(redis, replicas, timeoutMs, healthy) : undefined;
+export function replicaAcksFor(redis: RedisClient, replicas: number, timeoutMs: number, healthy?: () => number, watch?: ReplicaWatch): ReplicaAcks | undefined {
+  return replicas > 0 ? new ReplicaAcks(redis, replicas, timeoutMs, healthy, watch) : undefined;
 }
 
 /**
  * Confirms that the replicas have every write made so far to these sales (after a restore, before
  * Postgres records it as done), or throws `unavailable`, so the step is retried, never skipped.
- * Without `acks` (REDIS_MIN_REPLICAS_ACK 0) there is nothing to wait for.
+ * A sale whose master has too few replicas to confirm anything passes unconfirmed (the degraded
+ * mode); returns how many did. Without `acks` (REDIS_MIN_REPLICAS_ACK 0) there is nothing to wait for.
  */
-export async function confirmReplicated(acks: ReplicaAcks | undefined, saleIds: Iterable<string>): Promise<void> {
-  if (!acks) return;
+export async function confirmReplicated(acks: ReplicaAcks | undefined, saleIds: Iterable<string>): Promise<number> {
+  if (!acks) return 0;
   const answers = await Promise.all([...new Set(saleIds)].map((id) => acks.acked(id)));
-  const short = answers.find((a) => a.acked < a.required);
+  const short = answers.find((a) => a.acked < a.required && !a.unreplicated);
   if (short) throw new UnavailableError(`only ${short.acked} of ${short.required} replicas confirmed within ${acks.timeoutMs} ms`);
+  return answers.filter((a) => a.unreplicated).length;
 }

@@ -8,6 +8,7 @@ import type { Logger } from './logger.js';
 import { countBackendError } from './metrics.js';
 import { createRedis, pingMasters, quitRedis, redisSetting, sentinelReplicas } from './redis/connect.js';
 import { checkRedisSettings } from './redis-settings.js';
+import { ReplicaWatch } from './replica-watch.js';
 import { replicaAcksFor, type ReplicaAcks } from './replication.js';
 import { MasterNotAllowed } from './sentinel.js';
 
@@ -29,7 +30,8 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
   pool.on('error', (err) => countBackendError(err, 'postgres'));
   const redis = createRedis(target, opts.redis);
   const replicas = sentinelReplicas(target, config.redisMinReplicasAck, logger);
-  const replicaAcks = replicaAcksFor(redis, config.redisMinReplicasAck, config.redisWaitTimeoutMs, replicas && (() => replicas.healthy()));
+  const watch = config.redisMinReplicasAck > 0 ? new ReplicaWatch(redis, config.redisMinReplicasAck, logger) : undefined;
+  const replicaAcks = replicaAcksFor(redis, config.redisMinReplicasAck, config.redisWaitTimeoutMs, replicas && (() => replicas.healthy()), watch);
   const where = redisSetting(target);
   let lastRedisError = '';
   redis.on('error', (err) => {
@@ -39,7 +41,7 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
     else if (err.message !== lastRedisError) logger.warn({ err: err.message }, 'redis connection error');
     lastRedisError = err.message;
   });
-  const close = () => closeAll(logger, [['sentinels', () => replicas?.stop()], ['redis', () => quitRedis(redis)], ['postgres', () => pool.end()]]);
+  const close = () => closeAll(logger, [['replica watch', () => watch?.stop()], ['sentinels', () => replicas?.stop()], ['redis', () => quitRedis(redis)], ['postgres', () => pool.end()]]);
   try {
     await waitUntil(config.startupTimeoutMs, () => pool.query('select 1'), (err) => `Postgres at DATABASE_URL is unusable: ${err}`);
     // The connection's own error (NOAUTH, WRONGPASS, ECONNREFUSED) says more than a command's
@@ -47,7 +49,9 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
     await waitUntil(config.startupTimeoutMs, () => withTimeout(pingMasters(redis), 2000, 'no answer within 2 s'), (err) => `Redis at ${where} is unusable: ${lastRedisError || err}`);
     await checkRedisSettings(redis, logger);
     await replicas?.start();
+    await watch?.start();
   } catch (err) {
+    await watch?.stop();
     await replicas?.stop();
     // Not quit(): on a connection that never came up it waits forever, and with nothing else
     // pending the process would end with exit code 0.

@@ -154,8 +154,9 @@ export class OrderWriter {
     if (entries.length === 0) return 0;
     // With REDIS_MIN_REPLICAS_ACK, an order is written only once the replicas have its reservation
     // (the claim came after it, so confirming the claim confirms it): a reservation a failover
-    // then loses must not live on as an order, or the new master would sell its unit again.
-    await confirmReplicated(replicaAcks, [saleId]);
+    // then loses must not live on as an order, or the new master would sell its unit again. A master
+    // with too few replicas to confirm anything is the only copy: its batch is written unconfirmed.
+    const unreplicated = (await confirmReplicated(replicaAcks, [saleId])) > 0;
     // A re-driven batch may repeat an entry; one row per order id.
     const winners = [...new Map(entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w])).values()];
     const orderIds = winners.map((w) => w.orderId);
@@ -180,6 +181,7 @@ export class OrderWriter {
     if (overdue.length > 0) this.restored += (await closeOrders(pool, redis, overdue, 'writer', replicaAcks)).restored;
     this.written += orderIds.length;
     metrics.ordersWritten.inc(orderIds.length);
+    if (unreplicated) metrics.ordersUnreplicated.inc(orderIds.length);
     metrics.batchSize.observe(orderIds.length);
     logger.debug({ saleId, batch: orderIds.length }, 'batch written');
     return orderIds.length;

@@ -147,3 +147,15 @@ test('invariants: an unknown sale is reported, not skipped', async () => {
   const r = await checkInvariants(env.pool, env.redis, { saleIds: ['no-such-sale'], replayIntervalMs: 1000 });
   assert.deepEqual(r, { checks: 1, violations: [{ sale: 'no-such-sale', invariant: 'sale_exists', detail: 'no such sale in Postgres' }] });
 });
+
+test('invariants: with REDIS_MIN_REPLICAS_ACK, a sale whose master has fewer replicas online is named (replicated), and check exits 3 for it', async () => {
+  // The test server has no replica: with 0 asked for it is no problem, with 1 every sale is in the degraded mode.
+  const { sale } = await saleWithOrders(1);
+  assert.deepEqual(await broken(sale, []), []);
+  const r = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 1000, minReplicasAck: 1 });
+  assert.deepEqual(r.violations.map((v) => [v.sale, v.invariant]), [[sale.id, 'replicated']]);
+  assert.match(r.violations[0]!.detail, new RegExp(`its master 127\\.0\\.0\\.1:${env.redisServer.port} has 0 of the 1 replicas REDIS_MIN_REPLICAS_ACK asks for`));
+  const check = await cli(env, ['check', '--sale', sale.id], { REDIS_MIN_REPLICAS_ACK: '1' });
+  assert.equal(check.code, 3, check.out);
+  assert.match(check.stdout, new RegExp(`VIOLATED replicated \\(sale ${sale.id}\\)`));
+});

@@ -35,7 +35,7 @@ export const SETTINGS = {
   redisSentinelAllowedHosts: { env: 'REDIS_SENTINEL_ALLOWED_HOSTS', parse: allowedHosts,
     doc: 'Sentinel: the masters the sentinels may name, `host` or `host:port`, comma-separated; a master outside the list is never connected to (logged at error with `alert: SENTINEL_MASTER_REFUSED`; commands answer `503`)' },
   redisMinReplicasAck: { env: 'REDIS_MIN_REPLICAS_ACK', parse: int(0, 0),
-    doc: 'answer a purchase `202` only once `WAIT` says this many replicas have it; otherwise `503 unavailable` (see [Scale-out](scale-out.md))' },
+    doc: 'answer a purchase `202` only once `WAIT` says this many replicas have it; otherwise `503 unavailable` (see [Scale-out](scale-out.md)). A master with fewer replicas online answers its purchases `503` reserving nothing and has what it holds written unconfirmed ([the degraded mode](how-it-works.md#a-redis-master-without-its-replicas-the-degraded-mode))' },
   redisWaitTimeoutMs: { env: 'REDIS_WAIT_TIMEOUT_MS', parse: int(1000, 1), doc: 'how long that `WAIT` may take' },
   port: { env: 'PORT', flag: 'port', parse: int(3000, 0), doc: 'API listen port' },
   host: { env: 'HOST', flag: 'host', parse: text('127.0.0.1'), doc: 'API listen address' },

@@ -153,7 +153,7 @@ for (const { concurrency, scenario, title } of killMasterRuns('redis-cluster')) 
   const promoted = await topo.killMaster(victim);
   log.note(`${addr(promoted)} promoted`);
   // It has no replica of its own now: until one joins, REDIS_MIN_REPLICAS_ACK=1 answers its
-  // purchases 503 and the writer leaves its winners in Redis (a replica could not have them).
+  // purchases 503 and the writer drains it unconfirmed (the degraded mode; master-lost.test.ts).
   log.note(`adding a replica of ${addr(promoted)}`);
   await topo.addReplica(promoted);
   await new Promise((r) => setTimeout(r, 1500));
