@@ -11,6 +11,7 @@ import { saleKeys } from '../shared/keys.js';
 import { metrics } from '../shared/metrics.js';
 import { restore } from '../shared/expiry.js';
 import { closeDue } from '../shared/order-queries.js';
+import { EVENT_ID_MAX, PAYMENT_ID_MAX } from '../shared/payments/provider.js';
 import { SIGNATURE_TOLERANCE_SECONDS, signPayload } from '../shared/payments/signed-webhook.js';
 import { replayOnce } from '../shared/replay.js';
 import { pino } from 'pino';
@@ -326,6 +327,35 @@ describe('payments', () => {
     const stored = await env.pool.query<{ raw: Buffer; currency: string }>('select raw, currency from payments where id = $1', [recorded(eventId)]);
     assert.ok(stored.rows[0]!.raw.equals(Buffer.from(raw, 'utf8')), `stored ${stored.rows[0]!.raw.toString('utf8')}`);
     assert.equal(stored.rows[0]!.currency, 'EUR');
+  });
+
+  test('refunds: an event id of 300 characters goes webhook -> refund due -> refunded over HTTP; one above EVENT_ID_MAX is 400 invalid_event, nothing recorded', async () => {
+    const { ids: [id, other] } = await ordersOf(['mia', 'max']);
+    // Characters a path must percent-encode: the router's limit is on the decoded id.
+    const long = `evt_${'a/%?#'.repeat(59)}z`;
+    assert.equal(long.length, 300);
+    const event = succeeded(id!, { id: long, amount: 1 });
+    assert.deepEqual((await deliver(event)).body, { id: long, outcome: 'refund_due', reason: 'amount_mismatch' });
+    const marked = await http(api.port, 'POST', `/api/payments/${encodeURIComponent(recorded(long))}/refund`, { body: { reference: 'psp-refund-long' }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    assert.equal(marked.status, 200, JSON.stringify(marked.body));
+    assert.equal(marked.body.paymentId, recorded(long));
+    const row = await env.pool.query('select refund_reference from payments where id = $1', [recorded(long)]);
+    assert.deepEqual(row.rows, [{ refund_reference: 'psp-refund-long' }]);
+
+    // The longest id taken is refundable too; one character more is refused before anything is recorded.
+    const longest = succeeded(other!, { id: 'e'.repeat(EVENT_ID_MAX), amount: 1 });
+    assert.equal((await deliver(longest)).body.outcome, 'refund_due');
+    const closed = await http(api.port, 'POST', `/api/payments/${recorded(longest.id)}/refund`, { body: { reference: 'r' }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    assert.equal(closed.status, 200, JSON.stringify(closed.body));
+    const state = await everything();
+    const over = await deliver(succeeded(other!, { id: 'e'.repeat(EVENT_ID_MAX + 1) }));
+    assert.equal(over.status, 400, JSON.stringify(over.body));
+    assert.equal(over.body.error, 'invalid_event');
+    assert.match(over.body.message, new RegExp(`1 to ${EVENT_ID_MAX} printable characters`));
+    assert.deepEqual(await everything(), state);
+    const beyond = await http(api.port, 'POST', `/api/payments/${'p'.repeat(PAYMENT_ID_MAX + 1)}/refund`, { body: { reference: 'r' }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    assert.equal(beyond.status, 400);
+    assert.equal(beyond.body.error, 'invalid_id');
   });
 
   test('refunds: closed by the admin route or `flashsale refunds mark`; marking again answers the first record; unknown 404, applied 409; the open ones are counted for the gauge', async () => {
