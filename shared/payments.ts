@@ -46,27 +46,37 @@ export async function receivePayment(deps: PaymentDeps, provider: PaymentProvide
     metrics.payments.inc({ outcome: 'refused' });
     throw err;
   }
-  if (event.kind !== 'succeeded') {
-    metrics.payments.inc({ outcome: 'ignored' });
-    return { id: event.id, outcome: 'ignored' };
-  }
+  const id = recordedId(provider, event.id);
   try {
-    const answer = await applyPayment(deps, event, recordedId(provider, event.id), raw);
+    const answer = event.kind === 'succeeded' ? await applyPayment(deps, event, id, raw) : await ignore(deps.pool, event, id);
     metrics.payments.inc({ outcome: answer.duplicate ? 'duplicate' : answer.outcome });
     return answer;
   } catch (err) {
     if (err instanceof HttpError && err.code === 'event_conflict') {
       metrics.payments.inc({ outcome: 'conflict' });
       // The provider (or whoever holds its secret) signed two bodies under one id: never a retry.
-      deps.logger.error({ alert: 'PAYMENT_EVENT_CONFLICT', event: { id: event.id, provider: provider.name, orderId: event.orderId } }, 'a payment event id came again with a different body: nothing recorded');
+      const orderId = event.kind === 'succeeded' ? event.orderId : undefined;
+      deps.logger.error({ alert: 'PAYMENT_EVENT_CONFLICT', event: { id: event.id, provider: provider.name, orderId } }, 'a payment event id came again with a different body: nothing recorded');
     }
     throw err;
   }
 }
 
+/**
+ * An event of a type we do not act on is acknowledged and kept nowhere, unless its id is a
+ * recorded payment's: one id, two bodies (another type), the same conflict as any other.
+ */
+async function ignore(pool: Pool, event: PaymentEvent, id: string): Promise<PaymentAnswer> {
+  if (await findPayment(pool, id)) throw conflict(event);
+  return { id: event.id, outcome: 'ignored' };
+}
+
+const conflict = (event: PaymentEvent) =>
+  new HttpError('event_conflict', `Event "${event.id}" was recorded with a different body; an event id names one body. Nothing was recorded.`);
+
 /** A recorded event: a duplicate when these are its bytes, a conflict otherwise. */
 function redelivery(event: SucceededEvent, p: RecordedPayment, raw: Buffer): PaymentAnswer {
-  if (!p.raw.equals(raw)) throw new HttpError('event_conflict', `Event "${event.id}" was recorded with a different body; an event id names one body. Nothing was recorded.`);
+  if (!p.raw.equals(raw)) throw conflict(event);
   return { id: event.id, outcome: p.outcome, ...(p.reason ? { reason: p.reason } : {}), duplicate: true };
 }
 

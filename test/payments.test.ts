@@ -214,6 +214,9 @@ describe('payments', () => {
     assert.equal(unknown.body.error, 'order_not_found');
     const ignored = { id: `evt_${randomUUID()}`, type: 'payment.refunded', orderId: queued };
     assert.deepEqual((await deliver(ignored)).body, { id: ignored.id, outcome: 'ignored' });
+    const again = await deliver(ignored);
+    assert.equal(again.status, 200, 'the same id with the same type stays ignored');
+    assert.deepEqual(again.body, { id: ignored.id, outcome: 'ignored' });
     assert.deepEqual(await everything(), state);
     // Once written, the provider's retry of the same event pays it.
     const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: `w-${sale.id}`, writerLeaseMs: 1 } });
@@ -286,7 +289,7 @@ describe('payments', () => {
     assert.deepEqual(await paymentsOf(b!), [{ id: recorded(`direct.${b}`), outcome: 'applied', reason: null, amount: 0, currency: 'XXX' }]);
   });
 
-  test('payments: an event id delivered again with other bytes is 409 event_conflict, recorded nowhere and logged PAYMENT_EVENT_CONFLICT; the same bytes stay 200 duplicate', async () => {
+  test('payments: an event id delivered again with other bytes (another type too) is 409 event_conflict, recorded nowhere and logged PAYMENT_EVENT_CONFLICT; the same bytes stay 200 duplicate', async () => {
     const lines: { level: number; alert?: string; event?: { id: string } }[] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
     const app = buildApp({ config: env.config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, env.config), logger });
@@ -299,8 +302,9 @@ describe('payments', () => {
       assert.equal((await deliver(raw, { port })).body.outcome, 'applied');
       const state = await everything();
       const conflicts = await counted('conflict');
-      // Another amount; the same fields spaced otherwise; the same id for another order.
-      for (const body of [JSON.stringify({ ...event, amount: 1 }), raw.replace(',', ', '), `${raw}\n`, JSON.stringify({ ...event, orderId: other })]) {
+      // Another amount; the same fields spaced otherwise; the same id for another order; another type (ignored, were the id new).
+      const bodies = [JSON.stringify({ ...event, amount: 1 }), raw.replace(',', ', '), `${raw}\n`, JSON.stringify({ ...event, orderId: other }), JSON.stringify({ id: event.id, type: 'payment.refunded', orderId: id })];
+      for (const body of bodies) {
         const r = await deliver(body, { port });
         assert.equal(r.status, 409, `${body}: ${JSON.stringify(r.body)}`);
         assert.equal(r.body.error, 'event_conflict');
@@ -308,9 +312,9 @@ describe('payments', () => {
       }
       assert.deepEqual(await everything(), state, 'nothing recorded, nothing changed');
       assert.equal(await status(other!), 'pending');
-      assert.equal(await counted('conflict'), conflicts + 4);
+      assert.equal(await counted('conflict'), conflicts + bodies.length);
       const alerts = lines.filter((l) => l.alert === 'PAYMENT_EVENT_CONFLICT');
-      assert.deepEqual(alerts.map((l) => [l.level, l.event?.id]), Array(4).fill([50, event.id]));
+      assert.deepEqual(alerts.map((l) => [l.level, l.event?.id]), Array(bodies.length).fill([50, event.id]));
       assert.deepEqual((await deliver(raw, { port })).body, { id: event.id, outcome: 'applied', duplicate: true });
     } finally {
       await app.close();
