@@ -250,6 +250,28 @@ describe('payments', () => {
       await app.close();
     }
   });
+  test('payments: DIRECT_PAY refuses 409 an order paid by another payment, cancelled or expired, and records nothing; a second click stays 200', async () => {
+    const { ids: [byWebhook, cancelled, expired, clicked] } = await ordersOf(['nia', 'ned', 'noa', 'nel']);
+    assert.equal((await deliver(succeeded(byWebhook!))).body.outcome, 'applied');
+    assert.equal((await http(api.port, 'POST', `/api/orders/${cancelled}/cancel`, { user: 'ned' })).status, 200);
+    await env.pool.query('update orders set expires_at = now() where id = $1', [expired]);
+    assert.deepEqual((await http(api.port, 'POST', `/api/orders/${clicked}/pay`, { user: 'nel' })).body, { orderId: clicked, status: 'paid' });
+    const state = await everything();
+    for (const [id, user, code] of [[byWebhook, 'nia', 'order_paid'], [cancelled, 'ned', 'order_cancelled'], [expired, 'noa', 'order_expired']] as const) {
+      const r = await http(api.port, 'POST', `/api/orders/${id}/pay`, { user });
+      assert.equal(r.status, 409, `${code}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error, code);
+      assert.match(r.body.message, /Nothing was charged|nothing was charged/);
+    }
+    assert.deepEqual((await http(api.port, 'POST', `/api/orders/${clicked}/pay`, { user: 'nel' })).body, { orderId: clicked, status: 'paid' });
+    assert.deepEqual(await everything(), state, 'no refund due, nothing changed');
+    assert.deepEqual([await status(byWebhook!), await status(cancelled!), await status(expired!)], ['paid', 'cancelled', 'pending']);
+    // The provider's own webhook still records what it charged for the expired order.
+    assert.deepEqual((await deliver(succeeded(expired!))).body.reason, 'order_expired');
+    assert.deepEqual((await paymentsOf(expired!)).map((p) => p.outcome), ['refund_due']);
+    await restore(env.pool, env.redis, await closeDue(env.pool, [expired!]));
+  });
+
   test('payments: only price x qty in the sale\'s currency pays; any other amount or currency is refund_due with its reason and the order stays pending', async () => {
     const { sale, ids: [id] } = await ordersOf(['hana'], { perUserLimit: 2, maxPerOrder: 2 }, 2);
     const available = await env.redis.get(saleKeys(sale.id).available);
