@@ -16,6 +16,11 @@ try {
     .demandCommand(1)
     .strict()
     .fail((msg, err, y) => {
+      // A flag's own check (a number's coerce) fails as a YError: the input's fault, said plainly.
+      if (err?.name === 'YError') {
+        console.error(`flashsale: ${err.message}`);
+        process.exit(2);
+      }
       if (err) throw err;
       console.error(`${y.help()}\n\n${msg}`);
       process.exit(2);

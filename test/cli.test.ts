@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { saleKeys } from '../shared/keys.js';
+import { numberFromText } from '../shared/number-text.js';
 import { purchaseScript } from '../shared/redis/sale-scripts.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
@@ -113,4 +114,53 @@ test('sale create --admission: a waiting room with its rate, overbook and pass l
   assert.equal(stray.code, 2, stray.stdout);
   assert.match(stray.stderr, /^flashsale: admitRatePerSecond apply only to admission queue/m);
   assert.equal((await env.pool.query("select 1 from sales where id = 'cli-stray'")).rowCount, 0);
+});
+
+// Each form Number() or yargs would take as a number, but the HTTP API would not.
+const BAD_NUMBERS = ['0x10', '0b11', '0o17', '12.', '1e3', ' 12', '12abc', '', '-5', '012', '1,000', 'Infinity'];
+
+test('numbers: every numeric flag refuses 0x10, 0b11, 0o17, 12., 1e3, " 12", 12abc and empty with one plain line, exit 2, before anything runs', async () => {
+  const sale = ['sale', 'create', '--id', 'cli-strict', '--name', 'strict', '--stock', '5', '--price', '100', '--currency', 'EUR'];
+  /** `sale create` with the flags it needs, but for the one under test. */
+  const saleBut = (flag: string) => sale.filter((a, i) => a !== `--${flag}` && sale[i - 1] !== `--${flag}`);
+  // Every numeric flag of every command, with the flags it needs besides.
+  const flags: [string, string[]][] = [
+    ...['stock', 'price', 'per-user', 'max-per-order', 'payment-window', 'challenge-complexity'].map((f): [string, string[]] => [f, saleBut(f)]),
+    ...['admit-rate', 'admit-overbook', 'pass-seconds'].map((f): [string, string[]] => [f, [...sale, '--admission', 'queue']]),
+    ['ttl', ['token', 'bob']],
+    ...['stock', 'buyers', 'concurrency', 'qty', 'pay-ratio'].map((f): [string, string[]] => [f, ['loadtest']]),
+    ['ops-port', ['api']], ['port', ['api']], ['batch-size', ['order-writer']], ['interval', ['replay']], ['interval', ['check']],
+    ['ops-port', ['expiry-listener']], ['ops-port', ['admission']],
+  ];
+  // Every flag with one bad form (in turn), and --price with each of them.
+  const runs = [
+    ...flags.map(([flag, args], i) => [flag, args, BAD_NUMBERS[i % BAD_NUMBERS.length]!] as const),
+    ...BAD_NUMBERS.map((bad) => ['price', saleBut('price'), bad] as const),
+  ];
+  for (const [flag, args, bad] of runs) {
+    const r = await flashsale(...args, `--${flag}`, bad);
+    const what = `${args.slice(0, 2).join(' ')} --${flag} ${JSON.stringify(bad)}`;
+    assert.equal(r.code, 2, `${what}: ${r.out}`);
+    assert.equal(r.stderr, `flashsale: --${flag} must be ${flag === 'admit-overbook' || flag === 'pay-ratio' ? 'a number such as 12 or 1.5' : 'a whole number such as 12'} (digits only: no sign, spaces, 0x, 0b, 0o, exponent or trailing dot), got ${JSON.stringify(bad)}\n`, what);
+    assert.equal(r.stdout, '', what);
+  }
+  assert.equal((await env.pool.query("select 1 from sales where id = 'cli-strict'")).rowCount, 0);
+  assert.equal(await env.redis.exists(saleKeys('cli-strict').meta), 0);
+  const twice = await flashsale(...sale, '--price', '100');
+  assert.equal(twice.code, 2);
+  assert.equal(twice.stderr, 'flashsale: --price is given 2 times: give it once\n');
+  // The plain forms still work, a fraction where the field takes one.
+  const ok = await flashsale(...sale, '--admission', 'queue', '--admit-overbook', '1.25', '--json');
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.deepEqual([JSON.parse(ok.stdout).stock, JSON.parse(ok.stdout).admitOverbook], [5, 1.25]);
+});
+
+test('numbers: numberFromText takes what the API takes and nothing else', () => {
+  for (const bad of BAD_NUMBERS) {
+    assert.equal(numberFromText(bad, false), undefined, bad);
+    assert.equal(numberFromText(bad, true), undefined, bad);
+  }
+  assert.deepEqual(['0', '12', '9007199254740991'].map((t) => numberFromText(t, false)), [0, 12, 9007199254740991]);
+  assert.deepEqual(['1.5', '9007199254740992', '0.25'].map((t) => numberFromText(t, false)), [undefined, undefined, undefined]);
+  assert.deepEqual(['1.5', '0.25', '12'].map((t) => numberFromText(t, true)), [1.5, 0.25, 12]);
 });

@@ -6,7 +6,7 @@ import { reconcile, UNIT_PLACES } from '../../shared/reconcile.js';
 import { endSale, listAllSales, type SaleListItem } from '../../shared/sale-admin.js';
 import { SALE_DEFINITION, shownOrder } from '../../shared/sale-definition.js';
 import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '../../shared/sales.js';
-import { printTable, serverFlags, withConnections } from './common.js';
+import { numberFlag, printTable, serverFlags, withConnections } from './common.js';
 
 function printStatus(r: Awaited<ReturnType<typeof reconcile>>): void {
   const rows: [string, number | string][] = [
@@ -29,8 +29,9 @@ function printSales(sales: SaleListItem[]): void {
 /** A flag per field of the definition that has one; parseSaleInput checks what they say. */
 const CREATE_FLAGS = shownOrder('cli').map((key) => {
   const { kind, schema, cli } = SALE_DEFINITION[key];
+  const numeric = kind === 'int' || kind === 'number';
   const option = {
-    type: kind === 'int' || kind === 'number' ? 'number' as const : 'string' as const,
+    ...(numeric ? numberFlag(cli!.flag, { fraction: kind === 'number' }) : { type: 'string' as const }),
     ...(cli!.describe === undefined ? {} : { describe: cli!.describe }),
     ...(cli!.demand ? { demandOption: true } : {}),
     ...(kind === 'choice' ? { choices: schema.enum as string[] } : {}),
