@@ -22,8 +22,10 @@ function printSales(sales: SaleListItem[]): void {
     console.log('no sales');
     return;
   }
-  printTable([['id', 'state', 'stock', 'available', ...ORDER_STATES, 'starts', 'ends', 'name'],
-    ...sales.map((s) => [s.id, s.state, ...[s.stock, s.available, ...ORDER_STATES.map((o) => s[o])].map(String), s.startsAt, s.endsAt ?? '-', s.name])]);
+  // A sale made before prices has none: it takes any amount.
+  const price = (s: SaleListItem) => (s.price === null ? '-' : `${s.price} ${s.currency}`);
+  printTable([['id', 'state', 'price', 'stock', 'available', ...ORDER_STATES, 'starts', 'ends', 'name'],
+    ...sales.map((s) => [s.id, s.state, price(s), ...[s.stock, s.available, ...ORDER_STATES.map((o) => s[o])].map(String), s.startsAt, s.endsAt ?? '-', s.name])]);
 }
 
 /** A flag per field of the definition that has one; parseSaleInput checks what they say. */
@@ -68,7 +70,7 @@ export const sale = (y: Argv) => y
         else printStatus(r);
         if (!r.holds) process.exitCode = 3;
       })
-    .command('list', 'every sale, newest first: state, stock left, orders pending, paid and expired',
+    .command('list', 'every sale, newest first: state, price and currency, stock left, orders by state',
       (l) => l.option('state', { choices: ['upcoming', 'open', 'sold_out', 'ended'] as const }).option('json', { type: 'boolean' }),
       async (argv) => {
         const sales = await withConnections(argv, ({ pool, redis }) => listAllSales(pool, redis, argv.state as SaleState | undefined));
