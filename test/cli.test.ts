@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { saleKeys } from '../shared/keys.js';
 import { numberFromText } from '../shared/number-text.js';
+import { parseSaleInput } from '../shared/sale-input.js';
 import { purchaseScript } from '../shared/redis/sale-scripts.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
@@ -37,7 +38,7 @@ test('migrate, sale create, sale status and replay --once', async () => {
   for (const [args, message] of [
     [['--stock', '5', '--currency', 'EUR'], /^Missing required argument: price$/m],
     [['--stock', '5', '--price', '100'], /^Missing required argument: currency$/m],
-    [['--stock', '5', '--price', '100', '--currency', 'eur'], /^flashsale: currency is required: an ISO 4217 code/m],
+    [['--stock', '5', '--price', '100', '--currency', 'eur'], /^flashsale: --currency is required: an ISO 4217 code/m],
   ] as [string[], RegExp][]) {
     const r = await flashsale('sale', 'create', '--id', 'cli-unpriced', '--name', 'unpriced', ...args);
     assert.equal(r.code, 2, r.stdout);
@@ -45,7 +46,7 @@ test('migrate, sale create, sale status and replay --once', async () => {
   }
   const bidi = await flashsale('sale', 'create', '--id', 'cli-unpriced', '--name', 'evil\u202egnp.exe', '--stock', '5', '--price', '100', '--currency', 'EUR');
   assert.equal(bidi.code, 2, bidi.stdout);
-  assert.match(bidi.stderr, /^flashsale: name must not contain control characters/m);
+  assert.match(bidi.stderr, /^flashsale: --name must not contain control characters/m);
   assert.equal((await env.pool.query("select 1 from sales where id = 'cli-unpriced'")).rowCount, 0);
   assert.equal(await env.redis.get(saleKeys('cli-sale').available), '7');
 
@@ -54,15 +55,15 @@ test('migrate, sale create, sale status and replay --once', async () => {
   assert.match(dup.stderr, /A sale with id "cli-sale" already exists/);
   const bad = await flashsale('sale', 'create', '--name', 'bad', '--stock', '0', '--price', '1', '--currency', 'EUR');
   assert.equal(bad.code, 2);
-  assert.match(bad.stderr, /stock must be an integer from 1/);
+  assert.match(bad.stderr, /^flashsale: --stock must be an integer from 1 to 10000000$/m);
   // A typo year ends before 1970, which Redis would read as "no end": refused, nothing created.
   const typo = await flashsale('sale', 'create', '--id', 'cli-typo', '--name', 'typo', '--stock', '5', '--price', '1', '--currency', 'EUR',
     '--starts-at', '0025-12-01T00:00:00Z', '--ends-at', '0026-01-01T00:00:00Z');
   assert.equal(typo.code, 2, typo.stdout);
-  assert.match(typo.stderr, /^flashsale: startsAt must fall in the years 2000 to 9999 \(UTC\)/m);
+  assert.match(typo.stderr, /^flashsale: --starts-at must fall in the years 2000 to 9999 \(UTC\)/m);
   const typoEnd = await flashsale('sale', 'create', '--id', 'cli-typo', '--name', 'typo', '--stock', '5', '--price', '1', '--currency', 'EUR', '--ends-at', '0026-01-01T00:00:00Z');
   assert.equal(typoEnd.code, 2, typoEnd.stdout);
-  assert.match(typoEnd.stderr, /^flashsale: endsAt must fall in the years 2000 to 9999 \(UTC\)/m);
+  assert.match(typoEnd.stderr, /^flashsale: --ends-at must fall in the years 2000 to 9999 \(UTC\)/m);
   assert.equal((await env.pool.query("select 1 from sales where id = 'cli-typo'")).rowCount, 0);
   assert.equal(await env.redis.exists(saleKeys('cli-typo').meta), 0);
 
@@ -113,7 +114,7 @@ test('sale create --admission: a waiting room with its rate, overbook and pass l
 
   const stray = await flashsale('sale', 'create', '--id', 'cli-stray', '--name', 'stray', '--stock', '5', '--price', '100', '--currency', 'EUR', '--admit-rate', '25');
   assert.equal(stray.code, 2, stray.stdout);
-  assert.match(stray.stderr, /^flashsale: admitRatePerSecond apply only to admission queue/m);
+  assert.match(stray.stderr, /^flashsale: --admit-rate apply only to --admission queue/m);
   assert.equal((await env.pool.query("select 1 from sales where id = 'cli-stray'")).rowCount, 0);
 });
 
@@ -241,4 +242,25 @@ test('orders list filters by sale, buyer and state, newest first; orders show pr
     assert.equal(r.code, 2, r.out);
     assert.match(r.stderr, message);
   }
+});
+
+test('sale create names its flags in a refusal, where the API names its fields', async () => {
+  const base = ['sale', 'create', '--id', 'cli-words', '--name', 'words', '--stock', '5', '--price', '100', '--currency', 'EUR'];
+  const soon = new Date(Date.now() + 3_600_000).toISOString();
+  for (const [args, line] of [
+    [['--per-user', '1', '--max-per-order', '3'], 'flashsale: --max-per-order (3) must not be above --per-user (1): raise --per-user or lower --max-per-order'],
+    [['--starts-at', soon, '--ends-at', soon], 'flashsale: --ends-at must be after --starts-at'],
+    [['--admission', 'draw'], 'flashsale: --entries-close-at is required for --admission draw: when entries close and the draw is made'],
+    [['--admission', 'draw', '--starts-at', soon, '--entries-close-at', new Date(Date.now() + 60_000).toISOString()],
+      'flashsale: --entries-close-at must be after --entries-open-at'],
+    [['--pass-seconds', '30'], 'flashsale: --pass-seconds apply only to --admission queue'],
+  ] as [string[], string][]) {
+    const r = await flashsale(...base, ...args);
+    assert.equal(r.code, 2, r.out);
+    assert.equal(r.stderr, `${line}\n`);
+  }
+  assert.equal((await env.pool.query("select 1 from sales where id = 'cli-words'")).rowCount, 0);
+  // The HTTP API keeps its field names (test/sales-admin.test.ts, test/bad-input.test.ts).
+  assert.throws(() => parseSaleInput({ name: 'x', stock: 5, price: 1, currency: 'EUR', perUserLimit: 1, maxPerOrder: 3 }),
+    { message: 'maxPerOrder (3) must not be above perUserLimit (1): raise perUserLimit or lower maxPerOrder' });
 });

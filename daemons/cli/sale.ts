@@ -4,7 +4,8 @@ import { HttpError } from '../../shared/errors.js';
 import { ORDER_STATES } from '../../shared/order-states.js';
 import { reconcile, UNIT_PLACES } from '../../shared/reconcile.js';
 import { endSale, listAllSales, type SaleListItem } from '../../shared/sale-admin.js';
-import { SALE_DEFINITION, shownOrder } from '../../shared/sale-definition.js';
+import { SALE_DEFINITION, shownOrder, type SaleField } from '../../shared/sale-definition.js';
+import { fieldsRenamed } from '../../shared/sale-input.js';
 import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '../../shared/sales.js';
 import { numberFlag, printTable, serverFlags, withConnections } from './common.js';
 
@@ -41,6 +42,17 @@ const CREATE_FLAGS = shownOrder('cli').map((key) => {
   return { key, flag: cli!.flag, option };
 });
 
+/** The definition's refusals name API fields; the operator typed flags, so they name the flags. */
+async function inFlags<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (!(err instanceof HttpError && err.code === 'invalid_sale')) throw err;
+    const flag = (key: SaleField) => (SALE_DEFINITION[key].cli ? `--${SALE_DEFINITION[key].cli.flag}` : undefined);
+    throw new HttpError('invalid_sale', fieldsRenamed(err.message, flag));
+  }
+}
+
 function createFlags(c: Argv): Argv {
   for (const { flag, option } of CREATE_FLAGS) c.option(flag, option);
   return c.option('json', { type: 'boolean' });
@@ -51,10 +63,12 @@ export const sale = (y: Argv) => y
     .command('create', 'create a sale and load it into Redis', createFlags,
       async (argv) => {
         const given = CREATE_FLAGS.map(({ key, flag }) => [key, argv[flag]]).filter(([, v]) => v !== undefined);
-        const created = parseSaleInput(Object.fromEntries(given));
-        const view = await withConnections(argv, async ({ pool, redis }, config) => {
-          await createSale(pool, redis, created, { legacyBuyCounts: config.legacyBuyCounts });
-          return saleView(redis, created);
+        const view = await inFlags(async () => {
+          const created = parseSaleInput(Object.fromEntries(given));
+          return withConnections(argv, async ({ pool, redis }, config) => {
+            await createSale(pool, redis, created, { legacyBuyCounts: config.legacyBuyCounts });
+            return saleView(redis, created);
+          });
         });
         console.log(argv.json ? JSON.stringify(view) : `created sale ${view.id} (${view.stock} in stock, ${view.state})`);
       })
