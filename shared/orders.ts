@@ -9,7 +9,8 @@ import { parseWinner, saleIdOfOrder, type Winner } from './ids.js';
 import { buyerOrders, findOrder } from './order-queries.js';
 import { ORDER_STATES, type OrderState } from './order-states.js';
 import { getSale } from './sales.js';
-import { receivePayment, type PaymentDeps } from './payments.js';
+import { NotCharged, receivePayment, type PaymentDeps } from './payments.js';
+import type { RefundReason } from './payment-queries.js';
 import { PAYMENT_SUCCEEDED, type SignedWebhook } from './payments/signed-webhook.js';
 
 /** What the buyer is told: Postgres's states, except that a winner not yet written is queued and a pending order pending_payment. */
@@ -93,6 +94,7 @@ export interface DirectPayDeps extends PaymentDeps {
  * runs the real payment path and records a payment. It pays what a provider would charge: the
  * sale's price times qty in its currency (a sale made before prices: 0 XXX, ISO's "no currency").
  * One event id per order, with the same bytes each time: a second click is a redelivery and changes nothing.
+ * An order it cannot pay (paid by another payment, cancelled, expired) is 409, with nothing recorded.
  */
 export async function payOrder(deps: DirectPayDeps, orderId: string, userId: string): Promise<{ orderId: string; status: 'paid' }> {
   const { pool, redis } = deps;
@@ -104,15 +106,24 @@ export async function payOrder(deps: DirectPayDeps, orderId: string, userId: str
     row = await findOrder(pool, orderId);
     if (row?.user_id !== userId) throw new HttpError('order_not_found');
   }
-  if (row.status === 'paid') return { orderId, status: 'paid' };
   const sale = await getSale(pool, row.sale_id);
   const amount = sale?.price == null ? 0 : sale.price * row.qty;
   const raw = JSON.stringify({ id: `direct.${orderId}`, type: PAYMENT_SUCCEEDED, orderId, amount, currency: sale?.currency ?? 'XXX' });
-  const answer = await receivePayment(deps, deps.signed, Buffer.from(raw), deps.signed.headersFor(raw));
-  // already_paid: another event paid it meanwhile.
-  if (answer.outcome === 'applied' || answer.reason === 'already_paid') return { orderId, status: 'paid' };
-  // The order was closed first, by its deadline or by its buyer.
-  if (answer.reason === 'order_cancelled') throw new HttpError('order_cancelled');
-  if (answer.reason === 'order_expired') throw new HttpError('order_expired');
-  throw new Error(`direct payment of ${orderId} refused: ${answer.reason ?? 'no reason'}`);
+  try {
+    // chargedOnly: a provider would never have charged an order it could not pay, so no refund is due.
+    const answer = await receivePayment(deps, deps.signed, Buffer.from(raw), deps.signed.headersFor(raw), { chargedOnly: true });
+    // Applied now, or a second click (the same event, recorded applied).
+    if (answer.outcome === 'applied') return { orderId, status: 'paid' };
+    throw new Error(`direct payment of ${orderId} recorded ${answer.outcome}: ${answer.reason ?? 'no reason'}`);
+  } catch (err) {
+    if (err instanceof NotCharged) throw UNCHARGED[err.reason]?.() ?? new Error(`direct payment of ${orderId} refused: ${err.reason}`);
+    throw err;
+  }
 }
+
+/** DIRECT_PAY's answer for an order it cannot pay: nothing charged, nothing recorded. */
+const UNCHARGED: Partial<Record<RefundReason, () => HttpError>> = {
+  already_paid: () => new HttpError('order_paid', 'This order is paid already, by another payment: nothing was charged.'),
+  order_cancelled: () => new HttpError('order_cancelled', 'This order was cancelled: it can no longer be paid. Nothing was charged.'),
+  order_expired: () => new HttpError('order_expired', 'The payment window of this order has closed. Nothing was charged.'),
+};

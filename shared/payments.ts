@@ -37,8 +37,22 @@ export interface PaymentAnswer {
   duplicate?: true;
 }
 
-/** Verifies (by its provider), decides and records one delivery: what each webhook route and DIRECT_PAY run. */
-export async function receivePayment(deps: PaymentDeps, provider: PaymentProvider, raw: Buffer, headers: IncomingHttpHeaders): Promise<PaymentAnswer> {
+/**
+ * Thrown instead of recording a refund due when the money was never taken (DIRECT_PAY's own
+ * events, `chargedOnly`): the order could not be paid, so nothing was charged or recorded.
+ */
+export class NotCharged extends Error {
+  constructor(readonly reason: RefundReason) {
+    super(`not charged: ${reason}`);
+  }
+}
+
+/**
+ * Verifies (by its provider), decides and records one delivery: what each webhook route and
+ * DIRECT_PAY run. A provider's event has moved money, so one that cannot pay its order is recorded
+ * refund_due; with `chargedOnly` (an event made before any charge) it is refused by NotCharged instead.
+ */
+export async function receivePayment(deps: PaymentDeps, provider: PaymentProvider, raw: Buffer, headers: IncomingHttpHeaders, opts: { chargedOnly?: boolean } = {}): Promise<PaymentAnswer> {
   let event: PaymentEvent;
   try {
     event = provider.verify(raw, headers);
@@ -46,27 +60,37 @@ export async function receivePayment(deps: PaymentDeps, provider: PaymentProvide
     metrics.payments.inc({ outcome: 'refused' });
     throw err;
   }
-  if (event.kind !== 'succeeded') {
-    metrics.payments.inc({ outcome: 'ignored' });
-    return { id: event.id, outcome: 'ignored' };
-  }
+  const id = recordedId(provider, event.id);
   try {
-    const answer = await applyPayment(deps, event, recordedId(provider, event.id), raw);
+    const answer = event.kind === 'succeeded' ? await applyPayment(deps, event, id, raw, opts.chargedOnly === true) : await ignore(deps.pool, event, id);
     metrics.payments.inc({ outcome: answer.duplicate ? 'duplicate' : answer.outcome });
     return answer;
   } catch (err) {
     if (err instanceof HttpError && err.code === 'event_conflict') {
       metrics.payments.inc({ outcome: 'conflict' });
       // The provider (or whoever holds its secret) signed two bodies under one id: never a retry.
-      deps.logger.error({ alert: 'PAYMENT_EVENT_CONFLICT', event: { id: event.id, provider: provider.name, orderId: event.orderId } }, 'a payment event id came again with a different body: nothing recorded');
+      const orderId = event.kind === 'succeeded' ? event.orderId : undefined;
+      deps.logger.error({ alert: 'PAYMENT_EVENT_CONFLICT', event: { id: event.id, provider: provider.name, orderId } }, 'a payment event id came again with a different body: nothing recorded');
     }
     throw err;
   }
 }
 
+/**
+ * An event of a type we do not act on is acknowledged and kept nowhere, unless its id is a
+ * recorded payment's: one id, two bodies (another type), the same conflict as any other.
+ */
+async function ignore(pool: Pool, event: PaymentEvent, id: string): Promise<PaymentAnswer> {
+  if (await findPayment(pool, id)) throw conflict(event);
+  return { id: event.id, outcome: 'ignored' };
+}
+
+const conflict = (event: PaymentEvent) =>
+  new HttpError('event_conflict', `Event "${event.id}" was recorded with a different body; an event id names one body. Nothing was recorded.`);
+
 /** A recorded event: a duplicate when these are its bytes, a conflict otherwise. */
 function redelivery(event: SucceededEvent, p: RecordedPayment, raw: Buffer): PaymentAnswer {
-  if (!p.raw.equals(raw)) throw new HttpError('event_conflict', `Event "${event.id}" was recorded with a different body; an event id names one body. Nothing was recorded.`);
+  if (!p.raw.equals(raw)) throw conflict(event);
   return { id: event.id, outcome: p.outcome, ...(p.reason ? { reason: p.reason } : {}), duplicate: true };
 }
 
@@ -91,7 +115,7 @@ async function refusalOf(client: PoolClient, order: OrderRow, event: SucceededEv
 /** Thrown inside the transaction when the event id is already taken: undoes the order's change. */
 class Redelivered extends Error {}
 
-async function applyPayment({ pool, redis }: PaymentDeps, event: SucceededEvent, id: string, raw: Buffer): Promise<PaymentAnswer> {
+async function applyPayment({ pool, redis }: PaymentDeps, event: SucceededEvent, id: string, raw: Buffer, chargedOnly: boolean): Promise<PaymentAnswer> {
   const recorded = async () => {
     const p = await findPayment(pool, id);
     return p && redelivery(event, p, raw);
@@ -109,6 +133,8 @@ async function applyPayment({ pool, redis }: PaymentDeps, event: SucceededEvent,
         if (!order) return undefined;
         let reason = await refusalOf(client, order, event);
         if (!reason && !(await markPaid(client, order.id, order.user_id))) reason = 'order_expired';
+        // Decided on the locked row, so a payment or close racing this one is seen.
+        if (reason && chargedOnly) throw new NotCharged(reason);
         const outcome: PaymentOutcome = reason ? 'refund_due' : 'applied';
         const row = { id, orderId: order.id, outcome, reason, amount: event.amount, currency: event.currency, raw };
         if (!(await insertPayment(client, row))) throw new Redelivered();

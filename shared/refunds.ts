@@ -22,9 +22,6 @@ export interface Refund {
   reference: string | null;
 }
 
-/** The longest recorded payment id: a provider's name (a short word), a colon, an event id of up to 255 characters. */
-export const PAYMENT_ID_MAX = 300;
-
 /** What an operator may give as a refund's reference (the provider's refund id, a ticket...). */
 export const REFERENCE_MAX = 200;
 

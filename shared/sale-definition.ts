@@ -93,13 +93,13 @@ export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {
   price: int(1, 1_000_000_000_000, {
     schema: { description: 'one unit, in the currency\'s minor unit (cents for EUR)' },
     column: 'price',
-    cli: { flag: 'price', describe: 'one unit, in the currency\'s minor unit (cents for EUR)' },
+    cli: { flag: 'price', demand: true, describe: 'one unit, in the currency\'s minor unit (cents for EUR)' },
     form: { label: 'Price (minor units, e.g. cents)', testId: 'create-price', attrs: { min: '1', step: '1', required: true } },
   }),
   currency: text({
     schema: { pattern: CURRENCY_PATTERN.source, description: 'ISO 4217, three upper-case letters' },
     column: 'currency', message: 'currency is required: an ISO 4217 code of three upper-case letters, e.g. EUR',
-    cli: { flag: 'currency', describe: 'ISO 4217 code, e.g. EUR' },
+    cli: { flag: 'currency', demand: true, describe: 'ISO 4217 code, e.g. EUR' },
     form: { label: 'Currency', testId: 'create-currency', attrs: { placeholder: 'EUR', pattern: '[A-Z]{3}', maxlength: '3', spellcheck: 'false', required: true } },
   }),
   perUserLimit: int(1, 1000, {

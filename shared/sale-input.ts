@@ -70,6 +70,16 @@ function read(key: SaleField, f: Field<unknown>, given: unknown, sale: Partial<S
 
 const ONLY = SALE_FIELDS.filter((k) => SALE_DEFINITION[k].only);
 
+const FIELD_WORD = new RegExp(`(?<![\\w-])(?:${SALE_FIELDS.join('|')})(?![\\w-])`, 'g');
+
+/**
+ * A refusal's message with each field it names said as `name` says it: the CLI's flags. The API
+ * answers in its JSON field names; a field `name` has no word for keeps its own.
+ */
+export function fieldsRenamed(message: string, name: (field: SaleField) => string | undefined): string {
+  return message.replace(FIELD_WORD, (key) => name(key as SaleField) ?? key);
+}
+
 /** Checks a sale definition as POST /api/sales and `sale create` take it. */
 export function parseSaleInput(body: unknown, now = new Date()): Sale {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) invalid('the body must be a JSON object');

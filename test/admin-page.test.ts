@@ -335,7 +335,8 @@ describe('operator page', () => {
     const salesBefore = (await env.pool.query('select id from sales')).rowCount;
     await fillSaleForm(page, { name: 'Too generous', stock: '5', price: '500', currency: 'EUR', 'max-per-order': '3' });
     await page.getByTestId('create-button').click();
-    await see(page, 'create-message', 'maxPerOrder (3) must not be above perUserLimit (1): raise perUserLimit or lower maxPerOrder');
+    // In the form's own words: its labels, not the API's field names.
+    await see(page, 'create-message', '“Max per order” (3) must not be above “Per-user limit” (1): raise “Per-user limit” or lower “Max per order”');
     assert.equal((await env.pool.query('select id from sales')).rowCount, salesBefore, 'no sale created');
     await shot(page, 'admin-01-sales', 'admin-sales.png');
 
@@ -345,7 +346,7 @@ describe('operator page', () => {
     await page.context().close();
   });
 
-  test('admin page: the form creates a waiting room (for verified emails only) and a draw with their settings; a draw without its close is refused as the server says', async () => {
+  test('admin page: the form creates a waiting room (for verified emails only) and a draw with their settings; a draw without its close is refused as the server says, in the form\'s labels', async () => {
     const page = await open('/admin');
     await signIn(page);
     await page.getByTestId('create-form').waitFor();
@@ -374,7 +375,7 @@ describe('operator page', () => {
     await fillBasics('form-draw');
     await page.getByTestId('create-admission').selectOption('draw');
     await page.getByTestId('create-button').click();
-    await see(page, 'create-message', /^entriesCloseAt is required for admission draw/);
+    await see(page, 'create-message', /^“Entries close \(draw\)” is required for “Admission” draw/);
     assert.equal((await env.pool.query('select id from sales')).rowCount, refusedBefore, 'no sale created');
     await page.getByTestId('create-entries-close').fill(local(close));
     await page.getByTestId('create-button').click();

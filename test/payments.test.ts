@@ -11,6 +11,7 @@ import { saleKeys } from '../shared/keys.js';
 import { metrics } from '../shared/metrics.js';
 import { restore } from '../shared/expiry.js';
 import { closeDue } from '../shared/order-queries.js';
+import { EVENT_ID_MAX, PAYMENT_ID_MAX } from '../shared/payments/provider.js';
 import { SIGNATURE_TOLERANCE_SECONDS, signPayload } from '../shared/payments/signed-webhook.js';
 import { replayOnce } from '../shared/replay.js';
 import { pino } from 'pino';
@@ -213,6 +214,9 @@ describe('payments', () => {
     assert.equal(unknown.body.error, 'order_not_found');
     const ignored = { id: `evt_${randomUUID()}`, type: 'payment.refunded', orderId: queued };
     assert.deepEqual((await deliver(ignored)).body, { id: ignored.id, outcome: 'ignored' });
+    const again = await deliver(ignored);
+    assert.equal(again.status, 200, 'the same id with the same type stays ignored');
+    assert.deepEqual(again.body, { id: ignored.id, outcome: 'ignored' });
     assert.deepEqual(await everything(), state);
     // Once written, the provider's retry of the same event pays it.
     const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: `w-${sale.id}`, writerLeaseMs: 1 } });
@@ -246,6 +250,28 @@ describe('payments', () => {
       await app.close();
     }
   });
+  test('payments: DIRECT_PAY refuses 409 an order paid by another payment, cancelled or expired, and records nothing; a second click stays 200', async () => {
+    const { ids: [byWebhook, cancelled, expired, clicked] } = await ordersOf(['nia', 'ned', 'noa', 'nel']);
+    assert.equal((await deliver(succeeded(byWebhook!))).body.outcome, 'applied');
+    assert.equal((await http(api.port, 'POST', `/api/orders/${cancelled}/cancel`, { user: 'ned' })).status, 200);
+    await env.pool.query('update orders set expires_at = now() where id = $1', [expired]);
+    assert.deepEqual((await http(api.port, 'POST', `/api/orders/${clicked}/pay`, { user: 'nel' })).body, { orderId: clicked, status: 'paid' });
+    const state = await everything();
+    for (const [id, user, code] of [[byWebhook, 'nia', 'order_paid'], [cancelled, 'ned', 'order_cancelled'], [expired, 'noa', 'order_expired']] as const) {
+      const r = await http(api.port, 'POST', `/api/orders/${id}/pay`, { user });
+      assert.equal(r.status, 409, `${code}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error, code);
+      assert.match(r.body.message, /Nothing was charged|nothing was charged/);
+    }
+    assert.deepEqual((await http(api.port, 'POST', `/api/orders/${clicked}/pay`, { user: 'nel' })).body, { orderId: clicked, status: 'paid' });
+    assert.deepEqual(await everything(), state, 'no refund due, nothing changed');
+    assert.deepEqual([await status(byWebhook!), await status(cancelled!), await status(expired!)], ['paid', 'cancelled', 'pending']);
+    // The provider's own webhook still records what it charged for the expired order.
+    assert.deepEqual((await deliver(succeeded(expired!))).body.reason, 'order_expired');
+    assert.deepEqual((await paymentsOf(expired!)).map((p) => p.outcome), ['refund_due']);
+    await restore(env.pool, env.redis, await closeDue(env.pool, [expired!]));
+  });
+
   test('payments: only price x qty in the sale\'s currency pays; any other amount or currency is refund_due with its reason and the order stays pending', async () => {
     const { sale, ids: [id] } = await ordersOf(['hana'], { perUserLimit: 2, maxPerOrder: 2 }, 2);
     const available = await env.redis.get(saleKeys(sale.id).available);
@@ -285,7 +311,7 @@ describe('payments', () => {
     assert.deepEqual(await paymentsOf(b!), [{ id: recorded(`direct.${b}`), outcome: 'applied', reason: null, amount: 0, currency: 'XXX' }]);
   });
 
-  test('payments: an event id delivered again with other bytes is 409 event_conflict, recorded nowhere and logged PAYMENT_EVENT_CONFLICT; the same bytes stay 200 duplicate', async () => {
+  test('payments: an event id delivered again with other bytes (another type too) is 409 event_conflict, recorded nowhere and logged PAYMENT_EVENT_CONFLICT; the same bytes stay 200 duplicate', async () => {
     const lines: { level: number; alert?: string; event?: { id: string } }[] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
     const app = buildApp({ config: env.config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, env.config), logger });
@@ -298,8 +324,9 @@ describe('payments', () => {
       assert.equal((await deliver(raw, { port })).body.outcome, 'applied');
       const state = await everything();
       const conflicts = await counted('conflict');
-      // Another amount; the same fields spaced otherwise; the same id for another order.
-      for (const body of [JSON.stringify({ ...event, amount: 1 }), raw.replace(',', ', '), `${raw}\n`, JSON.stringify({ ...event, orderId: other })]) {
+      // Another amount; the same fields spaced otherwise; the same id for another order; another type (ignored, were the id new).
+      const bodies = [JSON.stringify({ ...event, amount: 1 }), raw.replace(',', ', '), `${raw}\n`, JSON.stringify({ ...event, orderId: other }), JSON.stringify({ id: event.id, type: 'payment.refunded', orderId: id })];
+      for (const body of bodies) {
         const r = await deliver(body, { port });
         assert.equal(r.status, 409, `${body}: ${JSON.stringify(r.body)}`);
         assert.equal(r.body.error, 'event_conflict');
@@ -307,9 +334,9 @@ describe('payments', () => {
       }
       assert.deepEqual(await everything(), state, 'nothing recorded, nothing changed');
       assert.equal(await status(other!), 'pending');
-      assert.equal(await counted('conflict'), conflicts + 4);
+      assert.equal(await counted('conflict'), conflicts + bodies.length);
       const alerts = lines.filter((l) => l.alert === 'PAYMENT_EVENT_CONFLICT');
-      assert.deepEqual(alerts.map((l) => [l.level, l.event?.id]), Array(4).fill([50, event.id]));
+      assert.deepEqual(alerts.map((l) => [l.level, l.event?.id]), Array(bodies.length).fill([50, event.id]));
       assert.deepEqual((await deliver(raw, { port })).body, { id: event.id, outcome: 'applied', duplicate: true });
     } finally {
       await app.close();
@@ -326,6 +353,35 @@ describe('payments', () => {
     const stored = await env.pool.query<{ raw: Buffer; currency: string }>('select raw, currency from payments where id = $1', [recorded(eventId)]);
     assert.ok(stored.rows[0]!.raw.equals(Buffer.from(raw, 'utf8')), `stored ${stored.rows[0]!.raw.toString('utf8')}`);
     assert.equal(stored.rows[0]!.currency, 'EUR');
+  });
+
+  test('refunds: an event id of 300 characters goes webhook -> refund due -> refunded over HTTP; one above EVENT_ID_MAX is 400 invalid_event, nothing recorded', async () => {
+    const { ids: [id, other] } = await ordersOf(['mia', 'max']);
+    // Characters a path must percent-encode: the router's limit is on the decoded id.
+    const long = `evt_${'a/%?#'.repeat(59)}z`;
+    assert.equal(long.length, 300);
+    const event = succeeded(id!, { id: long, amount: 1 });
+    assert.deepEqual((await deliver(event)).body, { id: long, outcome: 'refund_due', reason: 'amount_mismatch' });
+    const marked = await http(api.port, 'POST', `/api/payments/${encodeURIComponent(recorded(long))}/refund`, { body: { reference: 'psp-refund-long' }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    assert.equal(marked.status, 200, JSON.stringify(marked.body));
+    assert.equal(marked.body.paymentId, recorded(long));
+    const row = await env.pool.query('select refund_reference from payments where id = $1', [recorded(long)]);
+    assert.deepEqual(row.rows, [{ refund_reference: 'psp-refund-long' }]);
+
+    // The longest id taken is refundable too; one character more is refused before anything is recorded.
+    const longest = succeeded(other!, { id: 'e'.repeat(EVENT_ID_MAX), amount: 1 });
+    assert.equal((await deliver(longest)).body.outcome, 'refund_due');
+    const closed = await http(api.port, 'POST', `/api/payments/${recorded(longest.id)}/refund`, { body: { reference: 'r' }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    assert.equal(closed.status, 200, JSON.stringify(closed.body));
+    const state = await everything();
+    const over = await deliver(succeeded(other!, { id: 'e'.repeat(EVENT_ID_MAX + 1) }));
+    assert.equal(over.status, 400, JSON.stringify(over.body));
+    assert.equal(over.body.error, 'invalid_event');
+    assert.match(over.body.message, new RegExp(`1 to ${EVENT_ID_MAX} printable characters`));
+    assert.deepEqual(await everything(), state);
+    const beyond = await http(api.port, 'POST', `/api/payments/${'p'.repeat(PAYMENT_ID_MAX + 1)}/refund`, { body: { reference: 'r' }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    assert.equal(beyond.status, 400);
+    assert.equal(beyond.body.error, 'invalid_id');
   });
 
   test('refunds: closed by the admin route or `flashsale refunds mark`; marking again answers the first record; unknown 404, applied 409; the open ones are counted for the gauge', async () => {

@@ -216,8 +216,8 @@ describe('the CLI', () => {
 
     const table = await cli(env, ['sale', 'list', '--state', 'ended']);
     assert.equal(table.code, 0, table.stderr);
-    assert.match(table.stdout, /^id +state +stock +available +pending +paid +expired +cancelled +starts +ends +name$/m);
-    assert.match(table.stdout, new RegExp(`^${sale.id} +ended +10 +10 +0 +0 +0 +0 .* CLI end$`, 'm'));
+    assert.match(table.stdout, /^id +state +price +stock +available +pending +paid +expired +cancelled +starts +ends +name$/m);
+    assert.match(table.stdout, new RegExp(`^${sale.id} +ended +1999 EUR +10 +10 +0 +0 +0 +0 .* CLI end$`, 'm'));
 
     const missing = await cli(env, ['sale', 'end', 'no-such-sale']);
     assert.equal(missing.code, 2);

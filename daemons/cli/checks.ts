@@ -3,12 +3,12 @@
 import type { Argv } from 'yargs';
 import { verifyDraw } from '../../shared/draw-verify.js';
 import { checkInvariants, formatInvariants } from '../../shared/invariants.js';
-import { serverFlags, withConnections } from './common.js';
+import { numberFlag, serverFlags, withConnections } from './common.js';
 
 export const check = (y: Argv) => y
   .command('check', 'check every invariant of one sale or all from Postgres and Redis, and with REDIS_MIN_REPLICAS_ACK that each sale\'s master has its replicas (exit 3 on a violation)',
     (c) => serverFlags(c).option('sale', { type: 'string', describe: 'only this sale' }).option('json', { type: 'boolean' })
-      .option('interval', { type: 'number', describe: 'the replay interval in seconds (env REPLAY_INTERVAL_SECONDS, default 5)' }),
+      .option('interval', numberFlag('interval', { describe: 'the replay interval in seconds (env REPLAY_INTERVAL_SECONDS, default 5)' })),
     async (argv) => {
       const report = await withConnections(argv, ({ pool, redis }, config) => checkInvariants(pool, redis, {
         saleIds: argv.sale === undefined ? undefined : [argv.sale], replayIntervalMs: config.replayIntervalSeconds * 1000,

@@ -3,9 +3,10 @@
 import type { Argv } from 'yargs';
 import { loadConfig, requireDirectPayConsent, requireSecrets, requireServers, SETTING_FLAGS, withLocalSecrets, type Config, type ConfigOverrides } from '../../shared/config.js';
 import { runUntilSignal, type Stoppable } from '../../shared/daemon.js';
-import { classify } from '../../shared/errors.js';
+import { classify, ClientError } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import { migrate } from '../../shared/migrate.js';
+import { numberFromText } from '../../shared/number-text.js';
 import { connect } from '../../shared/services.js';
 
 export type Args = Record<string, unknown>;
@@ -53,14 +54,40 @@ export async function withConnections<T>(argv: Args, fn: (c: Awaited<ReturnType<
   }
 }
 
+interface NumberFlag { type: 'string'; describe?: string; coerce: (v: unknown) => number }
+interface NumberFlagOpts { describe?: string; fraction?: boolean }
+
+/**
+ * A numeric flag's options: yargs' own number type takes 0x10 as 16, so the flag is text, read
+ * by numberFromText, and a bad value ends the command with `flashsale: --<flag> ...`, exit 2.
+ */
+export function numberFlag(flag: string, o?: NumberFlagOpts): NumberFlag;
+export function numberFlag(flag: string, o: NumberFlagOpts & { default: number }): NumberFlag & { default: number };
+export function numberFlag(flag: string, o: NumberFlagOpts & { default?: number } = {}): NumberFlag {
+  const form = o.fraction ? 'a number such as 12 or 1.5' : 'a whole number such as 12';
+  return {
+    type: 'string',
+    ...(o.describe === undefined ? {} : { describe: o.describe }),
+    ...(o.default === undefined ? {} : { default: o.default }),
+    coerce: (v: unknown): number => {
+      // A default is a number already.
+      if (typeof v === 'number') return v;
+      if (Array.isArray(v)) throw new ClientError(`--${flag} is given ${v.length} times: give it once`);
+      const n = numberFromText(String(v), o.fraction === true);
+      if (n === undefined) throw new ClientError(`--${flag} must be ${form} (digits only: no sign, spaces, 0x, 0b, 0o, exponent or trailing dot), got ${JSON.stringify(v)}`);
+      return n;
+    },
+  };
+}
+
 export const serverFlags = (y: Argv) =>
-  y.option('ops-port', { type: 'number', describe: 'port of /healthz, /readyz, /metrics for a daemon (env OPS_PORT, 0 = off)' })
+  y.option('ops-port', numberFlag('ops-port', { describe: 'port of /healthz, /readyz, /metrics for a daemon (env OPS_PORT, 0 = off)' }))
     .option('database-url', { type: 'string', describe: 'Postgres URL (env DATABASE_URL)' })
     .option('redis-url', { type: 'string', describe: 'Redis URL (env REDIS_URL)' })
     .option('log-level', { type: 'string', describe: 'pino level (env LOG_LEVEL)' });
 
 export const apiFlags = (y: Argv) =>
-  y.option('port', { type: 'number', describe: 'HTTP port (env PORT, default 3000)' })
+  y.option('port', numberFlag('port', { describe: 'HTTP port (env PORT, default 3000)' }))
     .option('host', { type: 'string', describe: 'HTTP host (env HOST, default 127.0.0.1)' })
     .option('jwt-secret', { type: 'string', describe: 'HS256 key of buyer tokens (env JWT_SECRET)' })
     .option('admin-token', { type: 'string', describe: 'bearer token of the admin API (env ADMIN_TOKEN)' })

@@ -4,9 +4,10 @@ import { HttpError } from '../../shared/errors.js';
 import { ORDER_STATES } from '../../shared/order-states.js';
 import { reconcile, UNIT_PLACES } from '../../shared/reconcile.js';
 import { endSale, listAllSales, type SaleListItem } from '../../shared/sale-admin.js';
-import { SALE_DEFINITION, shownOrder } from '../../shared/sale-definition.js';
+import { SALE_DEFINITION, shownOrder, type SaleField } from '../../shared/sale-definition.js';
+import { fieldsRenamed } from '../../shared/sale-input.js';
 import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '../../shared/sales.js';
-import { printTable, serverFlags, withConnections } from './common.js';
+import { numberFlag, printTable, serverFlags, withConnections } from './common.js';
 
 function printStatus(r: Awaited<ReturnType<typeof reconcile>>): void {
   const rows: [string, number | string][] = [
@@ -22,21 +23,35 @@ function printSales(sales: SaleListItem[]): void {
     console.log('no sales');
     return;
   }
-  printTable([['id', 'state', 'stock', 'available', ...ORDER_STATES, 'starts', 'ends', 'name'],
-    ...sales.map((s) => [s.id, s.state, ...[s.stock, s.available, ...ORDER_STATES.map((o) => s[o])].map(String), s.startsAt, s.endsAt ?? '-', s.name])]);
+  // A sale made before prices has none: it takes any amount.
+  const price = (s: SaleListItem) => (s.price === null ? '-' : `${s.price} ${s.currency}`);
+  printTable([['id', 'state', 'price', 'stock', 'available', ...ORDER_STATES, 'starts', 'ends', 'name'],
+    ...sales.map((s) => [s.id, s.state, price(s), ...[s.stock, s.available, ...ORDER_STATES.map((o) => s[o])].map(String), s.startsAt, s.endsAt ?? '-', s.name])]);
 }
 
 /** A flag per field of the definition that has one; parseSaleInput checks what they say. */
 const CREATE_FLAGS = shownOrder('cli').map((key) => {
   const { kind, schema, cli } = SALE_DEFINITION[key];
+  const numeric = kind === 'int' || kind === 'number';
   const option = {
-    type: kind === 'int' || kind === 'number' ? 'number' as const : 'string' as const,
+    ...(numeric ? numberFlag(cli!.flag, { fraction: kind === 'number' }) : { type: 'string' as const }),
     ...(cli!.describe === undefined ? {} : { describe: cli!.describe }),
     ...(cli!.demand ? { demandOption: true } : {}),
     ...(kind === 'choice' ? { choices: schema.enum as string[] } : {}),
   };
   return { key, flag: cli!.flag, option };
 });
+
+/** The definition's refusals name API fields; the operator typed flags, so they name the flags. */
+async function inFlags<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (!(err instanceof HttpError && err.code === 'invalid_sale')) throw err;
+    const flag = (key: SaleField) => (SALE_DEFINITION[key].cli ? `--${SALE_DEFINITION[key].cli.flag}` : undefined);
+    throw new HttpError('invalid_sale', fieldsRenamed(err.message, flag));
+  }
+}
 
 function createFlags(c: Argv): Argv {
   for (const { flag, option } of CREATE_FLAGS) c.option(flag, option);
@@ -48,10 +63,12 @@ export const sale = (y: Argv) => y
     .command('create', 'create a sale and load it into Redis', createFlags,
       async (argv) => {
         const given = CREATE_FLAGS.map(({ key, flag }) => [key, argv[flag]]).filter(([, v]) => v !== undefined);
-        const created = parseSaleInput(Object.fromEntries(given));
-        const view = await withConnections(argv, async ({ pool, redis }, config) => {
-          await createSale(pool, redis, created, { legacyBuyCounts: config.legacyBuyCounts });
-          return saleView(redis, created);
+        const view = await inFlags(async () => {
+          const created = parseSaleInput(Object.fromEntries(given));
+          return withConnections(argv, async ({ pool, redis }, config) => {
+            await createSale(pool, redis, created, { legacyBuyCounts: config.legacyBuyCounts });
+            return saleView(redis, created);
+          });
         });
         console.log(argv.json ? JSON.stringify(view) : `created sale ${view.id} (${view.stock} in stock, ${view.state})`);
       })
@@ -67,7 +84,7 @@ export const sale = (y: Argv) => y
         else printStatus(r);
         if (!r.holds) process.exitCode = 3;
       })
-    .command('list', 'every sale, newest first: state, stock left, orders pending, paid and expired',
+    .command('list', 'every sale, newest first: state, price and currency, stock left, orders by state',
       (l) => l.option('state', { choices: ['upcoming', 'open', 'sold_out', 'ended'] as const }).option('json', { type: 'boolean' }),
       async (argv) => {
         const sales = await withConnections(argv, ({ pool, redis }) => listAllSales(pool, redis, argv.state as SaleState | undefined));

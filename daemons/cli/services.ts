@@ -10,7 +10,7 @@ import { startExpiryListener } from '../expiry-listener.js';
 import { startOrderWriter } from '../order-writer.js';
 import { replayPassOnce, startReplay } from '../replay.js';
 import { startServers } from '../servers.js';
-import { apiFlags, configFrom, serve, serverFlags, withConnections } from './common.js';
+import { apiFlags, configFrom, numberFlag, serve, serverFlags, withConnections } from './common.js';
 
 export const services = (y: Argv) => y
   .command('dev', 'run the whole service locally with a demo sale (embedded Postgres, redis-server child)',
@@ -25,13 +25,13 @@ export const services = (y: Argv) => y
   })
   .command('api', 'serve the HTTP API', (c) => apiFlags(serverFlags(c)), (argv) => serve(argv, startApi))
   .command('order-writer', 'drain winners into Postgres orders (daemon one)',
-    (c) => serverFlags(c).option('batch-size', { type: 'number' }).option('writer-id', { type: 'string' }),
+    (c) => serverFlags(c).option('batch-size', numberFlag('batch-size')).option('writer-id', { type: 'string' }),
     (argv) => serve(argv, startOrderWriter))
   .command('expiry-listener', 'close unpaid orders on expired events (daemon two)', serverFlags, (argv) => serve(argv, startExpiryListener))
   .command('admission', 'admit buyers from waiting rooms at each sale\'s rate, and make draws', serverFlags, (argv) => serve(argv, startAdmission))
   .command('replay', 'sweep for missed expirations on a cron schedule',
     (c) => serverFlags(c).option('once', { type: 'boolean', describe: 'one pass, then exit' })
-      .option('interval', { type: 'number', describe: 'seconds between passes (env REPLAY_INTERVAL_SECONDS, default 5)' }),
+      .option('interval', numberFlag('interval', { describe: 'seconds between passes (env REPLAY_INTERVAL_SECONDS, default 5)' })),
     async (argv) => {
       if (!argv.once) return serve(argv, startReplay);
       const config = configFrom(argv);

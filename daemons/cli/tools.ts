@@ -5,12 +5,12 @@ import { signJwt } from '../../shared/jwt.js';
 import { createLogger } from '../../shared/logger.js';
 import { connect } from '../../shared/services.js';
 import { formatReport, progressReporter, runLoadtest } from '../../tools/loadtest.js';
-import { configFrom, serverFlags } from './common.js';
+import { configFrom, numberFlag, serverFlags } from './common.js';
 
 export const tools = (y: Argv) => y
   .command('token <user>', 'print a buyer token signed with JWT_SECRET (for tests and load tests)',
     (c) => c.positional('user', { type: 'string', demandOption: true }).option('jwt-secret', { type: 'string' })
-      .option('ttl', { type: 'number', default: 3600 })
+      .option('ttl', numberFlag('ttl', { default: 3600 }))
       .option('email-verified', { type: 'boolean', describe: 'the token says email_verified: true (a `buyers: verified-email` sale sells only to such buyers)' }),
     (argv) => {
       const config = configFrom(argv);
@@ -21,12 +21,12 @@ export const tools = (y: Argv) => y
     (c) => serverFlags(c)
       .option('url', { type: 'string', describe: 'API base URL (default http://127.0.0.1:$PORT, PORT default 3000)' })
       .option('sale', { type: 'string', describe: 'fire at this existing sale' })
-      .option('stock', { type: 'number', describe: 'create a fresh sale of this stock through the admin API (default 1000)' })
+      .option('stock', numberFlag('stock', { describe: 'create a fresh sale of this stock through the admin API (default 1000)' }))
       .conflicts('sale', 'stock')
-      .option('buyers', { type: 'number', default: 10_000 })
-      .option('concurrency', { type: 'number', default: 500 })
-      .option('qty', { type: 'number', default: 1 })
-      .option('pay-ratio', { type: 'number', default: 0, describe: 'share of won orders to pay, 0..1' })
+      .option('buyers', numberFlag('buyers', { default: 10_000 }))
+      .option('concurrency', numberFlag('concurrency', { default: 500 }))
+      .option('qty', numberFlag('qty', { default: 1 }))
+      .option('pay-ratio', numberFlag('pay-ratio', { default: 0, fraction: true, describe: 'share of won orders to pay, 0..1' }))
       .option('jwt-secret', { type: 'string', describe: 'HS256 key the API checks buyer tokens with (env JWT_SECRET)' })
       .option('admin-token', { type: 'string', describe: 'admin token, to create the sale (env ADMIN_TOKEN)' })
       .option('json', { type: 'boolean', describe: 'print the report as JSON' }),

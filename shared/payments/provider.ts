@@ -20,8 +20,20 @@ export type PaymentEvent =
 
 export type SucceededEvent = Extract<PaymentEvent, { kind: 'succeeded' }>;
 
+/**
+ * The longest event id taken from any provider: far above what real ones send (Stripe's are about
+ * 30 characters), and every id taken can be refunded by its recorded id over HTTP (PAYMENT_ID_MAX).
+ */
+export const EVENT_ID_MAX = 1024;
+/** An event id: 1 to EVENT_ID_MAX printable ASCII characters, no space. */
+export const EVENT_ID_PATTERN = new RegExp(`^[\\x21-\\x7e]{1,${EVENT_ID_MAX}}$`);
+/** A provider's name is a short word. */
+export const PROVIDER_NAME_MAX = 16;
+/** The longest recorded payment id, `<provider>:<event id>`: what the refund route and the router take. */
+export const PAYMENT_ID_MAX = PROVIDER_NAME_MAX + 1 + EVENT_ID_MAX;
+
 export interface PaymentProvider {
-  /** Its events are recorded as `<name>:<event id>` (sql/0010): two providers' ids never collide. */
+  /** Its events are recorded as `<name>:<event id>` (sql/0010): two providers' ids never collide. At most PROVIDER_NAME_MAX characters. */
   readonly name: string;
   /**
    * The event these exact bytes carry, or an HttpError: invalid_signature or stale_signature when

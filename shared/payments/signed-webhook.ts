@@ -7,7 +7,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError } from '../errors.js';
 import { ORDER_ID_PATTERN } from '../ids.js';
 import { duplicateKey } from '../json-keys.js';
-import type { PaymentEvent, PaymentProvider } from './provider.js';
+import { EVENT_ID_MAX, EVENT_ID_PATTERN, type PaymentEvent, type PaymentProvider } from './provider.js';
 
 export const SIGNATURE_HEADER = 'flashsale-signature';
 /** How far a signature's timestamp may be from now, either way: a captured event replays for this long at most. */
@@ -55,7 +55,7 @@ export function parseEvent(raw: Buffer): PaymentEvent {
   const dup = duplicateKey(text);
   if (dup !== undefined) throw refuse(`The key ${JSON.stringify(dup.slice(0, 64))} appears more than once in one object.`);
   const e = value as Record<string, unknown>;
-  if (typeof e.id !== 'string' || !/^[\x21-\x7e]{1,255}$/.test(e.id)) throw refuse('id must be the provider\'s event id: 1 to 255 printable characters.');
+  if (typeof e.id !== 'string' || !EVENT_ID_PATTERN.test(e.id)) throw refuse(`id must be the provider's event id: 1 to ${EVENT_ID_MAX} printable characters.`);
   if (typeof e.type !== 'string') throw refuse('type must be a string.');
   if (e.type !== PAYMENT_SUCCEEDED) return { kind: 'ignored', id: e.id, type: e.type };
   if (typeof e.orderId !== 'string' || !ORDER_ID_PATTERN.test(e.orderId)) throw refuse('orderId must be an order id.');

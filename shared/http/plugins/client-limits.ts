@@ -6,11 +6,14 @@ import type { Socket } from 'node:net';
 import type { FastifyHttpOptions } from 'fastify';
 import type { Config } from '../../config.js';
 import { HttpError } from '../../errors.js';
+import { PAYMENT_ID_MAX } from '../../payments/provider.js';
 
 /** The server's own limits on a request: its size, its ids, and how long it may take to arrive. */
 export function serverLimits(config: Pick<Config, 'requestTimeoutMs'>): FastifyHttpOptions<Server> {
   return {
-    bodyLimit: 16 * 1024, routerOptions: { maxParamLength: 256 }, return503OnClosing: true,
+    // The longest id in a path is a recorded payment's (the refund route); every other id's own
+    // pattern is far shorter and refuses anything longer as invalid_id.
+    bodyLimit: 16 * 1024, routerOptions: { maxParamLength: PAYMENT_ID_MAX }, return503OnClosing: true,
     requestTimeout: config.requestTimeoutMs,
     // Node enforces these only every connectionsCheckingInterval (30 s by default), and with its
     // headersTimeout (60 s) above requestTimeout it uses the larger for the body: a client that

@@ -17,6 +17,12 @@ function saleDefinition(form) {
   return body;
 }
 
+// The server's refusal names the API's fields (the input names); the form says them as its labels do.
+function inLabels(form, message) {
+  const labels = new Map([...form.querySelectorAll('[name]')].map((input) => [input.name, input.closest('label')?.firstChild?.textContent.trim()]));
+  return message.replace(/(?<![\w-])[a-z][A-Za-z]*(?![\w-])/g, (word) => (labels.get(word) ? `“${labels.get(word)}”` : word));
+}
+
 export async function createSale(event) {
   event.preventDefault();
   const form = event.currentTarget;
@@ -30,7 +36,7 @@ export async function createSale(event) {
     location.hash = sale.id;
   } catch (err) {
     if (refused(err)) failed(err);
-    else show('create-message', err.message);
+    else show('create-message', err.code === 'invalid_sale' ? inLabels(form, err.message) : err.message);
   } finally {
     button.disabled = false;
   }

@@ -32,8 +32,9 @@ const viewSchema = {
 };
 const paySchema = {
   summary: 'Pay the buyer\'s order (DIRECT_PAY=on only): a signed payment.succeeded event through the webhook path', tags: ['orders'],
+  description: 'An order it cannot pay (paid by another payment, cancelled, expired) is 409 with nothing charged or recorded; paying again is 200.',
   security: SECURITY.buyer, params: orderIdParams,
-  response: { 200: paidAnswer, ...errorResponses('invalid_id', 'unauthorized', 'order_not_found', 'order_expired', 'order_cancelled', 'order_not_ready', 'unavailable') },
+  response: { 200: paidAnswer, ...errorResponses('invalid_id', 'unauthorized', 'order_not_found', 'order_paid', 'order_expired', 'order_cancelled', 'order_not_ready', 'unavailable') },
 };
 
 const cancelSchema = {

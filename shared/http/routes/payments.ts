@@ -5,7 +5,7 @@
 import type { FastifyPluginCallback } from 'fastify';
 import { REFUND_REASONS } from '../../payment-queries.js';
 import { receivePayment, type PaymentDeps } from '../../payments.js';
-import type { PaymentProvider } from '../../payments/provider.js';
+import { EVENT_ID_MAX, type PaymentProvider } from '../../payments/provider.js';
 import { documentedOnly, errorResponses, SECURITY } from '../schemas.js';
 
 /** Provider events are small; a signed body is checked whole, so it is kept in memory whole. */
@@ -15,7 +15,7 @@ const WEBHOOK_BODY_LIMIT = 64 * 1024;
 const signedEventDoc = {
   type: 'object', required: ['id', 'type'],
   properties: {
-    id: { type: 'string', description: 'the provider\'s event id: 1 to 255 printable characters' },
+    id: { type: 'string', description: `the provider's event id: 1 to ${EVENT_ID_MAX} printable characters (a longer one is 400 invalid_event)` },
     type: { type: 'string', description: 'payment.succeeded; any other type is ignored' },
     orderId: { type: 'string', description: 'required for payment.succeeded' },
     amount: { type: 'integer', minimum: 0, description: 'required for payment.succeeded: in the currency\'s minor unit; pays the order only if it is price x qty' },

@@ -4,7 +4,8 @@ import type { FastifyPluginCallback } from 'fastify';
 import type { Auth } from '../../auth.js';
 import type { Pool } from '../../db.js';
 import { REFUND_REASONS } from '../../payment-queries.js';
-import { markRefunded, PAYMENT_ID_MAX, REFERENCE_MAX } from '../../refunds.js';
+import { PAYMENT_ID_MAX } from '../../payments/provider.js';
+import { markRefunded, REFERENCE_MAX } from '../../refunds.js';
 import { refusal } from '../plugins/errors.js';
 import { errorResponses, SECURITY } from '../schemas.js';
 
