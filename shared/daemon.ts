@@ -145,8 +145,14 @@ export function runUntilSignal(start: () => Promise<Stoppable>, logger: Logger, 
       process.send?.('ready');
     },
     (err: unknown) => {
-      logger.fatal({ err }, `cannot start: ${(err as Error | undefined)?.message ?? String(err)}`);
-      // 2: fix the settings; 1: a dependency is unusable (PM2 restarts those after restart_delay).
+      const message = `cannot start: ${(err as Error | undefined)?.message ?? String(err)}`;
+      // A refused start is a setting or a server to fix, not a bug to debug: the JSON line (for log
+      // shippers) carries the stack only at LOG_LEVEL=debug, and one plain line goes to stderr for
+      // the operator (`pm2 logs --err` shows it).
+      const { name, code } = (err ?? {}) as { name?: string; code?: unknown };
+      logger.fatal({ err: logger.isLevelEnabled('debug') ? err : { type: name, message: (err as Error | undefined)?.message, code } }, message);
+      process.stderr.write(`flashsale: ${message}\n`);
+      // 2: fix the settings (PM2 leaves the app stopped: stop_exit_codes); 1: a dependency is unusable.
       setTimeout(() => process.exit(classify(err) === 'client' ? 2 : 1), 50);
     },
   );

@@ -4,6 +4,7 @@ import type { RedisClient } from './redis/connect.js';
 import { requireServers, type Config } from './config.js';
 import { closeAll, delay, withTimeout } from './daemon.js';
 import { createPool, type Pool } from './db.js';
+import { UnavailableError } from './errors.js';
 import type { Logger } from './logger.js';
 import { countBackendError } from './metrics.js';
 import { createRedis, pingMasters, quitRedis, redisSetting, sentinelReplicas } from './redis/connect.js';
@@ -66,7 +67,7 @@ async function waitUntil(timeoutMs: number, probe: () => Promise<unknown>, messa
       return;
     } catch (err) {
       // Two tries at least: the first may fail before the connection has said why (its error event).
-      if (Date.now() >= until && attempt > 0) throw new Error(message((err as Error).message));
+      if (Date.now() >= until && attempt > 0) throw new UnavailableError(message((err as Error).message));
       await delay(Math.min(100 * 2 ** attempt, 1000));
     }
   }
