@@ -74,7 +74,7 @@ async function assertLockedDown(dataDir: string, vars: Vars): Promise<void> {
   await own.end();
 }
 
-test('local stack: dev keeps its data to itself, and its servers take only the random passwords added to an older secrets.json', async () => {
+test('local stack: dev keeps its data to itself, its servers take only the random passwords added to an older secrets.json, and a one-shot command given no servers finds it', async () => {
   const { dataDir, port, vars } = await localStackVars();
   const older = { jwtSecret: 'an-older-jwt-secret-0123456789abcdef', adminToken: 'an-older-admin-token-0123456789' };
   writeFileSync(join(dataDir, 'secrets.json'), JSON.stringify(older), { mode: 0o600 });
@@ -85,8 +85,21 @@ test('local stack: dev keeps its data to itself, and its servers take only the r
     assert.equal(secrets.jwtSecret, older.jwtSecret, 'the older secrets are kept');
     await assertLockedDown(dataDir, vars);
     assert.equal((await http(port, 'GET', '/readyz')).status, 200, 'dev itself connects with them');
+
+    // A one-shot command given no servers finds this stack by itself, and says which in one line.
+    const listed = await cli(undefined, ['sale', 'list', '--json'], vars);
+    assert.equal(listed.code, 0, listed.out);
+    assert.deepEqual((JSON.parse(listed.stdout) as { id: string }[]).map((s) => s.id), ['demo']);
+    assert.equal(listed.stderr, `flashsale: using the local stack running on ${dataDir} (pid ${dev.pid}): Postgres 127.0.0.1:${vars.LOCAL_PG_PORT}, Redis 127.0.0.1:${vars.LOCAL_REDIS_PORT}\n`);
+    // A service never does: without servers it refuses to start, as it must in production.
+    const writer = await cli(undefined, ['order-writer'], vars);
+    assert.equal(writer.code, 2, writer.out);
+    assert.match(writer.stderr, /^flashsale: cannot start: DATABASE_URL is not set/m);
     dev.kill('SIGINT');
     assert.equal(await exited(dev), 0);
+    const noStack = await cli(undefined, ['sale', 'list'], vars);
+    assert.equal(noStack.code, 2, noStack.out);
+    assert.match(noStack.stderr, /^flashsale: DATABASE_URL is not set: .*or run `flashsale dev`/m);
   } finally {
     dev.kill('SIGKILL');
   }

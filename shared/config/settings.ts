@@ -95,7 +95,7 @@ export const SETTINGS = {
   opsHost: { env: 'OPS_HOST', parse: text('127.0.0.1'),
     doc: 'address the ops port listens on, whatever `HOST` the API takes (Prometheus on the same host scrapes 127.0.0.1); one address may hold `MAX_CONNECTIONS_PER_CLIENT` connections there too' },
   startupTimeoutMs: { env: 'STARTUP_TIMEOUT_MS', parse: int(30_000, 0), doc: 'how long a starting process waits for Redis and Postgres' },
-  dataDir: { env: 'FLASHSALE_DATA_DIR', flag: 'data-dir', parse: text('.data'), doc: 'local stack data, and its generated `secrets.json`' },
+  dataDir: { env: 'FLASHSALE_DATA_DIR', flag: 'data-dir', parse: text('.data'), doc: 'local stack data, its generated `secrets.json`, and its `stack.pid`, by which one-shot commands given no servers find a running local stack' },
   localStack: { env: 'FLASHSALE_LOCAL_STACK', parse: bool(false, '`0`'),
     doc: '`1`: this process belongs to the local stack (set by `ecosystem.config.js` when it starts `servers`); missing secrets are read from, or generated once into, `<data dir>/secrets.json`. Refused with servers that are not on this machine' },
   localPgPort: { env: 'LOCAL_PG_PORT', parse: int(54329, 1), doc: 'local stack Postgres port (`flashsale servers`, `flashsale dev`)' },
