@@ -2,13 +2,13 @@
 // forbids CONFIG each end the process with a message that says what to do.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { freePort } from '../tools/local-stack.js';
-import { cli, exited, ready, spawnCli, type Vars } from './support/cli.js';
+import { exited, operatorCli as run, ready, spawnCli, type Vars } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
@@ -21,9 +21,6 @@ after(async () => {
   await env.close();
 });
 
-/** `flashsale <args>` at info level, with no servers unless `vars` names them. */
-const run = (args: string[], vars: Vars) => cli(undefined, args, { LOG_LEVEL: 'info', ...vars });
-
 test('a missing setting stops the command with exit 2 and says what to set', async () => {
   const r = await run(['order-writer'], {});
   assert.equal(r.code, 2);
@@ -34,37 +31,6 @@ test('a missing setting stops the command with exit 2 and says what to set', asy
   const bad = await run(['sale', 'status', 'x'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, PORT: 'eighty' });
   assert.equal(bad.code, 2);
   assert.match(bad.out, /PORT must be an integer >= 0, got "eighty"/);
-});
-
-/** The commands that run until a signal (daemons/cli/services.ts `serve`). */
-const SERVICE_COMMANDS = ['dev', 'servers', 'api', 'order-writer', 'expiry-listener', 'admission', 'replay'];
-
-test('a refused start of every service command is one plain line on stderr, never a stack trace', async () => {
-  // A data dir whose stack.pid names a live process (this one): `dev` and `servers` refuse it.
-  const taken = mkdtempSync(join(tmpdir(), 'flashsale-taken-'));
-  writeFileSync(join(taken, 'stack.pid'), String(process.pid));
-  const servers = { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl };
-  const unreachable = { ...servers, DATABASE_URL: `postgres://postgres:x@127.0.0.1:${await freePort()}/none`, STARTUP_TIMEOUT_MS: '300' };
-  const cases: [string[], Vars, number, RegExp][] = [
-    [['dev'], { FLASHSALE_DATA_DIR: taken, PORT: String(await freePort()) }, 1, new RegExp(`^flashsale: cannot start: another local stack \\(pid ${process.pid}\\) is running on `)],
-    [['servers'], { FLASHSALE_DATA_DIR: taken }, 1, /^flashsale: cannot start: another local stack/],
-    ...['api', 'order-writer', 'expiry-listener', 'admission', 'replay'].flatMap((service): [string[], Vars, number, RegExp][] => [
-      [[service], { ...servers, JWT_SECRET: undefined }, 2, /^flashsale: cannot start: JWT_SECRET is not set: set JWT_SECRET/],
-      [[service], unreachable, 1, /^flashsale: cannot start: Postgres at DATABASE_URL is unusable: connect ECONNREFUSED/],
-    ]),
-  ];
-  assert.deepEqual(new Set(cases.map(([[command]]) => command)), new Set(SERVICE_COMMANDS), 'every long-running command');
-  const help = (await run(['--help'], {})).stdout;
-  for (const command of SERVICE_COMMANDS) assert.match(help, new RegExp(`^  flashsale ${command} `, 'm'), `${command} is a command`);
-  await Promise.all(cases.map(async ([args, vars, code, line]) => {
-    const r = await run(args, vars);
-    const what = `${args.join(' ')} with ${JSON.stringify(vars)}: ${r.out}`;
-    assert.equal(r.code, code, what);
-    const lines = r.stderr.split('\n').filter(Boolean);
-    assert.equal(lines.length, 1, what);
-    assert.match(lines[0]!, line, what);
-    assert.doesNotMatch(r.out, /\n\s+at /, `${what}: no stack trace`);
-  }));
 });
 
 test('an unusable Postgres ends a daemon with exit 1 and a log line naming it', async () => {
