@@ -4,8 +4,7 @@
 // connects with them, and a second stack on the same data dir is refused instead of stopping the
 // first one's servers.
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { connect } from 'node:net';
@@ -14,22 +13,10 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { freePort } from '../tools/local-stack.js';
 import { cli, exited, ready, spawnCli, type Vars } from './support/cli.js';
+import { localStackVars } from './support/local-stack.js';
 import { http } from './support/http.js';
 
 const mode = (path: string) => statSync(path).mode & 0o777;
-
-async function localStackVars(): Promise<{ dataDir: string; port: number; vars: Vars }> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'flashsale-local-'));
-  chmodSync(dataDir, 0o755); // as a fresh clone's .data would be, before the stack closes it
-  const [port, pgPort, redisPort] = [await freePort(), await freePort(), await freePort()];
-  return {
-    dataDir, port,
-    vars: {
-      NODE_ENV: undefined, JWT_SECRET: undefined, ADMIN_TOKEN: undefined, PAYMENT_WEBHOOK_SECRET: undefined, FLASHSALE_DATA_DIR: dataDir,
-      PORT: String(port), LOCAL_PG_PORT: String(pgPort), LOCAL_REDIS_PORT: String(redisPort),
-    },
-  };
-}
 
 interface Secrets { redisPassword: string; postgresPassword: string; jwtSecret: string; adminToken: string }
 
