@@ -3,7 +3,7 @@
 // Postgres and Redis on fixed ports (the other apps wait for them at start-up), and the apps use
 // random secrets and server passwords generated once under the data directory. With real servers nothing is defaulted:
 // every app exits 2, naming the variable, until JWT_SECRET (or JWT_JWKS_URL) and ADMIN_TOKEN are set,
-// and the API until PAYMENT_WEBHOOK_SECRET is set too.
+// and the API until PAYMENT_WEBHOOK_SECRET is set too; `pm2 status` shows such an app stopped.
 const local = !process.env.DATABASE_URL || !process.env.REDIS_URL;
 
 /** The operator's settings passed through as they are: unset stays unset. */
@@ -44,8 +44,10 @@ const daemon = (name, args, opsOffset, extra = {}) => ({
   wait_ready: true,
   listen_timeout: 40_000,
   kill_timeout: 5_000,
-  restart_delay: 1_000,
-  // 2 is a bad setting: restarting cannot fix it, and the log already says what to set.
+  // 2 is a bad setting: restarting cannot fix it, and `pm2 logs --err` says what to set. No
+  // restart_delay: with one, PM2 shows such an app as "waiting restart" though it schedules none
+  // (pm2 7 God.handleExit); without, it shows "stopped". A start waits up to STARTUP_TIMEOUT_MS for
+  // its servers before it exits 1, which paces the restarts of an app whose servers are away.
   stop_exit_codes: [2],
   env: { ...env, OPS_PORT: String(opsPortBase + opsOffset), ...extra },
 });

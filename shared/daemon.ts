@@ -145,11 +145,25 @@ export function runUntilSignal(start: () => Promise<Stoppable>, logger: Logger, 
       process.send?.('ready');
     },
     (err: unknown) => {
-      logger.fatal({ err }, `cannot start: ${(err as Error | undefined)?.message ?? String(err)}`);
-      // 2: fix the settings; 1: a dependency is unusable (PM2 restarts those after restart_delay).
+      const message = `cannot start: ${(err as Error | undefined)?.message ?? String(err)}`;
+      // A refused start is a setting or a server to fix, not a bug to debug: the JSON line (for log
+      // shippers) carries the stack only at LOG_LEVEL=debug, and one plain line goes to stderr for
+      // the operator (`pm2 logs --err` shows it).
+      logger.fatal({ err: logger.isLevelEnabled('debug') ? err : withoutTrace(err) }, message);
+      process.stderr.write(`flashsale: ${message}\n`);
+      // 2: fix the settings (PM2 leaves the app stopped: stop_exit_codes); 1: a dependency is unusable.
       setTimeout(() => process.exit(classify(err) === 'client' ? 2 : 1), 50);
     },
   );
+}
+
+/** The error with its type, message and code, its stack only the first line. */
+function withoutTrace(err: unknown): unknown {
+  if (!(err instanceof Error)) return err;
+  const copy = Object.assign(Object.create(Object.getPrototypeOf(err) as object) as Error, err);
+  copy.message = err.message;
+  copy.stack = `${err.name}: ${err.message}`;
+  return copy;
 }
 
 /** Closes resources in order, each in its own try, so one failure does not leak the rest. */

@@ -4,9 +4,10 @@ import type { RedisClient } from './redis/connect.js';
 import { requireServers, type Config } from './config.js';
 import { closeAll, delay, withTimeout } from './daemon.js';
 import { createPool, type Pool } from './db.js';
+import { UnavailableError } from './errors.js';
 import type { Logger } from './logger.js';
 import { countBackendError } from './metrics.js';
-import { createRedis, pingMasters, quitRedis, redisSetting, sentinelReplicas } from './redis/connect.js';
+import { createRedis, pingMasters, quitRedis, redisAddress, redisSetting, sentinelReplicas } from './redis/connect.js';
 import { checkRedisSettings } from './redis-settings.js';
 import { ReplicaWatch } from './replica-watch.js';
 import { replicaAcksFor, type ReplicaAcks } from './replication.js';
@@ -43,10 +44,18 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
   });
   const close = () => closeAll(logger, [['replica watch', () => watch?.stop()], ['sentinels', () => replicas?.stop()], ['redis', () => quitRedis(redis)], ['postgres', () => pool.end()]]);
   try {
-    await waitUntil(config.startupTimeoutMs, () => pool.query('select 1'), (err) => `Postgres at DATABASE_URL is unusable: ${err}`);
+    const waiting = { timeoutMs: config.startupTimeoutMs, logger };
+    await waitUntil({ ...waiting, server: `Postgres at ${postgresAddress(databaseUrl)}` }, () => pool.query('select 1'),
+      (err) => `Postgres at DATABASE_URL is unusable: ${err}`);
     // The connection's own error (NOAUTH, WRONGPASS, ECONNREFUSED) says more than a command's
     // ("Stream isn't writeable" where commands are not queued).
-    await waitUntil(config.startupTimeoutMs, () => withTimeout(pingMasters(redis), 2000, 'no answer within 2 s'), (err) => `Redis at ${where} is unusable: ${lastRedisError || err}`);
+    const redisError = (err: string) => {
+      const said = lastRedisError || err;
+      const noPassword = target.kind === 'single' && /^NOAUTH/.test(said) && new URL(target.url).password === '';
+      return noPassword ? `${said} (REDIS_URL carries no password: redis://:password@host:6379)` : said;
+    };
+    await waitUntil({ ...waiting, server: `Redis at ${redisAddress(target)}` }, () => withTimeout(pingMasters(redis), 2000, 'no answer within 2 s'),
+      (err) => `Redis at ${where} is unusable: ${redisError(err)}`, () => lastRedisError);
     await checkRedisSettings(redis, logger);
     await replicas?.start();
     await watch?.start();
@@ -62,17 +71,39 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
   return { pool, redis, replicaAcks, close };
 }
 
-async function waitUntil(timeoutMs: number, probe: () => Promise<unknown>, message: (err: string) => string): Promise<void> {
-  const until = Date.now() + timeoutMs;
+/** Where a Postgres URL points, for a message: host:port (the socket directory, for a local socket). */
+function postgresAddress(databaseUrl: string): string {
+  const url = new URL(databaseUrl);
+  return `${url.hostname || url.searchParams.get('host')}:${url.port || 5432}`;
+}
+
+/** Seconds between the lines that say a start is still waiting for a server. */
+const PROGRESS_EVERY_MS = 5000;
+
+/**
+ * Probes until the server answers, or fails with `message` after `timeoutMs`. Every 5 s it says what
+ * it waits for and the last error: a start that waits on a server is never silent.
+ */
+async function waitUntil(
+  opts: { timeoutMs: number; logger: Logger; server: string }, probe: () => Promise<unknown>, message: (err: string) => string,
+  lastError: () => string = () => '',
+): Promise<void> {
+  const started = Date.now();
+  let report = started + PROGRESS_EVERY_MS;
   for (let attempt = 0; ; attempt++) {
     try {
       await probe();
       return;
     } catch (err) {
+      const now = Date.now();
       // Two tries at least: the first may fail before the connection has said why (its error event).
-      if (Date.now() >= until && attempt > 0) throw new Error(message((err as Error).message));
+      if (now >= started + opts.timeoutMs && attempt > 0) throw new UnavailableError(message((err as Error).message));
+      if (now >= report) {
+        const waited = `${Math.floor((now - started) / 1000)} of ${Math.round(opts.timeoutMs / 1000)} s`;
+        opts.logger.warn({ err: lastError() || (err as Error).message }, `waiting for ${opts.server}, ${waited} (STARTUP_TIMEOUT_MS)`);
+        report += PROGRESS_EVERY_MS;
+      }
       await delay(Math.min(100 * 2 ** attempt, 1000));
     }
   }
 }
-

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { freePort } from '../tools/local-stack.js';
-import { cli, exited, ready, spawnCli, type Vars } from './support/cli.js';
+import { exited, operatorCli as run, ready, spawnCli, type Vars } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
@@ -20,9 +20,6 @@ before(async () => {
 after(async () => {
   await env.close();
 });
-
-/** `flashsale <args>` at info level, with no servers unless `vars` names them. */
-const run = (args: string[], vars: Vars) => cli(undefined, args, { LOG_LEVEL: 'info', ...vars });
 
 test('a missing setting stops the command with exit 2 and says what to set', async () => {
   const r = await run(['order-writer'], {});

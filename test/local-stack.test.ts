@@ -4,8 +4,7 @@
 // connects with them, and a second stack on the same data dir is refused instead of stopping the
 // first one's servers.
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { connect } from 'node:net';
@@ -14,22 +13,10 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { freePort } from '../tools/local-stack.js';
 import { cli, exited, ready, spawnCli, type Vars } from './support/cli.js';
+import { localStackVars } from './support/local-stack.js';
 import { http } from './support/http.js';
 
 const mode = (path: string) => statSync(path).mode & 0o777;
-
-async function localStackVars(): Promise<{ dataDir: string; port: number; vars: Vars }> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'flashsale-local-'));
-  chmodSync(dataDir, 0o755); // as a fresh clone's .data would be, before the stack closes it
-  const [port, pgPort, redisPort] = [await freePort(), await freePort(), await freePort()];
-  return {
-    dataDir, port,
-    vars: {
-      NODE_ENV: undefined, JWT_SECRET: undefined, ADMIN_TOKEN: undefined, PAYMENT_WEBHOOK_SECRET: undefined, FLASHSALE_DATA_DIR: dataDir,
-      PORT: String(port), LOCAL_PG_PORT: String(pgPort), LOCAL_REDIS_PORT: String(redisPort),
-    },
-  };
-}
 
 interface Secrets { redisPassword: string; postgresPassword: string; jwtSecret: string; adminToken: string }
 
@@ -74,7 +61,7 @@ async function assertLockedDown(dataDir: string, vars: Vars): Promise<void> {
   await own.end();
 }
 
-test('local stack: dev keeps its data to itself, and its servers take only the random passwords added to an older secrets.json', async () => {
+test('local stack: dev keeps its data to itself, its servers take only the random passwords added to an older secrets.json, and a one-shot command given no servers finds it', async () => {
   const { dataDir, port, vars } = await localStackVars();
   const older = { jwtSecret: 'an-older-jwt-secret-0123456789abcdef', adminToken: 'an-older-admin-token-0123456789' };
   writeFileSync(join(dataDir, 'secrets.json'), JSON.stringify(older), { mode: 0o600 });
@@ -85,8 +72,21 @@ test('local stack: dev keeps its data to itself, and its servers take only the r
     assert.equal(secrets.jwtSecret, older.jwtSecret, 'the older secrets are kept');
     await assertLockedDown(dataDir, vars);
     assert.equal((await http(port, 'GET', '/readyz')).status, 200, 'dev itself connects with them');
+
+    // A one-shot command given no servers finds this stack by itself, and says which in one line.
+    const listed = await cli(undefined, ['sale', 'list', '--json'], vars);
+    assert.equal(listed.code, 0, listed.out);
+    assert.deepEqual((JSON.parse(listed.stdout) as { id: string }[]).map((s) => s.id), ['demo']);
+    assert.equal(listed.stderr, `flashsale: using the local stack running on ${dataDir} (pid ${dev.pid}): Postgres 127.0.0.1:${vars.LOCAL_PG_PORT}, Redis 127.0.0.1:${vars.LOCAL_REDIS_PORT}\n`);
+    // A service never does: without servers it refuses to start, as it must in production.
+    const writer = await cli(undefined, ['order-writer'], vars);
+    assert.equal(writer.code, 2, writer.out);
+    assert.match(writer.stderr, /^flashsale: cannot start: DATABASE_URL is not set/m);
     dev.kill('SIGINT');
     assert.equal(await exited(dev), 0);
+    const noStack = await cli(undefined, ['sale', 'list'], vars);
+    assert.equal(noStack.code, 2, noStack.out);
+    assert.match(noStack.stderr, /^flashsale: DATABASE_URL is not set: .*or run `flashsale dev`/m);
   } finally {
     dev.kill('SIGKILL');
   }

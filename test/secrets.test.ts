@@ -20,7 +20,7 @@ after(async () => {
   await env.close();
 });
 
-const SERVICES = ['api', 'order-writer', 'expiry-listener', 'replay'];
+const SERVICES = ['api', 'order-writer', 'expiry-listener', 'admission', 'replay'];
 
 /** `flashsale <args>` against this file's servers at info level, outside the local stack. */
 const run = (args: string[], vars: Vars) => cli(env, args, { LOG_LEVEL: 'info', FLASHSALE_LOCAL_STACK: undefined, ...vars });

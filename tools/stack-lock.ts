@@ -25,6 +25,17 @@ export const alive = (pid: number) => {
 
 export interface StackLock { release(): void }
 
+/** The pid of the live local stack that holds `dataDir` (`dev`, or PM2's `servers`), if one does. */
+export function runningStack(dataDir: string): number | undefined {
+  let owner: number;
+  try {
+    owner = Number(readFileSync(resolve(dataDir, 'stack.pid'), 'utf8').trim());
+  } catch {
+    return undefined;
+  }
+  return owner > 0 && alive(owner) ? owner : undefined;
+}
+
 /** Takes the data dir for this process, or throws naming the live process that has it. */
 export function lockDataDir(dataDir: string): StackLock {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });

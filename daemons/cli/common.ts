@@ -1,23 +1,43 @@
 // What every `flashsale` command shares: its settings from flags and the environment, running a
 // long-lived service until a signal, one-shot connections, and the flags of servers and the API.
+import { resolve } from 'node:path';
 import type { Argv } from 'yargs';
-import { loadConfig, requireDirectPayConsent, requireSecrets, requireServers, SETTING_FLAGS, withLocalSecrets, type Config, type ConfigOverrides } from '../../shared/config.js';
+import {
+  loadConfig, redisConfigured, requireDirectPayConsent, requireSecrets, requireServers, SETTING_FLAGS, withLocalSecrets, type Config, type ConfigOverrides,
+} from '../../shared/config.js';
 import { runUntilSignal, type Stoppable } from '../../shared/daemon.js';
 import { classify, ClientError } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import { migrate } from '../../shared/migrate.js';
 import { numberFromText } from '../../shared/number-text.js';
 import { connect } from '../../shared/services.js';
+import { runningStack } from '../../tools/stack-lock.js';
 
 export type Args = Record<string, unknown>;
 
 // The settings' own flags (SETTING_FLAGS), and two that only `dev` sets for itself.
 const FLAG_TO_CONFIG: Record<string, keyof Config> = { ...SETTING_FLAGS, development: 'development', 'local-stack': 'localStack' };
 
-export function configFrom(argv: Args): Config {
+function loadFrom(argv: Args): Config {
   const overrides: ConfigOverrides = {};
   for (const [flag, key] of Object.entries(FLAG_TO_CONFIG)) if (argv[flag] !== undefined) overrides[key] = argv[flag];
-  return withLocalSecrets(loadConfig(overrides));
+  return loadConfig(overrides);
+}
+
+export const configFrom = (argv: Args): Config => withLocalSecrets(loadFrom(argv));
+
+/**
+ * The settings of a one-shot command (`sale list`, `check`, `refunds`, `token`...). Given no server
+ * at all, it talks to the local stack running on this machine (`npm start`, or PM2's local mode),
+ * found by the data dir's stack.pid, with the passwords and secrets of its secrets.json, and says
+ * so in one line on stderr. A long-running service never does: without servers it refuses to start.
+ */
+export function oneShotConfig(argv: Args): Config {
+  const config = loadFrom(argv);
+  const pid = config.databaseUrl || redisConfigured(config) || config.localStack ? undefined : runningStack(config.dataDir);
+  if (pid === undefined) return withLocalSecrets(config);
+  console.error(`flashsale: using the local stack running on ${resolve(config.dataDir)} (pid ${pid}): Postgres 127.0.0.1:${config.localPgPort}, Redis 127.0.0.1:${config.localRedisPort}`);
+  return withLocalSecrets({ ...config, localStack: true });
 }
 
 /**
@@ -44,7 +64,7 @@ export function exitCodeFor(err: unknown): number {
 }
 
 export async function withConnections<T>(argv: Args, fn: (c: Awaited<ReturnType<typeof connect>>, config: Config) => Promise<T>): Promise<T> {
-  const config = configFrom(argv);
+  const config = oneShotConfig(argv);
   const conn = await connect(config, createLogger({ ...config, logLevel: 'warn' }, 'flashsale', 2));
   try {
     await migrate(conn.pool);

@@ -10,7 +10,7 @@ import { startExpiryListener } from '../expiry-listener.js';
 import { startOrderWriter } from '../order-writer.js';
 import { replayPassOnce, startReplay } from '../replay.js';
 import { startServers } from '../servers.js';
-import { apiFlags, configFrom, numberFlag, serve, serverFlags, withConnections } from './common.js';
+import { apiFlags, numberFlag, oneShotConfig, serve, serverFlags, withConnections } from './common.js';
 
 export const services = (y: Argv) => y
   .command('dev', 'run the whole service locally with a demo sale (embedded Postgres, redis-server child)',
@@ -34,7 +34,7 @@ export const services = (y: Argv) => y
       .option('interval', numberFlag('interval', { describe: 'seconds between passes (env REPLAY_INTERVAL_SECONDS, default 5)' })),
     async (argv) => {
       if (!argv.once) return serve(argv, startReplay);
-      const config = configFrom(argv);
+      const config = oneShotConfig(argv);
       const report = await replayPassOnce(config, createLogger(config));
       process.exitCode = report.reconciliations.every((r) => r.holds) ? 0 : 3;
     });

@@ -5,7 +5,7 @@ import { signJwt } from '../../shared/jwt.js';
 import { createLogger } from '../../shared/logger.js';
 import { connect } from '../../shared/services.js';
 import { formatReport, progressReporter, runLoadtest } from '../../tools/loadtest.js';
-import { configFrom, numberFlag, serverFlags } from './common.js';
+import { numberFlag, oneShotConfig, serverFlags } from './common.js';
 
 export const tools = (y: Argv) => y
   .command('token <user>', 'print a buyer token signed with JWT_SECRET (for tests and load tests)',
@@ -13,7 +13,7 @@ export const tools = (y: Argv) => y
       .option('ttl', numberFlag('ttl', { default: 3600 }))
       .option('email-verified', { type: 'boolean', describe: 'the token says email_verified: true (a `buyers: verified-email` sale sells only to such buyers)' }),
     (argv) => {
-      const config = configFrom(argv);
+      const config = oneShotConfig(argv);
       if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret');
       console.log(signJwt(argv.user, config.jwtSecret, argv.ttl, argv.emailVerified ? { email_verified: true } : {}));
     })
@@ -31,7 +31,7 @@ export const tools = (y: Argv) => y
       .option('admin-token', { type: 'string', describe: 'admin token, to create the sale (env ADMIN_TOKEN)' })
       .option('json', { type: 'boolean', describe: 'print the report as JSON' }),
     async (argv) => {
-      const config = configFrom(argv);
+      const config = oneShotConfig(argv);
       if (!config.jwtSecret) throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET or pass --jwt-secret (the local stack keeps its own in <data dir>/secrets.json)');
       // Postgres and Redis are optional here: without them the report leaves out orders and conservation.
       const conn = config.databaseUrl && redisConfigured(config) ? await connect(config, createLogger({ ...config, logLevel: 'warn' }, 'flashsale', 2)) : undefined;

@@ -3,7 +3,7 @@
 // Config type, loadConfig and that table (`npm run docs:settings`) all derive from this list, in
 // this order. Docs may link to the other docs/ pages: the table is rendered there.
 import { hostname } from 'node:os';
-import { allowedHosts, bool, developmentMode, hostPorts, int, oneOf, onOff, opsPort, replayInterval, text, yes, type Parser } from './values.js';
+import { allowedHosts, bool, developmentMode, hostPorts, int, oneOf, onOff, opsPort, replayInterval, serverUrl, text, yes, type Parser } from './values.js';
 
 export interface Setting<T> {
   /** The environment variable; also the name every error message gives. */
@@ -21,8 +21,8 @@ const localStack = '(local stack)';
 const generated = 'none (local stack: generated)';
 
 export const SETTINGS = {
-  databaseUrl: { env: 'DATABASE_URL', flag: 'database-url', parse: text(), shown: localStack, doc: 'Postgres. Required outside `dev`.' },
-  redisUrl: { env: 'REDIS_URL', flag: 'redis-url', parse: text(), shown: localStack,
+  databaseUrl: { env: 'DATABASE_URL', flag: 'database-url', parse: serverUrl(['postgres:', 'postgresql:'], 'postgres://user:password@host:5432/database'), shown: localStack, doc: 'Postgres (`postgres://user:password@host:5432/database`; a password with `@`, `:`, `/`, `?` or `#` percent-encoded). Required outside `dev`; a malformed URL stops any command at once, exit 2, saying what is wrong.' },
+  redisUrl: { env: 'REDIS_URL', flag: 'redis-url', parse: serverUrl(['redis:', 'rediss:'], 'redis://:password@host:6379 (rediss:// for TLS)'), shown: localStack,
     doc: 'one Redis (`redis://user:pass@host:6379`, `rediss://` for TLS). Outside `dev`, exactly one of `REDIS_URL`, `REDIS_CLUSTER_NODES`, `REDIS_SENTINELS` is required (see [Scale-out](scale-out.md))' },
   redisClusterNodes: { env: 'REDIS_CLUSTER_NODES', parse: hostPorts, doc: 'Redis Cluster: seed nodes `host:port,host:port,...`' },
   redisSentinels: { env: 'REDIS_SENTINELS', parse: hostPorts, doc: 'Sentinel: the sentinels `host:port,...`, with `REDIS_SENTINEL_NAME`' },
@@ -95,8 +95,8 @@ export const SETTINGS = {
     doc: 'a process\'s `/healthz`, `/readyz`, `/metrics` port; under PM2 each instance adds its `NODE_APP_INSTANCE` (0, 1, ...), so the API\'s cluster instances, which share `PORT`, each answer for themselves' },
   opsHost: { env: 'OPS_HOST', parse: text('127.0.0.1'),
     doc: 'address the ops port listens on, whatever `HOST` the API takes (Prometheus on the same host scrapes 127.0.0.1); one address may hold `MAX_CONNECTIONS_PER_CLIENT` connections there too' },
-  startupTimeoutMs: { env: 'STARTUP_TIMEOUT_MS', parse: int(30_000, 0), doc: 'how long a starting process waits for Redis and Postgres' },
-  dataDir: { env: 'FLASHSALE_DATA_DIR', flag: 'data-dir', parse: text('.data'), doc: 'local stack data, and its generated `secrets.json`' },
+  startupTimeoutMs: { env: 'STARTUP_TIMEOUT_MS', parse: int(30_000, 0), doc: 'how long a starting process waits for Redis and Postgres; every 5 s it logs what it waits for (`waiting for Postgres at host:port, 5 of 30 s`) and the last error' },
+  dataDir: { env: 'FLASHSALE_DATA_DIR', flag: 'data-dir', parse: text('.data'), doc: 'local stack data, its generated `secrets.json`, and its `stack.pid`, by which one-shot commands given no servers find a running local stack' },
   localStack: { env: 'FLASHSALE_LOCAL_STACK', parse: bool(false, '`0`'),
     doc: '`1`: this process belongs to the local stack (set by `ecosystem.config.js` when it starts `servers`); missing secrets are read from, or generated once into, `<data dir>/secrets.json`. Refused with servers that are not on this machine' },
   localPgPort: { env: 'LOCAL_PG_PORT', parse: int(54329, 1), doc: 'local stack Postgres port (`flashsale servers`, `flashsale dev`)' },

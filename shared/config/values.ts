@@ -83,6 +83,28 @@ export const oneOf = <const T extends string>(choices: readonly [T, ...T[]]) => 
   return value as T;
 });
 
+/**
+ * A server's URL, one of `schemes` (`postgres:`...). What is wrong with it is said without
+ * repeating the value, which may hold a password: a malformed one otherwise surfaces much later as
+ * the client's own riddle ("ENOTFOUND base", a password "returned empty").
+ */
+export const serverUrl = (schemes: string[], example: string) => parser('none', (raw, name): string | undefined => {
+  const value = textValue(raw);
+  if (value === undefined) return undefined;
+  const wrong = (what: string) => new ConfigError(`${name} ${what}: set it to a URL like ${example}`);
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(value)?.[1]?.toLowerCase();
+  if (scheme === undefined) throw wrong('does not start with a scheme (postgres://, redis://...)');
+  if (!schemes.includes(`${scheme}:`)) throw wrong(`has the scheme ${scheme}://, not ${schemes.map((s) => `${s}//`).join(' or ')}`);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw wrong('is not a valid URL (a password with @, :, /, ? or # in it must be percent-encoded)');
+  }
+  if (url.hostname === '' && !url.searchParams.has('host')) throw wrong('names no host');
+  return value;
+});
+
 export interface HostPort { host: string; port: number }
 
 /** `host:port,host:port,...` (an IPv6 host in brackets). */

@@ -55,6 +55,16 @@ export function createRedis(where: RedisTarget | string, options: RedisOptions =
 export const redisSetting = (target: RedisTarget): string =>
   ({ single: 'REDIS_URL', cluster: 'REDIS_CLUSTER_NODES', sentinel: 'REDIS_SENTINELS' })[target.kind];
 
+/** Where this Redis is, for a message: host:port, the cluster's seed nodes, or the sentinels and the master's name. */
+export function redisAddress(target: RedisTarget): string {
+  const list = (nodes: { host: string; port: number }[]) => nodes.map((n) => `${n.host}:${n.port}`).join(',');
+  if (target.kind === 'single') {
+    const url = new URL(target.url);
+    return `${url.hostname || '127.0.0.1'}:${url.port || 6379}`;
+  }
+  return target.kind === 'cluster' ? `cluster ${list(target.nodes)}` : `master "${target.name}" of sentinels ${list(target.sentinels)}`;
+}
+
 /**
  * Replicas a write must reach beyond REDIS_MIN_REPLICAS_ACK, where the form says so: on Sentinel
  * every replica the sentinels see healthy (see sentinel-replicas.ts); none elsewhere, or at 0.

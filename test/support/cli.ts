@@ -55,6 +55,9 @@ export function cli(env: TestEnv | undefined, args: string[], vars: Vars = {}): 
   return runNode([CLI, ...args], cliEnv(env, { LOG_LEVEL: 'error', ...vars }));
 }
 
+/** `flashsale <args>` as an operator types it: at info level, with no servers unless `vars` names them. */
+export const operatorCli = (args: string[], vars: Vars = {}) => cli(undefined, args, { LOG_LEVEL: 'info', ...vars });
+
 /**
  * Starts a long-running `flashsale <args>` (logging at warn level unless `vars` says otherwise).
  * Its stdout is dropped unless `output` is 'pipe', or a file descriptor that takes stderr too.

@@ -18,7 +18,7 @@ export interface Pm2Process { name: string; pid: number; pm2_env: { status: stri
 export interface Pm2Deployment {
   /** The API's shared port. */
   port: number;
-  /** OPS_PORT_BASE: daemons on + 1..3, API instance N on + 10 + N. */
+  /** OPS_PORT_BASE: daemons on + 1..4, API instance N on + 10 + N. */
   opsBase: number;
   /** The environment `pm2` runs with (and passes on to the apps). */
   vars: NodeJS.ProcessEnv;
