@@ -326,6 +326,15 @@ describe('operator page', () => {
     await saleRow(page, existing.id).getByText('Spring restock').waitFor();
     assert.equal(await saleRow(page, existing.id).locator('td').nth(2).innerText(), '€19.99', 'the price, in its currency');
     assert.equal(await saleRow(page, existing.id).locator('td').nth(3).innerText(), '40 of 40');
+    // The sale's id, and a link to its buyer's page, which opens on that sale.
+    const row = saleRow(page, existing.id);
+    assert.equal(await row.getByTestId('sale-id').innerText(), existing.id);
+    assert.equal(await row.getByTestId('sale-page').getAttribute('href'), `/?sale=${existing.id}`);
+    const [buyerPage] = await Promise.all([page.context().waitForEvent('page'), row.getByTestId('sale-page').click()]);
+    await see(buyerPage, 'sale-name', 'Spring restock');
+    await see(buyerPage, 'stock', '40 of 40 left');
+    assert.equal(new URL(buyerPage.url()).search, `?sale=${existing.id}`);
+    await buyerPage.close();
     assert.equal(await page.getByTestId('message').isHidden(), true);
     assert.equal(await storedToken(page), ADMIN_TOKEN);
     await page.reload();
@@ -397,6 +406,8 @@ describe('operator page', () => {
     await page.getByTestId('create-button').click();
 
     await see(page, 'live-name', 'Launch day drop');
+    await see(page, 'live-id', 'launch-day');
+    assert.equal(await page.getByTestId('live-page').getAttribute('href'), '/?sale=launch-day');
     await see(page, 'live-state', 'Open');
     await see(page, 'live-available', '5');
     const created = (await env.pool.query('select stock, price, currency, per_user_limit, payment_window_seconds, ends_at from sales where id = $1', ['launch-day'])).rows;
