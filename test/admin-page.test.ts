@@ -366,8 +366,28 @@ describe('operator page', () => {
       return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
     };
 
+    const posted: Record<string, unknown>[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && new URL(r.url()).pathname === '/api/sales') posted.push(r.postDataJSON());
+    });
+    // Each admission's settings show only while it is chosen.
+    const QUEUE_INPUTS = ['admit-rate', 'admit-overbook', 'pass-seconds'];
+    const DRAW_INPUTS = ['entries-open', 'entries-close', 'backfill-until'];
+    const shown = async () => {
+      const visible: string[] = [];
+      for (const name of [...QUEUE_INPUTS, ...DRAW_INPUTS]) if (await page.getByTestId(`create-${name}`).isVisible()) visible.push(name);
+      return visible;
+    };
+    assert.equal(await page.getByTestId('create-admission').inputValue(), 'first-come');
+    assert.deepEqual(await shown(), [], 'first come has no settings of its own');
+    await page.getByTestId('create-admission').selectOption('draw');
+    assert.deepEqual(await shown(), DRAW_INPUTS);
+    await page.getByTestId('create-admission').selectOption('first-come');
+    assert.deepEqual(await shown(), []);
+
     await fillBasics('form-room');
     await page.getByTestId('create-admission').selectOption('queue');
+    assert.deepEqual(await shown(), QUEUE_INPUTS);
     await page.getByTestId('create-admit-rate').fill('20');
     await page.getByTestId('create-admit-overbook').fill('1.5');
     await page.getByTestId('create-pass-seconds').fill('45');
@@ -377,19 +397,27 @@ describe('operator page', () => {
     assert.deepEqual((await env.pool.query("select admission, admit_rate_per_second, admit_overbook, pass_seconds, buyers from sales where id = 'form-room'")).rows,
       [{ admission: 'queue', admit_rate_per_second: 20, admit_overbook: 1.5, pass_seconds: 45, buyers: 'verified-email' }]);
     sales.push({ id: 'form-room', stock: 5 } as Sale);
+    assert.deepEqual(await shown(), [], 'the form is reset to first come');
 
     const close = Math.ceil((Date.now() + 3_600_000) / 1000) * 1000;
     const refusedBefore = (await env.pool.query('select id from sales')).rowCount;
     await fillBasics('form-draw');
+    // A waiting room's setting filled, then the draw chosen: hidden, so not sent (the server would
+    // refuse it with a draw).
+    await page.getByTestId('create-admission').selectOption('queue');
+    await page.getByTestId('create-admit-rate').fill('30');
     await page.getByTestId('create-admission').selectOption('draw');
+    assert.deepEqual(await shown(), DRAW_INPUTS);
     await page.getByTestId('create-button').click();
     await see(page, 'create-message', /^entriesCloseAt is required for admission draw/);
+    assert.deepEqual(Object.keys(posted.at(-1)!).filter((k) => k.startsWith('admit') || k === 'passSeconds'), [], 'no waiting room setting sent');
     assert.equal((await env.pool.query('select id from sales')).rowCount, refusedBefore, 'no sale created');
     await page.getByTestId('create-entries-close').fill(local(close));
     await page.getByTestId('create-button').click();
     await see(page, 'live-name', 'Admission form-draw');
     const [draw] = (await env.pool.query("select admission, entries_open_at, entries_close_at, backfill_until, starts_at, buyers from sales where id = 'form-draw'")).rows;
     assert.equal(draw.admission, 'draw');
+    assert.equal(posted.at(-1)!.admitRatePerSecond, undefined, 'the hidden setting was not sent');
     assert.equal(draw.buyers, 'anyone', 'the form left at Anyone');
     assert.equal(draw.entries_close_at.getTime(), close);
     assert.equal(draw.entries_open_at.getTime(), draw.starts_at.getTime(), 'entries open at the start by default');
@@ -447,6 +475,18 @@ describe('operator page', () => {
     const points = Number(await page.getByTestId('chart').getAttribute('data-points'));
     assert.ok(points >= 3, `the chart holds the samples so far: ${points}`);
     assert.equal(await page.locator('[data-testid="chart"] canvas').count(), 1, 'the chart is drawn');
+    assert.equal(await page.locator('[data-testid="chart-closed"] canvas').count(), 1, 'so is the closed units\' chart');
+    // Stacked, so no line hides another: the legends name each unit once, top of the stack first.
+    const legend = (chart: string) => page.locator(`[data-testid="${chart}"] .u-legend .u-series .u-label`).allTextContents();
+    assert.deepEqual(await legend('chart'), ['available', 'restoring', 'queued', 'pending', 'paid']);
+    assert.deepEqual(await legend('chart-closed'), ['cancelled', 'expired']);
+    // Ticks at whole seconds (the x axis is in seconds) and at whole units.
+    for (const chart of ['chart', 'chart-closed']) {
+      for (const axis of ['x', 'y']) {
+        const ticks = (await page.getByTestId(chart).getAttribute(`data-${axis}-ticks`))!.split(' ').map(Number);
+        assert.ok(ticks.length >= 2 && ticks.every(Number.isInteger), `${chart} ${axis} ticks are whole: ${ticks.join(', ')}`);
+      }
+    }
     await saleRow(page, 'launch-day').getByText('4 of 5').waitFor({ timeout: 10_000 }); // the list follows too
     const counts = await saleRow(page, 'launch-day').locator('td').evaluateAll((tds) => tds.slice(4, 8).map((td) => (td as HTMLElement).innerText));
     assert.deepEqual(counts, ['0', '1', '1', '1'], 'the list\'s orders: pending, paid, expired, cancelled');
