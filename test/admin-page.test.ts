@@ -18,6 +18,7 @@ import { Purchaser } from '../shared/purchase.js';
 import { reconcile } from '../shared/reconcile.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
+import { axeViolations, serious, tooWide, VIEWPORTS, type Violation } from './support/axe.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
 import { closeEntries as closeEntriesOf, newSale, openDraw, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
@@ -260,8 +261,8 @@ describe('GET /api/sales/:saleId/live', () => {
   });
 });
 
-async function open(path: string): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 1200, height: 900 }, locale: 'en-US' });
+async function open(path: string, viewport = { width: 1200, height: 900 }): Promise<Page> {
+  const context = await browser.newContext({ viewport, locale: 'en-US' });
   context.setDefaultTimeout(5000);
   const page = await context.newPage();
   page.on('pageerror', (err) => pageErrors.push(err.message));
@@ -596,5 +597,38 @@ describe('operator page', () => {
     await page.waitForTimeout(5500); // admin.js refreshes the list every 5 s (SALES_POLL_MS)
     assert.deepEqual(await rows(page), all);
     await page.context().close();
+  });
+});
+
+describe('operator page accessibility', () => {
+  test('admin page: axe-core finds no serious or critical violation at desktop and phone sizes (signing in, the sales, a sale followed live), and none at all; no wider than a 390 px phone', { timeout: 90_000 }, async () => {
+    const s = await sale({ name: 'Accessible console', stock: 3, paymentWindowSeconds: 600 });
+    assert.equal((await buy(s.id, 'x1')).status, 202);
+    await drain();
+    const found: Record<string, Violation[]> = {};
+    const wide: Record<string, string> = {};
+    const audit = async (page: Page, where: string) => {
+      const violations = await axeViolations(page);
+      if (violations.length > 0) found[where] = violations;
+      const width = await tooWide(page);
+      if (width) wide[where] = width;
+    };
+    for (const [size, viewport] of Object.entries(VIEWPORTS)) {
+      const page = await open(`/admin#${s.id}`, viewport);
+      await see(page, 'sign-in-button', 'Sign in');
+      await audit(page, `${size}, signing in`);
+      await signIn(page);
+      await see(page, 'live-name', 'Accessible console');
+      await see(page, 'live-pending', '1');
+      await page.locator('[data-testid="chart"][data-points]').waitFor();
+      await audit(page, `${size}, a sale followed live`);
+      await shot(page, `admin-a11y-${size}`);
+      await page.context().close();
+    }
+    const barriers: Record<string, Violation[]> = {};
+    for (const [where, violations] of Object.entries(found)) if (serious(violations).length > 0) barriers[where] = serious(violations);
+    assert.deepEqual(barriers, {}, `serious or critical:\n${JSON.stringify(barriers, null, 2)}`);
+    assert.deepEqual(found, {}, `every violation:\n${JSON.stringify(found, null, 2)}`);
+    assert.deepEqual(wide, {}, 'the page is no wider than the window (the sales table scrolls in its panel)');
   });
 });

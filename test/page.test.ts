@@ -17,6 +17,7 @@ import { signPayload } from '../shared/payments/signed-webhook.js';
 import { Purchaser } from '../shared/purchase.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
+import { axeViolations, tooWide, VIEWPORTS, type Violation } from './support/axe.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
 import { closeEntries as closeEntriesOf, HOUR, newSale, openDraw, startNow, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
@@ -71,8 +72,8 @@ function writer(): void {
 }
 
 /** A buyer's own browser window (its own context: storage and, if asked, a paused clock or one the test can move forward). */
-async function open(path: string, opts: { port?: number; pausedClock?: boolean; movableClock?: boolean } = {}): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 520, height: 820 }, locale: 'en-US' });
+async function open(path: string, opts: { port?: number; pausedClock?: boolean; movableClock?: boolean; viewport?: { width: number; height: number } } = {}): Promise<Page> {
+  const context = await browser.newContext({ viewport: opts.viewport ?? { width: 520, height: 820 }, locale: 'en-US' });
   context.setDefaultTimeout(5000);
   stops.push(() => context.close());
   const page = await context.newPage();
@@ -733,5 +734,48 @@ describe('draw page', () => {
     assert.ok(entry?.token, 'the entry carried a purchase token');
     assert.equal(await env.redis.get(saleKeys(s.id).tokenUsed(tokenId(entry.token))), 'entry', 'the entry spent it');
     assert.deepEqual((await entryRows(s)).map((r) => [r.buyer, r.status]), [['pat', 'entered']]);
+  });
+});
+
+describe('buyer page accessibility', () => {
+  /** axe-core's findings on the page as shown, and whether it is wider than the window, under `where`. */
+  async function audit(page: Page, where: string, found: Record<string, Violation[] | string>): Promise<void> {
+    const violations = await axeViolations(page);
+    if (violations.length > 0) found[where] = violations;
+    const width = await tooWide(page);
+    if (width) found[`${where}: width`] = width;
+  }
+
+  test('page: axe-core finds no violation at desktop and phone sizes (a sale open, an order to pay, a waiting room, a draw entered), and nothing is wider than a 390 px phone', { timeout: 120_000 }, async () => {
+    const open1 = await sale({ name: 'Accessible drop with a rather long name for a phone screen', stock: 2, paymentWindowSeconds: 120 });
+    const room = await queueSale({ name: 'Accessible room', stock: 2, admitRatePerSecond: 1 });
+    const draw = await drawSale({ name: 'Accessible draw', stock: 1 });
+    writer();
+    const found: Record<string, Violation[] | string> = {};
+    for (const [size, viewport] of Object.entries(VIEWPORTS)) {
+      const page = await open(`/?sale=${open1.id}`, { viewport });
+      await page.getByTestId('user-id').fill(`a11y-${size}`);
+      await buyEnabled(page);
+      await audit(page, `${size}, open`, found);
+      await page.getByTestId('buy').click();
+      await see(page, 'order-status', 'Waiting for payment');
+      await audit(page, `${size}, waiting for payment`, found);
+      if (size === 'phone') await shot(page, 'a11y-phone-order');
+
+      const inRoom = await open(`/?sale=${room.id}`, { viewport });
+      await inRoom.getByTestId('user-id').fill(`a11y-${size}`);
+      await inRoom.getByTestId('join').click();
+      await see(inRoom, 'queue-status', /^(You are in the waiting room|You are number 1)$/);
+      await audit(inRoom, `${size}, in a waiting room`, found);
+
+      const entered = await open(`/?sale=${draw.id}`, { viewport });
+      await entered.getByTestId('user-id').fill(`a11y-${size}`);
+      await enterEnabled(entered);
+      await entered.getByTestId('enter').click();
+      await see(entered, 'draw-status', 'You\'re in the draw');
+      await audit(entered, `${size}, in a draw`, found);
+    }
+    assert.deepEqual(found, {}, `accessibility and fit:\n${JSON.stringify(found, null, 2)}`);
+    await waitFor('drained', async () => (await env.redis.hlen(saleKeys(open1.id).queued)) === 0);
   });
 });
