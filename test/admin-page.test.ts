@@ -18,6 +18,7 @@ import { Purchaser } from '../shared/purchase.js';
 import { reconcile } from '../shared/reconcile.js';
 import type { Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
+import { axeViolations, serious, tooWide, VIEWPORTS, type Violation } from './support/axe.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
 import { closeEntries as closeEntriesOf, newSale, openDraw, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
@@ -260,8 +261,8 @@ describe('GET /api/sales/:saleId/live', () => {
   });
 });
 
-async function open(path: string): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 1200, height: 900 }, locale: 'en-US' });
+async function open(path: string, viewport = { width: 1200, height: 900 }): Promise<Page> {
+  const context = await browser.newContext({ viewport, locale: 'en-US' });
   context.setDefaultTimeout(5000);
   const page = await context.newPage();
   page.on('pageerror', (err) => pageErrors.push(err.message));
@@ -326,6 +327,15 @@ describe('operator page', () => {
     await saleRow(page, existing.id).getByText('Spring restock').waitFor();
     assert.equal(await saleRow(page, existing.id).locator('td').nth(2).innerText(), '€19.99', 'the price, in its currency');
     assert.equal(await saleRow(page, existing.id).locator('td').nth(3).innerText(), '40 of 40');
+    // The sale's id, and a link to its buyer's page, which opens on that sale.
+    const row = saleRow(page, existing.id);
+    assert.equal(await row.getByTestId('sale-id').innerText(), existing.id);
+    assert.equal(await row.getByTestId('sale-page').getAttribute('href'), `/?sale=${existing.id}`);
+    const [buyerPage] = await Promise.all([page.context().waitForEvent('page'), row.getByTestId('sale-page').click()]);
+    await see(buyerPage, 'sale-name', 'Spring restock');
+    await see(buyerPage, 'stock', '40 of 40 left');
+    assert.equal(new URL(buyerPage.url()).search, `?sale=${existing.id}`);
+    await buyerPage.close();
     assert.equal(await page.getByTestId('message').isHidden(), true);
     assert.equal(await storedToken(page), ADMIN_TOKEN);
     await page.reload();
@@ -358,8 +368,28 @@ describe('operator page', () => {
       return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
     };
 
+    const posted: Record<string, unknown>[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && new URL(r.url()).pathname === '/api/sales') posted.push(r.postDataJSON());
+    });
+    // Each admission's settings show only while it is chosen.
+    const QUEUE_INPUTS = ['admit-rate', 'admit-overbook', 'pass-seconds'];
+    const DRAW_INPUTS = ['entries-open', 'entries-close', 'backfill-until'];
+    const shown = async () => {
+      const visible: string[] = [];
+      for (const name of [...QUEUE_INPUTS, ...DRAW_INPUTS]) if (await page.getByTestId(`create-${name}`).isVisible()) visible.push(name);
+      return visible;
+    };
+    assert.equal(await page.getByTestId('create-admission').inputValue(), 'first-come');
+    assert.deepEqual(await shown(), [], 'first come has no settings of its own');
+    await page.getByTestId('create-admission').selectOption('draw');
+    assert.deepEqual(await shown(), DRAW_INPUTS);
+    await page.getByTestId('create-admission').selectOption('first-come');
+    assert.deepEqual(await shown(), []);
+
     await fillBasics('form-room');
     await page.getByTestId('create-admission').selectOption('queue');
+    assert.deepEqual(await shown(), QUEUE_INPUTS);
     await page.getByTestId('create-admit-rate').fill('20');
     await page.getByTestId('create-admit-overbook').fill('1.5');
     await page.getByTestId('create-pass-seconds').fill('45');
@@ -369,19 +399,27 @@ describe('operator page', () => {
     assert.deepEqual((await env.pool.query("select admission, admit_rate_per_second, admit_overbook, pass_seconds, buyers from sales where id = 'form-room'")).rows,
       [{ admission: 'queue', admit_rate_per_second: 20, admit_overbook: 1.5, pass_seconds: 45, buyers: 'verified-email' }]);
     sales.push({ id: 'form-room', stock: 5 } as Sale);
+    assert.deepEqual(await shown(), [], 'the form is reset to first come');
 
     const close = Math.ceil((Date.now() + 3_600_000) / 1000) * 1000;
     const refusedBefore = (await env.pool.query('select id from sales')).rowCount;
     await fillBasics('form-draw');
+    // A waiting room's setting filled, then the draw chosen: hidden, so not sent (the server would
+    // refuse it with a draw).
+    await page.getByTestId('create-admission').selectOption('queue');
+    await page.getByTestId('create-admit-rate').fill('30');
     await page.getByTestId('create-admission').selectOption('draw');
+    assert.deepEqual(await shown(), DRAW_INPUTS);
     await page.getByTestId('create-button').click();
     await see(page, 'create-message', /^“Entries close \(draw\)” is required for “Admission” draw/);
+    assert.deepEqual(Object.keys(posted.at(-1)!).filter((k) => k.startsWith('admit') || k === 'passSeconds'), [], 'no waiting room setting sent');
     assert.equal((await env.pool.query('select id from sales')).rowCount, refusedBefore, 'no sale created');
     await page.getByTestId('create-entries-close').fill(local(close));
     await page.getByTestId('create-button').click();
     await see(page, 'live-name', 'Admission form-draw');
     const [draw] = (await env.pool.query("select admission, entries_open_at, entries_close_at, backfill_until, starts_at, buyers from sales where id = 'form-draw'")).rows;
     assert.equal(draw.admission, 'draw');
+    assert.equal(posted.at(-1)!.admitRatePerSecond, undefined, 'the hidden setting was not sent');
     assert.equal(draw.buyers, 'anyone', 'the form left at Anyone');
     assert.equal(draw.entries_close_at.getTime(), close);
     assert.equal(draw.entries_open_at.getTime(), draw.starts_at.getTime(), 'entries open at the start by default');
@@ -398,6 +436,8 @@ describe('operator page', () => {
     await page.getByTestId('create-button').click();
 
     await see(page, 'live-name', 'Launch day drop');
+    await see(page, 'live-id', 'launch-day');
+    assert.equal(await page.getByTestId('live-page').getAttribute('href'), '/?sale=launch-day');
     await see(page, 'live-state', 'Open');
     await see(page, 'live-available', '5');
     const created = (await env.pool.query('select stock, price, currency, per_user_limit, payment_window_seconds, ends_at from sales where id = $1', ['launch-day'])).rows;
@@ -437,6 +477,18 @@ describe('operator page', () => {
     const points = Number(await page.getByTestId('chart').getAttribute('data-points'));
     assert.ok(points >= 3, `the chart holds the samples so far: ${points}`);
     assert.equal(await page.locator('[data-testid="chart"] canvas').count(), 1, 'the chart is drawn');
+    assert.equal(await page.locator('[data-testid="chart-closed"] canvas').count(), 1, 'so is the closed units\' chart');
+    // Stacked, so no line hides another: the legends name each unit once, top of the stack first.
+    const legend = (chart: string) => page.locator(`[data-testid="${chart}"] .u-legend .u-series .u-label`).allTextContents();
+    assert.deepEqual(await legend('chart'), ['available', 'restoring', 'queued', 'pending', 'paid']);
+    assert.deepEqual(await legend('chart-closed'), ['cancelled', 'expired']);
+    // Ticks at whole seconds (the x axis is in seconds) and at whole units.
+    for (const chart of ['chart', 'chart-closed']) {
+      for (const axis of ['x', 'y']) {
+        const ticks = (await page.getByTestId(chart).getAttribute(`data-${axis}-ticks`))!.split(' ').map(Number);
+        assert.ok(ticks.length >= 2 && ticks.every(Number.isInteger), `${chart} ${axis} ticks are whole: ${ticks.join(', ')}`);
+      }
+    }
     await saleRow(page, 'launch-day').getByText('4 of 5').waitFor({ timeout: 10_000 }); // the list follows too
     const counts = await saleRow(page, 'launch-day').locator('td').evaluateAll((tds) => tds.slice(4, 8).map((td) => (td as HTMLElement).innerText));
     assert.deepEqual(counts, ['0', '1', '1', '1'], 'the list\'s orders: pending, paid, expired, cancelled');
@@ -546,5 +598,38 @@ describe('operator page', () => {
     await page.waitForTimeout(5500); // admin.js refreshes the list every 5 s (SALES_POLL_MS)
     assert.deepEqual(await rows(page), all);
     await page.context().close();
+  });
+});
+
+describe('operator page accessibility', () => {
+  test('admin page: axe-core finds no serious or critical violation at desktop and phone sizes (signing in, the sales, a sale followed live), and none at all; no wider than a 390 px phone', { timeout: 90_000 }, async () => {
+    const s = await sale({ name: 'Accessible console', stock: 3, paymentWindowSeconds: 600 });
+    assert.equal((await buy(s.id, 'x1')).status, 202);
+    await drain();
+    const found: Record<string, Violation[]> = {};
+    const wide: Record<string, string> = {};
+    const audit = async (page: Page, where: string) => {
+      const violations = await axeViolations(page);
+      if (violations.length > 0) found[where] = violations;
+      const width = await tooWide(page);
+      if (width) wide[where] = width;
+    };
+    for (const [size, viewport] of Object.entries(VIEWPORTS)) {
+      const page = await open(`/admin#${s.id}`, viewport);
+      await see(page, 'sign-in-button', 'Sign in');
+      await audit(page, `${size}, signing in`);
+      await signIn(page);
+      await see(page, 'live-name', 'Accessible console');
+      await see(page, 'live-pending', '1');
+      await page.locator('[data-testid="chart"][data-points]').waitFor();
+      await audit(page, `${size}, a sale followed live`);
+      await shot(page, `admin-a11y-${size}`);
+      await page.context().close();
+    }
+    const barriers: Record<string, Violation[]> = {};
+    for (const [where, violations] of Object.entries(found)) if (serious(violations).length > 0) barriers[where] = serious(violations);
+    assert.deepEqual(barriers, {}, `serious or critical:\n${JSON.stringify(barriers, null, 2)}`);
+    assert.deepEqual(found, {}, `every violation:\n${JSON.stringify(found, null, 2)}`);
+    assert.deepEqual(wide, {}, 'the page is no wider than the window (the sales table scrolls in its panel)');
   });
 });

@@ -5,6 +5,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { startPostgres } from '../tools/local-stack.js';
 import type { Summary } from './support/scenario.js';
 
@@ -13,6 +14,12 @@ const testsIn = (dir: string) => readdirSync(dir).filter((f) => f.endsWith('.tes
 // The reliability scenarios first: the longest files, so that the two lanes end together rather
 // than one waiting out a long scenario started last.
 const files = (only.length > 0 ? only : ['test/reliability', 'test']).flatMap((a) => (statSync(a).isDirectory() ? testsIn(a) : [a]));
+// Node's usual reporter on stdout (spec on a terminal, TAP otherwise), and on stderr the progress:
+// files done of the total and the time so far, as each file ends (support/progress.mjs).
+const reporters = [
+  '--test-reporter', process.stdout.isTTY ? 'spec' : 'tap', '--test-reporter-destination', 'stdout',
+  '--test-reporter', fileURLToPath(new URL('./support/progress.mjs', import.meta.url)), '--test-reporter-destination', 'stderr',
+];
 const dir = mkdtempSync(join(tmpdir(), 'flashsale-test-pg-'));
 // Each reliability scenario leaves its figures here; the closing note prints them.
 const reportDir = mkdtempSync(join(tmpdir(), 'flashsale-test-report-'));
@@ -23,9 +30,9 @@ try {
   code = await new Promise<number>((resolve) => {
     // A test that hangs fails after 5 minutes (the longest scenario takes about one) instead of
     // holding the run until CI's limit.
-    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000', ...files], {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000', ...reporters, ...files], {
       stdio: 'inherit',
-      env: { ...process.env, FLASHSALE_TEST_PG: pg.url, FLASHSALE_REPORT_DIR: reportDir },
+      env: { ...process.env, FLASHSALE_TEST_PG: pg.url, FLASHSALE_REPORT_DIR: reportDir, FLASHSALE_TEST_FILES: String(files.length) },
     });
     child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0)));
   });

@@ -10,16 +10,18 @@ const attributes = (attrs: Record<string, string | true>) =>
   Object.entries(attrs).map(([name, value]) => (value === true ? ` ${name}` : ` ${name}="${escape(value)}"`)).join('');
 
 function input(key: SaleField, indent: string): string {
-  const { kind, schema, form } = SALE_DEFINITION[key];
+  const { kind, schema, form, only } = SALE_DEFINITION[key];
   const { label, testId, options, attrs = {} } = form!;
   const named = { name: key, 'data-testid': testId };
+  // A setting of one admission: the page shows it only while that admission is chosen.
+  const labelled = `${indent}<label${only ? attributes({ 'data-only': only }) : ''}>${escape(label)} `;
   if (kind === 'choice') {
     // The page leaves out a choice at its default, as it leaves out an empty input.
     const choices = Object.entries(options!).map(([value, text]) => `<option value="${escape(value)}">${escape(text)}</option>`).join('');
-    return `${indent}<label>${escape(label)} <select${attributes({ ...named, 'data-default': String(schema.default) })}>\n${indent}  ${choices}\n${indent}</select></label>`;
+    return `${labelled}<select${attributes({ ...named, 'data-default': String(schema.default) })}>\n${indent}  ${choices}\n${indent}</select></label>`;
   }
   const type: Record<string, string> = kind === 'time' ? { type: 'datetime-local', step: '1' } : kind === 'text' ? {} : { type: 'number' };
-  return `${indent}<label>${escape(label)} <input${attributes({ ...named, ...type, ...attrs })}></label>`;
+  return `${labelled}<input${attributes({ ...named, ...type, ...attrs })}></label>`;
 }
 
 /** admin.html with the form's inputs in its slot, indented as the slot is. */

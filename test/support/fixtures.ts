@@ -38,6 +38,18 @@ export async function closeEntries(env: TestEnv, s: Sale): Promise<Sale> {
   return (await getSale(env.pool, s.id))!;
 }
 
+/**
+ * A sale not yet started starts now, in Postgres (what the views read) and in Redis's meta (what
+ * purchase.lua judges by): a test opens a sale when it is ready, not when a wall-clock start comes.
+ * The sale as Postgres then has it (the API's cache follows within a second).
+ */
+export async function startNow(env: TestEnv, s: Sale): Promise<Sale> {
+  const res = await env.pool.query<{ starts_at: Date }>('update sales set starts_at = now() where id = $1 and starts_at > now() returning starts_at', [s.id]);
+  if (res.rowCount !== 1) throw new Error(`sale ${s.id} has already started`);
+  await env.redis.hset(saleKeys(s.id).meta, 'startsAt', res.rows[0]!.starts_at.getTime());
+  return (await getSale(env.pool, s.id))!;
+}
+
 /** A small seeded PRNG (mulberry32) so fault schedules are reproducible from the seed printed. */
 export function seededRandom(seed: number): () => number {
   let a = seed >>> 0;

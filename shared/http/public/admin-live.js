@@ -1,7 +1,7 @@
 // The live view of one sale (the one in the address's hash): GET /api/sales/:id/live every second,
 // its units, figures, waiting room or draw, and this instance's purchase outcomes; and ending it.
 import { addSample, makeChart, purchaseRate, UNITS } from './admin-chart.js';
-import { loadSales, markSelected, SALE_STATES, when } from './admin-sales.js';
+import { buyerPage, loadSales, markSelected, SALE_STATES, when } from './admin-sales.js';
 import { $, api, failed, setText, show, signedIn } from './admin-session.js';
 
 const POLL_MS = 1000;
@@ -15,6 +15,8 @@ function duration(ms) {
 function renderSaleHead(sale) {
   live.sale = sale;
   setText('live-name', sale.name);
+  setText('live-id', sale.id);
+  $('live-page').href = buyerPage(sale.id);
   const badge = $('live-state');
   badge.dataset.state = sale.state;
   setText('live-state', SALE_STATES[sale.state]);

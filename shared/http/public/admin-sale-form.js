@@ -1,5 +1,6 @@
 // The new-sale form: its fields become POST /api/sales's body. Empty fields are left out (the
-// server's defaults apply), and so is a choice at its default; the server checks everything else and
+// server's defaults apply), and so is a choice at its default, and so are the settings of an
+// admission not chosen (hidden, and disabled); the server checks everything else and
 // its refusal is shown as it says it. The inputs are the sale definition's (shared/http/sale-form.ts):
 // their names are its fields, their types say how to send them.
 import { loadSales } from './admin-sales.js';
@@ -9,7 +10,7 @@ function saleDefinition(form) {
   const body = {};
   for (const input of form.querySelectorAll('[name]')) {
     const value = input.value.trim();
-    if (value === '' || value === input.dataset.default) continue;
+    if (input.disabled || value === '' || value === input.dataset.default) continue;
     if (input.type === 'number') body[input.name] = Number(value);
     else if (input.type === 'datetime-local') body[input.name] = new Date(value).toISOString();
     else body[input.name] = value;
@@ -23,6 +24,17 @@ function inLabels(form, message) {
   return message.replace(/(?<![\w-])[a-z][A-Za-z]*(?![\w-])/g, (word) => (labels.get(word) ? `“${labels.get(word)}”` : word));
 }
 
+/** Shows the settings of the chosen admission only (a label's data-only names its admission). */
+export function showAdmission() {
+  const form = $('create-form');
+  const admission = form.elements.admission.value;
+  for (const label of form.querySelectorAll('[data-only]')) {
+    const shown = label.dataset.only === admission;
+    label.hidden = !shown;
+    for (const input of label.querySelectorAll('[name]')) input.disabled = !shown;
+  }
+}
+
 export async function createSale(event) {
   event.preventDefault();
   const form = event.currentTarget;
@@ -32,6 +44,7 @@ export async function createSale(event) {
   try {
     const sale = await api('POST', '/api/sales', saleDefinition(form));
     form.reset();
+    showAdmission();
     await loadSales();
     location.hash = sale.id;
   } catch (err) {

@@ -14,6 +14,20 @@ function money(amount, currency) {
   return format.format(amount / 10 ** format.resolvedOptions().maximumFractionDigits);
 }
 
+/** The buyer's page of a sale: `/?sale=<id>` (without it, the page shows the sale `demo`). */
+export const buyerPage = (saleId) => `/?sale=${encodeURIComponent(saleId)}`;
+
+/** A sale's id, as the API and the CLI take it, and a link to its buyer's page. */
+export function saleIdLine(saleId) {
+  const line = Object.assign(document.createElement('p'), { className: 'hint sale-id' });
+  const id = Object.assign(document.createElement('code'), { textContent: saleId });
+  id.dataset.testid = 'sale-id';
+  const page = Object.assign(document.createElement('a'), { href: buyerPage(saleId), textContent: 'buyer page', target: '_blank', rel: 'noopener' });
+  page.dataset.testid = 'sale-page';
+  line.append(id, ' · ', page);
+  return line;
+}
+
 function renderSales(sales) {
   $('sales-empty').hidden = sales.length > 0;
   const selected = location.hash.slice(1);
@@ -22,9 +36,11 @@ function renderSales(sales) {
     row.dataset.testid = 'sale-row';
     row.dataset.sale = s.id;
     row.classList.toggle('selected', s.id === selected);
-    const link = Object.assign(document.createElement('a'), { href: `#${s.id}`, textContent: s.name, title: s.id });
+    const link = Object.assign(document.createElement('a'), { href: `#${s.id}`, textContent: s.name });
+    const name = document.createElement('div');
+    name.append(link, saleIdLine(s.id));
     const price = s.price == null ? '—' : money(s.price, s.currency);
-    const cells = [link, SALE_STATES[s.state], price, `${s.available} of ${s.stock}`, s.pending, s.paid, s.expired, s.cancelled, when(s.startsAt), when(s.endsAt)];
+    const cells = [name, SALE_STATES[s.state], price, `${s.available} of ${s.stock}`, s.pending, s.paid, s.expired, s.cancelled, when(s.startsAt), when(s.endsAt)];
     row.append(...cells.map((c, i) => {
       const td = document.createElement('td');
       if (i === 1) td.dataset.state = s.state;

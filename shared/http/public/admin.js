@@ -2,7 +2,7 @@
 // (admin-sale-form.js), and follow one live (admin-live.js, its chart admin-chart.js).
 import { endSale, openFromHash, stopLive } from './admin-live.js';
 import { resizeChart } from './admin-chart.js';
-import { createSale } from './admin-sale-form.js';
+import { createSale, showAdmission } from './admin-sale-form.js';
 import { loadSales, moreSales } from './admin-sales.js';
 import { $, keepToken, onSignOut, show, signedIn, signOut, useToken } from './admin-session.js';
 
@@ -29,6 +29,8 @@ $('token-form').addEventListener('submit', (event) => {
 $('sign-out').addEventListener('click', () => signOut());
 $('sales-more').addEventListener('click', moreSales);
 $('create-form').addEventListener('submit', (event) => void createSale(event));
+$('create-admission').addEventListener('change', showAdmission);
+showAdmission();
 $('end-sale').addEventListener('click', () => void endSale());
 $('close-live').addEventListener('click', () => {
   location.hash = '';

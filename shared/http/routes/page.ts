@@ -53,7 +53,7 @@ export const page: FastifyPluginCallback<{ development: boolean; directPay: bool
   const html = readFileSync(new URL('index.html', PUBLIC_DIR), 'utf8')
     .replace('data-mode="__MODE__"', `data-mode="${opts.development ? 'development' : 'production'}"`)
     .replace('data-pay="__PAY__"', `data-pay="${opts.directPay ? 'direct' : 'provider'}"`);
-  staticRoute(app, '/', 'text/html; charset=utf-8', html, 'The buyer\'s page');
+  staticRoute(app, '/', 'text/html; charset=utf-8', html, 'The buyer\'s page of the sale `?sale=<id>` names (default: demo)');
   const assets = [...pageModules('buyer').map((name) => [name, JS]), ['style.css', 'text/css; charset=utf-8']] as const;
   for (const [name, type] of assets) staticRoute(app, `/${name}`, type, readFileSync(new URL(name, PUBLIC_DIR)), `The page's ${name}`);
   for (const [name, [file, type]] of Object.entries(WIDGET_ASSETS)) staticRoute(app, `/${name}`, type, readFileSync(file), `The proof-of-work widget's ${name}`);
