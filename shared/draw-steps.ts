@@ -31,16 +31,25 @@ export interface DrawDeps {
 /** How many waiting entries one read takes. */
 const PAGE = 500;
 
-/** Ranks the entries if entries have closed at `now` and the sale is not drawn yet; returns how many were ranked. */
+/**
+ * Ranks the entries once entries have closed and the sale is not drawn yet; returns how many were
+ * ranked. `now` (the loop's clock) only spares a transaction before the close: Postgres's clock,
+ * the one that judged the entries, decides.
+ */
 export async function makeDraw(pool: Pool, sale: Sale, now: number): Promise<number> {
   if (sale.admission !== 'draw' || now < sale.entriesCloseAt!.getTime() || now < sale.startsAt.getTime()) return 0;
   return withTransaction(pool, async (client) => {
     const lock = await lockDraw(client, sale.id);
-    if (!lock || lock.drawn) return 0;
-    const rows = await unranked(client, sale.id);
-    const rankOf = new Map(drawOrder(sale.seed!, rows.map((r) => r.ticket)).map((ticket, i) => [ticket, i + 1]));
-    return recordRanks(client, sale.id, rows.map((r) => r.buyer), rows.map((r) => rankOf.get(r.ticket)!), new Date(now));
+    if (!lock || lock.drawn || !lock.closed) return 0;
+    return rankAll(client, sale);
   });
+}
+
+/** Ranks every entry by the seed and marks the sale drawn (under the sale's row lock). */
+async function rankAll(client: PoolClient, sale: Sale): Promise<number> {
+  const rows = await unranked(client, sale.id);
+  const rankOf = new Map(drawOrder(sale.seed!, rows.map((r) => r.ticket)).map((ticket, i) => [ticket, i + 1]));
+  return recordRanks(client, sale.id, rows.map((r) => r.buyer), rows.map((r) => rankOf.get(r.ticket)!));
 }
 
 /** Reserves rank `rank`'s unit for `buyer` in Redis (purchase.lua's code: 1 reserved, now or before). */

@@ -1,5 +1,5 @@
 // A draw (admission 'draw'), the algorithm anyone can recompute from what GET /api/sales/:saleId/draw
-// publishes (the seed once entries close, every entry's ticket):
+// publishes (the seed once the draw is made, every entry's ticket):
 //
 //   ticket(buyer)  = hex(sha256(saleId + ':' + buyer))            what the list shows instead of the buyer
 //   key(ticket)    = hex(sha256(seed + ':' + ticket))              seed: the 64 lower-case hex digits published
@@ -8,7 +8,9 @@
 //   drawRank       = 1 + the ticket's position in that order
 //
 // sha256(seed) is published from the sale's creation, so the seed cannot be chosen after the
-// entries are known. When entries close, the admission loop gives the ranks in one transaction,
+// entries are known, and the seed itself only once the draw is made (drawn_at, in Postgres), so
+// nobody holds it while entries are taken. Entries are judged by Postgres's now() in their insert;
+// once it has passed entries_close_at, the admission loop gives the ranks in one transaction,
 // then an order to each entrant in rank order while units are left (the first `stock` entrants);
 // a unit that comes back (an order expired or cancelled) goes to the lowest rank still waiting,
 // until backfillUntil. Then every entrant still waiting has lost. Each award's order id is derived

@@ -69,7 +69,7 @@ export interface SaleView {
   challenge: Challenge; challengeComplexity: number; buyers: Buyers; price: number | null; currency: string | null;
   admission: Admission; admitRatePerSecond: number | null; admitOverbook: number | null; passSeconds: number | null;
   entriesOpenAt: string | null; entriesCloseAt: string | null; backfillUntil: string | null;
-  /** sha256 of the seed, from the start; the seed itself once a draw's entries have closed (null before, and for a queue). */
+  /** sha256 of the seed, from the start; the seed itself once a draw has been made, as Postgres says (null before, and for a queue). */
   seedSha256: string | null; seed: string | null;
 }
 
@@ -83,13 +83,16 @@ export async function saleView(redis: RedisClient, sale: Sale, now = Date.now())
     buyers: sale.buyers, price: sale.price, currency: sale.currency,
     admission: sale.admission, admitRatePerSecond: sale.admitRatePerSecond, admitOverbook: sale.admitOverbook, passSeconds: sale.passSeconds,
     entriesOpenAt: iso(sale.entriesOpenAt), entriesCloseAt: iso(sale.entriesCloseAt), backfillUntil: iso(sale.backfillUntil),
-    seedSha256: sale.seedSha256, seed: seedRevealed(sale, now) ? sale.seed : null,
+    seedSha256: sale.seedSha256, seed: seedRevealed(sale) ? sale.seed : null,
   };
 }
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 
-/** A draw's seed is public once entries have closed: anyone can then recompute the draw (`flashsale draw verify`). */
-export function seedRevealed(sale: Sale, now: number): boolean {
-  return sale.admission === 'draw' && sale.entriesCloseAt !== null && now >= sale.entriesCloseAt.getTime();
+/**
+ * A draw's seed is public once the draw is made, as the sale's row in Postgres says (drawn_at):
+ * never by a process's clock, which could show it while another API still takes entries.
+ */
+export function seedRevealed(sale: Sale): boolean {
+  return sale.admission === 'draw' && sale.drawnAt !== null;
 }

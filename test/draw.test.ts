@@ -16,10 +16,11 @@ import { closeOrders } from '../shared/expiry.js';
 import { checkInvariants } from '../shared/invariants.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/purchase.js';
 import { saleKeys } from '../shared/keys.js';
-import type { Sale } from '../shared/sales.js';
+import { getSale, type Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
+import { freePort } from '../tools/local-stack.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
-import { cli } from './support/cli.js';
+import { cli, exited, ready, spawnCli } from './support/cli.js';
 import type { TestEnv } from './support/env.js';
 import { closeEntries as closeEntriesOf, HOUR, newSale, openDraw, waitFor } from './support/fixtures.js';
 import { http, outcome, sseEvents } from './support/http.js';
@@ -37,6 +38,8 @@ async function tick(at = Date.now()) {
   await loop().refreshSales();
   await loop().tick(at);
 }
+/** libfaketime: FAKETIME shifts the clock of the process it is preloaded into. */
+const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 const deps = () => ({ pool: env.pool, redis: env.redis, buyCountTtlSeconds: 86_400 });
 
 /** A draw whose entries are open (support/fixtures.ts openDraw). */
@@ -110,6 +113,64 @@ describe('entries', () => {
     // The entry spent eve's token: its mark is the one a purchase would have left.
     assert.equal(await env.redis.exists(saleKeys(s.id).tokenUsed(pow.tokenId(t2))), 1);
     assert.deepEqual((await entryRows(s)).map((r) => r.buyer).sort(), ['cat', 'eve']);
+  });
+});
+
+describe('one clock: Postgres\'s', () => {
+  /** Postgres's close is now just past; the API's cached sale still says entries close in an hour. */
+  const closeInPostgres = async (s: Sale) => {
+    await env.pool.query("update sales set entries_close_at = now() - interval '1 millisecond', backfill_until = now() + interval '1 hour' where id = $1", [s.id]);
+    return (await getSale(env.pool, s.id))!;
+  };
+  const saleOn = (port: number, s: Sale) => http(port, 'GET', `/api/sales/${s.id}`);
+
+  test('an entry after Postgres\'s close is refused by the insert itself; the seed is shown only once the draw is made', async () => {
+    let s = await drawSale();
+    assert.equal(outcome(await enter(s, 'c1')), '200');
+    s = await closeInPostgres(s);
+    // The insert refuses at once, though the API's cached sale still says an hour to go.
+    assert.equal(outcome(await enter(s, 'c2')), '409 entries_closed');
+    assert.equal(outcome(await enter(s, 'c1')), '200', 'an entrant still gets their entry back');
+    assert.deepEqual((await entryRows(s)).map((r) => r.buyer), ['c1']);
+    // Entries have closed by every clock, but the draw is not made: no seed, no tickets.
+    await waitFor('the API\'s sale to have the close', async () => (await saleOn(api.port, s)).body.entriesCloseAt === s.entriesCloseAt!.toISOString());
+    assert.equal((await saleOn(api.port, s)).body.seed, null);
+    const before = (await record(s)).body;
+    assert.deepEqual([before.seed, before.drawn, before.tickets], [null, false, []]);
+    // A loop whose clock runs an hour fast makes no draw before Postgres's close; at it, the draw is made.
+    const early = await drawSale();
+    assert.equal(await makeDraw(env.pool, early, Date.now() + 2 * HOUR), 0);
+    assert.equal((await getSale(env.pool, early.id))!.drawnAt, null);
+    assert.equal(await makeDraw(env.pool, s, Date.now()), 1);
+    const pub = await waitFor('the seed published', async () => ((await record(s)).body.seed ? (await record(s)).body : null));
+    assert.equal(sha(pub.seed), pub.seedSha256);
+    assert.equal(pub.seed, s.seed);
+    await waitFor('the sale view\'s seed', async () => (await saleOn(api.port, s)).body.seed === s.seed);
+  });
+
+  test('an API whose clock runs 5 s late refuses an entry after Postgres\'s close and shows no seed before the draw is made', async () => {
+    const port = await freePort();
+    const late = spawnCli(env, ['api'], { PORT: String(port), FAKETIME: '-5s', LD_PRELOAD: FAKETIME_LIB });
+    try {
+      await ready(late, 'the late API');
+      const enterOn = (s: Sale, user: string) => http(port, 'POST', `/api/sales/${s.id}/entries`, { user });
+      let s = await drawSale();
+      assert.equal(outcome(await enterOn(s, 'l1')), '200');
+      s = await closeInPostgres(s);
+      // By its own clock entries close 5 s from now.
+      await waitFor('the late API\'s sale to have the close', async () => (await saleOn(port, s)).body.entriesCloseAt === s.entriesCloseAt!.toISOString());
+      assert.equal(outcome(await enterOn(s, 'l2')), '409 entries_closed');
+      assert.deepEqual((await entryRows(s)).map((r) => r.buyer), ['l1']);
+      assert.equal((await saleOn(port, s)).body.seed, null);
+      assert.equal((await http(port, 'GET', `/api/sales/${s.id}/draw`)).body.seed, null);
+      // Made: the late API shows the seed, though its clock says entries are still open.
+      assert.equal(await makeDraw(env.pool, s, Date.now()), 1);
+      await waitFor('the late API\'s record to have the seed', async () => (await http(port, 'GET', `/api/sales/${s.id}/draw`)).body.seed === s.seed);
+      await waitFor('the late API\'s sale view to have the seed', async () => (await saleOn(port, s)).body.seed === s.seed);
+    } finally {
+      late.kill('SIGINT');
+      await exited(late);
+    }
   });
 });
 
@@ -219,7 +280,7 @@ describe('the draw', () => {
     assert.equal(await makeDraw(env.pool, s, now), 5);
     assert.equal(await makeDraw(env.pool, s, now), 0, 'a second draw changes nothing');
     // An entry that reaches Postgres after the draw (an API whose clock runs late) is refused, not left unranked.
-    assert.equal(await insertEntry(env.pool, s.id, 'g-late', ticketOf(s.id, 'g-late')), null);
+    assert.equal(await insertEntry(env.pool, s.id, 'g-late', ticketOf(s.id, 'g-late')), 'entries_closed');
     const ranked = await entryRows(s);
     // The award of rank 1 reached Redis, then the process died before Postgres heard of it.
     assert.equal(await reserveUnit(deps(), s, 1, ranked[0]!.buyer, now), 1);

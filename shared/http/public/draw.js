@@ -79,7 +79,7 @@ export function renderDraw(now) {
   el.ticketRow.hidden = !e;
   setText(el.ticket, e ? e.view.ticket : '');
   setText(el.drawCheck, s.seed === null
-    ? 'The seed that orders the draw is revealed when entries close. Its hash is published now, so it cannot be picked once the entries are known.'
+    ? 'The seed that orders the draw is revealed once the draw is made. Its hash is published now, so it cannot be picked once the entries are known.'
     : 'To check: sha256(seed) is the hash above; each ticket is sha256(sale id + ":" + buyer); the draw order is every ticket sorted by sha256(seed + ":" + ticket), and the first in that order get the units.');
   el.recordLine.hidden = s.seed === null;
   const record = salePath('/draw');

@@ -7,7 +7,7 @@ import type { Challenges } from '../../challenge.js';
 import type { Config } from '../../config.js';
 import type { Pool } from '../../db.js';
 import { ENTRY_STATES, entryView, ticketOf, type EntryView } from '../../draw.js';
-import { countEntries, entryOf, insertEntry } from '../../draw-queries.js';
+import { countEntries, entryOf, insertEntry, type EntryRefusal } from '../../draw-queries.js';
 import { HttpError } from '../../errors.js';
 import { saleKeys } from '../../keys.js';
 import type { Logger } from '../../logger.js';
@@ -53,6 +53,11 @@ export async function drawSale(saleCache: SaleCache, id: string): Promise<Sale> 
   return sale;
 }
 
+function entryRefusal(sale: Sale, why: EntryRefusal): HttpError {
+  if (why === 'entries_not_open') return new HttpError(why, `Entries to this draw open at ${sale.entriesOpenAt!.toISOString()}.`);
+  return new HttpError(why, `Entries to this draw closed at ${sale.entriesCloseAt!.toISOString()}.`);
+}
+
 export async function buyerEntry(pool: Pool, saleId: string, buyer: string): Promise<EntryView> {
   const row = await entryOf(pool, saleId, buyer);
   if (!row) throw new HttpError('not_entered');
@@ -65,7 +70,7 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
     preValidation: auth.buyer, bodyLimit: 1024,
     schema: {
       summary: 'Enter the sale\'s draw (admission: draw); entering again keeps the entry', tags: ['draw'], security: SECURITY.buyer, params: saleIdParams,
-      description: `One entry per buyer, from entriesOpenAt until entriesCloseAt. A sale with \`challenge: pow\` needs a purchase token in \`${PURCHASE_TOKEN_HEADER}\` to enter (it is spent by the entry); a buyer who has entered gets their entry back without one.`,
+      description: `One entry per buyer, from entriesOpenAt until entriesCloseAt, as Postgres's clock says (the entry's insert judges it) and while the draw is not made. A sale with \`challenge: pow\` needs a purchase token in \`${PURCHASE_TOKEN_HEADER}\` to enter (it is spent by the entry); a buyer who has entered gets their entry back without one.`,
       response: {
         200: entryViewSchema,
         ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'not_a_draw', 'entries_not_open', 'entries_closed', ...refusalsAt('enter'),
@@ -75,8 +80,6 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
   }, async (req) => {
     const sale = await drawSale(saleCache, req.params.saleId);
     const now = Date.now();
-    if (now < sale.entriesOpenAt!.getTime()) throw new HttpError('entries_not_open', `Entries to this draw open at ${sale.entriesOpenAt!.toISOString()}.`);
-    if (now >= sale.entriesCloseAt!.getTime()) throw new HttpError('entries_closed', `Entries to this draw closed at ${sale.entriesCloseAt!.toISOString()}.`);
     rules.judgeSale('enter', rulesOf(sale), req.buyer);
     if (sale.challenge === 'pow' && !(await entryOf(pool, sale.id, req.buyer.id))) {
       const header = req.headers[PURCHASE_TOKEN_HEADER];
@@ -85,8 +88,9 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
       const spent = await redis.set(saleKeys(sale.id).tokenUsed(token.id), 'entry', 'PXAT', token.expiresAt + TOKEN_MARK_MARGIN_MS, 'NX');
       if (spent !== 'OK') throw new HttpError('purchase_token_used', 'This purchase token has been used already: solve a new challenge.');
     }
+    // Whether entries are open is the insert's decision, by Postgres's clock (draw-queries.ts).
     const row = await insertEntry(pool, sale.id, req.buyer.id, ticketOf(sale.id, req.buyer.id));
-    if (!row) throw new HttpError('entries_closed', 'Entries to this draw have closed: the draw has been made.');
+    if (typeof row === 'string') throw entryRefusal(sale, row);
     // The copy for counting (a crowd entering costs no count in Postgres); the draw reads Postgres
     // only, so losing it changes nothing but this count.
     const k = saleKeys(sale.id);
