@@ -16,7 +16,7 @@ export interface EntryRow {
 }
 
 /** Why an entry was refused, as the insert judged it by Postgres's clock. */
-export type EntryRefusal = 'entries_not_open' | 'entries_closed';
+export type EntryRefusal = 'entries_not_open' | 'entries_closed' | 'ended';
 
 /**
  * Enters `buyer` (idempotent: a second entry changes nothing) and answers the entry, in one
@@ -29,10 +29,12 @@ export type EntryRefusal = 'entries_not_open' | 'entries_closed';
 export async function insertEntry(db: Db, saleId: string, buyer: string, ticket: string): Promise<EntryRow | EntryRefusal> {
   // On a conflict the insert returns nothing and the second branch, which cannot see a row this
   // statement inserted, finds the one entered before.
-  const res = await db.query<{ opened: boolean } & Partial<EntryRow>>(
+  const res = await db.query<{ opened: boolean; ended: boolean } & Partial<EntryRow>>(
     `with s as (
        select id, now() >= entries_open_at as opened,
-              now() < entries_close_at and drawn_at is null as taking
+              now() < entries_close_at and drawn_at is null as taking,
+              -- Ended, or ended early (an end before the close): ending a draw also makes it, so it takes nothing.
+              ends_at is not null and (now() >= ends_at or ends_at < entries_close_at) as ended
        from sales where id = $1 for share),
      ins as (
        insert into draw_entries (sale_id, buyer, ticket)
@@ -43,12 +45,12 @@ export async function insertEntry(db: Db, saleId: string, buyer: string, ticket:
        select * from ins
        union all
        select buyer, ticket, status, draw_rank, order_id from draw_entries where sale_id = $1 and buyer = $2)
-     select s.opened, e.* from s left join e on true`,
+     select s.opened, s.ended, e.* from s left join e on true`,
     [saleId, buyer, ticket],
   );
   const row = res.rows[0];
   if (row?.buyer !== undefined && row.buyer !== null) return row as EntryRow;
-  return row?.opened === false ? 'entries_not_open' : 'entries_closed';
+  return row?.ended ? 'ended' : row?.opened === false ? 'entries_not_open' : 'entries_closed';
 }
 
 export async function entryOf(db: Db, saleId: string, buyer: string): Promise<EntryRow | null> {
@@ -108,10 +110,10 @@ export async function recordWon(db: Db, saleId: string, rank: number, orderId: s
   return res.rowCount === 1;
 }
 
-/** Backfill is over: every entrant still waiting has lost, and the sale's draw is marked over at `at`. */
-export async function recordOver(client: PoolClient, saleId: string, at: Date): Promise<number> {
+/** Backfill is over (or the sale ended): every entrant still waiting has lost, and the sale's draw is marked over now. */
+export async function recordOver(client: PoolClient, saleId: string): Promise<number> {
   const res = await client.query("update draw_entries set status = 'lost' where sale_id = $1 and status = 'waiting'", [saleId]);
-  await client.query('update sales set draw_over_at = $2 where id = $1 and draw_over_at is null', [saleId, at]);
+  await client.query('update sales set draw_over_at = now() where id = $1 and draw_over_at is null', [saleId]);
   return res.rowCount ?? 0;
 }
 

@@ -9,7 +9,8 @@
 //                 records it;
 //   recoverAwards the same record without reserving anything: the waiting ranks at the head whose
 //                 order Redis holds (run after a failure, a change of leader, and before the end);
-//   endBackfill   at backfillUntil: everyone still waiting has lost.
+//   endBackfill   at backfillUntil: everyone still waiting has lost;
+//   endDraw       the sale ended early: the draw is made if it was not, and everyone waiting has lost.
 // Each runs under the sale's row lock, so two loops (a lease lost mid-step) take turns.
 import { withTransaction, type Pool, type PoolClient } from './db.js';
 import { drawOrder } from './draw.js';
@@ -127,6 +128,20 @@ export async function endBackfill(deps: DrawDeps, sale: Sale, now: number): Prom
     const lock = await lockDraw(client, sale.id);
     if (!lock?.drawn || lock.over) return 0;
     await recover(client, deps.redis, sale);
-    return recordOver(client, sale.id, new Date(now));
+    return recordOver(client, sale.id);
   });
+}
+
+/**
+ * Ends a draw with its sale, inside endSale's transaction (shared/sale-admin.ts), which holds the
+ * sale's row: the draw is made now if it was not (entries stop: the insert refuses a drawn sale),
+ * the awards Redis made are recorded, and every entrant still without an order has lost at once.
+ * Returns how many lost; 0 for a draw over already, or a sale that is no draw.
+ */
+export async function endDraw(client: PoolClient, redis: RedisClient, sale: Sale): Promise<number> {
+  const lock = await lockDraw(client, sale.id);
+  if (!lock || lock.over) return 0;
+  if (!lock.drawn) await rankAll(client, sale);
+  await recover(client, redis, sale);
+  return recordOver(client, sale.id);
 }

@@ -39,7 +39,9 @@ export async function verifyDraw(pool: Pool, saleId: string): Promise<Verdict> {
     if (r.order_id !== drawOrderId(saleId, r.draw_rank)) return fail(`rank ${r.draw_rank} holds order ${r.order_id}, not its rank's ${drawOrderId(saleId, r.draw_rank)}`);
   }
   if (progress.over && rows.some((r) => r.status === 'waiting')) return fail('backfill is over but entrants still wait');
-  if (progress.over && won.length < Math.min(sale.stock, rows.length)) return fail(`only ${won.length} orders for ${sale.stock} units and ${rows.length} entries`);
+  // A sale ended before backfillUntil may have ended its draw before every unit was given.
+  const cutShort = sale.endsAt !== null && sale.endsAt < sale.backfillUntil!;
+  if (progress.over && !cutShort && won.length < Math.min(sale.stock, rows.length)) return fail(`only ${won.length} orders for ${sale.stock} units and ${rows.length} entries`);
   const buyerOf = new Map(won.map((r) => [r.order_id!, r.buyer]));
   const orders = await pool.query<{ id: string; user_id: string }>('select id, user_id from orders where sale_id = $1', [saleId]);
   for (const o of orders.rows) {

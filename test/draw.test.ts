@@ -25,7 +25,7 @@ import type { TestEnv } from './support/env.js';
 import { closeEntries as closeEntriesOf, HOUR, newSale, openDraw, waitFor } from './support/fixtures.js';
 import { http, outcome, sseEvents } from './support/http.js';
 import * as pow from './support/pow.js';
-import { token } from './support/tokens.js';
+import { ADMIN_TOKEN, token } from './support/tokens.js';
 
 let env: TestEnv;
 let api: ApiEnv['api'];
@@ -171,6 +171,57 @@ describe('one clock: Postgres\'s', () => {
       late.kill('SIGINT');
       await exited(late);
     }
+  });
+});
+
+describe('ending a draw sale', () => {
+  const endNow = (s: Sale) => http(api.port, 'POST', `/api/sales/${s.id}/end`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+
+  test('after the draw: entries stop at once (403 ended), every entrant without an order is told lost at once, by poll and stream', async () => {
+    let s = await drawSale({ stock: 1 });
+    for (const b of ['m1', 'm2', 'm3']) assert.equal(outcome(await enter(s, b)), '200');
+    s = await closeEntries(s);
+    await tick();
+    const [winner, ...rest] = await entryRows(s);
+    assert.deepEqual([winner!.status, ...rest.map((r) => r.status)], ['won', 'waiting', 'waiting']);
+    const watch = stream(s, rest[0]!.buyer);
+    await waitFor('the stream\'s first event', async () => watch.events.length >= 1);
+    assert.equal(watch.events[0].state, 'waiting');
+    assert.equal(outcome(await endNow(s)), '200');
+    // At once: no tick of the admission loop in between.
+    assert.deepEqual((await entryRows(s)).map((r) => r.status), ['won', 'lost', 'lost']);
+    for (const r of rest) assert.equal((await me(s, r.buyer)).body.state, 'lost');
+    await watch.ended;
+    assert.equal(watch.events.at(-1).state, 'lost');
+    assert.equal((await me(s, winner!.buyer)).body.state, 'won', 'the winner keeps the order');
+    const late = await enter(s, 'm4');
+    assert.equal(outcome(late), '403 ended');
+    assert.deepEqual(Object.keys(late.body).sort(), ['error', 'message']);
+    assert.equal((await entryRows(s)).length, 3);
+    const verify = await cli(env, ['draw', 'verify', s.id]);
+    assert.equal(verify.code, 0, verify.out);
+  });
+
+  test('before the draw: the draw is made at the end, entries stop (403 ended) and every entrant has lost at once', async () => {
+    const s = await drawSale({ stock: 1 });
+    for (const b of ['n1', 'n2']) assert.equal(outcome(await enter(s, b)), '200');
+    const watch = stream(s, 'n1');
+    await waitFor('the stream\'s first event', async () => watch.events.length >= 1);
+    assert.equal(watch.events[0].state, 'entered');
+    assert.equal(outcome(await endNow(s)), '200');
+    const late = await enter(s, 'n3');
+    assert.equal(outcome(late), '403 ended');
+    assert.deepEqual(Object.keys(late.body).sort(), ['error', 'message']);
+    assert.deepEqual((await entryRows(s)).map((r) => [r.buyer, r.draw_rank, r.status]), [...ranksOf(s.id, s.seed!, ['n1', 'n2'])].sort((a, b) => a[1] - b[1]).map(([b, r]) => [b, r, 'lost']));
+    await watch.ended;
+    assert.equal(watch.events.at(-1).state, 'lost');
+    assert.equal((await me(s, 'n2')).body.state, 'lost');
+    // No order was made; the draw is over, its seed public, and it verifies.
+    assert.equal((await env.pool.query('select 1 from orders where sale_id = $1', [s.id])).rowCount, 0);
+    await waitFor('the seed published', async () => (await record(s)).body.seed === s.seed);
+    const verify = await cli(env, ['draw', 'verify', s.id]);
+    assert.equal(verify.code, 0, verify.out);
+    assert.match(verify.stdout, /2 entries .* 0 winners/);
   });
 });
 

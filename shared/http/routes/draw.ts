@@ -54,6 +54,7 @@ export async function drawSale(saleCache: SaleCache, id: string): Promise<Sale> 
 }
 
 function entryRefusal(sale: Sale, why: EntryRefusal): HttpError {
+  if (why === 'ended') return new HttpError(why, 'This sale has ended: its draw takes no more entries.');
   if (why === 'entries_not_open') return new HttpError(why, `Entries to this draw open at ${sale.entriesOpenAt!.toISOString()}.`);
   return new HttpError(why, `Entries to this draw closed at ${sale.entriesCloseAt!.toISOString()}.`);
 }
@@ -73,7 +74,7 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
       description: `One entry per buyer, from entriesOpenAt until entriesCloseAt, as Postgres's clock says (the entry's insert judges it) and while the draw is not made. A sale with \`challenge: pow\` needs a purchase token in \`${PURCHASE_TOKEN_HEADER}\` to enter (it is spent by the entry); a buyer who has entered gets their entry back without one.`,
       response: {
         200: entryViewSchema,
-        ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'not_a_draw', 'entries_not_open', 'entries_closed', ...refusalsAt('enter'),
+        ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'not_a_draw', 'entries_not_open', 'entries_closed', 'ended', ...refusalsAt('enter'),
           'purchase_token_required', 'invalid_purchase_token', 'purchase_token_used', 'unavailable'),
       },
     },
