@@ -10,6 +10,7 @@ type Db = Pool | PoolClient;
 export interface EntryRow {
   buyer: string;
   ticket: string;
+  secret: string | null;
   status: EntryState;
   draw_rank: number | null;
   order_id: string | null;
@@ -26,7 +27,7 @@ export type EntryRefusal = 'entries_not_open' | 'entries_closed' | 'ended';
  * waits for a draw being made and then finds it drawn, or the draw waits for it. A buyer who had
  * entered gets their entry back, whenever they ask.
  */
-export async function insertEntry(db: Db, saleId: string, buyer: string, ticket: string): Promise<EntryRow | EntryRefusal> {
+export async function insertEntry(db: Db, saleId: string, buyer: string, ticket: string, secret: string): Promise<EntryRow | EntryRefusal> {
   // On a conflict the insert returns nothing and the second branch, which cannot see a row this
   // statement inserted, finds the one entered before.
   const res = await db.query<{ opened: boolean; ended: boolean } & Partial<EntryRow>>(
@@ -37,16 +38,16 @@ export async function insertEntry(db: Db, saleId: string, buyer: string, ticket:
               ends_at is not null and (now() >= ends_at or ends_at < entries_close_at) as ended
        from sales where id = $1 for share),
      ins as (
-       insert into draw_entries (sale_id, buyer, ticket)
-       select id, $2, $3 from s where opened and taking
+       insert into draw_entries (sale_id, buyer, ticket, secret)
+       select id, $2, $3, $4 from s where opened and taking
        on conflict (sale_id, buyer) do nothing
-       returning buyer, ticket, status, draw_rank, order_id),
+       returning buyer, ticket, secret, status, draw_rank, order_id),
      e as (
        select * from ins
        union all
-       select buyer, ticket, status, draw_rank, order_id from draw_entries where sale_id = $1 and buyer = $2)
+       select buyer, ticket, secret, status, draw_rank, order_id from draw_entries where sale_id = $1 and buyer = $2)
      select s.opened, s.ended, e.* from s left join e on true`,
-    [saleId, buyer, ticket],
+    [saleId, buyer, ticket, secret],
   );
   const row = res.rows[0];
   if (row?.buyer !== undefined && row.buyer !== null) return row as EntryRow;
@@ -54,7 +55,7 @@ export async function insertEntry(db: Db, saleId: string, buyer: string, ticket:
 }
 
 export async function entryOf(db: Db, saleId: string, buyer: string): Promise<EntryRow | null> {
-  const res = await db.query<EntryRow>('select buyer, ticket, status, draw_rank, order_id from draw_entries where sale_id = $1 and buyer = $2', [saleId, buyer]);
+  const res = await db.query<EntryRow>('select buyer, ticket, secret, status, draw_rank, order_id from draw_entries where sale_id = $1 and buyer = $2', [saleId, buyer]);
   return res.rows[0] ?? null;
 }
 
@@ -142,6 +143,6 @@ export async function readProgress(db: Db, saleId: string): Promise<Progress> {
 /** Every entry of the sale, in draw order once drawn (then by ticket): the public record and `draw verify`'s input. */
 export async function allEntries(db: Db, saleId: string): Promise<EntryRow[]> {
   return (await db.query<EntryRow>(
-    'select buyer, ticket, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, ticket', [saleId],
+    'select buyer, ticket, secret, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, ticket', [saleId],
   )).rows;
 }

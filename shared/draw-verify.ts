@@ -28,7 +28,8 @@ export async function verifyDraw(pool: Pool, saleId: string): Promise<Verdict> {
   if (!progress.drawn) return fail('the draw has not been made yet');
   if (seedHash(sale.seed!) !== sale.seedSha256) return fail(`sha256(seed) is ${seedHash(sale.seed!)}, the published seedSha256 is ${sale.seedSha256}`);
   for (const r of rows) {
-    if (r.ticket !== ticketOf(saleId, r.buyer)) return fail(`buyer ${JSON.stringify(r.buyer)} has ticket ${r.ticket}, not sha256(saleId:buyer) = ${ticketOf(saleId, r.buyer)}`);
+    const ticket = ticketOf(saleId, r.buyer, r.secret);
+    if (r.ticket !== ticket) return fail(`buyer ${JSON.stringify(r.buyer)} has ticket ${r.ticket}, not ${r.secret === null ? 'sha256(saleId:buyer)' : 'sha256(saleId:buyer:secret)'} = ${ticket}`);
   }
   const expected = new Map(drawOrder(sale.seed!, rows.map((r) => r.ticket)).map((ticket, i) => [ticket, i + 1]));
   for (const r of rows) {

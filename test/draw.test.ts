@@ -10,7 +10,7 @@ import { describe, test } from 'node:test';
 import { admissionSales, AdmissionLoop } from '../shared/admission.js';
 import { DrawLoop } from '../shared/draw-loop.js';
 import { insertEntry } from '../shared/draw-queries.js';
-import { ticketOf } from '../shared/draw.js';
+import { newSecret, ticketOf } from '../shared/draw.js';
 import { awardUnits, endBackfill, makeDraw, reserveUnit } from '../shared/draw-steps.js';
 import { closeOrders } from '../shared/expiry.js';
 import { checkInvariants } from '../shared/invariants.js';
@@ -50,18 +50,29 @@ const enter = (s: Sale | string, user: string, headers: Record<string, string> =
   http(api.port, 'POST', `/api/sales/${typeof s === 'string' ? s : s.id}/entries`, { user, headers });
 const me = (s: Sale, user: string) => http(api.port, 'GET', `/api/sales/${s.id}/entries/me`, { user });
 const record = (s: Sale) => http(api.port, 'GET', `/api/sales/${s.id}/draw`);
-const entryRows = async (s: Sale) => (await env.pool.query<{ buyer: string; ticket: string; status: string; draw_rank: number | null; order_id: string | null }>(
-  'select buyer, ticket, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, buyer', [s.id])).rows;
+const entryRows = async (s: Sale) => (await env.pool.query<{ buyer: string; ticket: string; secret: string | null; status: string; draw_rank: number | null; order_id: string | null }>(
+  'select buyer, ticket, secret, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, buyer', [s.id])).rows;
+/** Enters each buyer (200 each); their secrets, as the entry answers gave them. */
+async function enterAll(s: Sale, buyers: string[]): Promise<Map<string, string>> {
+  const secrets = new Map<string, string>();
+  for (const b of buyers) {
+    const r = await enter(s, b);
+    assert.equal(outcome(r), '200');
+    secrets.set(b, r.body.secret);
+  }
+  return secrets;
+}
 const available = async (s: Sale) => Number(await env.redis.get(saleKeys(s.id).available));
 const drain = async (s: Sale) => {
   const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: `w-${s.id}`, writerLeaseMs: 1 } });
   while ((await writer.drainOnce()) > 0);
 };
 
-/** The documented order, computed here from scratch: tickets sorted by sha256(seed:ticket) hex. */
+/** The documented order, computed here from scratch: tickets sha256(saleId:buyer:secret) (no secret: sha256(saleId:buyer)), sorted by sha256(seed:ticket) hex. */
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
-function ranksOf(saleId: string, seed: string, buyers: string[]): Map<string, number> {
-  const keyed = buyers.map((b) => ({ b, key: sha(`${seed}:${sha(`${saleId}:${b}`)}`) })).sort((x, y) => (x.key < y.key ? -1 : 1));
+function ranksOf(saleId: string, seed: string, secrets: Map<string, string | null>): Map<string, number> {
+  const ticket = (b: string, secret: string | null) => sha(secret === null ? `${saleId}:${b}` : `${saleId}:${b}:${secret}`);
+  const keyed = [...secrets].map(([b, secret]) => ({ b, key: sha(`${seed}:${ticket(b, secret)}`) })).sort((x, y) => (x.key < y.key ? -1 : 1));
   return new Map(keyed.map((k, i) => [k.b, i + 1]));
 }
 
@@ -89,16 +100,38 @@ describe('entries', () => {
     for (const s of [early, late]) assert.equal(await env.redis.exists(saleKeys(s.id).entries), 0);
   });
 
-  test('entering twice keeps one entry; /entries/me shows it, entered, with its ticket', async () => {
+  test('entering twice keeps one entry; /entries/me shows it, entered, with its ticket and the secret it is made of', async () => {
     const s = await drawSale();
     const first = await enter(s, 'ann');
     assert.equal(outcome(first), '200');
-    assert.deepEqual(first.body, { saleId: s.id, state: 'entered', ticket: sha(`${s.id}:ann`), drawRank: null, orderId: null, entries: 1 });
+    const secret = first.body.secret;
+    assert.match(secret, /^[0-9a-f]{64}$/);
+    assert.deepEqual(first.body, { saleId: s.id, state: 'entered', ticket: sha(`${s.id}:ann:${secret}`), secret, drawRank: null, orderId: null, entries: 1 });
     assert.deepEqual((await enter(s, 'ann')).body, first.body);
     await enter(s, 'bob');
-    assert.equal((await me(s, 'ann')).body.entries, 2);
+    assert.deepEqual((await me(s, 'ann')).body, { ...first.body, entries: 2 });
     assert.equal((await entryRows(s)).length, 2);
     assert.deepEqual((await env.redis.smembers(saleKeys(s.id).entries)).sort(), ['ann', 'bob']);
+  });
+
+  test('a ticket does not tell who entered: the record lists no sha256(saleId:buyer); an entry made before secrets keeps that ticket and verifies', async () => {
+    let s = await drawSale({ stock: 1 });
+    const secrets = await enterAll(s, ['o1', 'o2']);
+    assert.notEqual(secrets.get('o1'), secrets.get('o2'));
+    // An entry as it was made before secrets (migration 0012): no secret, the old ticket.
+    await env.pool.query('insert into draw_entries (sale_id, buyer, ticket) values ($1, $2, $3)', [s.id, 'o-old', sha(`${s.id}:o-old`)]);
+    s = await closeEntries(s);
+    await tick();
+    const pub = await waitFor('the record', async () => ((await record(s)).body.seed ? (await record(s)).body : null));
+    assert.equal(pub.tickets.length, 3);
+    for (const b of ['o1', 'o2']) {
+      assert.ok(!pub.tickets.includes(sha(`${s.id}:${b}`)), `${b} cannot be found from their id`);
+      assert.ok(pub.tickets.includes(sha(`${s.id}:${b}:${secrets.get(b)}`)), `${b} finds their ticket with their secret`);
+    }
+    assert.ok(!JSON.stringify(pub).includes('"o1"') && !JSON.stringify(pub).includes('"o2"'), 'no buyer id in the record');
+    assert.deepEqual(new Map((await entryRows(s)).map((r) => [r.buyer, r.draw_rank])), ranksOf(s.id, s.seed!, new Map<string, string | null>([...secrets, ['o-old', null]])));
+    const verify = await cli(env, ['draw', 'verify', s.id]);
+    assert.equal(verify.code, 0, verify.out);
   });
 
   test('a pow draw needs a purchase token to enter, which the entry spends; the entrant comes back without one', async () => {
@@ -204,7 +237,7 @@ describe('ending a draw sale', () => {
 
   test('before the draw: the draw is made at the end, entries stop (403 ended) and every entrant has lost at once', async () => {
     const s = await drawSale({ stock: 1 });
-    for (const b of ['n1', 'n2']) assert.equal(outcome(await enter(s, b)), '200');
+    const secrets = await enterAll(s, ['n1', 'n2']);
     const watch = stream(s, 'n1');
     await waitFor('the stream\'s first event', async () => watch.events.length >= 1);
     assert.equal(watch.events[0].state, 'entered');
@@ -212,7 +245,7 @@ describe('ending a draw sale', () => {
     const late = await enter(s, 'n3');
     assert.equal(outcome(late), '403 ended');
     assert.deepEqual(Object.keys(late.body).sort(), ['error', 'message']);
-    assert.deepEqual((await entryRows(s)).map((r) => [r.buyer, r.draw_rank, r.status]), [...ranksOf(s.id, s.seed!, ['n1', 'n2'])].sort((a, b) => a[1] - b[1]).map(([b, r]) => [b, r, 'lost']));
+    assert.deepEqual((await entryRows(s)).map((r) => [r.buyer, r.draw_rank, r.status]), [...ranksOf(s.id, s.seed!, secrets)].sort((a, b) => a[1] - b[1]).map(([b, r]) => [b, r, 'lost']));
     await watch.ended;
     assert.equal(watch.events.at(-1).state, 'lost');
     assert.equal((await me(s, 'n2')).body.state, 'lost');
@@ -229,11 +262,11 @@ describe('the draw', () => {
   test('ranks follow the seed\'s documented order; the first `stock` get pending orders through the writer, payable; purchases are refused', async () => {
     let s = await drawSale({ stock: 3 });
     const buyers = Array.from({ length: 12 }, (_, i) => `d${i}`);
-    for (const b of buyers) assert.equal(outcome(await enter(s, b)), '200');
+    const secrets = await enterAll(s, buyers);
     assert.equal((await record(s)).body.seed, null);
     assert.equal(outcome(await http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { user: 'd0', body: { qty: 1 } })), '403 draw_sale');
     // The stream of the entrant the seed will rank first: entered now, won once the draw is made.
-    const expected = ranksOf(s.id, s.seed!, buyers);
+    const expected = ranksOf(s.id, s.seed!, secrets);
     const firstBuyer = buyers.find((b) => expected.get(b) === 1)!;
     const watch = stream(s, firstBuyer);
     await waitFor('the first event', async () => watch.events.length >= 1);
@@ -248,7 +281,7 @@ describe('the draw', () => {
     assert.equal(await available(s), 0);
     const first = rows[0]!;
     const mine = (await me(s, first.buyer)).body;
-    assert.deepEqual(mine, { saleId: s.id, state: 'won', ticket: first.ticket, drawRank: 1, orderId: first.order_id, entries: 12 });
+    assert.deepEqual(mine, { saleId: s.id, state: 'won', ticket: first.ticket, secret: secrets.get(first.buyer), drawRank: 1, orderId: first.order_id, entries: 12 });
     assert.deepEqual((await me(s, rows[5]!.buyer)).body.state, 'waiting');
     // The public record: the seed, every ticket sorted, the winners in draw order.
     const pub = await waitFor('the seed revealed', async () => ((await record(s)).body.seed ? (await record(s)).body : null));
@@ -313,12 +346,12 @@ describe('the draw', () => {
   test('a Redis that lost its copy of the entries changes nothing: the draw reads Postgres', async () => {
     let s = await drawSale({ stock: 4 });
     const buyers = Array.from({ length: 30 }, (_, i) => `f${i}`);
-    for (const b of buyers) await enter(s, b);
+    const secrets = await enterAll(s, buyers);
     await env.redis.del(saleKeys(s.id).entries);
     s = await closeEntries(s);
     await tick();
     const rows = await entryRows(s);
-    assert.deepEqual(new Map(rows.map((r) => [r.buyer, r.draw_rank])), ranksOf(s.id, s.seed!, buyers));
+    assert.deepEqual(new Map(rows.map((r) => [r.buyer, r.draw_rank])), ranksOf(s.id, s.seed!, secrets));
     assert.equal(rows.filter((r) => r.status === 'won').length, 4);
     assert.equal((await me(s, 'f0')).body.entries, 30);
   });
@@ -331,7 +364,7 @@ describe('the draw', () => {
     assert.equal(await makeDraw(env.pool, s, now), 5);
     assert.equal(await makeDraw(env.pool, s, now), 0, 'a second draw changes nothing');
     // An entry that reaches Postgres after the draw (an API whose clock runs late) is refused, not left unranked.
-    assert.equal(await insertEntry(env.pool, s.id, 'g-late', ticketOf(s.id, 'g-late')), 'entries_closed');
+    assert.equal(await insertEntry(env.pool, s.id, 'g-late', ticketOf(s.id, 'g-late', null), newSecret()), 'entries_closed');
     const ranked = await entryRows(s);
     // The award of rank 1 reached Redis, then the process died before Postgres heard of it.
     assert.equal(await reserveUnit(deps(), s, 1, ranked[0]!.buyer, now), 1);

@@ -44,7 +44,8 @@ const recordSchema = {
   },
 };
 
-const DESCRIPTION = 'How to recompute the draw: ticket = hex(sha256(saleId + ":" + buyer)); key = hex(sha256(seed + ":" + ticket)); '
+const DESCRIPTION = 'How to recompute the draw: each entry\'s ticket is hex(sha256(saleId + ":" + buyer + ":" + secret)), the secret told to its entrant only '
+  + '(so a ticket does not tell who entered; an entrant checks their own ticket with their secret; an entry made before secrets has hex(sha256(saleId + ":" + buyer))); key = hex(sha256(seed + ":" + ticket)); '
   + 'the draw order is the tickets sorted by key ascending (as lower-case hex strings), drawRank = 1 + the position. '
   + 'Check first that sha256(seed) = seedSha256. The winners are the first `stock` ranks, then, as orders expire or are cancelled '
   + 'before backfillUntil, the next ranks in order: every winner\'s rank is below every rank without an order. `flashsale draw verify <saleId>` checks it all.';

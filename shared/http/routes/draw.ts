@@ -6,7 +6,7 @@ import type { Auth } from '../../auth.js';
 import type { Challenges } from '../../challenge.js';
 import type { Config } from '../../config.js';
 import type { Pool } from '../../db.js';
-import { ENTRY_STATES, entryView, ticketOf, type EntryView } from '../../draw.js';
+import { ENTRY_STATES, entryView, newSecret, ticketOf, type EntryView } from '../../draw.js';
 import { countEntries, entryOf, insertEntry, type EntryRefusal } from '../../draw-queries.js';
 import { HttpError } from '../../errors.js';
 import { saleKeys } from '../../keys.js';
@@ -22,11 +22,12 @@ import { drawRecord } from './draw-record.js';
 import { PURCHASE_TOKEN_HEADER } from './purchase.js';
 
 export const entryViewSchema = {
-  description: 'the buyer\'s entry', type: 'object', required: ['saleId', 'state', 'ticket', 'drawRank', 'orderId', 'entries'],
+  description: 'the buyer\'s entry', type: 'object', required: ['saleId', 'state', 'ticket', 'secret', 'drawRank', 'orderId', 'entries'],
   properties: {
     saleId: { type: 'string' },
     state: { type: 'string', enum: ENTRY_STATES, description: 'entered (before the draw), won (pay `orderId` as any order), waiting (drawn, no unit yet: one may come back until backfillUntil), lost (backfill is over without a unit)' },
-    ticket: { type: 'string', description: 'sha256(saleId + ":" + buyer) in hex: how GET .../draw lists this entry' },
+    ticket: { type: 'string', description: 'sha256(saleId + ":" + buyer + ":" + secret) in hex: how GET .../draw lists this entry (an entry made before secrets: sha256(saleId + ":" + buyer))' },
+    secret: { type: 'string', nullable: true, description: 'the entry\'s secret (64 hex digits), shown to this buyer only: with it they check their ticket; null for an entry made before secrets' },
     drawRank: { type: 'integer', nullable: true, description: 'the place in the draw, 1 first; null before the draw' },
     orderId: { type: 'string', nullable: true, description: 'with won: the order the draw made (pending_payment within the sale\'s payment window)' },
     entries: { type: 'integer', description: 'entries in the draw' },
@@ -90,7 +91,9 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
       if (spent !== 'OK') throw new HttpError('purchase_token_used', 'This purchase token has been used already: solve a new challenge.');
     }
     // Whether entries are open is the insert's decision, by Postgres's clock (draw-queries.ts).
-    const row = await insertEntry(pool, sale.id, req.buyer.id, ticketOf(sale.id, req.buyer.id));
+    // A fresh secret per attempt; a buyer who had entered gets their entry back with its own.
+    const secret = newSecret();
+    const row = await insertEntry(pool, sale.id, req.buyer.id, ticketOf(sale.id, req.buyer.id, secret), secret);
     if (typeof row === 'string') throw entryRefusal(sale, row);
     // The copy for counting (a crowd entering costs no count in Postgres); the draw reads Postgres
     // only, so losing it changes nothing but this count.
