@@ -84,15 +84,18 @@ export async function unranked(client: PoolClient, saleId: string): Promise<{ bu
   return (await client.query<{ buyer: string; ticket: string }>("select buyer, ticket from draw_entries where sale_id = $1 and status = 'entered'", [saleId])).rows;
 }
 
-/** Gives the ranks and marks the sale drawn now (Postgres's clock); returns how many entries were ranked. */
-export async function recordRanks(client: PoolClient, saleId: string, buyers: string[], ranks: number[]): Promise<number> {
+/**
+ * Gives the ranks and marks the sale drawn now (Postgres's clock), with what the draw commits to:
+ * how many entries it ranked and `digest` of their tickets. Returns how many entries were ranked.
+ */
+export async function recordRanks(client: PoolClient, saleId: string, buyers: string[], ranks: number[], digest: string): Promise<number> {
   const res = await client.query(
     `update draw_entries d set status = 'waiting', draw_rank = u.rank
      from unnest($2::text[], $3::int[]) as u(buyer, rank)
      where d.sale_id = $1 and d.buyer = u.buyer and d.status = 'entered'`,
     [saleId, buyers, ranks],
   );
-  await client.query('update sales set drawn_at = now() where id = $1 and drawn_at is null', [saleId]);
+  await client.query('update sales set drawn_at = now(), drawn_entries = $2, drawn_entries_sha256 = $3 where id = $1 and drawn_at is null', [saleId, buyers.length, digest]);
   return res.rowCount ?? 0;
 }
 
@@ -120,6 +123,8 @@ export async function recordOver(client: PoolClient, saleId: string): Promise<nu
 
 export interface Progress {
   drawn: boolean;
+  /** What the draw committed to when made (null before, and for a draw made before commitments). */
+  committed: { entries: number; sha256: string } | null;
   over: boolean;
   entries: number;
   /** The highest rank given an order (awards go in rank order, so every rank below has one too); 0 none. */
@@ -128,8 +133,8 @@ export interface Progress {
 }
 
 export async function readProgress(db: Db, saleId: string): Promise<Progress> {
-  const res = await db.query<{ drawn: boolean; over: boolean; entries: number; through: number; waiting: number }>(
-    `select s.drawn_at is not null as drawn, s.draw_over_at is not null as over,
+  const res = await db.query<Omit<Progress, 'committed'> & { drawn_entries: number | null; drawn_entries_sha256: string | null }>(
+    `select s.drawn_at is not null as drawn, s.draw_over_at is not null as over, s.drawn_entries, s.drawn_entries_sha256,
             count(d.buyer)::int as entries,
             coalesce(max(d.draw_rank) filter (where d.status = 'won'), 0)::int as through,
             count(d.buyer) filter (where d.status = 'waiting')::int as waiting
@@ -137,12 +142,15 @@ export async function readProgress(db: Db, saleId: string): Promise<Progress> {
      where s.id = $1 group by s.id`,
     [saleId],
   );
-  return res.rows[0] ?? { drawn: false, over: false, entries: 0, through: 0, waiting: 0 };
+  const row = res.rows[0];
+  if (!row) return { drawn: false, committed: null, over: false, entries: 0, through: 0, waiting: 0 };
+  const { drawn_entries: n, drawn_entries_sha256: sha256, ...rest } = row;
+  return { ...rest, committed: n === null || sha256 === null ? null : { entries: n, sha256 } };
 }
 
 /** Every entry of the sale, in draw order once drawn (then by ticket): the public record and `draw verify`'s input. */
-export async function allEntries(db: Db, saleId: string): Promise<EntryRow[]> {
-  return (await db.query<EntryRow>(
-    'select buyer, ticket, secret, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, ticket', [saleId],
+export async function allEntries(db: Db, saleId: string): Promise<(EntryRow & { entered_at: Date })[]> {
+  return (await db.query<EntryRow & { entered_at: Date }>(
+    'select buyer, ticket, secret, status, draw_rank, order_id, entered_at from draw_entries where sale_id = $1 order by draw_rank nulls last, ticket', [saleId],
   )).rows;
 }

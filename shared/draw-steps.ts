@@ -13,7 +13,7 @@
 //   endDraw       the sale ended early: the draw is made if it was not, and everyone waiting has lost.
 // Each runs under the sale's row lock, so two loops (a lease lost mid-step) take turns.
 import { withTransaction, type Pool, type PoolClient } from './db.js';
-import { drawOrder } from './draw.js';
+import { drawOrder, entriesDigest } from './draw.js';
 import { lockDraw, recordOver, recordRanks, recordWon, unranked, waitingHead } from './draw-queries.js';
 import { drawOrderId } from './ids.js';
 import { saleKeys } from './keys.js';
@@ -49,8 +49,9 @@ export async function makeDraw(pool: Pool, sale: Sale, now: number): Promise<num
 /** Ranks every entry by the seed and marks the sale drawn (under the sale's row lock). */
 async function rankAll(client: PoolClient, sale: Sale): Promise<number> {
   const rows = await unranked(client, sale.id);
-  const rankOf = new Map(drawOrder(sale.seed!, rows.map((r) => r.ticket)).map((ticket, i) => [ticket, i + 1]));
-  return recordRanks(client, sale.id, rows.map((r) => r.buyer), rows.map((r) => rankOf.get(r.ticket)!));
+  const ordered = drawOrder(sale.seed!, rows.map((r) => r.ticket));
+  const rankOf = new Map(ordered.map((ticket, i) => [ticket, i + 1]));
+  return recordRanks(client, sale.id, rows.map((r) => r.buyer), rows.map((r) => rankOf.get(r.ticket)!), entriesDigest(ordered));
 }
 
 /** Reserves rank `rank`'s unit for `buyer` in Redis (purchase.lua's code: 1 reserved, now or before). */

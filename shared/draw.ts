@@ -9,6 +9,8 @@
 //   draw order     = the tickets sorted by key ascending, as lower-case hex strings (a tie, which
 //                    sha256 makes impossible in practice, is broken by the ticket, ascending)
 //   drawRank       = 1 + the ticket's position in that order
+//   drawnEntriesSha256 = hex(sha256(the tickets in draw order joined by ':')), with drawnEntries, their
+//                    count: stored when the draw is made, so no entry can be dropped afterwards
 //
 // sha256(seed) is published from the sale's creation, so the seed cannot be chosen after the
 // entries are known, and the seed itself only once the draw is made (drawn_at, in Postgres), so
@@ -36,6 +38,13 @@ export const newSecret = (): string => randomBytes(32).toString('hex');
 export const drawKey = (seed: string, ticket: string): string => sha256(`${seed}:${ticket}`);
 
 export const seedHash = (seed: string): string => sha256(seed);
+
+/**
+ * What the draw commits to when it is made, stored on the sale and published: sha256 of the
+ * tickets in draw order joined by ':' (with their count beside it). An entry deleted later no
+ * longer adds up.
+ */
+export const entriesDigest = (ordered: readonly string[]): string => sha256(ordered.join(':'));
 
 /** The tickets in draw order: index i holds drawRank i + 1. */
 export function drawOrder(seed: string, tickets: readonly string[]): string[] {

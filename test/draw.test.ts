@@ -287,6 +287,8 @@ describe('the draw', () => {
     const pub = await waitFor('the seed revealed', async () => ((await record(s)).body.seed ? (await record(s)).body : null));
     assert.equal(sha(pub.seed), pub.seedSha256);
     assert.deepEqual(pub.tickets, rows.map((r) => r.ticket).sort());
+    // What the draw committed to: every ticket, in draw order.
+    assert.deepEqual([pub.drawnEntries, pub.drawnEntriesSha256], [12, sha(rows.map((r) => r.ticket).join(':'))]);
     assert.deepEqual(pub.winners, rows.slice(0, 3).map((r) => ({ ticket: r.ticket, drawRank: r.draw_rank, orderId: r.order_id })));
     assert.equal(pub.drawn, true);
     // The writer makes the orders; a winner pays theirs as any order.
@@ -460,5 +462,49 @@ describe('the draw', () => {
     assert.equal(bad.code, 3, bad.out);
     assert.match(bad.stdout, /MISMATCH: ticket [0-9a-f]{64} has drawRank [34], the seed's order gives [34]/);
     assert.equal((await cli(env, ['draw', 'verify', 'no-such-sale'])).code, 2);
+  });
+
+  test('draw verify proves the record: an entry dated at the close, a loser deleted from the end, an order of another qty or buyer, a lost commitment: each a mismatch, exit 3', async () => {
+    let s = await drawSale({ stock: 2 });
+    await enterAll(s, ['v1', 'v2', 'v3', 'v4', 'v5']);
+    s = await closeEntries(s);
+    await tick();
+    await drain(s);
+    const verify = () => cli(env, ['draw', 'verify', s.id]);
+    const ok = await verify();
+    assert.equal(ok.code, 0, ok.out);
+    assert.match(ok.stdout, /5 entries \(as committed when drawn\), all before the close/);
+    const [first, , , , last] = await env.pool.query<{ buyer: string; ticket: string; secret: string; status: string; draw_rank: number; entered_at: Date }>(
+      'select buyer, ticket, secret, status, draw_rank, entered_at from draw_entries where sale_id = $1 order by draw_rank', [s.id]).then((r) => r.rows);
+    /** Tampers, expects verify to fail with `why`, and puts the rows back as they were. */
+    const tampered = async (why: RegExp, tamper: [string, unknown[]], undo: [string, unknown[]]) => {
+      await env.pool.query(...tamper);
+      const bad = await verify();
+      await env.pool.query(...undo);
+      assert.equal(bad.code, 3, bad.out);
+      assert.match(bad.stdout, why);
+    };
+    const lastRow = [s.id, last!.buyer, last!.ticket, last!.secret, last!.status, last!.draw_rank, last!.entered_at];
+    const putBack = 'insert into draw_entries (sale_id, buyer, ticket, secret, status, draw_rank, entered_at) values ($1, $2, $3, $4, $5, $6, $7)';
+    await tampered(/MISMATCH: ticket [0-9a-f]{64} was entered at .+, at or after the close /,
+      ['update draw_entries d set entered_at = s.entries_close_at from sales s where s.id = $1 and d.sale_id = $1 and d.buyer = $2', [s.id, last!.buyer]],
+      ['update draw_entries set entered_at = $3 where sale_id = $1 and buyer = $2', [s.id, last!.buyer, last!.entered_at]]);
+    await tampered(/MISMATCH: the draw ranked 5 entries, 4 are recorded now/,
+      ['delete from draw_entries where sale_id = $1 and buyer = $2', [s.id, last!.buyer]], [putBack, lastRow]);
+    // Dropping the loser and the count with it: the committed digest still says otherwise.
+    await tampered(/MISMATCH: the entries recorded now hash to [0-9a-f]{64}, not to the [0-9a-f]{64} committed when the draw was made/,
+      ['with d as (delete from draw_entries where sale_id = $1 and buyer = $2) update sales set drawn_entries = 4 where id = $1', [s.id, last!.buyer]],
+      [`with i as (${putBack}) update sales set drawn_entries = 5 where id = $1`, lastRow]);
+    const order = (await env.pool.query<{ id: string }>('select order_id as id from draw_entries where sale_id = $1 and buyer = $2', [s.id, first!.buyer])).rows[0]!.id;
+    await tampered(/MISMATCH: order .+ is for 2 units, the draw gives 1/,
+      ['update orders set qty = 2 where id = $1', [order]], ['update orders set qty = 1 where id = $1', [order]]);
+    await tampered(new RegExp(`MISMATCH: order .+ belongs to "mallory", the draw gave it to "${first!.buyer}"`),
+      ["update orders set user_id = 'mallory' where id = $1", [order]], ['update orders set user_id = $2 where id = $1', [order, first!.buyer]]);
+    const [committed] = (await env.pool.query('select drawn_entries, drawn_entries_sha256 from sales where id = $1', [s.id])).rows;
+    await tampered(/MISMATCH: the draw's commitment to its entries \(drawn_entries, drawn_entries_sha256\) is missing/,
+      ['update sales set drawn_entries = null, drawn_entries_sha256 = null where id = $1', [s.id]],
+      ['update sales set drawn_entries = $2, drawn_entries_sha256 = $3 where id = $1', [s.id, committed.drawn_entries, committed.drawn_entries_sha256]]);
+    // Every row back as it was: the record verifies again.
+    assert.equal((await verify()).code, 0);
   });
 });
