@@ -696,7 +696,8 @@ describe('draw page', () => {
     await closed.getByTestId('user-id').fill('cy');
     await see(closed, 'buy-hint', 'Entries are closed.');
     assert.equal(await closed.getByTestId('enter').isHidden(), true);
-    await see(closed, 'draw-seed', late.seed!);
+    // Closed, but the draw is not made: the seed stays secret until Postgres says it is.
+    assert.equal(await closed.getByTestId('draw-seed-row').isHidden(), true, 'no seed before the draw is made');
     assert.equal(await closed.getByTestId('draw-ticket-row').isHidden(), true, 'no ticket without an entry');
     assert.equal((await env.pool.query('select 1 from draw_entries where sale_id = any($1::text[])', [[early.id, late.id]])).rowCount, 0);
   });
