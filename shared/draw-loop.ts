@@ -65,6 +65,8 @@ export class DrawLoop {
     const { pool, redis } = this.deps;
     const reread = async () => (k.progress = await readProgress(pool, sale.id));
     let p = k.progress ?? (await reread());
+    // An early end (sale-admin.ts endSale) finishes the draw outside the loop: look again.
+    if (!p.over && sale.endsAt && now >= sale.endsAt.getTime()) p = await reread();
     if (p.over) return p;
     if (!p.drawn) {
       if (now < sale.entriesCloseAt!.getTime() || now < sale.startsAt.getTime()) {

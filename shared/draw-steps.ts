@@ -9,10 +9,11 @@
 //                 records it;
 //   recoverAwards the same record without reserving anything: the waiting ranks at the head whose
 //                 order Redis holds (run after a failure, a change of leader, and before the end);
-//   endBackfill   at backfillUntil: everyone still waiting has lost.
+//   endBackfill   at backfillUntil: everyone still waiting has lost;
+//   endDraw       the sale ended early: the draw is made if it was not, and everyone waiting has lost.
 // Each runs under the sale's row lock, so two loops (a lease lost mid-step) take turns.
 import { withTransaction, type Pool, type PoolClient } from './db.js';
-import { drawOrder } from './draw.js';
+import { drawOrder, entriesDigest } from './draw.js';
 import { lockDraw, recordOver, recordRanks, recordWon, unranked, waitingHead } from './draw-queries.js';
 import { drawOrderId } from './ids.js';
 import { saleKeys } from './keys.js';
@@ -31,16 +32,26 @@ export interface DrawDeps {
 /** How many waiting entries one read takes. */
 const PAGE = 500;
 
-/** Ranks the entries if entries have closed at `now` and the sale is not drawn yet; returns how many were ranked. */
+/**
+ * Ranks the entries once entries have closed and the sale is not drawn yet; returns how many were
+ * ranked. `now` (the loop's clock) only spares a transaction before the close: Postgres's clock,
+ * the one that judged the entries, decides.
+ */
 export async function makeDraw(pool: Pool, sale: Sale, now: number): Promise<number> {
   if (sale.admission !== 'draw' || now < sale.entriesCloseAt!.getTime() || now < sale.startsAt.getTime()) return 0;
   return withTransaction(pool, async (client) => {
     const lock = await lockDraw(client, sale.id);
-    if (!lock || lock.drawn) return 0;
-    const rows = await unranked(client, sale.id);
-    const rankOf = new Map(drawOrder(sale.seed!, rows.map((r) => r.ticket)).map((ticket, i) => [ticket, i + 1]));
-    return recordRanks(client, sale.id, rows.map((r) => r.buyer), rows.map((r) => rankOf.get(r.ticket)!), new Date(now));
+    if (!lock || lock.drawn || !lock.closed) return 0;
+    return rankAll(client, sale);
   });
+}
+
+/** Ranks every entry by the seed and marks the sale drawn (under the sale's row lock). */
+async function rankAll(client: PoolClient, sale: Sale): Promise<number> {
+  const rows = await unranked(client, sale.id);
+  const ordered = drawOrder(sale.seed!, rows.map((r) => r.ticket));
+  const rankOf = new Map(ordered.map((ticket, i) => [ticket, i + 1]));
+  return recordRanks(client, sale.id, rows.map((r) => r.buyer), rows.map((r) => rankOf.get(r.ticket)!), entriesDigest(ordered));
 }
 
 /** Reserves rank `rank`'s unit for `buyer` in Redis (purchase.lua's code: 1 reserved, now or before). */
@@ -118,6 +129,20 @@ export async function endBackfill(deps: DrawDeps, sale: Sale, now: number): Prom
     const lock = await lockDraw(client, sale.id);
     if (!lock?.drawn || lock.over) return 0;
     await recover(client, deps.redis, sale);
-    return recordOver(client, sale.id, new Date(now));
+    return recordOver(client, sale.id);
   });
+}
+
+/**
+ * Ends a draw with its sale, inside endSale's transaction (shared/sale-admin.ts), which holds the
+ * sale's row: the draw is made now if it was not (entries stop: the insert refuses a drawn sale),
+ * the awards Redis made are recorded, and every entrant still without an order has lost at once.
+ * Returns how many lost; 0 for a draw over already, or a sale that is no draw.
+ */
+export async function endDraw(client: PoolClient, redis: RedisClient, sale: Sale): Promise<number> {
+  const lock = await lockDraw(client, sale.id);
+  if (!lock || lock.over) return 0;
+  if (!lock.drawn) await rankAll(client, sale);
+  await recover(client, redis, sale);
+  return recordOver(client, sale.id);
 }

@@ -70,6 +70,8 @@ export interface QueueView {
   waiting: number;
   /** ahead / the sale's rate, rounded up; null with position. */
   estimatedWaitSeconds: number | null;
+  /** The seed that ordered the pre-queue, once the room has opened (null before): anyone can redo the order from it. */
+  seed: string | null;
   /** With state admitted: the pass to send as the purchase token, and until when it buys. */
   pass?: string;
   passExpiresAt?: string;
@@ -77,7 +79,7 @@ export interface QueueView {
 
 /** Where a buyer stands, from their place and the room's counts. `place.rank` must be >= 0. */
 export function viewOf(sale: Sale, place: Place, now: number): QueueView {
-  const base = { saleId: sale.id, waiting: Math.max(0, place.total - place.admitted), position: null, ahead: null, estimatedWaitSeconds: null };
+  const base = { saleId: sale.id, waiting: Math.max(0, place.total - place.admitted), position: null, ahead: null, estimatedWaitSeconds: null, seed: place.open ? sale.seed : null };
   if (place.open && place.rank < place.admitted) {
     if (place.pass === 0) return { ...base, state: 'used' };
     if (place.pass > now) return { ...base, state: 'admitted', passExpiresAt: new Date(place.pass).toISOString() };

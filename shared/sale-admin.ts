@@ -4,7 +4,11 @@
 import type { RedisClient } from './redis/connect.js';
 import type { Pool } from './db.js';
 import { withTransaction } from './db.js';
+import type { DrawTick } from './draw.js';
+import { readProgress } from './draw-queries.js';
+import { endDraw } from './draw-steps.js';
 import { HttpError } from './errors.js';
+import { DRAW_CHANNEL } from './keys.js';
 import { ORDER_STATES, type OrderState } from './order-states.js';
 import { endSaleScript } from './redis/sale-scripts.js';
 import { fromRow, saleView, type Sale, type SaleRow, type SaleState, type SaleView } from './sales.js';
@@ -97,24 +101,37 @@ export interface EndResult {
 }
 
 /**
- * Ends a sale at `now` (the caller's clock; purchases are judged by Redis's TIME): Postgres's
+ * Ends a sale at `at`, by default Postgres's `now()`, never an API host's clock (purchases are then judged against it by Redis's TIME): Postgres's
  * end and Redis's are set in one transaction, Redis failing rolls the row back. A sale that has
  * ended already is left as it is, but its end is written to Redis again, so a Redis that missed
- * an earlier end (the commit failed after Redis took it, or Redis lost it) catches up.
+ * an earlier end (the commit failed after Redis took it, or Redis lost it) catches up. A draw ends
+ * with it in the same transaction (draw-steps.ts endDraw): entries stop and every entrant without
+ * an order has lost, which the entry streams are told at once.
  */
-export async function endSale(pool: Pool, redis: RedisClient, saleId: string, now = new Date()): Promise<EndResult> {
-  return withTransaction(pool, async (client) => {
+export async function endSale(pool: Pool, redis: RedisClient, saleId: string, at?: Date): Promise<EndResult> {
+  const result = await withTransaction(pool, async (client) => {
     const updated = await client.query<SaleRow>(
-      `update sales set ends_at = $2, starts_at = least(starts_at, $2)
-       where id = $1 and settled_at is null and (ends_at is null or ends_at > $2)
-       returning *`,
-      [saleId, now],
+      `update sales set ends_at = e.at, starts_at = least(starts_at, e.at)
+       from (select coalesce($2::timestamptz, statement_timestamp()) as at) e
+       where id = $1 and settled_at is null and (ends_at is null or ends_at > e.at)
+       returning sales.*`,
+      [saleId, at ?? null],
     );
     const row = updated.rows[0] ?? (await client.query<SaleRow>('select * from sales where id = $1', [saleId])).rows[0];
     if (!row) throw new HttpError('sale_not_found', `No sale with id "${saleId}".`);
     const sale = fromRow(row);
+    if (sale.admission === 'draw') await endDraw(client, redis, sale);
     // Not loaded (-1): there is nothing in Redis to sell from, and a reload takes its end from this row.
     await endSaleScript(redis, sale.id, sale.endsAt!.getTime());
     return { sale, ended: updated.rowCount === 1 };
   });
+  if (result.sale.admission === 'draw') await tellEntrants(pool, redis, result.sale.id);
+  return result;
+}
+
+/** The draw's tick, published now rather than at the admission loop's next look (a hint: the streams re-read Postgres). */
+async function tellEntrants(pool: Pool, redis: RedisClient, saleId: string): Promise<void> {
+  const p = await readProgress(pool, saleId);
+  const tick: DrawTick = { saleId, drawn: p.drawn, entries: p.entries, through: p.through, over: p.over, at: Date.now() };
+  await redis.publish(DRAW_CHANNEL, JSON.stringify(tick));
 }

@@ -61,6 +61,8 @@ export interface Sale {
   /** 'queue' and 'draw': 64 hex digits that order the pre-queue or the draw, and their sha256 (published from the start). */
   seed: string | null;
   seedSha256: string | null;
+  /** 'draw' only: when Postgres made the draw (null before, and for other sales): the seed is public from then on. */
+  drawnAt: Date | null;
 }
 
 export type SaleField = keyof Sale;
@@ -209,6 +211,8 @@ export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {
     made: (s) => (s.admission === 'first-come' ? null : randomBytes(32).toString('hex')),
   }),
   seedSha256: text({ column: 'seed_sha256', made: (s) => (s.seed ? createHash('sha256').update(s.seed).digest('hex') : null) }),
+  // Set by the draw itself (shared/draw-steps.ts), read back with the sale: what reveals a draw's seed.
+  drawnAt: time('set when the draw is made', { column: 'drawn_at', made: () => null }),
 };
 
 /**

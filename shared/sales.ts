@@ -69,7 +69,7 @@ export interface SaleView {
   challenge: Challenge; challengeComplexity: number; buyers: Buyers; price: number | null; currency: string | null;
   admission: Admission; admitRatePerSecond: number | null; admitOverbook: number | null; passSeconds: number | null;
   entriesOpenAt: string | null; entriesCloseAt: string | null; backfillUntil: string | null;
-  /** sha256 of the seed, from the start; the seed itself once a draw's entries have closed (null before, and for a queue). */
+  /** sha256 of the seed, from the start; the seed itself once a draw has been made (Postgres) or a waiting room has opened (Redis), null before. */
   seedSha256: string | null; seed: string | null;
 }
 
@@ -83,13 +83,32 @@ export async function saleView(redis: RedisClient, sale: Sale, now = Date.now())
     buyers: sale.buyers, price: sale.price, currency: sale.currency,
     admission: sale.admission, admitRatePerSecond: sale.admitRatePerSecond, admitOverbook: sale.admitOverbook, passSeconds: sale.passSeconds,
     entriesOpenAt: iso(sale.entriesOpenAt), entriesCloseAt: iso(sale.entriesCloseAt), backfillUntil: iso(sale.backfillUntil),
-    seedSha256: sale.seedSha256, seed: seedRevealed(sale, now) ? sale.seed : null,
+    seedSha256: sale.seedSha256, seed: await publicSeed(redis, sale),
   };
+}
+
+/** The seed if it is public yet: a draw's once made (seedRevealed), a waiting room's once it has opened (roomOpen). */
+async function publicSeed(redis: RedisClient, sale: Sale): Promise<string | null> {
+  if (sale.admission === 'draw') return seedRevealed(sale) ? sale.seed : null;
+  if (sale.admission === 'queue') return (await roomOpen(redis, sale.id)) ? sale.seed : null;
+  return null;
+}
+
+/**
+ * A waiting room has opened when admit.lua has set its phase (at the start, by the sale's master's
+ * clock): the pre-queue's places are final then, so its seed is public and anyone can redo the
+ * order, sha1(seed + ':' + buyer), from it. Before, the seed would let a joiner pick a good place.
+ */
+export async function roomOpen(redis: RedisClient, saleId: string): Promise<boolean> {
+  return (await redis.hget(saleKeys(saleId).room, 'phase')) === 'open';
 }
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 
-/** A draw's seed is public once entries have closed: anyone can then recompute the draw (`flashsale draw verify`). */
-export function seedRevealed(sale: Sale, now: number): boolean {
-  return sale.admission === 'draw' && sale.entriesCloseAt !== null && now >= sale.entriesCloseAt.getTime();
+/**
+ * A draw's seed is public once the draw is made, as the sale's row in Postgres says (drawn_at):
+ * never by a process's clock, which could show it while another API still takes entries.
+ */
+export function seedRevealed(sale: Sale): boolean {
+  return sale.admission === 'draw' && sale.drawnAt !== null;
 }

@@ -10,21 +10,22 @@ import { describe, test } from 'node:test';
 import { admissionSales, AdmissionLoop } from '../shared/admission.js';
 import { DrawLoop } from '../shared/draw-loop.js';
 import { insertEntry } from '../shared/draw-queries.js';
-import { ticketOf } from '../shared/draw.js';
+import { newSecret, ticketOf } from '../shared/draw.js';
 import { awardUnits, endBackfill, makeDraw, reserveUnit } from '../shared/draw-steps.js';
 import { closeOrders } from '../shared/expiry.js';
 import { checkInvariants } from '../shared/invariants.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/purchase.js';
 import { saleKeys } from '../shared/keys.js';
-import type { Sale } from '../shared/sales.js';
+import { getSale, type Sale } from '../shared/sales.js';
 import { OrderWriter } from '../shared/writer.js';
+import { freePort } from '../tools/local-stack.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
-import { cli } from './support/cli.js';
+import { cli, exited, ready, spawnCli } from './support/cli.js';
 import type { TestEnv } from './support/env.js';
 import { closeEntries as closeEntriesOf, HOUR, newSale, openDraw, waitFor } from './support/fixtures.js';
 import { http, outcome, sseEvents } from './support/http.js';
 import * as pow from './support/pow.js';
-import { token } from './support/tokens.js';
+import { ADMIN_TOKEN, token } from './support/tokens.js';
 
 let env: TestEnv;
 let api: ApiEnv['api'];
@@ -37,6 +38,8 @@ async function tick(at = Date.now()) {
   await loop().refreshSales();
   await loop().tick(at);
 }
+/** libfaketime: FAKETIME shifts the clock of the process it is preloaded into. */
+const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 const deps = () => ({ pool: env.pool, redis: env.redis, buyCountTtlSeconds: 86_400 });
 
 /** A draw whose entries are open (support/fixtures.ts openDraw). */
@@ -47,18 +50,29 @@ const enter = (s: Sale | string, user: string, headers: Record<string, string> =
   http(api.port, 'POST', `/api/sales/${typeof s === 'string' ? s : s.id}/entries`, { user, headers });
 const me = (s: Sale, user: string) => http(api.port, 'GET', `/api/sales/${s.id}/entries/me`, { user });
 const record = (s: Sale) => http(api.port, 'GET', `/api/sales/${s.id}/draw`);
-const entryRows = async (s: Sale) => (await env.pool.query<{ buyer: string; ticket: string; status: string; draw_rank: number | null; order_id: string | null }>(
-  'select buyer, ticket, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, buyer', [s.id])).rows;
+const entryRows = async (s: Sale) => (await env.pool.query<{ buyer: string; ticket: string; secret: string | null; status: string; draw_rank: number | null; order_id: string | null }>(
+  'select buyer, ticket, secret, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, buyer', [s.id])).rows;
+/** Enters each buyer (200 each); their secrets, as the entry answers gave them. */
+async function enterAll(s: Sale, buyers: string[]): Promise<Map<string, string>> {
+  const secrets = new Map<string, string>();
+  for (const b of buyers) {
+    const r = await enter(s, b);
+    assert.equal(outcome(r), '200');
+    secrets.set(b, r.body.secret);
+  }
+  return secrets;
+}
 const available = async (s: Sale) => Number(await env.redis.get(saleKeys(s.id).available));
 const drain = async (s: Sale) => {
   const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: `w-${s.id}`, writerLeaseMs: 1 } });
   while ((await writer.drainOnce()) > 0);
 };
 
-/** The documented order, computed here from scratch: tickets sorted by sha256(seed:ticket) hex. */
+/** The documented order, computed here from scratch: tickets sha256(saleId:buyer:secret) (no secret: sha256(saleId:buyer)), sorted by sha256(seed:ticket) hex. */
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
-function ranksOf(saleId: string, seed: string, buyers: string[]): Map<string, number> {
-  const keyed = buyers.map((b) => ({ b, key: sha(`${seed}:${sha(`${saleId}:${b}`)}`) })).sort((x, y) => (x.key < y.key ? -1 : 1));
+function ranksOf(saleId: string, seed: string, secrets: Map<string, string | null>): Map<string, number> {
+  const ticket = (b: string, secret: string | null) => sha(secret === null ? `${saleId}:${b}` : `${saleId}:${b}:${secret}`);
+  const keyed = [...secrets].map(([b, secret]) => ({ b, key: sha(`${seed}:${ticket(b, secret)}`) })).sort((x, y) => (x.key < y.key ? -1 : 1));
   return new Map(keyed.map((k, i) => [k.b, i + 1]));
 }
 
@@ -86,16 +100,38 @@ describe('entries', () => {
     for (const s of [early, late]) assert.equal(await env.redis.exists(saleKeys(s.id).entries), 0);
   });
 
-  test('entering twice keeps one entry; /entries/me shows it, entered, with its ticket', async () => {
+  test('entering twice keeps one entry; /entries/me shows it, entered, with its ticket and the secret it is made of', async () => {
     const s = await drawSale();
     const first = await enter(s, 'ann');
     assert.equal(outcome(first), '200');
-    assert.deepEqual(first.body, { saleId: s.id, state: 'entered', ticket: sha(`${s.id}:ann`), drawRank: null, orderId: null, entries: 1 });
+    const secret = first.body.secret;
+    assert.match(secret, /^[0-9a-f]{64}$/);
+    assert.deepEqual(first.body, { saleId: s.id, state: 'entered', ticket: sha(`${s.id}:ann:${secret}`), secret, drawRank: null, orderId: null, entries: 1 });
     assert.deepEqual((await enter(s, 'ann')).body, first.body);
     await enter(s, 'bob');
-    assert.equal((await me(s, 'ann')).body.entries, 2);
+    assert.deepEqual((await me(s, 'ann')).body, { ...first.body, entries: 2 });
     assert.equal((await entryRows(s)).length, 2);
     assert.deepEqual((await env.redis.smembers(saleKeys(s.id).entries)).sort(), ['ann', 'bob']);
+  });
+
+  test('a ticket does not tell who entered: the record lists no sha256(saleId:buyer); an entry made before secrets keeps that ticket and verifies', async () => {
+    let s = await drawSale({ stock: 1 });
+    const secrets = await enterAll(s, ['o1', 'o2']);
+    assert.notEqual(secrets.get('o1'), secrets.get('o2'));
+    // An entry as it was made before secrets (migration 0012): no secret, the old ticket.
+    await env.pool.query('insert into draw_entries (sale_id, buyer, ticket) values ($1, $2, $3)', [s.id, 'o-old', sha(`${s.id}:o-old`)]);
+    s = await closeEntries(s);
+    await tick();
+    const pub = await waitFor('the record', async () => ((await record(s)).body.seed ? (await record(s)).body : null));
+    assert.equal(pub.tickets.length, 3);
+    for (const b of ['o1', 'o2']) {
+      assert.ok(!pub.tickets.includes(sha(`${s.id}:${b}`)), `${b} cannot be found from their id`);
+      assert.ok(pub.tickets.includes(sha(`${s.id}:${b}:${secrets.get(b)}`)), `${b} finds their ticket with their secret`);
+    }
+    assert.ok(!JSON.stringify(pub).includes('"o1"') && !JSON.stringify(pub).includes('"o2"'), 'no buyer id in the record');
+    assert.deepEqual(new Map((await entryRows(s)).map((r) => [r.buyer, r.draw_rank])), ranksOf(s.id, s.seed!, new Map<string, string | null>([...secrets, ['o-old', null]])));
+    const verify = await cli(env, ['draw', 'verify', s.id]);
+    assert.equal(verify.code, 0, verify.out);
   });
 
   test('a pow draw needs a purchase token to enter, which the entry spends; the entrant comes back without one', async () => {
@@ -113,15 +149,124 @@ describe('entries', () => {
   });
 });
 
+describe('one clock: Postgres\'s', () => {
+  /** Postgres's close is now just past; the API's cached sale still says entries close in an hour. */
+  const closeInPostgres = async (s: Sale) => {
+    await env.pool.query("update sales set entries_close_at = now() - interval '1 millisecond', backfill_until = now() + interval '1 hour' where id = $1", [s.id]);
+    return (await getSale(env.pool, s.id))!;
+  };
+  const saleOn = (port: number, s: Sale) => http(port, 'GET', `/api/sales/${s.id}`);
+
+  test('an entry after Postgres\'s close is refused by the insert itself; the seed is shown only once the draw is made', async () => {
+    let s = await drawSale();
+    assert.equal(outcome(await enter(s, 'c1')), '200');
+    s = await closeInPostgres(s);
+    // The insert refuses at once, though the API's cached sale still says an hour to go.
+    assert.equal(outcome(await enter(s, 'c2')), '409 entries_closed');
+    assert.equal(outcome(await enter(s, 'c1')), '200', 'an entrant still gets their entry back');
+    assert.deepEqual((await entryRows(s)).map((r) => r.buyer), ['c1']);
+    // Entries have closed by every clock, but the draw is not made: no seed, no tickets.
+    await waitFor('the API\'s sale to have the close', async () => (await saleOn(api.port, s)).body.entriesCloseAt === s.entriesCloseAt!.toISOString());
+    assert.equal((await saleOn(api.port, s)).body.seed, null);
+    const before = (await record(s)).body;
+    assert.deepEqual([before.seed, before.drawn, before.tickets], [null, false, []]);
+    // A loop whose clock runs an hour fast makes no draw before Postgres's close; at it, the draw is made.
+    const early = await drawSale();
+    assert.equal(await makeDraw(env.pool, early, Date.now() + 2 * HOUR), 0);
+    assert.equal((await getSale(env.pool, early.id))!.drawnAt, null);
+    assert.equal(await makeDraw(env.pool, s, Date.now()), 1);
+    const pub = await waitFor('the seed published', async () => ((await record(s)).body.seed ? (await record(s)).body : null));
+    assert.equal(sha(pub.seed), pub.seedSha256);
+    assert.equal(pub.seed, s.seed);
+    await waitFor('the sale view\'s seed', async () => (await saleOn(api.port, s)).body.seed === s.seed);
+  });
+
+  test('an API whose clock runs 5 s late refuses an entry after Postgres\'s close and shows no seed before the draw is made', async () => {
+    const port = await freePort();
+    const late = spawnCli(env, ['api'], { PORT: String(port), FAKETIME: '-5s', LD_PRELOAD: FAKETIME_LIB });
+    try {
+      await ready(late, 'the late API');
+      const enterOn = (s: Sale, user: string) => http(port, 'POST', `/api/sales/${s.id}/entries`, { user });
+      let s = await drawSale();
+      assert.equal(outcome(await enterOn(s, 'l1')), '200');
+      s = await closeInPostgres(s);
+      // By its own clock entries close 5 s from now.
+      await waitFor('the late API\'s sale to have the close', async () => (await saleOn(port, s)).body.entriesCloseAt === s.entriesCloseAt!.toISOString());
+      assert.equal(outcome(await enterOn(s, 'l2')), '409 entries_closed');
+      assert.deepEqual((await entryRows(s)).map((r) => r.buyer), ['l1']);
+      assert.equal((await saleOn(port, s)).body.seed, null);
+      assert.equal((await http(port, 'GET', `/api/sales/${s.id}/draw`)).body.seed, null);
+      // Made: the late API shows the seed, though its clock says entries are still open.
+      assert.equal(await makeDraw(env.pool, s, Date.now()), 1);
+      await waitFor('the late API\'s record to have the seed', async () => (await http(port, 'GET', `/api/sales/${s.id}/draw`)).body.seed === s.seed);
+      await waitFor('the late API\'s sale view to have the seed', async () => (await saleOn(port, s)).body.seed === s.seed);
+    } finally {
+      late.kill('SIGINT');
+      await exited(late);
+    }
+  });
+});
+
+describe('ending a draw sale', () => {
+  const endNow = (s: Sale) => http(api.port, 'POST', `/api/sales/${s.id}/end`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+
+  test('after the draw: entries stop at once (403 ended), every entrant without an order is told lost at once, by poll and stream', async () => {
+    let s = await drawSale({ stock: 1 });
+    for (const b of ['m1', 'm2', 'm3']) assert.equal(outcome(await enter(s, b)), '200');
+    s = await closeEntries(s);
+    await tick();
+    const [winner, ...rest] = await entryRows(s);
+    assert.deepEqual([winner!.status, ...rest.map((r) => r.status)], ['won', 'waiting', 'waiting']);
+    const watch = stream(s, rest[0]!.buyer);
+    await waitFor('the stream\'s first event', async () => watch.events.length >= 1);
+    assert.equal(watch.events[0].state, 'waiting');
+    assert.equal(outcome(await endNow(s)), '200');
+    // At once: no tick of the admission loop in between.
+    assert.deepEqual((await entryRows(s)).map((r) => r.status), ['won', 'lost', 'lost']);
+    for (const r of rest) assert.equal((await me(s, r.buyer)).body.state, 'lost');
+    await watch.ended;
+    assert.equal(watch.events.at(-1).state, 'lost');
+    assert.equal((await me(s, winner!.buyer)).body.state, 'won', 'the winner keeps the order');
+    const late = await enter(s, 'm4');
+    assert.equal(outcome(late), '403 ended');
+    assert.deepEqual(Object.keys(late.body).sort(), ['error', 'message']);
+    assert.equal((await entryRows(s)).length, 3);
+    const verify = await cli(env, ['draw', 'verify', s.id]);
+    assert.equal(verify.code, 0, verify.out);
+  });
+
+  test('before the draw: the draw is made at the end, entries stop (403 ended) and every entrant has lost at once', async () => {
+    const s = await drawSale({ stock: 1 });
+    const secrets = await enterAll(s, ['n1', 'n2']);
+    const watch = stream(s, 'n1');
+    await waitFor('the stream\'s first event', async () => watch.events.length >= 1);
+    assert.equal(watch.events[0].state, 'entered');
+    assert.equal(outcome(await endNow(s)), '200');
+    const late = await enter(s, 'n3');
+    assert.equal(outcome(late), '403 ended');
+    assert.deepEqual(Object.keys(late.body).sort(), ['error', 'message']);
+    assert.deepEqual((await entryRows(s)).map((r) => [r.buyer, r.draw_rank, r.status]), [...ranksOf(s.id, s.seed!, secrets)].sort((a, b) => a[1] - b[1]).map(([b, r]) => [b, r, 'lost']));
+    await watch.ended;
+    assert.equal(watch.events.at(-1).state, 'lost');
+    assert.equal((await me(s, 'n2')).body.state, 'lost');
+    // No order was made; the draw is over, its seed public, and it verifies.
+    assert.equal((await env.pool.query('select 1 from orders where sale_id = $1', [s.id])).rowCount, 0);
+    await waitFor('the seed published', async () => (await record(s)).body.seed === s.seed);
+    const verify = await cli(env, ['draw', 'verify', s.id]);
+    assert.equal(verify.code, 0, verify.out);
+    assert.match(verify.stdout, /2 entries .* 0 winners/);
+  });
+});
+
 describe('the draw', () => {
   test('ranks follow the seed\'s documented order; the first `stock` get pending orders through the writer, payable; purchases are refused', async () => {
     let s = await drawSale({ stock: 3 });
     const buyers = Array.from({ length: 12 }, (_, i) => `d${i}`);
-    for (const b of buyers) assert.equal(outcome(await enter(s, b)), '200');
+    const secrets = await enterAll(s, buyers);
     assert.equal((await record(s)).body.seed, null);
     assert.equal(outcome(await http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { user: 'd0', body: { qty: 1 } })), '403 draw_sale');
     // The stream of the entrant the seed will rank first: entered now, won once the draw is made.
-    const expected = ranksOf(s.id, s.seed!, buyers);
+    const expected = ranksOf(s.id, s.seed!, secrets);
     const firstBuyer = buyers.find((b) => expected.get(b) === 1)!;
     const watch = stream(s, firstBuyer);
     await waitFor('the first event', async () => watch.events.length >= 1);
@@ -136,12 +281,14 @@ describe('the draw', () => {
     assert.equal(await available(s), 0);
     const first = rows[0]!;
     const mine = (await me(s, first.buyer)).body;
-    assert.deepEqual(mine, { saleId: s.id, state: 'won', ticket: first.ticket, drawRank: 1, orderId: first.order_id, entries: 12 });
+    assert.deepEqual(mine, { saleId: s.id, state: 'won', ticket: first.ticket, secret: secrets.get(first.buyer), drawRank: 1, orderId: first.order_id, entries: 12 });
     assert.deepEqual((await me(s, rows[5]!.buyer)).body.state, 'waiting');
     // The public record: the seed, every ticket sorted, the winners in draw order.
     const pub = await waitFor('the seed revealed', async () => ((await record(s)).body.seed ? (await record(s)).body : null));
     assert.equal(sha(pub.seed), pub.seedSha256);
     assert.deepEqual(pub.tickets, rows.map((r) => r.ticket).sort());
+    // What the draw committed to: every ticket, in draw order.
+    assert.deepEqual([pub.drawnEntries, pub.drawnEntriesSha256], [12, sha(rows.map((r) => r.ticket).join(':'))]);
     assert.deepEqual(pub.winners, rows.slice(0, 3).map((r) => ({ ticket: r.ticket, drawRank: r.draw_rank, orderId: r.order_id })));
     assert.equal(pub.drawn, true);
     // The writer makes the orders; a winner pays theirs as any order.
@@ -201,12 +348,12 @@ describe('the draw', () => {
   test('a Redis that lost its copy of the entries changes nothing: the draw reads Postgres', async () => {
     let s = await drawSale({ stock: 4 });
     const buyers = Array.from({ length: 30 }, (_, i) => `f${i}`);
-    for (const b of buyers) await enter(s, b);
+    const secrets = await enterAll(s, buyers);
     await env.redis.del(saleKeys(s.id).entries);
     s = await closeEntries(s);
     await tick();
     const rows = await entryRows(s);
-    assert.deepEqual(new Map(rows.map((r) => [r.buyer, r.draw_rank])), ranksOf(s.id, s.seed!, buyers));
+    assert.deepEqual(new Map(rows.map((r) => [r.buyer, r.draw_rank])), ranksOf(s.id, s.seed!, secrets));
     assert.equal(rows.filter((r) => r.status === 'won').length, 4);
     assert.equal((await me(s, 'f0')).body.entries, 30);
   });
@@ -219,7 +366,7 @@ describe('the draw', () => {
     assert.equal(await makeDraw(env.pool, s, now), 5);
     assert.equal(await makeDraw(env.pool, s, now), 0, 'a second draw changes nothing');
     // An entry that reaches Postgres after the draw (an API whose clock runs late) is refused, not left unranked.
-    assert.equal(await insertEntry(env.pool, s.id, 'g-late', ticketOf(s.id, 'g-late')), null);
+    assert.equal(await insertEntry(env.pool, s.id, 'g-late', ticketOf(s.id, 'g-late', null), newSecret()), 'entries_closed');
     const ranked = await entryRows(s);
     // The award of rank 1 reached Redis, then the process died before Postgres heard of it.
     assert.equal(await reserveUnit(deps(), s, 1, ranked[0]!.buyer, now), 1);
@@ -315,5 +462,49 @@ describe('the draw', () => {
     assert.equal(bad.code, 3, bad.out);
     assert.match(bad.stdout, /MISMATCH: ticket [0-9a-f]{64} has drawRank [34], the seed's order gives [34]/);
     assert.equal((await cli(env, ['draw', 'verify', 'no-such-sale'])).code, 2);
+  });
+
+  test('draw verify proves the record: an entry dated at the close, a loser deleted from the end, an order of another qty or buyer, a lost commitment: each a mismatch, exit 3', async () => {
+    let s = await drawSale({ stock: 2 });
+    await enterAll(s, ['v1', 'v2', 'v3', 'v4', 'v5']);
+    s = await closeEntries(s);
+    await tick();
+    await drain(s);
+    const verify = () => cli(env, ['draw', 'verify', s.id]);
+    const ok = await verify();
+    assert.equal(ok.code, 0, ok.out);
+    assert.match(ok.stdout, /5 entries \(as committed when drawn\), all before the close/);
+    const [first, , , , last] = await env.pool.query<{ buyer: string; ticket: string; secret: string; status: string; draw_rank: number; entered_at: Date }>(
+      'select buyer, ticket, secret, status, draw_rank, entered_at from draw_entries where sale_id = $1 order by draw_rank', [s.id]).then((r) => r.rows);
+    /** Tampers, expects verify to fail with `why`, and puts the rows back as they were. */
+    const tampered = async (why: RegExp, tamper: [string, unknown[]], undo: [string, unknown[]]) => {
+      await env.pool.query(...tamper);
+      const bad = await verify();
+      await env.pool.query(...undo);
+      assert.equal(bad.code, 3, bad.out);
+      assert.match(bad.stdout, why);
+    };
+    const lastRow = [s.id, last!.buyer, last!.ticket, last!.secret, last!.status, last!.draw_rank, last!.entered_at];
+    const putBack = 'insert into draw_entries (sale_id, buyer, ticket, secret, status, draw_rank, entered_at) values ($1, $2, $3, $4, $5, $6, $7)';
+    await tampered(/MISMATCH: ticket [0-9a-f]{64} was entered at .+, at or after the close /,
+      ['update draw_entries d set entered_at = s.entries_close_at from sales s where s.id = $1 and d.sale_id = $1 and d.buyer = $2', [s.id, last!.buyer]],
+      ['update draw_entries set entered_at = $3 where sale_id = $1 and buyer = $2', [s.id, last!.buyer, last!.entered_at]]);
+    await tampered(/MISMATCH: the draw ranked 5 entries, 4 are recorded now/,
+      ['delete from draw_entries where sale_id = $1 and buyer = $2', [s.id, last!.buyer]], [putBack, lastRow]);
+    // Dropping the loser and the count with it: the committed digest still says otherwise.
+    await tampered(/MISMATCH: the entries recorded now hash to [0-9a-f]{64}, not to the [0-9a-f]{64} committed when the draw was made/,
+      ['with d as (delete from draw_entries where sale_id = $1 and buyer = $2) update sales set drawn_entries = 4 where id = $1', [s.id, last!.buyer]],
+      [`with i as (${putBack}) update sales set drawn_entries = 5 where id = $1`, lastRow]);
+    const order = (await env.pool.query<{ id: string }>('select order_id as id from draw_entries where sale_id = $1 and buyer = $2', [s.id, first!.buyer])).rows[0]!.id;
+    await tampered(/MISMATCH: order .+ is for 2 units, the draw gives 1/,
+      ['update orders set qty = 2 where id = $1', [order]], ['update orders set qty = 1 where id = $1', [order]]);
+    await tampered(new RegExp(`MISMATCH: order .+ belongs to "mallory", the draw gave it to "${first!.buyer}"`),
+      ["update orders set user_id = 'mallory' where id = $1", [order]], ['update orders set user_id = $2 where id = $1', [order, first!.buyer]]);
+    const [committed] = (await env.pool.query('select drawn_entries, drawn_entries_sha256 from sales where id = $1', [s.id])).rows;
+    await tampered(/MISMATCH: the draw's commitment to its entries \(drawn_entries, drawn_entries_sha256\) is missing/,
+      ['update sales set drawn_entries = null, drawn_entries_sha256 = null where id = $1', [s.id]],
+      ['update sales set drawn_entries = $2, drawn_entries_sha256 = $3 where id = $1', [s.id, committed.drawn_entries, committed.drawn_entries_sha256]]);
+    // Every row back as it was: the record verifies again.
+    assert.equal((await verify()).code, 0);
   });
 });

@@ -597,8 +597,8 @@ describe('waiting room page', () => {
 /** A draw whose entries are open (support/fixtures.ts openDraw). */
 const drawSale = (fields: Record<string, unknown>) => sale({ ...openDraw(), ...fields });
 const closeEntries = (s: Sale) => closeEntriesOf(env, s);
-const entryRows = async (s: Sale) => (await env.pool.query<{ buyer: string; status: string; draw_rank: number | null; order_id: string | null }>(
-  'select buyer, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, buyer', [s.id])).rows;
+const entryRows = async (s: Sale) => (await env.pool.query<{ buyer: string; secret: string; status: string; draw_rank: number | null; order_id: string | null }>(
+  'select buyer, secret, status, draw_rank, order_id from draw_entries where sale_id = $1 order by draw_rank nulls last, buyer', [s.id])).rows;
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const enterEnabled = (page: Page, timeout = 5000) => page.locator('[data-testid="enter"]:enabled').waitFor({ timeout });
 
@@ -620,7 +620,9 @@ describe('draw page', () => {
       await page.getByTestId('enter').click();
       await see(page, 'draw-status', 'You\'re in the draw');
       await see(page, 'draw-detail', new RegExp(`^${entries}; the draw is made at .+\\. Keep this page open, or come back then\\.$`));
-      await see(page, 'draw-ticket', sha256(`${s.id}:${user}`));
+      const secret = (await entryRows(s)).find((r) => r.buyer === user)!.secret;
+      await see(page, 'draw-secret', secret);
+      await see(page, 'draw-ticket', sha256(`${s.id}:${user}:${secret}`));
       assert.equal(await page.getByTestId('enter').isHidden(), true, 'entered once');
     }
     await shot(pages.get('ben')!, 'draw-01-entered');
@@ -716,7 +718,8 @@ describe('draw page', () => {
     await closed.getByTestId('user-id').fill('cy');
     await see(closed, 'buy-hint', 'Entries are closed.');
     assert.equal(await closed.getByTestId('enter').isHidden(), true);
-    await see(closed, 'draw-seed', late.seed!);
+    // Closed, but the draw is not made: the seed stays secret until Postgres says it is.
+    assert.equal(await closed.getByTestId('draw-seed-row').isHidden(), true, 'no seed before the draw is made');
     assert.equal(await closed.getByTestId('draw-ticket-row').isHidden(), true, 'no ticket without an entry');
     assert.equal((await env.pool.query('select 1 from draw_entries where sale_id = any($1::text[])', [[early.id, late.id]])).rowCount, 0);
   });

@@ -101,6 +101,29 @@ describe('admission', () => {
     assert.deepEqual(await admittedInOrder(s), [...shuffled, ...late]);
   });
 
+  test('the pre-queue\'s seed is never shown before the room opens; once open it is public and redoes the admitted order', async () => {
+    const s = await queueSale({ stock: 100, startsAt: new Date(Date.now() + 3_600_000).toISOString() });
+    const early = Array.from({ length: 20 }, (_, i) => `seeded-${i}`);
+    for (const u of early) assert.equal((await join(s, u)).body.seed, null);
+    const view = () => http(api.port, 'GET', `/api/sales/${s.id}`);
+    assert.equal((await me(s, 'seeded-0')).body.seed, null);
+    assert.equal((await view()).body.seed, null);
+    // A tick before the start leaves the room shut, and the seed secret.
+    assert.equal((await step(s, Date.now()))!.phase, Phase.NotStarted);
+    assert.deepEqual([(await me(s, 'seeded-0')).body.seed, (await view()).body.seed], [null, null]);
+    // The room opens at the start: the places are final, and the seed is public.
+    assert.equal((await step(s, s.startsAt.getTime() + 1))!.phase, Phase.Open);
+    const pub = (await view()).body;
+    assert.match(pub.seed, /^[0-9a-f]{64}$/);
+    assert.equal(createHash('sha256').update(pub.seed).digest('hex'), pub.seedSha256);
+    assert.equal((await me(s, 'seeded-3')).body.seed, pub.seed);
+    assert.equal((await join(s, 'after-open')).body.seed, pub.seed);
+    // What an outsider does with it: sha1(seed:buyer) orders the pre-queue, and that is who is admitted first.
+    await step(s, s.startsAt.getTime() + 1000);
+    const redone = [...early].sort((a, b) => place(pub.seed, a) - place(pub.seed, b));
+    assert.deepEqual((await admittedInOrder(s)).slice(0, early.length), redone);
+  });
+
   test('passes go out at the rate, never past the units left times the overbook; an expired pass frees its slot', async () => {
     const s = await queueSale({ stock: 5, admitRatePerSecond: 4, admitOverbook: 1.5, passSeconds: 10 });
     for (let i = 0; i < 20; i++) await join(s, `u${i}`);

@@ -75,7 +75,7 @@ const SALE_VIEW_PROPERTIES = {
   entriesCloseAt: time('draw: entries close and the draw is made', true),
   backfillUntil: time('draw: until then, units that come back go to the next entrants in draw order', true),
   seedSha256: { type: 'string', nullable: true, description: 'queue and draw: sha256 of the seed (hex), published from the start' },
-  seed: { type: 'string', nullable: true, description: 'draw: the seed (hex), shown once entries have closed; null before' },
+  seed: { type: 'string', nullable: true, description: 'the seed (hex): a draw\'s once the draw is made (as Postgres says), a waiting room\'s once the room has opened (its pre-queue order is then checkable); null before' },
 };
 
 /** A sale as GET /api/sales/:saleId shows it. */

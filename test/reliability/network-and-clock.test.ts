@@ -11,8 +11,7 @@
 // network-and-clock/scenario.ts runs inside the namespace (started as root by `unshare --net`) and
 // writes what it saw to FLASHSALE_NETNS_RESULT; the tests here judge it. The network faults must change nothing. The clock checks
 // (no purchase outside the window by Redis's clock, no pass used past its expiry, no draw entry
-// after the close, no order closed before its deadline by Postgres's clock) are reported per kind;
-// they stay `todo` while the APIs judge time by their own clocks.
+// after the close, no order closed before its deadline by Postgres's clock) are reported per kind.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -55,9 +54,9 @@ test('network and clock: partitions, loss and delay between each process and Red
   assert.ok(r.accepted > 0 && r.passPurchases > 0 && r.drawWinners > 0, `buying happened: ${r.accepted} first-come 202s, ${r.passPurchases} with a pass, ${r.drawWinners} draw winners`);
 });
 
-// The APIs judge a sale's window, a pass's expiry and a draw's close by their own clocks today: a
-// skewed API breaks these until the scripts read Redis TIME and the entries Postgres now().
-test('network and clock: an API and a writer 30 s behind, 2 s behind and 30 s ahead change no decision judged by Redis\'s or Postgres\'s clock', { todo: 'time is judged by the API\'s clock until Redis TIME / Postgres now() decide' }, () => {
+// A sale's window and a pass's expiry are judged by Redis's TIME, a draw's close by Postgres's
+// now(): an API or a writer whose own clock is off changes none of them.
+test('network and clock: an API and a writer 30 s behind, 2 s behind and 30 s ahead change no decision judged by Redis\'s or Postgres\'s clock', () => {
   assert.ok(result, 'the scenario ran (see the test before)');
   for (const [kind, found] of Object.entries(result.clock)) console.log(`[${SCENARIO}] clock ${kind}: ${found.length}${found.length ? `, e.g. ${found.slice(0, 3).join('; ')}` : ''}`);
   assert.deepEqual(Object.fromEntries(Object.entries(result.clock).map(([k, v]) => [k, v.length])),

@@ -78,9 +78,11 @@ export function renderDraw(now) {
   setText(el.seed, s.seed ?? '');
   el.ticketRow.hidden = !e;
   setText(el.ticket, e ? e.view.ticket : '');
+  el.secretRow.hidden = !e?.view.secret;
+  setText(el.secret, e?.view.secret ?? '');
   setText(el.drawCheck, s.seed === null
-    ? 'The seed that orders the draw is revealed when entries close. Its hash is published now, so it cannot be picked once the entries are known.'
-    : 'To check: sha256(seed) is the hash above; each ticket is sha256(sale id + ":" + buyer); the draw order is every ticket sorted by sha256(seed + ":" + ticket), and the first in that order get the units.');
+    ? 'The seed that orders the draw is revealed once the draw is made. Its hash is published now, so it cannot be picked once the entries are known.'
+    : 'To check: sha256(seed) is the hash above; each ticket is sha256(sale id + ":" + buyer + ":" + that entry\'s secret), so yours is sha256 of your id and your secret above; the draw order is every ticket sorted by sha256(seed + ":" + ticket), and the first in that order get the units.');
   el.recordLine.hidden = s.seed === null;
   const record = salePath('/draw');
   if (el.record.getAttribute('href') !== record) el.record.setAttribute('href', record);

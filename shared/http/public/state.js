@@ -13,6 +13,7 @@ export const el = {
   passCountdown: $('pass-countdown'),
   enter: $('enter'), draw: $('draw'), drawStatus: $('draw-status'), drawDetail: $('draw-detail'), fairness: $('fairness'),
   seedHash: $('draw-seed-hash'), seedRow: $('draw-seed-row'), seed: $('draw-seed'), ticketRow: $('draw-ticket-row'), ticket: $('draw-ticket'),
+  secretRow: $('draw-secret-row'), secret: $('draw-secret'),
   drawCheck: $('draw-check'), recordLine: $('draw-record-line'), record: $('draw-record'),
 };
 export const TOKEN_HEADER = 'flashsale-purchase-token';

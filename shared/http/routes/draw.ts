@@ -6,8 +6,8 @@ import type { Auth } from '../../auth.js';
 import type { Challenges } from '../../challenge.js';
 import type { Config } from '../../config.js';
 import type { Pool } from '../../db.js';
-import { ENTRY_STATES, entryView, ticketOf, type EntryView } from '../../draw.js';
-import { countEntries, entryOf, insertEntry } from '../../draw-queries.js';
+import { ENTRY_STATES, entryView, newSecret, ticketOf, type EntryView } from '../../draw.js';
+import { countEntries, entryOf, insertEntry, type EntryRefusal } from '../../draw-queries.js';
 import { HttpError } from '../../errors.js';
 import { saleKeys } from '../../keys.js';
 import type { Logger } from '../../logger.js';
@@ -22,11 +22,12 @@ import { drawRecord } from './draw-record.js';
 import { PURCHASE_TOKEN_HEADER } from './purchase.js';
 
 export const entryViewSchema = {
-  description: 'the buyer\'s entry', type: 'object', required: ['saleId', 'state', 'ticket', 'drawRank', 'orderId', 'entries'],
+  description: 'the buyer\'s entry', type: 'object', required: ['saleId', 'state', 'ticket', 'secret', 'drawRank', 'orderId', 'entries'],
   properties: {
     saleId: { type: 'string' },
     state: { type: 'string', enum: ENTRY_STATES, description: 'entered (before the draw), won (pay `orderId` as any order), waiting (drawn, no unit yet: one may come back until backfillUntil), lost (backfill is over without a unit)' },
-    ticket: { type: 'string', description: 'sha256(saleId + ":" + buyer) in hex: how GET .../draw lists this entry' },
+    ticket: { type: 'string', description: 'sha256(saleId + ":" + buyer + ":" + secret) in hex: how GET .../draw lists this entry (an entry made before secrets: sha256(saleId + ":" + buyer))' },
+    secret: { type: 'string', nullable: true, description: 'the entry\'s secret (64 hex digits), shown to this buyer only: with it they check their ticket; null for an entry made before secrets' },
     drawRank: { type: 'integer', nullable: true, description: 'the place in the draw, 1 first; null before the draw' },
     orderId: { type: 'string', nullable: true, description: 'with won: the order the draw made (pending_payment within the sale\'s payment window)' },
     entries: { type: 'integer', description: 'entries in the draw' },
@@ -53,6 +54,12 @@ export async function drawSale(saleCache: SaleCache, id: string): Promise<Sale> 
   return sale;
 }
 
+function entryRefusal(sale: Sale, why: EntryRefusal): HttpError {
+  if (why === 'ended') return new HttpError(why, 'This sale has ended: its draw takes no more entries.');
+  if (why === 'entries_not_open') return new HttpError(why, `Entries to this draw open at ${sale.entriesOpenAt!.toISOString()}.`);
+  return new HttpError(why, `Entries to this draw closed at ${sale.entriesCloseAt!.toISOString()}.`);
+}
+
 export async function buyerEntry(pool: Pool, saleId: string, buyer: string): Promise<EntryView> {
   const row = await entryOf(pool, saleId, buyer);
   if (!row) throw new HttpError('not_entered');
@@ -65,18 +72,16 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
     preValidation: auth.buyer, bodyLimit: 1024,
     schema: {
       summary: 'Enter the sale\'s draw (admission: draw); entering again keeps the entry', tags: ['draw'], security: SECURITY.buyer, params: saleIdParams,
-      description: `One entry per buyer, from entriesOpenAt until entriesCloseAt. A sale with \`challenge: pow\` needs a purchase token in \`${PURCHASE_TOKEN_HEADER}\` to enter (it is spent by the entry); a buyer who has entered gets their entry back without one.`,
+      description: `One entry per buyer, from entriesOpenAt until entriesCloseAt, as Postgres's clock says (the entry's insert judges it) and while the draw is not made. A sale with \`challenge: pow\` needs a purchase token in \`${PURCHASE_TOKEN_HEADER}\` to enter (it is spent by the entry); a buyer who has entered gets their entry back without one.`,
       response: {
         200: entryViewSchema,
-        ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'not_a_draw', 'entries_not_open', 'entries_closed', ...refusalsAt('enter'),
+        ...errorResponses('invalid_id', 'unauthorized', 'sale_not_found', 'not_a_draw', 'entries_not_open', 'entries_closed', 'ended', ...refusalsAt('enter'),
           'purchase_token_required', 'invalid_purchase_token', 'purchase_token_used', 'unavailable'),
       },
     },
   }, async (req) => {
     const sale = await drawSale(saleCache, req.params.saleId);
     const now = Date.now();
-    if (now < sale.entriesOpenAt!.getTime()) throw new HttpError('entries_not_open', `Entries to this draw open at ${sale.entriesOpenAt!.toISOString()}.`);
-    if (now >= sale.entriesCloseAt!.getTime()) throw new HttpError('entries_closed', `Entries to this draw closed at ${sale.entriesCloseAt!.toISOString()}.`);
     rules.judgeSale('enter', rulesOf(sale), req.buyer);
     if (sale.challenge === 'pow' && !(await entryOf(pool, sale.id, req.buyer.id))) {
       const header = req.headers[PURCHASE_TOKEN_HEADER];
@@ -85,8 +90,11 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
       const spent = await redis.set(saleKeys(sale.id).tokenUsed(token.id), 'entry', 'PXAT', token.expiresAt + TOKEN_MARK_MARGIN_MS, 'NX');
       if (spent !== 'OK') throw new HttpError('purchase_token_used', 'This purchase token has been used already: solve a new challenge.');
     }
-    const row = await insertEntry(pool, sale.id, req.buyer.id, ticketOf(sale.id, req.buyer.id));
-    if (!row) throw new HttpError('entries_closed', 'Entries to this draw have closed: the draw has been made.');
+    // Whether entries are open is the insert's decision, by Postgres's clock (draw-queries.ts).
+    // A fresh secret per attempt; a buyer who had entered gets their entry back with its own.
+    const secret = newSecret();
+    const row = await insertEntry(pool, sale.id, req.buyer.id, ticketOf(sale.id, req.buyer.id, secret), secret);
+    if (typeof row === 'string') throw entryRefusal(sale, row);
     // The copy for counting (a crowd entering costs no count in Postgres); the draw reads Postgres
     // only, so losing it changes nothing but this count.
     const k = saleKeys(sale.id);

@@ -18,7 +18,7 @@ import { roomEvents } from './room-events.js';
 import { PURCHASE_TOKEN_HEADER } from './purchase.js';
 
 export const queueViewSchema = {
-  description: 'where the buyer stands', type: 'object', required: ['saleId', 'state', 'position', 'ahead', 'waiting', 'estimatedWaitSeconds'],
+  description: 'where the buyer stands', type: 'object', required: ['saleId', 'state', 'position', 'ahead', 'waiting', 'estimatedWaitSeconds', 'seed'],
   properties: {
     saleId: { type: 'string' },
     state: { type: 'string', enum: QUEUE_STATES, description: 'waiting (in line, or before the start: place drawn at the start), admitted (buy with `pass` before passExpiresAt), used (the pass bought), expired (the pass ran out unused), sold_out (nothing left now; admission resumes if units come back), ended' },
@@ -26,6 +26,7 @@ export const queueViewSchema = {
     ahead: { type: 'integer', nullable: true, description: 'people in line ahead' },
     waiting: { type: 'integer', description: 'people in line not yet admitted' },
     estimatedWaitSeconds: { type: 'integer', nullable: true, description: 'ahead / the sale\'s admission rate' },
+    seed: { type: 'string', nullable: true, description: 'once the room has opened (null before): the seed that ordered the pre-queue; each pre-queue place is the first 52 bits of sha1(seed + ":" + buyer) as a fraction, lowest first, and sha256(seed) is the sale\'s seedSha256' },
     pass: { type: 'string', description: `with admitted: send it as the \`${PURCHASE_TOKEN_HEADER}\` header of the purchase` },
     passExpiresAt: { type: 'string', format: 'date-time', description: 'with admitted: the pass buys until then' },
   },

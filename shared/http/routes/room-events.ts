@@ -23,7 +23,7 @@ export const roomEvents: FastifyPluginCallback<QueueDeps> = (app, deps, done) =>
   saleStreamRoute<RoomTick>(app, deps, {
     path: 'queue', kind: 'queue', channel: ADMISSION_CHANNEL, sale: queueSale, refusals: ['no_waiting_room', 'not_in_queue'],
     summary: 'The buyer\'s place in the waiting room as Server-Sent Events; the last event carries the pass',
-    data: 'the buyer\'s place: `data: {"saleId", "state", "position", "ahead", "waiting", "estimatedWaitSeconds", "pass"?, "passExpiresAt"?}`',
+    data: 'the buyer\'s place: `data: {"saleId", "state", "position", "ahead", "waiting", "estimatedWaitSeconds", "seed", "pass"?, "passExpiresAt"?}`',
     description: 'A state change comes at once, a new position at most once a second. The stream ends once the buyer is admitted (with the pass), used, expired or ended.',
   }, async (follow, sale, buyer, reply) => {
     // The place is known once the room is open; before that it is drawn at the opening.

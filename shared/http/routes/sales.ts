@@ -83,7 +83,7 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, auth
   app.post<SaleId>('/api/sales/:saleId/end', {
     preValidation: auth.admin, bodyLimit: 1024,
     schema: adminSaleSchema(
-      'End a sale now: no new purchases; pending orders stay payable until their deadline',
+      'End a sale now: no new purchases (a draw: no new entries, and every entrant without an order has lost); pending orders stay payable until their deadline',
       'Ending a sale that has ended already changes nothing and answers the sale as it is.',
       saleViewSchema,
     ),
