@@ -39,7 +39,7 @@ try {
     const solution = await solveChallenge({ challenge: challenge as Challenge, deriveKey });
     return Buffer.from(JSON.stringify({ challenge, solution })).toString('base64');
   };
-  const { token } = await challenges.exchange(sale, 'bench-buyer', await solved('bench-buyer'), 1);
+  const { token } = await challenges.exchange(sale, 'bench-buyer', await solved('bench-buyer'));
   // A solution earns one token, so each exchange takes a solution of its own, made ahead for a sale
   // of complexity 1: verifying costs the same at any complexity (one HMAC of the derived key).
   // Enough for the warm-up and every round at up to 10,000 exchanges a second.

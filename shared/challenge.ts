@@ -14,16 +14,22 @@ import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto
 import { createChallenge, verifySolution, type Challenge, type Payload } from 'altcha-lib';
 import { deriveKey } from 'altcha-lib/algorithms/sha';
 import { HttpError } from './errors.js';
-import { CHALLENGE_KEY, saleKeys } from './keys.js';
+import { CHALLENGE_KEY } from './keys.js';
 import type { RedisClient } from './redis/connect.js';
-import type { PurchaseGate } from './redis/sale-scripts.js';
-import { saleState, type Sale } from './sales.js';
+import { exchangeScript, type PurchaseGate } from './redis/sale-scripts.js';
+import type { Sale } from './sales.js';
 
 /** How long a challenge may take to solve, and how long a purchase token lasts. */
 export const CHALLENGE_SECONDS = 600;
 export const PURCHASE_TOKEN_SECONDS = 120;
 /** How long a process signs and checks with the key it last read from Redis. */
 export const KEY_REFRESH_MS = 2000;
+/**
+ * A challenge's expiry is judged by Redis's clock (exchange.lua), from the `exp` its signed data
+ * carries; altcha-lib also checks its own expiry by the API's clock, set this much later, so an API
+ * whose clock runs ahead by less refuses no live challenge.
+ */
+export const CHALLENGE_CLOCK_MARGIN_SECONDS = 120;
 
 /** What a checked token tells purchase.lua: which purchase token it is, or that it is an admission pass, and until when it is good (ms). */
 export type CheckedToken = Extract<PurchaseGate, { kind: 'token' | 'pass' }>;
@@ -64,23 +70,25 @@ export class Challenges {
    */
   async challenge(sale: Sale, userId: string, now = Date.now()): Promise<Challenge> {
     if (sale.challenge !== 'pow') throw new HttpError('no_challenge');
-    const key = await this.signingKey(now);
+    const [key, [s, us]] = await Promise.all([this.signingKey(now), this.redis.time()]);
+    // Its life is counted on Redis's clock, which exchange.lua judges it by.
+    const exp = Number(s) * 1000 + Math.floor(Number(us) / 1000) + CHALLENGE_SECONDS * 1000;
     return createChallenge({
       algorithm: 'SHA-256', cost: 1, deriveKey,
       counter: randomInt(0, 2 * sale.challengeComplexity),
-      expiresAt: Math.floor(now / 1000) + CHALLENGE_SECONDS,
-      data: { saleId: sale.id, userId },
+      expiresAt: Math.floor(now / 1000) + CHALLENGE_SECONDS + CHALLENGE_CLOCK_MARGIN_SECONDS,
+      data: { saleId: sale.id, userId, exp },
       hmacSignatureSecret: key, hmacKeySignatureSecret: key,
     });
   }
 
-  /** Checks a solved challenge (the widget's base64 payload) and, if the sale is open and the solution unused, answers a purchase token. */
-  async exchange(sale: Sale, userId: string, payload: string, available: number, now = Date.now()): Promise<{ token: string; expiresAt: string }> {
+  /**
+   * Checks a solved challenge (the widget's base64 payload) and, if the sale is open, the challenge
+   * live and the solution unused, answers a purchase token. Those three are judged by Redis's clock
+   * (exchange.lua), as the purchase is; `now` only paces the signing key's re-reads.
+   */
+  async exchange(sale: Sale, userId: string, payload: string, now = Date.now()): Promise<{ token: string; expiresAt: string }> {
     if (sale.challenge !== 'pow') throw new HttpError('no_challenge');
-    const state = saleState(sale, available, now);
-    // A waiting room and a draw take their joiners and entrants before the start.
-    if (state === 'upcoming' && sale.admission === 'first-come') throw new HttpError('not_started');
-    if (state === 'ended') throw new HttpError('ended');
     let solved: Payload;
     try {
       solved = JSON.parse(Buffer.from(payload, 'base64').toString('utf8')) as Payload;
@@ -88,17 +96,15 @@ export class Challenges {
       throw new HttpError('challenge_failed', 'The payload is not the widget\'s base64 JSON.');
     }
     const data = solved?.challenge?.parameters?.data;
-    if (data?.saleId !== sale.id || data?.userId !== userId || typeof solved.solution !== 'object') throw new HttpError('challenge_failed');
+    if (data?.saleId !== sale.id || data?.userId !== userId || typeof data?.exp !== 'number' || typeof solved.solution !== 'object') throw new HttpError('challenge_failed');
     const key = await this.signingKey(now);
     const result = await verifySolution({ challenge: solved.challenge, solution: solved.solution, deriveKey, hmacSignatureSecret: key, hmacKeySignatureSecret: key })
       .catch(() => ({ verified: false, expired: false }));
-    if (!result.verified) throw new HttpError('challenge_failed', result.expired ? 'The challenge has expired: fetch a new one.' : undefined);
-    // Verified, so the signature is the one we made, and our challenges always expire. Kept one
-    // second past the expiry: verifySolution compares whole seconds.
-    const { signature, parameters } = solved.challenge;
-    const spent = await this.redis.set(saleKeys(sale.id).challengeUsed(signature!), '1', 'PXAT', (parameters.expiresAt! + 1) * 1000, 'NX');
-    if (spent !== 'OK') throw new HttpError('challenge_failed', 'This challenge was already used for a purchase token: fetch a new one.');
-    const expiresAt = now + PURCHASE_TOKEN_SECONDS * 1000;
+    if (!result.verified) throw new HttpError('challenge_failed', result.expired ? CHALLENGE_EXPIRED : undefined);
+    // Verified, so the signature and `exp` are the ones we made.
+    const [code, redisNow] = await exchangeScript(this.redis, sale.id, solved.challenge.signature!, data.exp);
+    if (code !== 1) throw exchangeRefusal(code);
+    const expiresAt = redisNow + PURCHASE_TOKEN_SECONDS * 1000;
     const body = Buffer.from(JSON.stringify({ s: sale.id, u: userId, n: randomBytes(12).toString('base64url'), e: expiresAt })).toString('base64url');
     return { token: `${body}.${sign(key, body)}`, expiresAt: new Date(expiresAt).toISOString() };
   }
@@ -138,5 +144,18 @@ export class Challenges {
 }
 
 export const TOKEN_EXPIRED = 'The purchase token has expired: solve a new challenge.';
+const CHALLENGE_EXPIRED = 'The challenge has expired: fetch a new one.';
+
+/** What exchange.lua's refusal says to the buyer. */
+function exchangeRefusal(code: number): HttpError {
+  switch (code) {
+    case -1: return new HttpError('sale_not_found');
+    case -2: return new HttpError('not_started');
+    case -3: return new HttpError('ended');
+    case -9: return new HttpError('challenge_failed', 'This challenge was already used for a purchase token: fetch a new one.');
+    case -14: return new HttpError('challenge_failed', CHALLENGE_EXPIRED);
+    default: throw new Error(`exchange.lua answered ${code}`);
+  }
+}
 
 const sign = (key: string, body: string) => createHmac('sha256', key).update(body).digest('base64url');

@@ -1,5 +1,5 @@
 // One clock per decision: processes whose own clocks are wrong (libfaketime shifts them) still
-// judge a sale's window and an order's deadline by Redis's TIME. Each sale's times are placed
+// judge a sale's window, a challenge's expiry and an order's deadline by Redis's TIME. Each sale's times are placed
 // relative to that clock, minutes away from every edge, so how fast the machine runs changes
 // nothing.
 import assert from 'node:assert/strict';
@@ -7,12 +7,14 @@ import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { saleKeys } from '../shared/keys.js';
-import { purchaseScript } from '../shared/redis/sale-scripts.js';
+import { PURCHASE_TOKEN_SECONDS } from '../shared/challenge.js';
+import { exchangeScript, purchaseScript } from '../shared/redis/sale-scripts.js';
 import { freePort } from '../tools/local-stack.js';
 import { exited, ready, spawnCli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { newSale, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
+import { exchange, solvedPayload } from './support/pow.js';
 
 const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 const MINUTE = 60_000;
@@ -94,4 +96,34 @@ test('clock: a writer 10 min fast still sets each order\'s expiry key at its dea
     assert.equal(Number(await env.redis.zscore(k.deadlines, r.id)), Number(r.ms), `${r.id}: indexed by its deadline`);
     assert.equal(await env.redis.sismember(k.purchased, r.id), 0);
   }
+});
+
+test('clock: a challenge is exchanged by Redis\'s clock: an API 30 s fast refuses a sale not started by Redis, one 30 s slow gives a token for a sale open by Redis, the token lasting from Redis\'s now', async () => {
+  const [slowPort, fastPort] = [await freePort(), await freePort()];
+  await Promise.all([shifted('api', '-30s', { PORT: String(slowPort) }), shifted('api', '+30s', { PORT: String(fastPort) })]);
+  const now = await redisNow();
+  const pow = { challenge: 'pow', challengeComplexity: 1000, endsAt: iso(now + 30 * MINUTE) };
+  // By Redis: `open` opened 2 s ago (the slow API's clock says in 28 s), `upcoming` opens in 10 s (the fast API's says 20 s ago).
+  const open = await newSale(env, { ...pow, startsAt: iso(now - 2000) });
+  const upcoming = await newSale(env, { ...pow, startsAt: iso(now + 10_000) });
+  const early = await exchange(fastPort, upcoming, 'eve', await solvedPayload(fastPort, upcoming, 'eve'));
+  assert.equal(early.status, 403, JSON.stringify(early.body));
+  assert.equal(early.body.error, 'not_started');
+  const payload = await solvedPayload(slowPort, open, 'sam');
+  const before = await redisNow();
+  const t = await exchange(slowPort, open, 'sam', payload);
+  const after = await redisNow();
+  assert.equal(t.status, 200, JSON.stringify(t.body));
+  const expiresAt = Date.parse(t.body.expiresAt);
+  assert.ok(expiresAt >= before + PURCHASE_TOKEN_SECONDS * 1000 && expiresAt <= after + PURCHASE_TOKEN_SECONDS * 1000,
+    `the token expires ${PURCHASE_TOKEN_SECONDS} s after Redis's now (${before}..${after}), not the API's: ${expiresAt}`);
+});
+
+test('clock: exchange.lua refuses a challenge past its expiry by Redis\'s clock and spends a live one once', async () => {
+  const sale = await newSale(env, { challenge: 'pow', challengeComplexity: 1000 });
+  const now = await redisNow();
+  assert.equal((await exchangeScript(env.redis, sale.id, 'sig-old', now - 1))[0], -14, 'expired by Redis\'s clock');
+  assert.equal(await env.redis.exists(saleKeys(sale.id).challengeUsed('sig-old')), 0, 'an expired challenge is not spent');
+  assert.equal((await exchangeScript(env.redis, sale.id, 'sig-live', now + MINUTE))[0], 1);
+  assert.equal((await exchangeScript(env.redis, sale.id, 'sig-live', now + MINUTE))[0], -9, 'one solution, one token');
 });

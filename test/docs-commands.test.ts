@@ -60,8 +60,8 @@ after(async () => {
   await exited(dev);
 });
 
-/** A refund due: the demo sale's order paid with the wrong amount, by the provider's signed webhook. */
-async function refundDue(): Promise<string> {
+/** A refund due: the demo sale's order paid with the wrong amount, by the provider's signed webhook; its payment and its order. */
+async function refundDue(): Promise<{ paymentId: string; orderId: string }> {
   const { port, dataDir } = stack;
   const { paymentWebhookSecret } = JSON.parse(readFileSync(join(dataDir, 'secrets.json'), 'utf8')) as { paymentWebhookSecret: string };
   const { token } = (await http(port, 'POST', '/api/dev/token', { body: { userId: 'docs-buyer' } })).body as { token: string };
@@ -74,7 +74,7 @@ async function refundDue(): Promise<string> {
   const paid = await http(port, 'POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signPayload(paymentWebhookSecret, raw) } });
   assert.equal(paid.body.outcome, 'refund_due', JSON.stringify(paid.body));
   const refunds = await cli(undefined, ['refunds', '--json'], stack.vars);
-  return (JSON.parse(refunds.stdout) as { paymentId: string; orderId: string }[]).find((r) => r.orderId === orderId)!.paymentId;
+  return { paymentId: (JSON.parse(refunds.stdout) as { paymentId: string; orderId: string }[]).find((r) => r.orderId === orderId)!.paymentId, orderId };
 }
 
 /** A draw whose entries closed a minute ago: the stack's admission loop makes it at its next tick. */
@@ -88,7 +88,8 @@ async function drawnDraw(): Promise<string> {
 }
 
 test('docs: every command of README.md and docs/cli.md runs as written against a running local stack', async () => {
-  const placeholders: Record<string, string> = { '<id>': 'demo', '<drawSaleId>': await drawnDraw(), '<paymentId>': await refundDue() };
+  const refund = await refundDue();
+  const placeholders: Record<string, string> = { '<id>': 'demo', '<drawSaleId>': await drawnDraw(), '<paymentId>': refund.paymentId, '<orderId>': refund.orderId };
   const lines = DOCS.flatMap((file) => codeLines(file).map((line) => ({ file, line })));
   const commands = lines.filter(({ line }) => /^(npx )?flashsale /.test(line));
   for (const { file, line } of lines.filter((l) => !commands.includes(l))) assert.ok(line in NOT_RUN, `${file}: \`${line}\` is neither run nor listed in NOT_RUN`);

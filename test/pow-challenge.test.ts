@@ -35,7 +35,7 @@ describe('the work', () => {
     assert.ok(Math.abs(mean - COMPLEXITY) < 400, `mean counter ${mean}`);
 
     const payload = await solve(await challenges.challenge(sale, 'ann') as Challenge);
-    const { token } = await challenges.exchange(sale, 'ann', payload, 1);
+    const { token } = await challenges.exchange(sale, 'ann', payload);
     assert.deepEqual(Object.keys(await challenges.check(sale.id, 'ann', token)).sort(), ['expiresAt', 'id', 'kind']);
   });
 });
@@ -44,7 +44,7 @@ describe('the signing key', () => {
   /** A token earned from `by`, at `now`. */
   const earn = async (by: Challenges, user: string, now: number) => {
     const payload = await solve(await by.challenge(sale, user, now) as Challenge);
-    return (await by.exchange(sale, user, payload, 1, now)).token;
+    return (await by.exchange(sale, user, payload, now)).token;
   };
   const getCalls = async () => Number(/cmdstat_get:calls=(\d+)/.exec(await env.redis.info('commandstats'))?.[1] ?? 0);
 

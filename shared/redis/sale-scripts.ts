@@ -51,6 +51,12 @@ export async function endSaleScript(redis: RedisClient, saleId: string, endsAt: 
   return (await run(redis, 'end_sale', [saleKeys(saleId).meta], [endsAt])) as 1 | 0 | -1;
 }
 
+/** exchange.lua: spends a solved challenge (by its signature) if the sale's window and the challenge's expiry allow, by Redis's clock; {code, Redis's now}. */
+export async function exchangeScript(redis: RedisClient, saleId: string, signature: string, expiresAt: number): Promise<[number, number]> {
+  const k = saleKeys(saleId);
+  return (await run(redis, 'exchange', [k.meta, k.challengeUsed(signature)], [expiresAt, TOKEN_MARK_MARGIN_MS])) as [number, number];
+}
+
 /**
  * What the API checked for a purchase (shared/challenge.ts): a purchase token (a `pow` sale needs
  * one; it buys once), an admission pass (a `queue` sale needs one; it buys once, before it expires),

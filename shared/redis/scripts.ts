@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import type { RedisClient } from './connect.js';
 
 const SCRIPTS = [
-  'purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot', 'cancel', 'settle_sale', 'join_queue', 'admit', 'queue_status', 'lease',
+  'purchase', 'load_sale', 'end_sale', 'claim', 'ack', 'recover_writer', 'restore', 'touch_due', 'snapshot', 'cancel', 'settle_sale', 'join_queue', 'admit', 'queue_status', 'lease', 'exchange',
 ] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 /**
@@ -17,7 +17,7 @@ type ScriptName = (typeof SCRIPTS)[number];
  */
 const KEY_COUNTS: Record<ScriptName, number | null> = {
   purchase: 12, load_sale: 2, end_sale: 1, claim: 3, ack: null, recover_writer: 3, restore: null, touch_due: null, snapshot: null, cancel: 2, settle_sale: 13,
-  join_queue: 4, admit: 5, queue_status: 4, lease: 1,
+  join_queue: 4, admit: 5, queue_status: 4, lease: 1, exchange: 2,
 };
 /** The scripts whose key count goes first: a connection's `autoPipeliningIgnoredCommands`. */
 export const PER_CALL_KEYS = SCRIPTS.filter((name) => KEY_COUNTS[name] === null);

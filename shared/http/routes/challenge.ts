@@ -4,7 +4,6 @@ import type { FastifyPluginCallback } from 'fastify';
 import type { RedisClient } from '../../redis/connect.js';
 import type { Auth } from '../../auth.js';
 import { CHALLENGE_SECONDS, type Challenges, PURCHASE_TOKEN_SECONDS } from '../../challenge.js';
-import { saleView } from '../../sales.js';
 import { refusal } from '../plugins/errors.js';
 import { challengeLimit, type RateLimitSettings } from '../plugins/rate-limit.js';
 import type { SaleCache } from '../sale-cache.js';
@@ -45,9 +44,7 @@ export const challenge: FastifyPluginCallback<ChallengeDeps> = (app, { redis, au
       },
     },
   }, async (req) => {
-    const sale = await saleCache.get(req.params.saleId);
-    const { available } = await saleView(redis, sale);
-    return challenges.exchange(sale, req.buyer.id, req.body.payload, available);
+    return challenges.exchange(await saleCache.get(req.params.saleId), req.buyer.id, req.body.payload);
   });
   done();
 };
