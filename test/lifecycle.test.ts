@@ -187,9 +187,9 @@ test('Redis forms: exactly one of REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINEL
 
 test('one-shot commands: bad input exits 2, an unusable dependency 1', async () => {
   const servers = { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl };
-  const invalid = await run(['sale', 'create', '--name', 'x', '--stock', '0'], servers);
+  const invalid = await run(['sale', 'create', '--name', 'x', '--stock', '0', '--price', '100', '--currency', 'EUR'], servers);
   assert.equal(invalid.code, 2, invalid.out);
-  assert.match(invalid.out, /stock must be an integer/);
+  assert.match(invalid.out, /^flashsale: --stock must be an integer/m);
   const missing = await run(['sale', 'status', 'no-such-sale'], servers);
   assert.equal(missing.code, 2, missing.out);
   assert.match(missing.out, /No sale with id "no-such-sale"/);
