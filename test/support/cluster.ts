@@ -47,7 +47,8 @@ export class Cluster {
     child.once('exit', (code, signal) => {
       if (proc.expectExit) return;
       // With the process's last fatal or error lines: the log goes with the test's data directory.
-      const last = readFileSync(join(this.logDir, `${name}.log`), 'utf8').split('\n').filter((l) => /"level":(50|60)/.test(l)).slice(-3);
+      // Lines that are not JSON are what Node printed itself (an uncaught exception's stack).
+      const last = readFileSync(join(this.logDir, `${name}.log`), 'utf8').split('\n').filter((l) => /"level":(50|60)/.test(l) || (l.trim() !== '' && !l.startsWith('{'))).slice(-12);
       this.unexpectedExits.push(`${name} (pid ${child.pid}) exited by itself: code ${code}, signal ${signal}${last.length ? `; last errors:\n${last.join('\n')}` : ''}`);
     });
     await ready(child, `${name} (log: ${this.logDir}/${name}.log)`);
