@@ -42,7 +42,7 @@ export async function insertPayment(client: PoolClient, p: NewPayment): Promise<
   return res.rowCount === 1;
 }
 
-export async function findPayment(pool: Pool, id: string): Promise<RecordedPayment | undefined> {
+export async function findPayment(pool: Pool | PoolClient, id: string): Promise<RecordedPayment | undefined> {
   const res = await pool.query<{ id: string; order_id: string; outcome: PaymentOutcome; reason: RefundReason | null; raw: Buffer }>(
     'select id, order_id, outcome, reason, raw from payments where id = $1', [id],
   );

@@ -133,8 +133,9 @@ async function applyPayment({ pool, redis }: PaymentDeps, event: SucceededEvent,
         if (!order) return undefined;
         let reason = await refusalOf(client, order, event);
         if (!reason && !(await markPaid(client, order.id, order.user_id))) reason = 'order_expired';
-        // Decided on the locked row, so a payment or close racing this one is seen.
-        if (reason && chargedOnly) throw new NotCharged(reason);
+        // Decided on the locked row, so a payment or close racing this one is seen. The same event
+        // committed while this one waited for the row (a second click) is a redelivery, not a refusal.
+        if (reason && chargedOnly) throw (await findPayment(client, id)) ? new Redelivered() : new NotCharged(reason);
         const outcome: PaymentOutcome = reason ? 'refund_due' : 'applied';
         const row = { id, orderId: order.id, outcome, reason, amount: event.amount, currency: event.currency, raw };
         if (!(await insertPayment(client, row))) throw new Redelivered();
