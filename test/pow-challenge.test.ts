@@ -6,7 +6,7 @@ import type { Challenge } from 'altcha-lib';
 import { Challenges, KEY_REFRESH_MS } from '../shared/challenge.js';
 import { CHALLENGE_KEY } from '../shared/keys.js';
 import { duplicateRedis } from '../shared/redis/connect.js';
-import { parseSaleInput } from '../shared/sales.js';
+import { loadSaleIntoRedis, parseSaleInput } from '../shared/sales.js';
 import { SALE_PRICE } from './support/fixtures.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { counterOf, solve } from './support/pow.js';
@@ -14,6 +14,8 @@ import { counterOf, solve } from './support/pow.js';
 let env: TestEnv;
 before(async () => {
   env = await testEnv();
+  // The exchange judges the sale's window in Redis (exchange.lua).
+  await loadSaleIntoRedis(env.redis, sale);
 });
 after(() => env?.close());
 

@@ -103,13 +103,17 @@ export function hintSubscriber(redis: RedisClient, logger: Logger, what: string)
   return subscriber;
 }
 
-/** Another connection to the same Redis (a subscriber), with `options` on top. */
+/** Another connection to the same Redis (a subscriber), with `options` on top and our scripts defined. */
 export function duplicateRedis(redis: RedisClient, options: RedisOptions = {}): RedisClient {
+  // ioredis's duplicate() leaves out the commands defineCommand made: our scripts are defined again.
   if (redis instanceof Cluster) {
     const { enableOfflineQueue = redis.options.enableOfflineQueue } = options;
-    return redis.duplicate([], { enableOfflineQueue, redisOptions: { ...redis.options.redisOptions, ...options } });
+    const copy = redis.duplicate([], { enableOfflineQueue, redisOptions: { ...redis.options.redisOptions, ...options } });
+    defineScripts(copy);
+    return copy;
   }
   const copy = redis.duplicate(options);
+  defineScripts(copy);
   return copy.options.sentinels ? reviveOnEnd(copy) : copy;
 }
 
