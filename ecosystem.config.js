@@ -15,7 +15,7 @@ const env = {
   NODE_ENV: 'production',
   LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
   // In the local mode the servers have random passwords (<data dir>/secrets.json): an app given no
-  // URL builds it from that file and the ports below (shared/config.ts withLocalSecrets).
+  // URL builds it from that file and the ports below (shared/config/index.ts withLocalSecrets).
   ...given('DATABASE_URL', 'REDIS_URL'),
   LOCAL_PG_PORT: pgPort,
   LOCAL_REDIS_PORT: redisPort,
@@ -26,13 +26,13 @@ const env = {
   HOST: process.env.HOST ?? '127.0.0.1',
   PORT: process.env.PORT ?? '3000',
   REPLAY_INTERVAL_SECONDS: process.env.REPLAY_INTERVAL_SECONDS ?? '5',
-  // The ops ports stay on loopback (shared/config.ts OPS_HOST) whatever HOST the API takes: a
+  // The ops ports stay on loopback (shared/config/index.ts OPS_HOST) whatever HOST the API takes: a
   // Prometheus on this host scrapes 127.0.0.1 (deploy/prometheus/prometheus.yml).
   ...given('OPS_HOST'),
 };
 
 const opsPortBase = Number(process.env.OPS_PORT_BASE ?? 9100);
-/** The API's instances take OPS_PORT_BASE + 10, + 11, ... (shared/config.ts adds NODE_APP_INSTANCE). */
+/** The API's instances take OPS_PORT_BASE + 10, + 11, ... (shared/config/index.ts adds NODE_APP_INSTANCE). */
 const API_OPS_OFFSET = 10;
 
 const daemon = (name, args, opsOffset, extra = {}) => ({

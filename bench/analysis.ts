@@ -44,7 +44,7 @@ function purchaseNotes(r: BenchResults): string[] {
     '  script calls during such a crowd on a loaded machine, every process\'s: 34,116 before, 5,271 after; API',
     '  allocations per answer 20.5 to 12.0 KB). Now one request asks Redis while the others are still answered from',
     '  memory, and its answer decides; stock that comes back still clears the memory at once.',
-    '- The latency histogram\'s series are bound once per route, method and status (`shared/bound-histogram.ts`, the',
+    '- The latency histogram\'s series are bound once per route, method and status (`shared/runtime/bound-histogram.ts`, the',
     '  same text as prom-client\'s), and purchase outcomes are tallies added to their counter when it is read:',
     '  prom-client hashed and checked the labels and made a closure on every request (4-5% of the API\'s CPU).',
     '- A body with one colon cannot repeat a key: the duplicate-key scan is skipped for it.',

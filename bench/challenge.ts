@@ -1,4 +1,4 @@
-// What the proof-of-work defence (shared/challenge.ts) costs: on the purchase path, the purchase
+// What the proof-of-work defence (shared/purchase/challenge.ts) costs: on the purchase path, the purchase
 // token's check (one HMAC, every purchase of a `pow` sale); once per purchase, issuing a challenge
 // and exchanging its solution for a token (one SET NX in Redis); and on the buyer's side, solving a challenge of the default
 // complexity (altcha-lib's solver in Node, one thread: the widget runs the same hashes in Web
@@ -13,10 +13,10 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { solveChallenge, type Challenge } from 'altcha-lib';
 import { deriveKey } from 'altcha-lib/algorithms/sha';
-import { Challenges } from '../shared/challenge.js';
+import { Challenges } from '../shared/purchase/challenge.js';
 import { createRedis } from '../shared/redis/connect.js';
-import { DEFAULT_COMPLEXITY } from '../shared/sale-definition.js';
-import { parseSaleInput } from '../shared/sales.js';
+import { DEFAULT_COMPLEXITY } from '../shared/sales/definition.js';
+import { parseSaleInput } from '../shared/sales/sale.js';
 import { BENCH_PRICE } from './harness.js';
 import { startRedis } from '../tools/local-stack.js';
 import { challengeTable, type ChallengeResults } from './document.js';

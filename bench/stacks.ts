@@ -4,9 +4,9 @@
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
-import { createSale, parseSaleInput } from '../shared/sales.js';
-import { saleKeys } from '../shared/keys.js';
-import type { Pool } from '../shared/db.js';
+import { createSale, parseSaleInput } from '../shared/sales/sale.js';
+import { saleKeys } from '../shared/redis/keys.js';
+import type { Pool } from '../shared/runtime/db.js';
 import { PURCHASE_QUEUE } from './baselines/common.js';
 import { ROWLOCK_SCHEMA } from './baselines/rowlock-tx.js';
 import { BENCH_PRICE, Cleanup, cli, freePortBase, freePort, freshDatabase, freshRedis, spawnNode, tsScript, until, type BenchPostgres, type BenchRedis, type Proc } from './harness.js';

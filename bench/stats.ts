@@ -2,7 +2,7 @@
 // close rates, and the Redis counters that explain them.
 import { loadavg } from 'node:os';
 import type { Redis } from 'ioredis';
-import type { Pool } from '../shared/db.js';
+import type { Pool } from '../shared/runtime/db.js';
 
 export interface OrderTiming {
   expiresMs: number;

@@ -3,11 +3,11 @@
 // each as its own process, on fresh servers each.
 import { loadavg } from 'node:os';
 import type { Redis } from 'ioredis';
-import { newOrderId } from '../shared/ids.js';
-import { saleKeys, SALES_REGISTRY } from '../shared/keys.js';
-import { purchaseScript } from '../shared/redis/sale-scripts.js';
-import { createSale, parseSaleInput } from '../shared/sales.js';
-import type { Pool } from '../shared/db.js';
+import { newOrderId } from '../shared/runtime/ids.js';
+import { saleKeys, SALES_REGISTRY } from '../shared/redis/keys.js';
+import { purchaseScript } from '../shared/sales/scripts.js';
+import { createSale, parseSaleInput } from '../shared/sales/sale.js';
+import type { Pool } from '../shared/runtime/db.js';
 import { BENCH_PRICE, Cleanup, cli, freshDatabase, freshRedis, progress, spawnNode, tsScript, until, type BenchPostgres } from './harness.js';
 import { Monitor, type ProcCost } from './procstat.js';
 

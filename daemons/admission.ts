@@ -1,11 +1,11 @@
-// The admission loop as a process: waiting rooms' passes (and draws', see shared/admission.ts).
-import type { Config } from '../shared/config.js';
-import { closeAll, type Stoppable } from '../shared/daemon.js';
-import { AdmissionLoop } from '../shared/admission.js';
-import type { Logger } from '../shared/logger.js';
-import { migrate } from '../shared/migrate.js';
-import { startOpsServer } from '../shared/ops-server.js';
-import { connect } from '../shared/services.js';
+// The admission loop as a process: waiting rooms' passes (and draws', see shared/admission/loop.ts).
+import type { Config } from '../shared/config/index.js';
+import { closeAll, type Stoppable } from '../shared/runtime/daemon.js';
+import { AdmissionLoop } from '../shared/admission/loop.js';
+import type { Logger } from '../shared/runtime/logger.js';
+import { migrate } from '../shared/runtime/migrate.js';
+import { startOpsServer } from '../shared/runtime/ops-server.js';
+import { connect } from '../shared/runtime/services.js';
 
 export async function startAdmission(config: Config, logger: Logger): Promise<Stoppable & { loop: AdmissionLoop }> {
   const log = logger.child({ daemon: 'admission' });

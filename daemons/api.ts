@@ -1,14 +1,14 @@
 // The HTTP purchase endpoint as a process.
-import { requireSecrets, type Config } from '../shared/config.js';
-import { closeAll, type Stoppable } from '../shared/daemon.js';
+import { requireSecrets, type Config } from '../shared/config/index.js';
+import { closeAll, type Stoppable } from '../shared/runtime/daemon.js';
 import { buildApp } from '../shared/http/app.js';
-import { STOCK_CHANNEL } from '../shared/keys.js';
-import type { Logger } from '../shared/logger.js';
-import { migrate } from '../shared/migrate.js';
-import { startOpsServer } from '../shared/ops-server.js';
-import { Purchaser } from '../shared/purchase.js';
+import { STOCK_CHANNEL } from '../shared/redis/keys.js';
+import type { Logger } from '../shared/runtime/logger.js';
+import { migrate } from '../shared/runtime/migrate.js';
+import { startOpsServer } from '../shared/runtime/ops-server.js';
+import { Purchaser } from '../shared/purchase/purchaser.js';
 import { hintSubscriber, quitRedis } from '../shared/redis/connect.js';
-import { connect } from '../shared/services.js';
+import { connect } from '../shared/runtime/services.js';
 
 const LISTEN_BACKLOG = 4096;
 

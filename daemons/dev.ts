@@ -1,11 +1,11 @@
 // The local stack: embedded Postgres and a redis-server child (unless DATABASE_URL / REDIS_URL
 // point elsewhere), a demo sale, and every daemon in this one process.
-import { redisConfigured, type Config } from '../shared/config.js';
-import { closeAll, type Stoppable } from '../shared/daemon.js';
-import type { Logger } from '../shared/logger.js';
-import { createSale, getSale, parseSaleInput } from '../shared/sales.js';
-import { connect } from '../shared/services.js';
-import { migrate } from '../shared/migrate.js';
+import { redisConfigured, type Config } from '../shared/config/index.js';
+import { closeAll, type Stoppable } from '../shared/runtime/daemon.js';
+import type { Logger } from '../shared/runtime/logger.js';
+import { createSale, getSale, parseSaleInput } from '../shared/sales/sale.js';
+import { connect } from '../shared/runtime/services.js';
+import { migrate } from '../shared/runtime/migrate.js';
 import { startAdmission } from './admission.js';
 import { startApi } from './api.js';
 import { startExpiryListener } from './expiry-listener.js';
@@ -21,7 +21,7 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
   const stops: [string, () => Promise<unknown>][] = [];
   const stopAll = () => closeAll(logger, stops.slice().reverse());
   try {
-    // Secrets: random ones generated once under the data dir (shared/config.ts withLocalSecrets).
+    // Secrets: random ones generated once under the data dir (shared/config/index.ts withLocalSecrets).
     // DIRECT_PAY: the demo page pays through the webhook path, signed with the local secret.
     const config: Config = { ...base, development: true, directPay: true };
     // Imported here only: the embedded Postgres package is needed by the local stack alone.

@@ -1,11 +1,11 @@
 // Daemon two as a process.
-import type { Config } from '../shared/config.js';
-import { closeAll, type Stoppable } from '../shared/daemon.js';
-import { ExpiryListener } from '../shared/listener.js';
-import type { Logger } from '../shared/logger.js';
-import { migrate } from '../shared/migrate.js';
-import { startOpsServer } from '../shared/ops-server.js';
-import { connect } from '../shared/services.js';
+import type { Config } from '../shared/config/index.js';
+import { closeAll, type Stoppable } from '../shared/runtime/daemon.js';
+import { ExpiryListener } from '../shared/pipeline/listener.js';
+import type { Logger } from '../shared/runtime/logger.js';
+import { migrate } from '../shared/runtime/migrate.js';
+import { startOpsServer } from '../shared/runtime/ops-server.js';
+import { connect } from '../shared/runtime/services.js';
 
 export async function startExpiryListener(config: Config, logger: Logger): Promise<Stoppable & { listener: ExpiryListener }> {
   const log = logger.child({ daemon: 'expiry-listener' });

@@ -3,13 +3,13 @@
 // acknowledgement. Each id leases and holds its batch as a writer process of its own would: a
 // restart under the same WRITER_ID takes each batch back, and a slot that is gone (the concurrency
 // was lowered) is re-driven once its lease runs out.
-import type { Config } from '../shared/config.js';
-import { closeAll, type Stoppable } from '../shared/daemon.js';
-import type { Logger } from '../shared/logger.js';
-import { migrate } from '../shared/migrate.js';
-import { startOpsServer } from '../shared/ops-server.js';
-import { connect } from '../shared/services.js';
-import { OrderWriter } from '../shared/writer.js';
+import type { Config } from '../shared/config/index.js';
+import { closeAll, type Stoppable } from '../shared/runtime/daemon.js';
+import type { Logger } from '../shared/runtime/logger.js';
+import { migrate } from '../shared/runtime/migrate.js';
+import { startOpsServer } from '../shared/runtime/ops-server.js';
+import { connect } from '../shared/runtime/services.js';
+import { OrderWriter } from '../shared/pipeline/writer.js';
 
 /** Slot 0 keeps WRITER_ID itself, so a writer run with WRITER_CONCURRENCY=1 is what it always was. */
 export const slotWriterId = (writerId: string, slot: number) => (slot === 0 ? writerId : `${writerId}/${slot}`);

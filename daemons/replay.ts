@@ -1,11 +1,11 @@
 // The cron replay as a process (or one pass with --once).
-import type { Config } from '../shared/config.js';
-import { closeAll, type Stoppable } from '../shared/daemon.js';
-import type { Logger } from '../shared/logger.js';
-import { migrate } from '../shared/migrate.js';
-import { startOpsServer } from '../shared/ops-server.js';
-import { Replay, replayOnce, type ReplayReport } from '../shared/replay.js';
-import { connect } from '../shared/services.js';
+import type { Config } from '../shared/config/index.js';
+import { closeAll, type Stoppable } from '../shared/runtime/daemon.js';
+import type { Logger } from '../shared/runtime/logger.js';
+import { migrate } from '../shared/runtime/migrate.js';
+import { startOpsServer } from '../shared/runtime/ops-server.js';
+import { Replay, replayOnce, type ReplayReport } from '../shared/pipeline/replay.js';
+import { connect } from '../shared/runtime/services.js';
 
 export async function startReplay(config: Config, logger: Logger): Promise<Stoppable> {
   const log = logger.child({ daemon: 'replay' });

@@ -1,7 +1,7 @@
 // Local Postgres and Redis for the PM2 ecosystem on a machine without its own servers.
-import { localSecrets, localSecretsFile, type Config } from '../shared/config.js';
-import type { Stoppable } from '../shared/daemon.js';
-import type { Logger } from '../shared/logger.js';
+import { localSecrets, localSecretsFile, type Config } from '../shared/config/index.js';
+import type { Stoppable } from '../shared/runtime/daemon.js';
+import type { Logger } from '../shared/runtime/logger.js';
 
 export async function startServers(config: Config, logger: Logger): Promise<Stoppable> {
   // Imported here only: the embedded Postgres package is needed by the local stack alone.

@@ -2,10 +2,10 @@
 // live in Redis. A Postgres outage must not stop it handing out passes for the sales it knows.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { AdmissionLoop, SALES_REFRESH_MS } from '../shared/admission.js';
-import { delay } from '../shared/daemon.js';
-import { saleKeys } from '../shared/keys.js';
-import { joinQueue, Phase } from '../shared/room.js';
+import { AdmissionLoop, SALES_REFRESH_MS } from '../shared/admission/loop.js';
+import { delay } from '../shared/runtime/daemon.js';
+import { saleKeys } from '../shared/redis/keys.js';
+import { joinQueue, Phase } from '../shared/admission/room/room.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { newSale } from './support/fixtures.js';
 

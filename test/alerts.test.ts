@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { registry } from '../shared/metrics.js';
+import { registry } from '../shared/runtime/metrics.js';
 import { DEPLOY, promtool } from './support/prometheus.js';
 
 const read = (path: string) => readFileSync(join(DEPLOY, path), 'utf8');
@@ -48,7 +48,7 @@ test('alerts: each has an expression, a for, a severity, a summary and a runbook
   }
 });
 
-test('alerts and the Grafana board name only series shared/metrics.ts exports', async () => {
+test('alerts and the Grafana board name only series shared/runtime/metrics.ts exports', async () => {
   const known = exported();
   for (const name of new Set(seriesIn(read('prometheus/alerts.yml')))) assert.ok(known.has(name), `alerts.yml: ${name} is exported`);
 

@@ -4,9 +4,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Challenge } from 'altcha-lib';
-import { Challenges, PURCHASE_TOKEN_SECONDS } from '../shared/challenge.js';
-import { saleKeys } from '../shared/keys.js';
-import type { Sale } from '../shared/sales.js';
+import { Challenges, PURCHASE_TOKEN_SECONDS } from '../shared/purchase/challenge.js';
+import { saleKeys } from '../shared/redis/keys.js';
+import type { Sale } from '../shared/sales/sale.js';
 import { type TestEnv } from './support/env.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
 import { buyCount, newSale } from './support/fixtures.js';

@@ -1,10 +1,10 @@
 // The flashsale CLI as an operator types it.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { saleKeys } from '../shared/keys.js';
-import { numberFromText } from '../shared/number-text.js';
-import { parseSaleInput } from '../shared/sale-input.js';
-import { purchaseScript } from '../shared/redis/sale-scripts.js';
+import { saleKeys } from '../shared/redis/keys.js';
+import { numberFromText } from '../shared/runtime/number-text.js';
+import { parseSaleInput } from '../shared/sales/input.js';
+import { purchaseScript } from '../shared/sales/scripts.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { newSale } from './support/fixtures.js';

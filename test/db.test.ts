@@ -3,8 +3,8 @@
 // not crash with an unhandled 'error' event, and the next query fails as `unavailable`.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { withClient, withTransaction } from '../shared/db.js';
-import { classify } from '../shared/errors.js';
+import { withClient, withTransaction } from '../shared/runtime/db.js';
+import { classify } from '../shared/runtime/errors.js';
 import { testEnv, type TestEnv } from './support/env.js';
 
 let env: TestEnv;

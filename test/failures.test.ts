@@ -1,4 +1,4 @@
-// A service that gives up on its own (a bug that kept failing: see Retries in shared/daemon.ts)
+// A service that gives up on its own (a bug that kept failing: see Retries in shared/runtime/daemon.ts)
 // ends its process through the same lifecycle as a signal: stopped cleanly, then exit 1, so a
 // supervisor restarts it where an operator sees it.
 import assert from 'node:assert/strict';
@@ -9,8 +9,8 @@ import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { runNode, type RunResult } from './support/cli.js';
 
-const daemon = pathToFileURL(join(process.cwd(), 'shared/daemon.ts')).href;
-const logger = pathToFileURL(join(process.cwd(), 'shared/logger.ts')).href;
+const daemon = pathToFileURL(join(process.cwd(), 'shared/runtime/daemon.ts')).href;
+const logger = pathToFileURL(join(process.cwd(), 'shared/runtime/logger.ts')).href;
 
 /** Runs a service under runUntilSignal in a process of its own; returns its exit code and output. */
 function runService(body: string): Promise<RunResult> {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
 import { formatReport, runLoadtest } from '../tools/loadtest.js';
-import { OrderWriter } from '../shared/writer.js';
+import { OrderWriter } from '../shared/pipeline/writer.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { ADMIN_TOKEN, JWT_SECRET } from './support/tokens.js';

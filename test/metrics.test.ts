@@ -3,10 +3,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
-import { ExpiryListener } from '../shared/listener.js';
+import { ExpiryListener } from '../shared/pipeline/listener.js';
 import { runLoadtest } from '../tools/loadtest.js';
-import { replayOnce } from '../shared/replay.js';
-import { OrderWriter } from '../shared/writer.js';
+import { replayOnce } from '../shared/pipeline/replay.js';
+import { OrderWriter } from '../shared/pipeline/writer.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
@@ -86,7 +86,7 @@ test('/metrics after a load test with payments and expiry shows real values for 
 
 test('the request latency histogram (series bound once) writes the same text as prom-client\'s Histogram for the same observations', async () => {
   const { Histogram, Registry } = await import('prom-client');
-  const { BoundHistogram } = await import('../shared/bound-histogram.js');
+  const { BoundHistogram } = await import('../shared/runtime/bound-histogram.js');
   const buckets = [0.001, 0.01, 0.1, 1];
   const [ours, theirs] = [new Registry(), new Registry()];
   const bound = new BoundHistogram('latency_seconds', 'help', ['route', 'status'], buckets, ours);

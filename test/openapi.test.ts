@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../shared/http/app.js';
-import { Purchaser } from '../shared/purchase.js';
+import { Purchaser } from '../shared/purchase/purchaser.js';
 import { testEnv, type TestEnv } from './support/env.js';
 
 let env: TestEnv;

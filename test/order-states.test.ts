@@ -1,10 +1,10 @@
-// shared/order-states.ts is the one home of an order's states: the schema Postgres holds must say
+// shared/orders/states.ts is the one home of an order's states: the schema Postgres holds must say
 // the same (a state added there without its migration fails here), and each conditional write
 // must move an order exactly along its transition, from no other state.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { cancelPending, closeDue, markPaid } from '../shared/order-queries.js';
-import { allows, ORDER_STATES, RESTORING, STATE_RULES, TRANSITIONS, type OrderAction, type OrderState } from '../shared/order-states.js';
+import { cancelPending, closeDue, markPaid } from '../shared/orders/queries.js';
+import { allows, ORDER_STATES, RESTORING, STATE_RULES, TRANSITIONS, type OrderAction, type OrderState } from '../shared/orders/states.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { newSale } from './support/fixtures.js';
 

@@ -4,10 +4,10 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { createPool, type Pool } from '../shared/db.js';
-import { HttpError } from '../shared/errors.js';
-import { migrate } from '../shared/migrate.js';
-import { receivePayment } from '../shared/payments.js';
+import { createPool, type Pool } from '../shared/runtime/db.js';
+import { HttpError } from '../shared/runtime/errors.js';
+import { migrate } from '../shared/runtime/migrate.js';
+import { receivePayment } from '../shared/payments/decide.js';
 import { recordedId } from '../shared/payments/provider.js';
 import { PAYMENT_SUCCEEDED, SignedWebhook } from '../shared/payments/signed-webhook.js';
 import { testEnv, type TestEnv } from './support/env.js';

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { signPayload } from '../shared/payments/signed-webhook.js';
-import { reconcile } from '../shared/reconcile.js';
+import { reconcile } from '../shared/checks/reconcile.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { runConcurrently, waitFor } from './support/fixtures.js';
 import { http, type Reply } from './support/http.js';

@@ -3,10 +3,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Challenge } from 'altcha-lib';
-import { Challenges, KEY_REFRESH_MS } from '../shared/challenge.js';
-import { CHALLENGE_KEY } from '../shared/keys.js';
+import { Challenges, KEY_REFRESH_MS } from '../shared/purchase/challenge.js';
+import { CHALLENGE_KEY } from '../shared/redis/keys.js';
 import { duplicateRedis } from '../shared/redis/connect.js';
-import { loadSaleIntoRedis, parseSaleInput } from '../shared/sales.js';
+import { loadSaleIntoRedis, parseSaleInput } from '../shared/sales/sale.js';
 import { SALE_PRICE } from './support/fixtures.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { counterOf, solve } from './support/pow.js';

@@ -5,12 +5,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Challenge } from 'altcha-lib';
-import { Challenges } from '../shared/challenge.js';
-import { saleKeys } from '../shared/keys.js';
-import { newOrderId } from '../shared/ids.js';
-import { purchaseScript, TOKEN_MARK_MARGIN_MS } from '../shared/redis/sale-scripts.js';
-import type { Sale } from '../shared/sales.js';
-import { Refusal } from '../shared/purchase.js';
+import { Challenges } from '../shared/purchase/challenge.js';
+import { saleKeys } from '../shared/redis/keys.js';
+import { newOrderId } from '../shared/runtime/ids.js';
+import { purchaseScript, TOKEN_MARK_MARGIN_MS } from '../shared/sales/scripts.js';
+import type { Sale } from '../shared/sales/sale.js';
+import { Refusal } from '../shared/purchase/purchaser.js';
 import { type TestEnv } from './support/env.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
 import { buyCount, countBy, newSale } from './support/fixtures.js';

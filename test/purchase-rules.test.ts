@@ -1,15 +1,15 @@
-// Purchase rules (shared/purchase-rules/): a sale's rules judged by the API at each door, here the
+// Purchase rules (shared/purchase/rules/): a sale's rules judged by the API at each door, here the
 // `buyers: verified-email` rule, which reads the buyer's token claims, through the real app.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
-import type { Config } from '../shared/config.js';
+import type { Config } from '../shared/config/index.js';
 import { buildApp } from '../shared/http/app.js';
-import { signJwt } from '../shared/jwt.js';
-import { saleKeys } from '../shared/keys.js';
-import { Purchaser } from '../shared/purchase.js';
-import { refusalsAt, RULES } from '../shared/purchase-rules/sale-rules.js';
-import type { Sale } from '../shared/sales.js';
+import { signJwt } from '../shared/buyers/jwt.js';
+import { saleKeys } from '../shared/redis/keys.js';
+import { Purchaser } from '../shared/purchase/purchaser.js';
+import { refusalsAt, RULES } from '../shared/purchase/rules/sale-rules.js';
+import type { Sale } from '../shared/sales/sale.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { HOUR, newSale, openDraw } from './support/fixtures.js';

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
 import { DEMO_SALE } from '../daemons/dev.js';
-import { saleKeys } from '../shared/keys.js';
-import { Purchaser } from '../shared/purchase.js';
-import { parseSaleInput } from '../shared/sales.js';
+import { saleKeys } from '../shared/redis/keys.js';
+import { Purchaser } from '../shared/purchase/purchaser.js';
+import { parseSaleInput } from '../shared/sales/sale.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { countBy, newSale, runConcurrently } from './support/fixtures.js';
 import { http, rawRequest } from './support/http.js';
@@ -133,7 +133,7 @@ describe('purchase', () => {
     assert.equal((await buy(sale.id, 'a')).status, 202);
     assert.equal((await buy(sale.id, 'b')).body.error, 'sold_out');
     // Put a unit back as the restore path does; the API hears it on the stock channel.
-    const { restoreStock } = await import('../shared/redis/order-scripts.js');
+    const { restoreStock } = await import('../shared/orders/scripts.js');
     const [entry] = await env.redis.lrange(saleKeys(sale.id).winners, 0, 0);
     const orderId = entry!.split('|')[0]!;
     assert.equal(await restoreStock(env.redis, { saleId: sale.id, orderId, userId: 'a', qty: 1 }), true);

@@ -6,12 +6,12 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { AdmissionLoop, LEASE_MS } from '../shared/admission.js';
+import { AdmissionLoop, LEASE_MS } from '../shared/admission/loop.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/purchase.js';
-import { ADMISSION_LEASE, saleKeys } from '../shared/keys.js';
-import { metrics } from '../shared/metrics.js';
-import { Phase } from '../shared/room.js';
-import { getSale, type Sale } from '../shared/sales.js';
+import { ADMISSION_LEASE, saleKeys } from '../shared/redis/keys.js';
+import { metrics } from '../shared/runtime/metrics.js';
+import { Phase } from '../shared/admission/room/room.js';
+import { getSale, type Sale } from '../shared/sales/sale.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
 import type { TestEnv } from './support/env.js';
 import { newSale, waitFor } from './support/fixtures.js';
@@ -274,6 +274,6 @@ function place(seed: string, buyer: string): number {
 
 /** A pass as the API signs one (for the expiry case): through the API's own Challenges. */
 async function passFor(s: Sale, user: string, expiresAt: number): Promise<string> {
-  const { Challenges } = await import('../shared/challenge.js');
+  const { Challenges } = await import('../shared/purchase/challenge.js');
   return new Challenges(env.redis).pass(s.id, user, expiresAt, Date.now() - 10);
 }

@@ -4,9 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
-import type { Config } from '../shared/config.js';
-import { delay } from '../shared/daemon.js';
-import { rateLimitPrefix, saleKeys } from '../shared/keys.js';
+import type { Config } from '../shared/config/index.js';
+import { delay } from '../shared/runtime/daemon.js';
+import { rateLimitPrefix, saleKeys } from '../shared/redis/keys.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { countBy, newSale, runConcurrently } from './support/fixtures.js';
 import { http, outcome, type Reply } from './support/http.js';

@@ -1,7 +1,7 @@
 // REDIS_MIN_REPLICAS_ACK on one server. A master with a replica online confirms every write before
 // it counts: a restore the replica has not acknowledged is not recorded, and the listener runs it
 // again once it has (a failover could still lose it). A master without a replica online is in the
-// degraded mode (shared/replica-watch.ts): its purchases are answered 503 reserving nothing, and
+// degraded mode (shared/redis/replica-watch.ts): its purchases are answered 503 reserving nothing, and
 // what it already holds is written to Postgres unconfirmed, since waiting could not help.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -10,15 +10,15 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Redis } from 'ioredis';
 import { startApi } from '../daemons/api.js';
-import { HttpError } from '../shared/errors.js';
-import { saleKeys } from '../shared/keys.js';
+import { HttpError } from '../shared/runtime/errors.js';
+import { saleKeys } from '../shared/redis/keys.js';
 import { createRedis } from '../shared/redis/connect.js';
-import { ExpiryListener } from '../shared/listener.js';
-import { metrics } from '../shared/metrics.js';
-import { Purchaser } from '../shared/purchase.js';
-import { ReplicaWatch } from '../shared/replica-watch.js';
-import { replicaAcksFor } from '../shared/replication.js';
-import { OrderWriter } from '../shared/writer.js';
+import { ExpiryListener } from '../shared/pipeline/listener.js';
+import { metrics } from '../shared/runtime/metrics.js';
+import { Purchaser } from '../shared/purchase/purchaser.js';
+import { ReplicaWatch } from '../shared/redis/replica-watch.js';
+import { replicaAcksFor } from '../shared/redis/replication.js';
+import { OrderWriter } from '../shared/pipeline/writer.js';
 import { startRedis } from '../tools/local-stack.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
 import { newSale, orderCount, waitFor } from './support/fixtures.js';

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
-import { loadConfig, redisTarget } from '../shared/config.js';
+import { loadConfig, redisTarget } from '../shared/config/index.js';
 import { createRedis } from '../shared/redis/connect.js';
 import { startSentinels, type LocalSentinels } from '../tools/redis-sentinel.js';
 import { freePort } from '../tools/local-stack.js';

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { SETTINGS, type Setting } from '../shared/config.js';
+import { SETTINGS, type Setting } from '../shared/config/index.js';
 import { settingsTable, SETTINGS_DOC, withSettingsTable } from '../tools/settings-doc.js';
 
 const committed = () => readFileSync(SETTINGS_DOC, 'utf8');

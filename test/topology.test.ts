@@ -8,7 +8,7 @@ import { test, type TestContext } from 'node:test';
 import { Cluster, Redis } from 'ioredis';
 import { startCluster, type RedisNode } from '../tools/redis-cluster.js';
 import { startSentinels } from '../tools/redis-sentinel.js';
-import type { RedisTarget } from '../shared/config.js';
+import type { RedisTarget } from '../shared/config/index.js';
 import { createRedis } from '../shared/redis/connect.js';
 
 const hostPorts = (list: string) => list.split(',').map((hp) => ({ host: '127.0.0.1', port: Number(hp.split(':')[1]) }));
@@ -134,7 +134,7 @@ test('sentinel: a client disconnected while it asks the sentinels for the master
     await cut(bare);
     await cut(ours);
     await new Promise((r) => setTimeout(r, 1500));
-    assert.equal(bare.status, 'end', 'ioredis leaves the client ended: if this fails, ioredis reconnects by itself now and reviveOnEnd (shared/sentinel.ts) can go');
+    assert.equal(bare.status, 'end', 'ioredis leaves the client ended: if this fails, ioredis reconnects by itself now and reviveOnEnd (shared/redis/sentinel.ts) can go');
     assert.equal(ours.status, 'ready');
     assert.equal(await ours.set('revived', '1'), 'OK');
     assert.equal(await admin(await set.master(), (r) => r.get('revived')), '1', 'it writes to the master');

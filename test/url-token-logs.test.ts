@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, before, test } from 'node:test';
-import { delay } from '../shared/daemon.js';
+import { delay } from '../shared/runtime/daemon.js';
 import { freePort } from '../tools/local-stack.js';
 import { exited, ready, spawnCli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';

@@ -3,11 +3,11 @@
 import { randomBytes } from 'node:crypto';
 import { Agent, request } from 'node:http';
 import type { RedisClient } from '../shared/redis/connect.js';
-import { signJwt } from '../shared/jwt.js';
-import { ConfigError } from '../shared/config.js';
-import { delay } from '../shared/daemon.js';
-import type { Pool } from '../shared/db.js';
-import { reconcile, type Reconciliation } from '../shared/reconcile.js';
+import { signJwt } from '../shared/buyers/jwt.js';
+import { ConfigError } from '../shared/config/index.js';
+import { delay } from '../shared/runtime/daemon.js';
+import type { Pool } from '../shared/runtime/db.js';
+import { reconcile, type Reconciliation } from '../shared/checks/reconcile.js';
 
 export type Phase = 'buy' | 'pay';
 

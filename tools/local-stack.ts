@@ -8,9 +8,9 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { delay } from '../shared/daemon.js';
+import { delay } from '../shared/runtime/daemon.js';
 import { alive, lockDataDir, secureDataDir } from './stack-lock.js';
-import { localSecrets } from '../shared/config.js';
+import { localSecrets } from '../shared/config/index.js';
 
 export interface LocalServer {
   url: string;
@@ -78,7 +78,7 @@ export async function freePortBase(offsets: number[]): Promise<number> {
 /**
  * `fsync: false` is for throwaway test servers only: the local stack keeps fsync on. The server's
  * default stays `synchronous_commit=off` (as many tuned servers have it): every connection of ours
- * turns it on for itself (shared/db.ts), so an acknowledged commit is durable whatever the server says.
+ * turns it on for itself (shared/runtime/db.ts), so an acknowledged commit is durable whatever the server says.
  */
 export async function startPostgres(dir: string, opts: { port?: number; persistent?: boolean; fsync?: boolean; password?: string } = {}): Promise<LocalServer> {
   postgresUserCanReachBinaries();

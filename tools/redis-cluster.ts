@@ -6,7 +6,7 @@ import { execFile, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { delay } from '../shared/daemon.js';
+import { delay } from '../shared/runtime/daemon.js';
 import { freePort, startRedis } from './local-stack.js';
 
 export interface RedisNode { port: number; url: string; pid: number; /** SIGKILL, resolves when exited */ kill(): Promise<void>; /** SIGTERM, resolves when exited */ stop(): Promise<void> }

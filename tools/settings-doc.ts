@@ -3,7 +3,7 @@
 // committed table differs from what this writes.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { SETTINGS, type Setting } from '../shared/config.js';
+import { SETTINGS, type Setting } from '../shared/config/index.js';
 
 export const SETTINGS_DOC = fileURLToPath(new URL('../docs/settings.md', import.meta.url));
 const BEGIN = '<!-- settings table: written by `npm run docs:settings` from shared/config/settings.ts; edit it there -->';

@@ -5,9 +5,9 @@
 // (the bench adds jobs with attempts and a fixed 20 ms backoff).
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { createPool } from '../../shared/db.js';
-import { restore } from '../../shared/expiry.js';
-import { closeDue, stillPending } from '../../shared/order-queries.js';
+import { createPool } from '../../shared/runtime/db.js';
+import { restore } from '../../shared/orders/close.js';
+import { closeDue, stillPending } from '../../shared/orders/queries.js';
 import { createRedis } from '../../shared/redis/connect.js';
 import { CLOSE_QUEUE, env } from './common.js';
 

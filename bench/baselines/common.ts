@@ -2,8 +2,8 @@
 // error catalogue and user-id check, the same 200 ms sold-out memory, one process each, ready
 // reported over IPC once listening. Settings come from the environment the bench passes.
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
-import { checkUserId } from '../../shared/buyer.js';
-import { HttpError } from '../../shared/errors.js';
+import { checkUserId } from '../../shared/buyers/buyer.js';
+import { HttpError } from '../../shared/runtime/errors.js';
 
 /** The enqueue design's BullMQ queue, and the flag its worker raises when a sale is sold out. */
 export const PURCHASE_QUEUE = 'purchases';

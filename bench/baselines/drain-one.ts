@@ -3,9 +3,9 @@
 // MULTI set its expiry key at the deadline, move its id from the purchased set to the deadlines
 // index, forget the queued entry and drop it from the processing list. Same keys, same rows, same idempotence as the product's writer;
 // only one order per round trip. Starts draining SALE_ID on the parent's 'go', exits when empty.
-import { createPool } from '../../shared/db.js';
-import { saleKeys } from '../../shared/keys.js';
-import { parseWinner } from '../../shared/ids.js';
+import { createPool } from '../../shared/runtime/db.js';
+import { saleKeys } from '../../shared/redis/keys.js';
+import { parseWinner } from '../../shared/runtime/ids.js';
 import { createRedis } from '../../shared/redis/connect.js';
 import { env } from './common.js';
 

@@ -4,7 +4,7 @@
 // SOLD_OUT_CACHE_MS in the background, the same staleness as the product's sold-out memory.
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { HttpError } from '../../shared/errors.js';
+import { HttpError } from '../../shared/runtime/errors.js';
 import { baseApp, buyerOf, env, PURCHASE_QUEUE, serve, soldOutKey } from './common.js';
 
 const connection = new Redis(env('REDIS_URL'), { maxRetriesPerRequest: null, enableAutoPipelining: true });

@@ -3,8 +3,8 @@
 // connections. Sets the sold-out flag the API reads.
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { createPool } from '../../shared/db.js';
-import { HttpError } from '../../shared/errors.js';
+import { createPool } from '../../shared/runtime/db.js';
+import { HttpError } from '../../shared/runtime/errors.js';
 import { env, PURCHASE_QUEUE, soldOutKey } from './common.js';
 import { rowLockPurchase } from './rowlock-tx.js';
 

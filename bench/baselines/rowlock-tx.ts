@@ -4,8 +4,8 @@
 // touched last so its lock is held only for the UPDATE and the COMMIT (the best ordering for this
 // design); a refusal rolls everything back, so a refused buyer keeps their quota.
 import { randomUUID } from 'node:crypto';
-import type { Pool } from '../../shared/db.js';
-import { HttpError } from '../../shared/errors.js';
+import type { Pool } from '../../shared/runtime/db.js';
+import { HttpError } from '../../shared/runtime/errors.js';
 
 export const ROWLOCK_SCHEMA = `
   create table if not exists bench_stock (sale_id text primary key references sales (id), stock integer not null check (stock >= 0));

@@ -1,7 +1,7 @@
 // Baseline: the Postgres row-lock design as an HTTP server. Every buyer is one transaction on a
 // pool of POOL_SIZE connections (20, as the product API's pool); the order exists when it answers.
-import { createPool } from '../../shared/db.js';
-import { HttpError } from '../../shared/errors.js';
+import { createPool } from '../../shared/runtime/db.js';
+import { HttpError } from '../../shared/runtime/errors.js';
 import { baseApp, buyerOf, env, serve, SoldOutMemory } from './common.js';
 import { rowLockPurchase } from './rowlock-tx.js';
 

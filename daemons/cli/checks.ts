@@ -1,8 +1,8 @@
 // Verification an operator runs: every invariant of the sales (`check`), and a draw recomputed
 // from its revealed seed (`draw verify`). Both exit 3 on a violation.
 import type { Argv } from 'yargs';
-import { verifyDraw } from '../../shared/draw-verify.js';
-import { checkInvariants, formatInvariants } from '../../shared/invariants.js';
+import { verifyDraw } from '../../shared/admission/draw/verify.js';
+import { checkInvariants, formatInvariants } from '../../shared/checks/invariants.js';
 import { numberFlag, serverFlags, withConnections } from './common.js';
 
 export const check = (y: Argv) => y

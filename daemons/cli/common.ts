@@ -4,13 +4,13 @@ import { resolve } from 'node:path';
 import type { Argv } from 'yargs';
 import {
   loadConfig, redisConfigured, requireDirectPayConsent, requireSecrets, requireServers, SETTING_FLAGS, withLocalSecrets, type Config, type ConfigOverrides,
-} from '../../shared/config.js';
-import { runUntilSignal, type Stoppable } from '../../shared/daemon.js';
-import { classify, ClientError } from '../../shared/errors.js';
-import { createLogger } from '../../shared/logger.js';
-import { migrate } from '../../shared/migrate.js';
-import { numberFromText } from '../../shared/number-text.js';
-import { connect } from '../../shared/services.js';
+} from '../../shared/config/index.js';
+import { runUntilSignal, type Stoppable } from '../../shared/runtime/daemon.js';
+import { classify, ClientError } from '../../shared/runtime/errors.js';
+import { createLogger } from '../../shared/runtime/logger.js';
+import { migrate } from '../../shared/runtime/migrate.js';
+import { numberFromText } from '../../shared/runtime/number-text.js';
+import { connect } from '../../shared/runtime/services.js';
 import { runningStack } from '../../tools/stack-lock.js';
 
 export type Args = Record<string, unknown>;

@@ -1,7 +1,7 @@
 // `flashsale orders`: the orders in Postgres, by sale, buyer and state, and one order with its payments.
 import type { Argv } from 'yargs';
-import { listOrders, ORDERS_LIST_MAX, showOrder, type OperatorOrder } from '../../shared/order-list.js';
-import { ORDER_STATES, type OrderState } from '../../shared/order-states.js';
+import { listOrders, ORDERS_LIST_MAX, showOrder, type OperatorOrder } from '../../shared/orders/list.js';
+import { ORDER_STATES, type OrderState } from '../../shared/orders/states.js';
 import { numberFlag, printTable, serverFlags, withConnections } from './common.js';
 
 function printOrders(orders: OperatorOrder[]): void {

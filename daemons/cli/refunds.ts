@@ -1,7 +1,7 @@
 // `flashsale refunds`: payments that could not pay their order, money to pay back, and marking
 // one paid back.
 import type { Argv } from 'yargs';
-import { listRefunds, markRefunded, type Refund } from '../../shared/refunds.js';
+import { listRefunds, markRefunded, type Refund } from '../../shared/payments/refunds.js';
 import { printTable, serverFlags, withConnections } from './common.js';
 
 function printRefunds(refunds: Refund[], all: boolean): void {

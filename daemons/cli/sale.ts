@@ -1,12 +1,12 @@
 // `flashsale sale`: create (its flags from the sale's definition), list, end and inspect sales.
 import type { Argv } from 'yargs';
-import { HttpError } from '../../shared/errors.js';
-import { ORDER_STATES } from '../../shared/order-states.js';
-import { reconcile, UNIT_PLACES } from '../../shared/reconcile.js';
-import { endSale, listAllSales, type SaleListItem } from '../../shared/sale-admin.js';
-import { SALE_DEFINITION, shownOrder, type SaleField } from '../../shared/sale-definition.js';
-import { fieldsRenamed } from '../../shared/sale-input.js';
-import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '../../shared/sales.js';
+import { HttpError } from '../../shared/runtime/errors.js';
+import { ORDER_STATES } from '../../shared/orders/states.js';
+import { reconcile, UNIT_PLACES } from '../../shared/checks/reconcile.js';
+import { endSale, listAllSales, type SaleListItem } from '../../shared/sales/admin.js';
+import { SALE_DEFINITION, shownOrder, type SaleField } from '../../shared/sales/definition.js';
+import { fieldsRenamed } from '../../shared/sales/input.js';
+import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '../../shared/sales/sale.js';
 import { numberFlag, printTable, serverFlags, withConnections } from './common.js';
 
 function printStatus(r: Awaited<ReturnType<typeof reconcile>>): void {

@@ -1,8 +1,8 @@
 // The long-running processes (and `migrate`, which readies their schema): each one thin entry in
 // daemons/, started here with its flags.
 import type { Argv } from 'yargs';
-import { createLogger } from '../../shared/logger.js';
-import { migrate } from '../../shared/migrate.js';
+import { createLogger } from '../../shared/runtime/logger.js';
+import { migrate } from '../../shared/runtime/migrate.js';
 import { startAdmission } from '../admission.js';
 import { startApi } from '../api.js';
 import { startDev } from '../dev.js';

@@ -1,9 +1,9 @@
 // Tools for tests and load tests: a buyer token, and a crowd of buyers fired at a sale.
 import type { Argv } from 'yargs';
-import { ConfigError, redisConfigured } from '../../shared/config.js';
-import { signJwt } from '../../shared/jwt.js';
-import { createLogger } from '../../shared/logger.js';
-import { connect } from '../../shared/services.js';
+import { ConfigError, redisConfigured } from '../../shared/config/index.js';
+import { signJwt } from '../../shared/buyers/jwt.js';
+import { createLogger } from '../../shared/runtime/logger.js';
+import { connect } from '../../shared/runtime/services.js';
 import { formatReport, progressReporter, runLoadtest } from '../../tools/loadtest.js';
 import { numberFlag, oneShotConfig, serverFlags } from './common.js';
 

@@ -1,7 +1,7 @@
 // The kinds of value a setting can hold: each parser takes the raw value (a flag's, or else the
 // environment's), returns the typed value or its default, and knows how the settings table shows
 // that default. A bad value is a ConfigError naming the variable and what it accepts.
-import { ClientError } from '../errors.js';
+import { ClientError } from '../runtime/errors.js';
 
 /** A bad or missing setting: the message names the variable and what to set (exit 2). */
 export class ConfigError extends ClientError {

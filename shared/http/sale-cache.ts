@@ -2,9 +2,9 @@
 // staleness is fine for views and checks (purchases are judged by Redis, never by this cache), and
 // an end through this process drops the entry at once. Bounded, since ids of sales that do not
 // exist are asked for too (and answered 404 without being kept).
-import type { Pool } from '../db.js';
-import { HttpError } from '../errors.js';
-import { getSale, type Sale } from '../sales.js';
+import type { Pool } from '../runtime/db.js';
+import { HttpError } from '../runtime/errors.js';
+import { getSale, type Sale } from '../sales/sale.js';
 
 const TTL_MS = 1000;
 const MAX_ENTRIES = 4096;

@@ -1,6 +1,6 @@
 // The admin page's new-sale form, its inputs made from the sale's definition when the page is
 // read: a field with a `form` part gets its input, so the form asks for what the server takes.
-import { SALE_DEFINITION, shownOrder, type SaleField } from '../sale-definition.js';
+import { SALE_DEFINITION, shownOrder, type SaleField } from '../sales/definition.js';
 
 /** Where admin.html takes the inputs. */
 export const SALE_FORM_SLOT = '<!-- new-sale inputs: SALE_DEFINITION, shared/http/sale-form.ts -->';

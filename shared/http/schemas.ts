@@ -3,11 +3,11 @@
 // property a schema does not list, so each success schema names every property its route returns.
 // Also the schema parts several routes files share: a sale's path, an operator's route on a sale.
 import type { SwaggerTransform } from '@fastify/swagger';
-import { ERRORS, type ErrorCode } from '../errors.js';
-import { SALE_ID_PATTERN, SALE_ID_RULE } from '../ids.js';
-import { ORDER_STATES, STATE_RULES } from '../order-states.js';
-import { ADMISSIONS, BUYERS, CHALLENGES, SALE_DEFINITION, SALE_FIELDS } from '../sale-definition.js';
-import type { Field } from '../sale-field.js';
+import { ERRORS, type ErrorCode } from '../runtime/errors.js';
+import { SALE_ID_PATTERN, SALE_ID_RULE } from '../runtime/ids.js';
+import { ORDER_STATES, STATE_RULES } from '../orders/states.js';
+import { ADMISSIONS, BUYERS, CHALLENGES, SALE_DEFINITION, SALE_FIELDS } from '../sales/definition.js';
+import type { Field } from '../sales/field.js';
 import { refusal } from './plugins/errors.js';
 
 /** Who may call a route, as the OpenAPI document's security schemes name them. */

@@ -5,7 +5,7 @@
 
   KEYS[1] meta            sale rules (hash: startsAt, endsAt (0 = no end), admission)
   KEYS[2] challenge-used  the solution's mark once spent, by the challenge's signature
-  ARGV[1] the challenge's expiry (ms), as its signed data says (shared/challenge.ts)
+  ARGV[1] the challenge's expiry (ms), as its signed data says (shared/purchase/challenge.ts)
   ARGV[2] how long the mark outlives that expiry (ms): a failover to a master whose clock runs
           behind must still find it
 

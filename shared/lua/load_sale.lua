@@ -5,8 +5,8 @@
   KEYS[1] meta
   KEYS[2] available
   ARGV[1] stock
-  ARGV[2..] the rules for meta as name, value pairs, built by loadSale (shared/redis/sale-scripts.ts) from the
-    `redis` names in shared/sale-definition.ts: stock, startsAt (ms), endsAt (ms, 0 = none),
+  ARGV[2..] the rules for meta as name, value pairs, built by loadSale (shared/sales/scripts.ts) from the
+    `redis` names in shared/sales/definition.ts: stock, startsAt (ms), endsAt (ms, 0 = none),
     perUser, maxPerOrder, paymentWindow (s), challenge (none | pow), admission
     (first-come | queue | draw), and a queue's seed (64 hex digits)
 

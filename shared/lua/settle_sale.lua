@@ -4,7 +4,7 @@
   refuses a settled sale: once the restored set is gone it can no longer tell a restored order
   from one that is not, so nothing may restore again (see restore.lua). The buyers' counts hash
   goes here too (UNLINK frees it in the background); counts in the older format are a key per
-  buyer, many, and are deleted apart, in batches (shared/settle.ts). Run again, it changes nothing.
+  buyer, many, and are deleted apart, in batches (shared/sales/settle.ts). Run again, it changes nothing.
 
   KEYS[1] meta          rules; kept (purchases still answer `ended`, and load_sale never loads the
                         sale afresh), with `settled` = 1 added

@@ -1,6 +1,6 @@
 // A payment provider, as the payment path sees it: something that turns one delivery (the exact
 // bytes and the headers it came with) into a verified event, or refuses it. Deciding what an event
-// does to its order (shared/payments.ts) knows nothing of signatures or of a provider's format; a
+// does to its order (shared/payments/decide.ts) knows nothing of signatures or of a provider's format; a
 // provider knows nothing of orders.
 import type { IncomingHttpHeaders } from 'node:http';
 

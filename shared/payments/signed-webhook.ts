@@ -4,9 +4,9 @@
 // body is one JSON object: `{id, type, orderId, amount, currency}`, no key twice.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { HttpError } from '../errors.js';
-import { ORDER_ID_PATTERN } from '../ids.js';
-import { duplicateKey } from '../json-keys.js';
+import { HttpError } from '../runtime/errors.js';
+import { ORDER_ID_PATTERN } from '../runtime/ids.js';
+import { duplicateKey } from '../runtime/json-keys.js';
 import { EVENT_ID_MAX, EVENT_ID_PATTERN, type PaymentEvent, type PaymentProvider } from './provider.js';
 
 export const SIGNATURE_HEADER = 'flashsale-signature';

@@ -2,11 +2,11 @@
 // Everything that differs between them is here; the commands and scripts are the same on each.
 import { createRequire } from 'node:module';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
-import type { RedisTarget } from '../config.js';
-import { saleKeys } from '../keys.js';
-import type { Logger } from '../logger.js';
-import { masterGuard, reviveOnEnd, sentinelOptions } from '../sentinel.js';
-import { SentinelReplicas } from '../sentinel-replicas.js';
+import type { RedisTarget } from '../config/index.js';
+import { saleKeys } from './keys.js';
+import type { Logger } from '../runtime/logger.js';
+import { masterGuard, reviveOnEnd, sentinelOptions } from './sentinel.js';
+import { SentinelReplicas } from './sentinel-replicas.js';
 import { defineScripts, PER_CALL_KEYS } from './scripts.js';
 
 export type RedisClient = Redis | Cluster;

@@ -3,8 +3,8 @@
 // accepted is lost, nothing is paid and expired, no stock is restored twice.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { delay } from '../../shared/daemon.js';
-import { saleKeys } from '../../shared/keys.js';
+import { delay } from '../../shared/runtime/daemon.js';
+import { saleKeys } from '../../shared/redis/keys.js';
 import { cli } from '../support/cli.js';
 import { fileEnv } from '../support/cluster.js';
 import { newSale, orderCount, seededRandom } from '../support/fixtures.js';

@@ -1,13 +1,13 @@
 // A draw at scale, checked from outside: 20,000 buyers enter through the HTTP API, the admission
 // loop makes the draw and gives the orders, and then an implementation written here from the
-// documented algorithm alone (node:crypto and a plain sort; nothing of shared/draw.ts) recomputes
+// documented algorithm alone (node:crypto and a plain sort; nothing of shared/admission/draw/draw.ts) recomputes
 // every rank and the winners from what GET /api/sales/:saleId/draw publishes. Postgres, the API's
 // views and `flashsale draw verify` must all agree with it.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { test } from 'node:test';
-import { AdmissionLoop } from '../../shared/admission.js';
-import { getSale } from '../../shared/sales.js';
+import { AdmissionLoop } from '../../shared/admission/loop.js';
+import { getSale } from '../../shared/sales/sale.js';
 import { apiEnv, type ApiEnv } from '../support/api.js';
 import { cli } from '../support/cli.js';
 import type { TestEnv } from '../support/env.js';

@@ -7,10 +7,10 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { HttpError } from '../../shared/errors.js';
-import { saleKeys } from '../../shared/keys.js';
-import { ORDER_ID_PATTERN, newOrderId } from '../../shared/ids.js';
-import { parseSaleInput, type Sale } from '../../shared/sales.js';
+import { HttpError } from '../../shared/runtime/errors.js';
+import { saleKeys } from '../../shared/redis/keys.js';
+import { ORDER_ID_PATTERN, newOrderId } from '../../shared/runtime/ids.js';
+import { parseSaleInput, type Sale } from '../../shared/sales/sale.js';
 import { Cluster } from '../support/cluster.js';
 import { testEnv, type TestEnv } from '../support/env.js';
 import { newSale, runConcurrently, waitFor, written } from '../support/fixtures.js';

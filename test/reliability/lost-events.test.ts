@@ -4,9 +4,9 @@
 // that comes back to a backlog of stale events restores nothing twice.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { delay } from '../../shared/daemon.js';
-import { saleKeys } from '../../shared/keys.js';
-import type { Sale } from '../../shared/sales.js';
+import { delay } from '../../shared/runtime/daemon.js';
+import { saleKeys } from '../../shared/redis/keys.js';
+import type { Sale } from '../../shared/sales/sale.js';
 import { Cluster, fileCluster } from '../support/cluster.js';
 import { type TestEnv } from '../support/env.js';
 import { newSale, orderCount, runConcurrently, settle, waitFor } from '../support/fixtures.js';

@@ -1,7 +1,7 @@
 // A Redis master lost for good (REDIS_MIN_REPLICAS_ACK=1, one replica per master): SIGKILLed under
 // purchases, with winners answered 202 not yet written (the writer paused meanwhile), and never
 // restarted, no replica attached afterwards. Its replica is promoted and has
-// none of its own, so WAIT can never succeed on it: the degraded mode (shared/replica-watch.ts).
+// none of its own, so WAIT can never succeed on it: the degraded mode (shared/redis/replica-watch.ts).
 // Every buyer answered 202 gets an order within seconds all the same (the writer drains the
 // promoted master unconfirmed), purchases on its sales are answered 503 reserving nothing, the
 // other masters' sales sell on, no unit is sold twice, nothing is answered 500, and `flashsale
@@ -10,9 +10,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { startCluster, type LocalCluster } from '../../tools/redis-cluster.js';
 import { startSentinels, type LocalSentinels } from '../../tools/redis-sentinel.js';
-import type { InvariantReport } from '../../shared/invariants.js';
-import { saleKeys } from '../../shared/keys.js';
-import type { Sale } from '../../shared/sales.js';
+import type { InvariantReport } from '../../shared/checks/invariants.js';
+import { saleKeys } from '../../shared/redis/keys.js';
+import type { Sale } from '../../shared/sales/sale.js';
 import { cli } from '../support/cli.js';
 import type { Cluster as Processes } from '../support/cluster.js';
 import type { TestEnv } from '../support/env.js';

@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { Agent } from 'node:http';
 import { test } from 'node:test';
-import { delay } from '../../shared/daemon.js';
-import type { Sale } from '../../shared/sales.js';
+import { delay } from '../../shared/runtime/daemon.js';
+import type { Sale } from '../../shared/sales/sale.js';
 import { Cluster, fileCluster } from '../support/cluster.js';
 import { type TestEnv } from '../support/env.js';
 import { countBy, newSale, orderCount, rssMiB, runConcurrently, waitFor, written } from '../support/fixtures.js';

@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import pg from 'pg';
-import { delay } from '../../shared/daemon.js';
-import { saleKeys } from '../../shared/keys.js';
-import { purchaseScript } from '../../shared/redis/sale-scripts.js';
-import { newOrderId } from '../../shared/ids.js';
+import { delay } from '../../shared/runtime/daemon.js';
+import { saleKeys } from '../../shared/redis/keys.js';
+import { purchaseScript } from '../../shared/sales/scripts.js';
+import { newOrderId } from '../../shared/runtime/ids.js';
 import { Cluster } from '../support/cluster.js';
 import { testEnv, type TestEnv } from '../support/env.js';
 import { newSale, orderCount, seededRandom, waitFor } from '../support/fixtures.js';

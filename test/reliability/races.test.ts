@@ -5,9 +5,9 @@
 // happened once.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { delay } from '../../shared/daemon.js';
-import { saleKeys } from '../../shared/keys.js';
-import type { Sale } from '../../shared/sales.js';
+import { delay } from '../../shared/runtime/daemon.js';
+import { saleKeys } from '../../shared/redis/keys.js';
+import type { Sale } from '../../shared/sales/sale.js';
 import { cli } from '../support/cli.js';
 import { Cluster, fileCluster } from '../support/cluster.js';
 import { type TestEnv } from '../support/env.js';

@@ -17,9 +17,9 @@ import { assertNo500, beginScenario, checkSale, killMasterRuns, summarize, tally
 import { answersHold, Shoppers } from '../support/shoppers.js';
 import { addr, allClosed, buy, lateness, masterOf, onTopology, salesOnEveryMaster } from '../support/topology.js';
 import { waitFor, written } from '../support/fixtures.js';
-import { AdmissionLoop } from '../../shared/admission.js';
+import { AdmissionLoop } from '../../shared/admission/loop.js';
 import { PURCHASE_TOKEN_HEADER } from '../../shared/http/routes/purchase.js';
-import { saleKeys } from '../../shared/keys.js';
+import { saleKeys } from '../../shared/redis/keys.js';
 
 let topo: LocalCluster;
 let env: TestEnv;

@@ -4,11 +4,11 @@
 // Both servers here are this file's own: restarting the run's shared Postgres would break the others.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { delay } from '../../shared/daemon.js';
-import { saleKeys } from '../../shared/keys.js';
-import { reconcile } from '../../shared/reconcile.js';
-import { purchaseScript } from '../../shared/redis/sale-scripts.js';
-import { newOrderId } from '../../shared/ids.js';
+import { delay } from '../../shared/runtime/daemon.js';
+import { saleKeys } from '../../shared/redis/keys.js';
+import { reconcile } from '../../shared/checks/reconcile.js';
+import { purchaseScript } from '../../shared/sales/scripts.js';
+import { newOrderId } from '../../shared/runtime/ids.js';
 import { cli } from '../support/cli.js';
 import { Cluster } from '../support/cluster.js';
 import { testEnv, type TestEnv } from '../support/env.js';

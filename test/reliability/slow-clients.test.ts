@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { Agent } from 'node:http';
 import { test } from 'node:test';
-import type { Sale } from '../../shared/sales.js';
+import type { Sale } from '../../shared/sales/sale.js';
 import { Cluster, fileCluster } from '../support/cluster.js';
 import { type TestEnv } from '../support/env.js';
 import { countBy, newSale, runConcurrently, waitFor, written } from '../support/fixtures.js';

@@ -1,7 +1,7 @@
 // A test file's environment with the API in this process: started before its first test, stopped after its last.
 import { after, before } from 'node:test';
 import { startApi } from '../../daemons/api.js';
-import type { ConfigOverrides } from '../../shared/config.js';
+import type { ConfigOverrides } from '../../shared/config/index.js';
 import { testEnv, type TestEnv } from './env.js';
 
 export interface ApiEnv {

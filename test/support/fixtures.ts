@@ -1,11 +1,11 @@
 // What tests build their cases from: sales, seeded randomness, many requests at once, and waiting
 // for the state a test expects (polled, with a deadline) instead of sleeping.
 import { readFileSync } from 'node:fs';
-import { saleKeys } from '../../shared/keys.js';
-import { OPEN, RESTORING, sqlStates } from '../../shared/order-states.js';
+import { saleKeys } from '../../shared/redis/keys.js';
+import { OPEN, RESTORING, sqlStates } from '../../shared/orders/states.js';
 import type { RedisClient } from '../../shared/redis/connect.js';
-import type { LoadOptions } from '../../shared/redis/sale-scripts.js';
-import { createSale, getSale, parseSaleInput, type Sale } from '../../shared/sales.js';
+import type { LoadOptions } from '../../shared/sales/scripts.js';
+import { createSale, getSale, parseSaleInput, type Sale } from '../../shared/sales/sale.js';
 import type { TestEnv } from './env.js';
 
 let saleCounter = 0;

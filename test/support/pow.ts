@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { solveChallenge, type Challenge } from 'altcha-lib';
 import { deriveKey } from 'altcha-lib/algorithms/sha';
 import { PURCHASE_TOKEN_HEADER } from '../../shared/http/routes/purchase.js';
-import type { Sale } from '../../shared/sales.js';
+import type { Sale } from '../../shared/sales/sale.js';
 import { http, outcome } from './http.js';
 
 /** What the widget sends once solved: base64 of {challenge, solution}. */

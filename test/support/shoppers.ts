@@ -1,7 +1,7 @@
 // Buyers and payers over HTTP for a reliability scenario, every answer recorded, and the check
 // that what each buyer was told is what happened; then the scenario's wind-down.
-import type { InvariantReport } from '../../shared/invariants.js';
-import { delay } from '../../shared/daemon.js';
+import type { InvariantReport } from '../../shared/checks/invariants.js';
+import { delay } from '../../shared/runtime/daemon.js';
 import type { TestEnv } from './env.js';
 import { orderCount, settle } from './fixtures.js';
 import { http, outcome } from './http.js';

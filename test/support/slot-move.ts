@@ -2,7 +2,7 @@
 // IMPORTING on the target, MIGRATING on the source, the keys sent over with MIGRATE a few at a
 // time, then every master told the new owner. Between batches the slot is half moved: clients are
 // sent on with ASK, and a script that names a key it did not declare sees whichever half runs it.
-import { delay } from '../../shared/daemon.js';
+import { delay } from '../../shared/runtime/daemon.js';
 import { ask, type RedisNode } from '../../tools/redis-cluster.js';
 
 export interface SlotMove {

@@ -1,7 +1,7 @@
 // The secrets every test process runs with, and buyer tokens: real ones signed as the API expects,
 // and forged ones built from parts (any header, any payload, any key or none).
 import { createHmac } from 'node:crypto';
-import { signJwt } from '../../shared/jwt.js';
+import { signJwt } from '../../shared/buyers/jwt.js';
 
 export const JWT_SECRET = 'test-secret-0123456789abcdef';
 export const ADMIN_TOKEN = 'test-admin-token';

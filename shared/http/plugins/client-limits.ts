@@ -4,8 +4,8 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyHttpOptions } from 'fastify';
-import type { Config } from '../../config.js';
-import { HttpError } from '../../errors.js';
+import type { Config } from '../../config/index.js';
+import { HttpError } from '../../runtime/errors.js';
 import { PAYMENT_ID_MAX } from '../../payments/provider.js';
 
 /** The server's own limits on a request: its size, its ids, and how long it may take to arrive. */

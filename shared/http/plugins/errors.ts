@@ -4,9 +4,9 @@
 // unavailable, a bug 500 internal.
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { backendOf, classify, HttpError, type ErrorCode } from '../../errors.js';
-import type { Logger } from '../../logger.js';
-import { countBackendError } from '../../metrics.js';
+import { backendOf, classify, HttpError, type ErrorCode } from '../../runtime/errors.js';
+import type { Logger } from '../../runtime/logger.js';
+import { countBackendError } from '../../runtime/metrics.js';
 import { redactUrlToken } from '../url-token.js';
 import { rawAnswer } from './client-limits.js';
 import { wholeApp } from './plugin.js';

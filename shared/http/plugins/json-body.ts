@@ -1,7 +1,7 @@
 // Request bodies are JSON and nothing else, and a key twice in one object is refused (see
 // json-keys.ts for why).
-import { HttpError } from '../../errors.js';
-import { duplicateKey } from '../../json-keys.js';
+import { HttpError } from '../../runtime/errors.js';
+import { duplicateKey } from '../../runtime/json-keys.js';
 import { wholeApp } from './plugin.js';
 
 /** The one body parser: application/json, duplicate keys refused; an empty body is no body. */

@@ -4,9 +4,9 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyReply } from 'fastify';
-import type { Config } from '../../config.js';
-import { HttpError } from '../../errors.js';
-import { purchaseOutcome } from '../../metrics.js';
+import type { Config } from '../../config/index.js';
+import { HttpError } from '../../runtime/errors.js';
+import { purchaseOutcome } from '../../runtime/metrics.js';
 import { PURCHASE_URL } from '../routes/purchase.js';
 import { bodyArrived, bodyDeadline, capConnectionsPerClient } from './client-limits.js';
 import { wholeApp } from './plugin.js';

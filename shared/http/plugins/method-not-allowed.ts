@@ -1,6 +1,6 @@
 // A known path asked with another method is a 405 naming the allowed ones, not the router's 404.
 import type { FastifyInstance, FastifyPluginCallback } from 'fastify';
-import { HttpError } from '../../errors.js';
+import { HttpError } from '../../runtime/errors.js';
 
 /**
  * Records the methods of every route added from now on, and returns the plugin that answers the

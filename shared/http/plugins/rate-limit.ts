@@ -2,15 +2,15 @@
 // a limit holds across every API process on that Redis: purchases per client address, and per
 // buyer the challenges fetched and the solutions exchanged for purchase tokens (each costs the API
 // a signature or a verification). Purchases per buyer are counted by purchase.lua itself, in the
-// purchase's own round trip (shared/purchase.ts), with the same answer. A refused request is answered 429 rate_limited with
+// purchase's own round trip (shared/purchase/purchaser.ts), with the same answer. A refused request is answered 429 rate_limited with
 // Retry-After before the handler runs: it takes no stock, issues no challenge, spends no solution.
 // (429 busy is another thing: one process shedding load, see load-shedding.ts.)
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Config } from '../../config.js';
-import { HttpError } from '../../errors.js';
-import { rateLimitPrefix } from '../../keys.js';
-import { purchaseOutcome } from '../../metrics.js';
+import type { Config } from '../../config/index.js';
+import { HttpError } from '../../runtime/errors.js';
+import { rateLimitPrefix } from '../../redis/keys.js';
+import { purchaseOutcome } from '../../runtime/metrics.js';
 import type { RedisClient } from '../../redis/connect.js';
 
 export type RateLimitSettings = Pick<Config, 'purchaseRatePerIp' | 'purchaseRateWindowMs' | 'challengeRatePerBuyer' | 'challengeRateWindowMs'>;

@@ -1,7 +1,7 @@
 // Latency of every request, by route, method and status: what /metrics shows of the HTTP side.
 import type { onResponseHookHandler } from 'fastify';
-import type { HistogramSeries } from '../../bound-histogram.js';
-import { httpDurationOf } from '../../metrics.js';
+import type { HistogramSeries } from '../../runtime/bound-histogram.js';
+import { httpDurationOf } from '../../runtime/metrics.js';
 import { wholeApp } from './plugin.js';
 
 export const requestMetrics = wholeApp((app, _opts, done) => {

@@ -2,8 +2,8 @@
 // for a token that the purchase (purchase.ts), a waiting room's join or a draw's entry spends.
 import type { FastifyPluginCallback } from 'fastify';
 import type { RedisClient } from '../../redis/connect.js';
-import type { Auth } from '../../auth.js';
-import { CHALLENGE_SECONDS, type Challenges, PURCHASE_TOKEN_SECONDS } from '../../challenge.js';
+import type { Auth } from '../../buyers/auth.js';
+import { CHALLENGE_SECONDS, type Challenges, PURCHASE_TOKEN_SECONDS } from '../../purchase/challenge.js';
 import { refusal } from '../plugins/errors.js';
 import { challengeLimit, type RateLimitSettings } from '../plugins/rate-limit.js';
 import type { SaleCache } from '../sale-cache.js';

@@ -1,13 +1,13 @@
 // What operators and developers ask: liveness, readiness, metrics, and in development a buyer token.
 import type { FastifyPluginCallback, FastifySchema } from 'fastify';
 import type { RedisClient } from '../../redis/connect.js';
-import type { Config } from '../../config.js';
-import type { Pool } from '../../db.js';
-import { checkUserId } from '../../buyer.js';
-import { HttpError } from '../../errors.js';
-import { signJwt } from '../../jwt.js';
-import { registry } from '../../metrics.js';
-import { notReady, readiness } from '../../ops-server.js';
+import type { Config } from '../../config/index.js';
+import type { Pool } from '../../runtime/db.js';
+import { checkUserId } from '../../buyers/buyer.js';
+import { HttpError } from '../../runtime/errors.js';
+import { signJwt } from '../../buyers/jwt.js';
+import { registry } from '../../runtime/metrics.js';
+import { notReady, readiness } from '../../runtime/ops-server.js';
 import { documentedOnly, errorResponses, textResponse } from '../schemas.js';
 
 const status = (value: string) => ({ description: value, type: 'object', required: ['status'], properties: { status: { type: 'string', enum: [value] } } });

@@ -1,17 +1,17 @@
 // GET /api/orders/:orderId/events: the owner's order as Server-Sent Events. The first event is the
 // order as GET /api/orders/:orderId shows it, then one per transition (queued -> pending_payment ->
-// paid | expired | cancelled) as shared/order-events.ts hands them over; after a final state the
+// paid | expired | cancelled) as shared/orders/events.ts hands them over; after a final state the
 // stream ends. Polling GET /api/orders/:orderId works as before.
 import type { FastifyPluginCallback } from 'fastify';
 import type { RedisClient } from '../../redis/connect.js';
-import type { Auth } from '../../auth.js';
-import type { Config } from '../../config.js';
-import type { Pool } from '../../db.js';
-import type { Logger } from '../../logger.js';
-import { OrderFeed, type OrderEvent } from '../../order-events.js';
-import { getOrder, type OrderStatus, type OrderView } from '../../orders.js';
+import type { Auth } from '../../buyers/auth.js';
+import type { Config } from '../../config/index.js';
+import type { Pool } from '../../runtime/db.js';
+import type { Logger } from '../../runtime/logger.js';
+import { OrderFeed, type OrderEvent } from '../../orders/events.js';
+import { getOrder, type OrderStatus, type OrderView } from '../../orders/view.js';
 import { errorResponses, SECURITY, textResponse } from '../schemas.js';
-import { startStream, streamQuery } from '../sse.js';
+import { startStream, streamQuery } from '../streams/sse.js';
 import { tokenFromQuery } from '../url-token.js';
 import { orderIdParams } from './orders.js';
 

@@ -2,12 +2,12 @@
 // owner sees an order; anyone else gets 404. Without DIRECT_PAY there is no pay route: payments come from the provider's webhook.
 import type { FastifyPluginCallback } from 'fastify';
 import type { RedisClient } from '../../redis/connect.js';
-import type { Auth } from '../../auth.js';
-import type { Pool } from '../../db.js';
-import type { ReplicaAcks } from '../../replication.js';
-import { ORDER_ID_PATTERN, SALE_ID_PATTERN } from '../../ids.js';
-import { cancelOrder } from '../../cancel.js';
-import { getOrder, myOrders, MY_ORDERS_MAX, ORDER_STATUSES, payOrder, type DirectPayDeps } from '../../orders.js';
+import type { Auth } from '../../buyers/auth.js';
+import type { Pool } from '../../runtime/db.js';
+import type { ReplicaAcks } from '../../redis/replication.js';
+import { ORDER_ID_PATTERN, SALE_ID_PATTERN } from '../../runtime/ids.js';
+import { cancelOrder } from '../../orders/cancel.js';
+import { getOrder, myOrders, MY_ORDERS_MAX, ORDER_STATUSES, payOrder, type DirectPayDeps } from '../../orders/view.js';
 import { refusal } from '../plugins/errors.js';
 import { errorResponses, SECURITY } from '../schemas.js';
 

@@ -3,8 +3,8 @@
 // reaches other routes) takes the body as a Buffer instead of the app's JSON parser and hands the
 // bytes and the headers to the route's provider; nothing is parsed before it has verified them.
 import type { FastifyPluginCallback } from 'fastify';
-import { REFUND_REASONS } from '../../payment-queries.js';
-import { receivePayment, type PaymentDeps } from '../../payments.js';
+import { REFUND_REASONS } from '../../payments/queries.js';
+import { receivePayment, type PaymentDeps } from '../../payments/decide.js';
 import { EVENT_ID_MAX, type PaymentProvider } from '../../payments/provider.js';
 import { documentedOnly, errorResponses, SECURITY } from '../schemas.js';
 

@@ -1,15 +1,15 @@
 // POST /api/sales/:saleId/purchases, the hot path: every buyer of a crowd sends it, most of them
 // after the sale sold out. Its hooks answer what they can before the body is read; the handler
-// judges the sale's purchase rules (shared/purchase-rules/), makes the reservation (purchase.lua
+// judges the sale's purchase rules (shared/purchase/rules/), makes the reservation (purchase.lua
 // through the Purchaser) and counts its outcome.
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import type { RedisClient } from '../../redis/connect.js';
-import type { Auth } from '../../auth.js';
-import { HttpError } from '../../errors.js';
-import { purchaseOutcome } from '../../metrics.js';
-import type { Purchaser } from '../../purchase.js';
-import { refusalsAt, type PurchaseRules } from '../../purchase-rules/sale-rules.js';
-import { MAX_PER_ORDER } from '../../sales.js';
+import type { Auth } from '../../buyers/auth.js';
+import { HttpError } from '../../runtime/errors.js';
+import { purchaseOutcome } from '../../runtime/metrics.js';
+import type { Purchaser } from '../../purchase/purchaser.js';
+import { refusalsAt, type PurchaseRules } from '../../purchase/rules/sale-rules.js';
+import { MAX_PER_ORDER } from '../../sales/sale.js';
 import { answerFor, refusal } from '../plugins/errors.js';
 import { purchaseAddressLimit, type RateLimitSettings } from '../plugins/rate-limit.js';
 import { errorResponses, saleIdParams, SECURITY } from '../schemas.js';

@@ -1,11 +1,11 @@
 // Closing a refund (admin): the operator records that the money of a refund_due payment went back.
-// The same step as `flashsale refunds mark` (shared/refunds.ts); marking again answers the first record.
+// The same step as `flashsale refunds mark` (shared/payments/refunds.ts); marking again answers the first record.
 import type { FastifyPluginCallback } from 'fastify';
-import type { Auth } from '../../auth.js';
-import type { Pool } from '../../db.js';
-import { REFUND_REASONS } from '../../payment-queries.js';
+import type { Auth } from '../../buyers/auth.js';
+import type { Pool } from '../../runtime/db.js';
+import { REFUND_REASONS } from '../../payments/queries.js';
 import { PAYMENT_ID_MAX } from '../../payments/provider.js';
-import { markRefunded, REFERENCE_MAX } from '../../refunds.js';
+import { markRefunded, REFERENCE_MAX } from '../../payments/refunds.js';
 import { refusal } from '../plugins/errors.js';
 import { errorResponses, SECURITY } from '../schemas.js';
 

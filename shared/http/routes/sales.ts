@@ -2,12 +2,12 @@
 // Buying is apart: purchase.ts, and challenge.ts for a `pow` sale's purchase token.
 import type { FastifyPluginCallback } from 'fastify';
 import type { RedisClient } from '../../redis/connect.js';
-import type { LoadOptions } from '../../redis/sale-scripts.js';
-import type { Auth } from '../../auth.js';
-import type { Pool } from '../../db.js';
-import { SALE_ID_PATTERN } from '../../ids.js';
-import { endSale, LIST_LIMIT, listSalePage } from '../../sale-admin.js';
-import { createSale, parseSaleInput, SALE_FIELDS, saleView, type SaleState } from '../../sales.js';
+import type { LoadOptions } from '../../sales/scripts.js';
+import type { Auth } from '../../buyers/auth.js';
+import type { Pool } from '../../runtime/db.js';
+import { SALE_ID_PATTERN } from '../../runtime/ids.js';
+import { endSale, LIST_LIMIT, listSalePage } from '../../sales/admin.js';
+import { createSale, parseSaleInput, SALE_FIELDS, saleView, type SaleState } from '../../sales/sale.js';
 import { refusal } from '../plugins/errors.js';
 import type { SaleCache } from '../sale-cache.js';
 import { adminSaleSchema, documentedOnly, errorResponses, saleDefinitionSchema, saleIdParams, salePageSchema, saleViewSchema, SECURITY } from '../schemas.js';

@@ -1,7 +1,7 @@
 // The network-and-clock scenario's processes, and its seeded network faults: partitions of one
 // process from Redis or Postgres, random loss on either server's port, and delay on one process's
 // proxy, each healed after its while.
-import { delay } from '../../../shared/daemon.js';
+import { delay } from '../../../shared/runtime/daemon.js';
 import type { Kind } from '../../support/cluster.js';
 import type { NetFaults } from '../../support/netns.js';
 import type { FaultLog } from '../../support/scenario.js';

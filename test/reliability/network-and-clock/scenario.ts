@@ -5,11 +5,11 @@
 // room and a draw whose entries close 4 s after it; the network faults run across all three.
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { delay } from '../../../shared/daemon.js';
+import { delay } from '../../../shared/runtime/daemon.js';
 import { PURCHASE_TOKEN_HEADER } from '../../../shared/http/routes/purchase.js';
-import { saleIdOfOrder } from '../../../shared/ids.js';
-import type { Violation } from '../../../shared/invariants.js';
-import type { Sale } from '../../../shared/sales.js';
+import { saleIdOfOrder } from '../../../shared/runtime/ids.js';
+import type { Violation } from '../../../shared/checks/invariants.js';
+import type { Sale } from '../../../shared/sales/sale.js';
 import { freePort } from '../../../tools/local-stack.js';
 import { Cluster } from '../../support/cluster.js';
 import { testEnv, type TestEnv } from '../../support/env.js';

@@ -1,0 +1,148 @@
+// The steps of a draw, each safe to retry after a crash anywhere in it, run by the admission
+// loop's leader (shared/admission/draw/loop.ts) and by tests that stop between them:
+//   makeDraw      once entries have closed: the ranks, in one transaction (Postgres only: a Redis
+//                 that lost its copy of the entries cannot change the draw);
+//   awardUnits    while units are left and before backfillUntil: the lowest waiting ranks get an
+//                 order each (purchase.lua, gate 'draw', under the rank's derived order id), then
+//                 'won' in Postgres. A crash between the two leaves the rank waiting with a unit
+//                 reserved; the retry's reservation is a no-op (purchase.lua's resend guard) and
+//                 records it;
+//   recoverAwards the same record without reserving anything: the waiting ranks at the head whose
+//                 order Redis holds (run after a failure, a change of leader, and before the end);
+//   endBackfill   at backfillUntil: everyone still waiting has lost;
+//   endDraw       the sale ended early: the draw is made if it was not, and everyone waiting has lost.
+// Each runs under the sale's row lock, so two loops (a lease lost mid-step) take turns.
+import { withTransaction, type Pool, type PoolClient } from '../../runtime/db.js';
+import { drawOrder, entriesDigest } from './draw.js';
+import { lockDraw, recordOver, recordRanks, recordWon, unranked, waitingHead } from './queries.js';
+import { drawOrderId } from '../../runtime/ids.js';
+import { saleKeys } from '../../redis/keys.js';
+import { Refusal } from '../../purchase/purchaser.js';
+import type { RedisClient } from '../../redis/connect.js';
+import { purchaseScript } from '../../sales/scripts.js';
+import type { Sale } from '../../sales/sale.js';
+
+export interface DrawDeps {
+  pool: Pool;
+  redis: RedisClient;
+  /** BUY_COUNT_TTL_SECONDS, as the API's purchases use it. */
+  buyCountTtlSeconds: number;
+}
+
+/** How many waiting entries one read takes. */
+const PAGE = 500;
+
+/**
+ * Ranks the entries once entries have closed and the sale is not drawn yet; returns how many were
+ * ranked. `now` (the loop's clock) only spares a transaction before the close: Postgres's clock,
+ * the one that judged the entries, decides.
+ */
+export async function makeDraw(pool: Pool, sale: Sale, now: number): Promise<number> {
+  if (sale.admission !== 'draw' || now < sale.entriesCloseAt!.getTime() || now < sale.startsAt.getTime()) return 0;
+  return withTransaction(pool, async (client) => {
+    const lock = await lockDraw(client, sale.id);
+    if (!lock || lock.drawn || !lock.closed) return 0;
+    return rankAll(client, sale);
+  });
+}
+
+/** Ranks every entry by the seed and marks the sale drawn (under the sale's row lock). */
+async function rankAll(client: PoolClient, sale: Sale): Promise<number> {
+  const rows = await unranked(client, sale.id);
+  const ordered = drawOrder(sale.seed!, rows.map((r) => r.ticket));
+  const rankOf = new Map(ordered.map((ticket, i) => [ticket, i + 1]));
+  return recordRanks(client, sale.id, rows.map((r) => r.buyer), rows.map((r) => rankOf.get(r.ticket)!), entriesDigest(ordered));
+}
+
+/** Reserves rank `rank`'s unit for `buyer` in Redis (purchase.lua's code: 1 reserved, now or before). */
+export async function reserveUnit(deps: DrawDeps, sale: Sale, rank: number, buyer: string, now: number): Promise<number> {
+  const [code] = await purchaseScript(deps.redis, {
+    saleId: sale.id, userId: buyer, qty: 1, orderId: drawOrderId(sale.id, rank), buyCountTtlSeconds: deps.buyCountTtlSeconds, gate: { kind: 'draw' },
+  });
+  return code;
+}
+
+/** Which of these orders Redis holds as reserved (in `purchased` or `deadlines`, read atomically). */
+async function reserved(redis: RedisClient, saleId: string, orderIds: string[]): Promise<boolean[]> {
+  const k = saleKeys(saleId);
+  const res = await redis.multi().smismember(k.purchased, ...orderIds).zmscore(k.deadlines, ...orderIds).exec();
+  if (!res || res.some(([err]) => err)) throw res?.find(([err]) => err)?.[0] ?? new Error('the reservation check was discarded');
+  const [inPurchased, inDeadlines] = [res[0]![1] as number[], res[1]![1] as (string | null)[]];
+  return orderIds.map((_, i) => inPurchased[i] === 1 || inDeadlines[i] !== null);
+}
+
+async function recover(client: PoolClient, redis: RedisClient, sale: Sale): Promise<number> {
+  let recorded = 0;
+  for (;;) {
+    const head = await waitingHead(client, sale.id, PAGE);
+    if (head.length === 0) return recorded;
+    const ids = head.map((e) => drawOrderId(sale.id, e.draw_rank));
+    const held = await reserved(redis, sale.id, ids);
+    for (const [i, e] of head.entries()) {
+      if (!held[i]) return recorded;
+      if (await recordWon(client, sale.id, e.draw_rank, ids[i]!)) recorded++;
+    }
+  }
+}
+
+/** Records the awards Redis made and Postgres missed; returns how many. */
+export async function recoverAwards(pool: Pool, redis: RedisClient, sale: Sale): Promise<number> {
+  return withTransaction(pool, async (client) => {
+    const lock = await lockDraw(client, sale.id);
+    return lock?.drawn && !lock.over ? recover(client, redis, sale) : 0;
+  });
+}
+
+/**
+ * Gives the units left to the lowest waiting ranks, one order each, until none is left, nobody
+ * waits, or backfillUntil. `recheck`: first record the awards a failed step left (recoverAwards).
+ * Returns how many orders this call made.
+ */
+export async function awardUnits(deps: DrawDeps, sale: Sale, now: number, recheck = true): Promise<number> {
+  if (now >= sale.backfillUntil!.getTime()) return 0;
+  const k = saleKeys(sale.id);
+  return withTransaction(deps.pool, async (client) => {
+    const lock = await lockDraw(client, sale.id);
+    if (!lock?.drawn || lock.over) return 0;
+    if (recheck) await recover(client, deps.redis, sale);
+    let awarded = 0;
+    for (;;) {
+      const available = Number((await deps.redis.get(k.available)) ?? 0);
+      if (available <= 0) return awarded;
+      const head = await waitingHead(client, sale.id, Math.min(available, PAGE));
+      if (head.length === 0) return awarded;
+      for (const e of head) {
+        const code = await reserveUnit(deps, sale, e.draw_rank, e.buyer, now);
+        // Sold out (a unit taken meanwhile), or the sale ended: the rest wait.
+        if (code === Refusal.SoldOut || code === Refusal.NotEnoughStock || code === Refusal.Ended) return awarded;
+        if (code !== 1) throw new Error(`sale ${sale.id}: purchase.lua refused the draw's unit of rank ${e.draw_rank} with ${code}`);
+        if (await recordWon(client, sale.id, e.draw_rank, drawOrderId(sale.id, e.draw_rank))) awarded++;
+      }
+    }
+  });
+}
+
+/** At or after backfillUntil: records the awards Redis made, then everyone still waiting has lost. Returns how many lost. */
+export async function endBackfill(deps: DrawDeps, sale: Sale, now: number): Promise<number> {
+  if (now < sale.backfillUntil!.getTime()) return 0;
+  return withTransaction(deps.pool, async (client) => {
+    const lock = await lockDraw(client, sale.id);
+    if (!lock?.drawn || lock.over) return 0;
+    await recover(client, deps.redis, sale);
+    return recordOver(client, sale.id);
+  });
+}
+
+/**
+ * Ends a draw with its sale, inside endSale's transaction (shared/sales/admin.ts), which holds the
+ * sale's row: the draw is made now if it was not (entries stop: the insert refuses a drawn sale),
+ * the awards Redis made are recorded, and every entrant still without an order has lost at once.
+ * Returns how many lost; 0 for a draw over already, or a sale that is no draw.
+ */
+export async function endDraw(client: PoolClient, redis: RedisClient, sale: Sale): Promise<number> {
+  const lock = await lockDraw(client, sale.id);
+  if (!lock || lock.over) return 0;
+  if (!lock.drawn) await rankAll(client, sale);
+  await recover(client, redis, sale);
+  return recordOver(client, sale.id);
+}

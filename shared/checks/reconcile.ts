@@ -1,0 +1,108 @@
+// The conservation check: every unit of a sale's stock is in exactly one place.
+//   Redis available + queued + the HOLDING states (pending + paid) + restoring = total
+// (restoring: in a RESTORING state (expired, cancelled) in Postgres, not yet back in Redis: both
+// give their stock back through the same restored set). Redis is read at one instant (a
+// script); Postgres is then counted only up to that instant's purchase number, so purchases,
+// writes, payments and restores running meanwhile cannot skew the sum.
+import type { RedisClient } from '../redis/connect.js';
+import { withClient, type Pool } from '../runtime/db.js';
+import { parseWinner } from '../runtime/ids.js';
+import { HOLDING, ORDER_STATES, RESTORING, sqlState, sqlStates, type OrderState } from '../orders/states.js';
+import { snapshotSale } from '../pipeline/replay-scripts.js';
+
+/** Units of a sale by where they are: Redis's places, then every order state's, then restoring. */
+export type Reconciliation = {
+  saleId: string;
+  total: number;
+  available: number;
+  queued: number;
+  restoring: number;
+  holds: boolean;
+  /** The sale is in Redis's registry with no row in Postgres: nothing to count its stock against. */
+  missingInPostgres?: true;
+} & Record<OrderState, number>;
+
+/** Where a unit can be, in the order they add up to the total (the `flashsale_sale_stock` states). */
+export const UNIT_PLACES = ['available', 'queued', ...ORDER_STATES, 'restoring'] as const;
+
+const sum = (r: Reconciliation, states: readonly OrderState[]) => states.reduce((n, s) => n + r[s], 0);
+
+/** The sum conservation checks, spelt out: `available 3 + queued 0 + pending 1 + paid 1 + restoring 0`. */
+export function conservationSum(r: Reconciliation): string {
+  return (['available', 'queued', ...HOLDING, 'restoring'] as const).map((place) => `${place} ${r[place]}`).join(' + ');
+}
+
+const unitsOf = (state: OrderState) => `coalesce(sum(qty) filter (where status = ${sqlState(state)}), 0)::int as ${state}`;
+
+export async function reconcile(pool: Pool, redis: RedisClient, saleId: string, total: number): Promise<Reconciliation> {
+  const snap = await snapshotSale(redis, saleId);
+  const queuedEntries = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w]));
+  // A winner may still sit in a list after its row was written (a re-driven batch, or a batch
+  // between insert and ack): count it once. Which winners are written is read in the same
+  // statement as the sums: with two statements, a batch the writer commits in between is in
+  // neither count.
+  // A settled sale's restored units are no longer in Redis (settle.ts deletes them once its
+  // reconciliation held); nothing of it moves any more, so Postgres alone says what is restoring:
+  // its closed orders whose restore is not recorded, none once it is settled. Redis is read
+  // first and the sale settled before its keys go, so a read on either side of that is consistent.
+  const res = await pool.query<Record<OrderState, number> & { unrestored: number; settled: boolean; written: string[] }>(
+    `select ${ORDER_STATES.map(unitsOf).join(',\n            ')},
+            coalesce(sum(qty) filter (where status in ${sqlStates(RESTORING)} and restored_at is null), 0)::int as unrestored,
+            exists (select 1 from sales where id = $1 and settled_at is not null) as settled,
+            (select coalesce(array_agg(id), '{}') from orders where id = any($3::text[])) as written
+     from orders where sale_id = $1 and seq <= $2`,
+    [saleId, snap.seq, [...queuedEntries.keys()]],
+  );
+  const { unrestored, settled, written, ...units } = res.rows[0]!;
+  for (const id of written) queuedEntries.delete(id);
+  const queued = [...queuedEntries.values()].reduce((n, w) => n + w.qty, 0);
+  const r: Reconciliation = { saleId, total, available: snap.available, queued, ...units, restoring: 0, holds: false };
+  r.restoring = settled ? unrestored : sum(r, RESTORING) - snap.restoredQty;
+  r.holds = snap.available >= 0 && r.restoring >= 0 && snap.available + queued + sum(r, HOLDING) + r.restoring === total;
+  return r;
+}
+
+/**
+ * A sale Redis sells (it is in the registry) with no row in Postgres: its rows were lost, or it was
+ * created in Redis only. Its Redis side is shown as it is; it never holds.
+ */
+export async function reconcileMissing(redis: RedisClient, saleId: string): Promise<Reconciliation> {
+  const snap = await snapshotSale(redis, saleId);
+  const queued = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w.qty]));
+  const q = [...queued.values()].reduce((sum, n) => sum + n, 0);
+  const none = Object.fromEntries(ORDER_STATES.map((s) => [s, 0])) as Record<OrderState, number>;
+  return { saleId, total: 0, available: snap.available, queued: q, ...none, restoring: 0, holds: false, missingInPostgres: true };
+}
+
+/**
+ * Of `ids` (read from the registry), the sales with no row in Postgres. Creating a sale adds it to
+ * the registry inside its transaction, just before the commit; an insert of the same key waits for
+ * that transaction, so a sale being created is seen rather than reported. The probe rows are
+ * always rolled back; a creation still open after the lock timeout is left to the next look.
+ */
+export async function missingInPostgres(pool: Pool, ids: string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const visible = await pool.query<{ id: string }>('select id from sales where id = any($1::text[])', [ids]);
+  const seen = new Set(visible.rows.map((r) => r.id));
+  const unseen = [...new Set(ids)].filter((id) => !seen.has(id));
+  if (unseen.length === 0) return [];
+  return withClient(pool, async (client) => {
+    try {
+      await client.query('begin');
+      await client.query(`set local lock_timeout = '5s'`);
+      const res = await client.query<{ id: string }>(
+        `insert into sales (id, name, stock) select id, id, 0 from unnest($1::text[]) as id on conflict (id) do nothing returning id`,
+        [unseen],
+      );
+      return res.rows.map((r) => r.id);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code === '55P03') return [];
+      // A role without INSERT on sales cannot probe: report what it cannot see.
+      if (code === '42501') return unseen;
+      throw err;
+    } finally {
+      await client.query('rollback').catch(() => {});
+    }
+  });
+}

@@ -1,0 +1,240 @@
+// A sale's definition, each field once: its type (Sale), the JSON schema of its input (limits,
+// default, doc line), its Postgres column, its name in Redis's meta hash, and how `flashsale sale
+// create` and the admin's new-sale form ask for it (SALE_DEFINITION). Read by parseSaleInput
+// (sales/input.ts), the OpenAPI schema (http/schemas.ts), the row mapping (sales.ts), load_sale's
+// rules (redis/sale-scripts.ts), the CLI's flags (daemons/cli/sale.ts) and the form (http/sale-form.ts): a new
+// field is a line in Sale, a row here and its place in CHECK_ORDER, plus a migration for its column.
+import { createHash, randomBytes } from 'node:crypto';
+import { SALE_ID_PATTERN, SALE_ID_RULE } from '../runtime/ids.js';
+import { choice, int, text, time, type Field } from './field.js';
+
+export const ADMISSIONS = ['first-come', 'queue', 'draw'] as const;
+export const CHALLENGES = ['none', 'pow'] as const;
+export const BUYERS = ['anyone', 'verified-email'] as const;
+
+/**
+ * The most one order may take: the bound of every sale's maxPerOrder and of qty at the API, so
+ * purchase.lua, which refuses qty above the sale's maxPerOrder, never needs a bound of its own.
+ */
+export const MAX_PER_ORDER = 1000;
+/** Solved in about 80 ms by Node on this 2-core machine (BENCHMARKS.md section 8); a slow phone takes several times that. */
+export const DEFAULT_COMPLEXITY = 50_000;
+/** A draw's backfill runs this long after entries close unless backfillUntil says otherwise. */
+export const DEFAULT_BACKFILL_MS = 3_600_000;
+/** ISO 4217 alphabetic codes as payments carry them: compared exactly, so upper case only. */
+export const CURRENCY_PATTERN = /^[A-Z]{3}$/;
+
+// Control characters (C0, DEL, C1) and the bidirectional overrides and isolates: a name shown on
+// the buyer's page, the admin's list and a terminal must not reorder or hide the text around it.
+// NUL is among them (Postgres text cannot hold it), and an unpaired surrogate would be stored as U+FFFD.
+export const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069\p{Cs}]/u;
+
+export interface Sale {
+  id: string;
+  name: string;
+  stock: number;
+  /** What one unit costs, in the currency's minor unit; null only for sales made before prices (they take any amount). */
+  price: number | null;
+  /** ISO 4217, three upper-case letters; null with price. */
+  currency: string | null;
+  perUserLimit: number;
+  maxPerOrder: number;
+  startsAt: Date;
+  endsAt: Date | null;
+  paymentWindowSeconds: number;
+  /** 'pow': a purchase needs a token earned by solving a proof-of-work challenge (shared/purchase/challenge.ts). */
+  challenge: Challenge;
+  /** About how many hashes a challenge of this sale takes to solve. */
+  challengeComplexity: number;
+  /** 'verified-email': only buyers whose token says `email_verified: true` (shared/purchase/rules/verified-email.ts). */
+  buyers: Buyers;
+  /** Who may buy: the fastest purchase ('first-come'), holders of a waiting room's pass ('queue'), or a draw's winners ('draw'). */
+  admission: Admission;
+  /** 'queue' only (null otherwise): passes handed out per second, the no-show allowance over the units left, and how long a pass lasts. */
+  admitRatePerSecond: number | null;
+  admitOverbook: number | null;
+  passSeconds: number | null;
+  /** 'draw' only (null otherwise): when entries open and close, and until when units that come back go to the next entrants. */
+  entriesOpenAt: Date | null;
+  entriesCloseAt: Date | null;
+  backfillUntil: Date | null;
+  /** 'queue' and 'draw': 64 hex digits that order the pre-queue or the draw, and their sha256 (published from the start). */
+  seed: string | null;
+  seedSha256: string | null;
+  /** 'draw' only: when Postgres made the draw (null before, and for other sales): the seed is public from then on. */
+  drawnAt: Date | null;
+}
+
+export type SaleField = keyof Sale;
+export type Admission = (typeof ADMISSIONS)[number];
+export type Challenge = (typeof CHALLENGES)[number];
+export type Buyers = (typeof BUYERS)[number];
+
+// Each field of Sale, in the order the OpenAPI document, `sale create --help` and the form show them.
+export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {
+  id: text({
+    schema: { pattern: SALE_ID_PATTERN.source, description: 'default: generated' },
+    column: 'id', message: `id must be ${SALE_ID_RULE}`, fallback: () => `s-${randomBytes(5).toString('hex')}`,
+    cli: { flag: 'id', after: 'backfillUntil' },
+    form: { label: 'Id', testId: 'create-id', after: 'name', attrs: { placeholder: 'generated', pattern: '[A-Za-z0-9_\\-]{1,64}', spellcheck: 'false' } },
+  }),
+  name: text({
+    schema: { minLength: 1, maxLength: 200, description: 'no control characters, bidirectional overrides or isolates' },
+    column: 'name', message: 'name must be a non-empty string of at most 200 characters',
+    rules: [(s) => (UNSHOWABLE.test(s.name!)
+      ? 'name must not contain control characters (U+0000-U+001F, U+007F-U+009F), bidirectional overrides or isolates (U+202A-U+202E, U+2066-U+2069) or unpaired surrogates'
+      : undefined)],
+    cli: { flag: 'name', demand: true },
+    form: { label: 'Name', testId: 'create-name', attrs: { maxlength: '200', required: true } },
+  }),
+  stock: int(1, 10_000_000, {
+    column: 'stock', redis: { name: 'stock' },
+    cli: { flag: 'stock', demand: true },
+    form: { label: 'Stock', testId: 'create-stock', attrs: { min: '1', step: '1', required: true } },
+  }),
+  price: int(1, 1_000_000_000_000, {
+    schema: { description: 'one unit, in the currency\'s minor unit (cents for EUR)' },
+    column: 'price',
+    cli: { flag: 'price', demand: true, describe: 'one unit, in the currency\'s minor unit (cents for EUR)' },
+    form: { label: 'Price (minor units, e.g. cents)', testId: 'create-price', attrs: { min: '1', step: '1', required: true } },
+  }),
+  currency: text({
+    schema: { pattern: CURRENCY_PATTERN.source, description: 'ISO 4217, three upper-case letters' },
+    column: 'currency', message: 'currency is required: an ISO 4217 code of three upper-case letters, e.g. EUR',
+    cli: { flag: 'currency', demand: true, describe: 'ISO 4217 code, e.g. EUR' },
+    form: { label: 'Currency', testId: 'create-currency', attrs: { placeholder: 'EUR', pattern: '[A-Z]{3}', maxlength: '3', spellcheck: 'false', required: true } },
+  }),
+  perUserLimit: int(1, 1000, {
+    schema: { default: 1 },
+    column: 'per_user_limit', redis: { name: 'perUser' },
+    cli: { flag: 'per-user' },
+    form: { label: 'Per-user limit', testId: 'create-per-user', attrs: { min: '1', step: '1', value: '1' } },
+  }),
+  maxPerOrder: int(1, MAX_PER_ORDER, {
+    schema: { default: 1, description: 'at most perUserLimit' },
+    column: 'max_per_order', redis: { name: 'maxPerOrder' },
+    // An order above the per-user limit could never be bought: every buyer would be refused it.
+    rules: [(s) => (s.maxPerOrder! > s.perUserLimit!
+      ? `maxPerOrder (${s.maxPerOrder}) must not be above perUserLimit (${s.perUserLimit}): raise perUserLimit or lower maxPerOrder`
+      : undefined)],
+    cli: { flag: 'max-per-order' },
+    form: { label: 'Max per order', testId: 'create-max-per-order', attrs: { min: '1', step: '1', value: '1' } },
+  }),
+  startsAt: time('ISO 8601 with Z or an offset, years 2000-9999; default: now', {
+    column: 'starts_at', redis: { name: 'startsAt' }, fallback: (_s, now) => now,
+    cli: { flag: 'starts-at', describe: 'ISO 8601' },
+    form: { label: 'Starts', testId: 'create-starts' },
+  }),
+  endsAt: time('ISO 8601 with Z or an offset, after startsAt; null or absent: no end', {
+    schema: { nullable: true },
+    // purchase.lua reads exactly 0 as "no end".
+    column: 'ends_at', redis: { name: 'endsAt', none: '0' },
+    rules: [(s) => (s.endsAt && s.endsAt <= s.startsAt! ? 'endsAt must be after startsAt' : undefined)],
+    cli: { flag: 'ends-at', describe: 'ISO 8601' },
+    form: { label: 'Ends', testId: 'create-ends' },
+  }),
+  paymentWindowSeconds: int(1, 86_400, {
+    schema: { default: 300 },
+    column: 'payment_window_seconds', redis: { name: 'paymentWindow' },
+    cli: { flag: 'payment-window', describe: 'seconds (default 300)' },
+    form: { label: 'Payment window (s)', testId: 'create-payment-window', after: 'maxPerOrder', attrs: { min: '1', step: '1', value: '300' } },
+  }),
+  challenge: choice(CHALLENGES, {
+    schema: { default: 'none', description: '`pow`: buyers first solve a proof-of-work challenge' },
+    column: 'challenge', redis: { name: 'challenge' },
+    cli: { flag: 'challenge', describe: 'pow: buyers solve a proof-of-work challenge first (default none)' },
+  }),
+  challengeComplexity: int(1000, 10_000_000, {
+    schema: { default: DEFAULT_COMPLEXITY, description: 'about how many hashes a challenge takes' },
+    column: 'challenge_complexity',
+    cli: { flag: 'challenge-complexity', describe: 'about how many hashes a challenge takes (default 50000)' },
+  }),
+  buyers: choice(BUYERS, {
+    schema: { default: 'anyone', description: '`verified-email`: only buyers whose token carries `email_verified: true`' },
+    column: 'buyers', redis: { name: 'buyers' },
+    cli: { flag: 'buyers', describe: 'verified-email: only buyers whose token carries email_verified: true (default anyone)' },
+    form: { label: 'Buyers', testId: 'create-buyers', after: 'paymentWindowSeconds', options: { anyone: 'Anyone', 'verified-email': 'Verified email only' } },
+  }),
+  admission: choice(ADMISSIONS, {
+    schema: { default: 'first-come', description: 'queue: a waiting room in front; draw: entries and a draw' },
+    column: 'admission', redis: { name: 'admission' },
+    cli: { flag: 'admission', describe: 'queue: a waiting room in front; draw: entries, then a draw (default first-come)' },
+    form: { label: 'Admission', testId: 'create-admission', options: { 'first-come': 'First come', queue: 'Waiting room', draw: 'Draw' } },
+  }),
+  // A queue's defaults: about a pass a second per unit of a 50-unit-a-second sale, 20% no-shows, two minutes to buy.
+  admitRatePerSecond: int(1, 100_000, {
+    schema: { default: 50, description: 'queue only' },
+    column: 'admit_rate_per_second', only: 'queue',
+    cli: { flag: 'admit-rate', describe: 'queue: passes per second (default 50)' },
+    form: { label: 'Passes per second (room)', testId: 'create-admit-rate', attrs: { min: '1', step: '1', placeholder: '50' } },
+  }),
+  admitOverbook: {
+    // 1 admits no more buyers than units left; 10 is far past any real no-show rate.
+    kind: 'number', schema: { type: 'number', minimum: 1, maximum: 10, default: 1.2, description: 'queue only: the no-show allowance' },
+    column: 'admit_overbook', only: 'queue', hint: '1.2 admits 20% more buyers than units left, for no-shows',
+    cli: { flag: 'admit-overbook', describe: 'queue: passes outstanding per unit left, for no-shows (default 1.2)' },
+    form: { label: 'Overbook (room)', testId: 'create-admit-overbook', attrs: { min: '1', max: '10', step: '0.05', placeholder: '1.2' } },
+  },
+  passSeconds: int(10, 3600, {
+    schema: { default: 120, description: 'queue only' },
+    column: 'pass_seconds', only: 'queue',
+    cli: { flag: 'pass-seconds', describe: 'queue: how long a pass buys (default 120)' },
+    form: { label: 'Pass lifetime, s (room)', testId: 'create-pass-seconds', attrs: { min: '10', step: '1', placeholder: '120' } },
+  }),
+  entriesOpenAt: time('draw only; default: startsAt', {
+    column: 'entries_open_at', only: 'draw', fallback: (s) => s.startsAt!,
+    cli: { flag: 'entries-open-at', describe: 'draw: ISO 8601 (default: starts-at)' },
+    form: { label: 'Entries open (draw)', testId: 'create-entries-open' },
+  }),
+  entriesCloseAt: time('draw only, required: after entriesOpenAt, not before startsAt, before endsAt', {
+    column: 'entries_close_at', only: 'draw', required: 'entriesCloseAt is required for admission draw: when entries close and the draw is made',
+    rules: [
+      (s) => (s.entriesCloseAt! <= s.entriesOpenAt! ? 'entriesCloseAt must be after entriesOpenAt' : undefined),
+      (s) => (s.entriesCloseAt! < s.startsAt! ? 'entriesCloseAt must not be before startsAt: the draw makes its orders when entries close' : undefined),
+    ],
+    cli: { flag: 'entries-close-at', describe: 'draw: ISO 8601, when the draw is made' },
+    form: { label: 'Entries close (draw)', testId: 'create-entries-close' },
+  }),
+  backfillUntil: time('draw only; default: an hour after entriesCloseAt (at most endsAt)', {
+    column: 'backfill_until', only: 'draw',
+    fallback: (s) => new Date(Math.min(s.entriesCloseAt!.getTime() + DEFAULT_BACKFILL_MS, s.endsAt?.getTime() ?? Infinity)),
+    rules: [
+      (s) => (s.backfillUntil! < s.entriesCloseAt! ? 'backfillUntil must not be before entriesCloseAt' : undefined),
+      (s) => (s.endsAt && (s.entriesCloseAt! >= s.endsAt || s.backfillUntil! > s.endsAt) ? 'entriesCloseAt must be before endsAt, and backfillUntil not after it' : undefined),
+    ],
+    cli: { flag: 'backfill-until', describe: 'draw: ISO 8601 (default: an hour after entries close)' },
+    form: { label: 'Backfill until (draw)', testId: 'create-backfill-until' },
+  }),
+  // A draw's seed stays in Postgres, the record of the draw; a queue's orders its pre-queue in Redis.
+  seed: text({
+    column: 'seed', redis: { name: 'seed', admission: 'queue' },
+    made: (s) => (s.admission === 'first-come' ? null : randomBytes(32).toString('hex')),
+  }),
+  seedSha256: text({ column: 'seed_sha256', made: (s) => (s.seed ? createHash('sha256').update(s.seed).digest('hex') : null) }),
+  // Set by the draw itself (shared/admission/draw/steps.ts), read back with the sale: what reveals a draw's seed.
+  drawnAt: time('set when the draw is made', { column: 'drawn_at', made: () => null }),
+};
+
+/**
+ * The order parseSaleInput reads the fields in, as it always has: the first refusal is the one
+ * answered, and a field's default or rule may use the fields read before it.
+ */
+export const CHECK_ORDER = [
+  'id', 'name', 'startsAt', 'endsAt', 'stock', 'perUserLimit', 'maxPerOrder', 'price', 'currency', 'challenge', 'buyers', 'admission',
+  'admitOverbook', 'admitRatePerSecond', 'passSeconds', 'entriesOpenAt', 'entriesCloseAt', 'backfillUntil', 'paymentWindowSeconds', 'challengeComplexity',
+] as const satisfies readonly SaleField[];
+
+const ALL = Object.keys(SALE_DEFINITION) as SaleField[];
+
+/** The fields a sale definition may have: POST /api/sales and `sale create` take these. */
+export const SALE_FIELDS = ALL.filter((k) => !SALE_DEFINITION[k].made);
+
+/** The fields `sale create` has a flag for (or the form an input for), in the order shown: the table's, each `after` moved behind the field it names. */
+export function shownOrder(part: 'cli' | 'form'): SaleField[] {
+  const order = ALL.filter((k) => SALE_DEFINITION[k][part] && !SALE_DEFINITION[k][part].after);
+  for (const k of ALL) {
+    const after = SALE_DEFINITION[k][part]?.after;
+    if (after) order.splice(order.indexOf(after) + 1, 0, k);
+  }
+  return order;
+}

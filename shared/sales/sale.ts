@@ -1,0 +1,114 @@
+// Sales: creation in Postgres plus loading into Redis, lookup, and the public view. What a sale
+// is, field by field, is in sales/definition.ts; the checks of its input in sales/input.ts.
+import type { RedisClient } from '../redis/connect.js';
+import type { Pool } from '../runtime/db.js';
+import { withTransaction } from '../runtime/db.js';
+import { HttpError } from '../runtime/errors.js';
+import { SALES_REGISTRY, saleKeys } from '../redis/keys.js';
+import { loadSale, type LoadOptions, type SaleRules } from './scripts.js';
+import { SALE_DEFINITION, type Admission, type Buyers, type Challenge, type Sale, type SaleField } from './definition.js';
+
+// The callers of sales keep importing what a sale is from here.
+export { parseSaleInput } from './input.js';
+export { MAX_PER_ORDER, SALE_FIELDS, type Admission, type Challenge, type Sale } from './definition.js';
+
+export type SaleState = 'upcoming' | 'open' | 'sold_out' | 'ended';
+
+const FIELDS = Object.keys(SALE_DEFINITION) as SaleField[];
+const COLUMNS = FIELDS.map((k) => SALE_DEFINITION[k].column);
+const INSERT = `insert into sales (${COLUMNS.join(', ')})
+  values (${COLUMNS.map((_, i) => `$${i + 1}`).join(', ')}) on conflict (id) do nothing`;
+
+/** A row of `sales` as `select *` returns it: a column per field of the definition, and the draw's and settling's own. */
+export type SaleRow = { id: string; [column: string]: unknown };
+
+export function fromRow(r: SaleRow): Sale {
+  return Object.fromEntries(FIELDS.map((k) => [k, r[SALE_DEFINITION[k].column]])) as unknown as Sale;
+}
+
+/** What Redis keeps of a sale (load_sale.lua): times in ms. */
+export function rulesOf(sale: Sale): SaleRules {
+  return Object.fromEntries(Object.entries(sale).map(([k, v]) => [k, v instanceof Date ? v.getTime() : v])) as SaleRules;
+}
+
+/** Puts a sale into Redis (idempotent: a loaded sale keeps its stock) and into the registry. */
+export async function loadSaleIntoRedis(redis: RedisClient, sale: Sale, opts: LoadOptions = {}): Promise<boolean> {
+  const loaded = await loadSale(redis, sale.id, rulesOf(sale), opts);
+  await redis.sadd(SALES_REGISTRY, sale.id);
+  return loaded;
+}
+
+/** Creates the sale in Postgres and loads it into Redis; Redis failing rolls the row back. */
+export async function createSale(pool: Pool, redis: RedisClient, sale: Sale, opts: LoadOptions = {}): Promise<void> {
+  await withTransaction(pool, async (client) => {
+    const res = await client.query(INSERT, FIELDS.map((k) => sale[k]));
+    if (res.rowCount === 0) throw new HttpError('sale_exists', `A sale with id "${sale.id}" already exists.`);
+    await loadSaleIntoRedis(redis, sale, opts);
+  });
+}
+
+export async function getSale(pool: Pool, id: string): Promise<Sale | null> {
+  const res = await pool.query<SaleRow>('select * from sales where id = $1', [id]);
+  return res.rows[0] ? fromRow(res.rows[0]) : null;
+}
+
+export async function listSales(pool: Pool): Promise<Sale[]> {
+  const res = await pool.query<SaleRow>('select * from sales order by starts_at');
+  return res.rows.map(fromRow);
+}
+
+export function saleState(sale: Sale, available: number, now: number): SaleState {
+  if (now < sale.startsAt.getTime()) return 'upcoming';
+  if (sale.endsAt && now >= sale.endsAt.getTime()) return 'ended';
+  return available > 0 ? 'open' : 'sold_out';
+}
+
+export interface SaleView {
+  id: string; name: string; stock: number; available: number; perUserLimit: number; maxPerOrder: number;
+  paymentWindowSeconds: number; startsAt: string; endsAt: string | null; state: SaleState;
+  challenge: Challenge; challengeComplexity: number; buyers: Buyers; price: number | null; currency: string | null;
+  admission: Admission; admitRatePerSecond: number | null; admitOverbook: number | null; passSeconds: number | null;
+  entriesOpenAt: string | null; entriesCloseAt: string | null; backfillUntil: string | null;
+  /** sha256 of the seed, from the start; the seed itself once a draw has been made (Postgres) or a waiting room has opened (Redis), null before. */
+  seedSha256: string | null; seed: string | null;
+}
+
+export async function saleView(redis: RedisClient, sale: Sale, now = Date.now()): Promise<SaleView> {
+  const available = Number((await redis.get(saleKeys(sale.id).available)) ?? 0);
+  return {
+    id: sale.id, name: sale.name, stock: sale.stock, available, perUserLimit: sale.perUserLimit,
+    maxPerOrder: sale.maxPerOrder, paymentWindowSeconds: sale.paymentWindowSeconds,
+    startsAt: sale.startsAt.toISOString(), endsAt: sale.endsAt?.toISOString() ?? null,
+    state: saleState(sale, available, now), challenge: sale.challenge, challengeComplexity: sale.challengeComplexity,
+    buyers: sale.buyers, price: sale.price, currency: sale.currency,
+    admission: sale.admission, admitRatePerSecond: sale.admitRatePerSecond, admitOverbook: sale.admitOverbook, passSeconds: sale.passSeconds,
+    entriesOpenAt: iso(sale.entriesOpenAt), entriesCloseAt: iso(sale.entriesCloseAt), backfillUntil: iso(sale.backfillUntil),
+    seedSha256: sale.seedSha256, seed: await publicSeed(redis, sale),
+  };
+}
+
+/** The seed if it is public yet: a draw's once made (seedRevealed), a waiting room's once it has opened (roomOpen). */
+async function publicSeed(redis: RedisClient, sale: Sale): Promise<string | null> {
+  if (sale.admission === 'draw') return seedRevealed(sale) ? sale.seed : null;
+  if (sale.admission === 'queue') return (await roomOpen(redis, sale.id)) ? sale.seed : null;
+  return null;
+}
+
+/**
+ * A waiting room has opened when admit.lua has set its phase (at the start, by the sale's master's
+ * clock): the pre-queue's places are final then, so its seed is public and anyone can redo the
+ * order, sha1(seed + ':' + buyer), from it. Before, the seed would let a joiner pick a good place.
+ */
+export async function roomOpen(redis: RedisClient, saleId: string): Promise<boolean> {
+  return (await redis.hget(saleKeys(saleId).room, 'phase')) === 'open';
+}
+
+const iso = (d: Date | null) => d?.toISOString() ?? null;
+
+/**
+ * A draw's seed is public once the draw is made, as the sale's row in Postgres says (drawn_at):
+ * never by a process's clock, which could show it while another API still takes entries.
+ */
+export function seedRevealed(sale: Sale): boolean {
+  return sale.admission === 'draw' && sale.drawnAt !== null;
+}

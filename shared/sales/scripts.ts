@@ -1,0 +1,98 @@
+// The wrappers of a sale's own scripts: loading it, ending it early, and a purchase. Each builds
+// its keys and arguments in the order its script's header documents; callers never do.
+import { saleKeys } from '../redis/keys.js';
+import type { RedisClient } from '../redis/connect.js';
+import { SALE_DEFINITION, type Sale, type SaleField } from './definition.js';
+import { run } from '../redis/scripts.js';
+
+/** A sale's rules as load_sale.lua keeps them: times in ms; a rule left out takes its default. */
+export type SaleRules = { stock: number } & { [K in SaleField]?: Sale[K] extends Date | null ? number | null : Sale[K] };
+
+const META = (Object.keys(SALE_DEFINITION) as SaleField[]).flatMap((key) => {
+  const { redis, schema, kind } = SALE_DEFINITION[key];
+  return redis ? [{ key, ...redis, fallback: schema.default as string | number | undefined, text: kind === 'text' || kind === 'choice' }] : [];
+});
+
+/** How a sale is loaded beyond its rules. */
+export interface LoadOptions {
+  /** LEGACY_BUY_COUNTS: the sale keeps each buyer's count in a key of its own, which APIs of the previous release read (see purchase.lua). */
+  legacyBuyCounts?: boolean;
+}
+
+export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules, opts: LoadOptions = {}): Promise<boolean> {
+  const k = saleKeys(saleId);
+  const meta = META.flatMap(({ key, name, none, admission, fallback }) => {
+    const v = admission && r.admission !== admission ? null : (r[key] ?? none ?? fallback);
+    return v === null || v === undefined ? [] : [name, v];
+  });
+  // A new sale's buyer counts go to one hash, unless APIs of the previous release still run (purchase.lua).
+  const buyCounts = opts.legacyBuyCounts ? [] : ['buyCounts', 'hash'];
+  const loaded = await run(redis, 'load_sale', [k.meta, k.available], [r.stock, ...meta, ...buyCounts]);
+  return loaded === 1;
+}
+
+/**
+ * A loaded sale's rules as its meta holds them (undefined: not loaded); a rule left out of the
+ * meta (a default, or one a sale made by an older release lacks) is absent here. `none` reads as null.
+ */
+export async function readSaleRules(redis: RedisClient, saleId: string): Promise<SaleRules | undefined> {
+  const meta = await redis.hgetall(saleKeys(saleId).meta);
+  if (meta.stock === undefined) return undefined;
+  const rules: Record<string, unknown> = {};
+  for (const { key, name, none, text } of META) {
+    const v = meta[name];
+    if (v !== undefined) rules[key] = v === none ? null : text ? v : Number(v);
+  }
+  return rules as SaleRules;
+}
+
+/** Brings a loaded sale's end forward to `endsAt` (ms): 1 moved, 0 ended at or before it already, -1 not loaded. */
+export async function endSaleScript(redis: RedisClient, saleId: string, endsAt: number): Promise<1 | 0 | -1> {
+  return (await run(redis, 'end_sale', [saleKeys(saleId).meta], [endsAt])) as 1 | 0 | -1;
+}
+
+/** exchange.lua: spends a solved challenge (by its signature) if the sale's window and the challenge's expiry allow, by Redis's clock; {code, Redis's now}. */
+export async function exchangeScript(redis: RedisClient, saleId: string, signature: string, expiresAt: number): Promise<[number, number]> {
+  const k = saleKeys(saleId);
+  return (await run(redis, 'exchange', [k.meta, k.challengeUsed(signature)], [expiresAt, TOKEN_MARK_MARGIN_MS])) as [number, number];
+}
+
+/**
+ * What the API checked for a purchase (shared/purchase/challenge.ts): a purchase token (a `pow` sale needs
+ * one; it buys once), an admission pass (a `queue` sale needs one; it buys once, before it expires),
+ * or, from the draw itself, a winner's unit (a `draw` sale sells to nobody else).
+ */
+export type PurchaseGate = { kind: 'token'; id: string; expiresAt: number } | { kind: 'pass'; expiresAt: number } | { kind: 'draw' };
+
+export interface PurchaseArgs {
+  saleId: string;
+  userId: string;
+  qty: number;
+  orderId: string;
+  /** BUY_COUNT_TTL_SECONDS: the buyer's count outlives the sale's end + payment window by this much (no end: it never expires). */
+  buyCountTtlSeconds: number;
+  gate?: PurchaseGate;
+  /** PURCHASE_RATE_PER_BUYER per PURCHASE_RATE_WINDOW_MS, counted per buyer and sale (absent or max 0: no limit). */
+  rate?: { max: number; windowMs: number };
+  /** MAX_UNPAID_PER_SALE: orders the buyer may let expire unpaid in this sale before it is refused (absent or 0: no bound). */
+  maxUnpaid?: number;
+}
+
+/** How long past its expiry a spent token's mark is kept: a failover to a master whose clock runs behind still finds it. */
+export const TOKEN_MARK_MARGIN_MS = 10_000;
+
+/** Raw {code, n} from purchase.lua; shared/purchase/purchaser.ts gives it meaning. */
+export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {
+  const k = saleKeys(a.saleId);
+  const g = a.gate;
+  // Twelve keys every call: without a token the gate key is the passes, read only with a pass.
+  const keys = [
+    k.meta, k.available, k.buys(a.userId), k.buyCounts, k.winners, k.queued, k.seq, k.purchased, k.deadlines, k.rate(a.userId),
+    g?.kind === 'token' ? k.tokenUsed(g.id) : k.passes, k.unpaid,
+  ];
+  // No clock is sent: the script judges every time by the master's TIME.
+  return (await run(redis, 'purchase', keys, [
+    a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, g?.kind ?? '', g?.kind === 'token' || g?.kind === 'pass' ? g.expiresAt : 0,
+    a.rate?.max ?? 0, a.rate?.windowMs ?? 0, TOKEN_MARK_MARGIN_MS, a.maxUnpaid ?? 0,
+  ])) as [number, number];
+}
