@@ -7,8 +7,9 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { startApi } from '../daemons/api.js';
+import { ConfigError } from '../shared/config/index.js';
 import { metrics } from '../shared/runtime/metrics.js';
-import { registerProvider } from '../shared/payments/providers/index.js';
+import { createProviders, registerProvider } from '../shared/payments/providers/index.js';
 import { signedWebhook, signPayload } from '../shared/payments/providers/signed-webhook.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import type { Sale } from '../shared/sales/sale.js';
@@ -66,6 +67,8 @@ test('payment registry: a Stripe-shaped event pays its order at /api/payments/st
   const rows = await env.pool.query('select id, outcome, amount, currency from payments where order_id = $1', [orderId]);
   assert.deepEqual(rows.rows, [{ id: `stripe:${JSON.parse(raw).id}`, outcome: 'applied', amount: 1999, currency: 'EUR' }]);
   assert.equal(await counted('stripe', 'applied'), applied + 1);
+  const exposed = (await http(api.port, 'GET', '/metrics')).body as string;
+  assert.match(exposed, /^flashsale_payments_total\{provider="stripe",outcome="applied"\} 1$/m);
   // Another currency is still another currency, in whatever case it comes.
   const other = await pendingOrder('sam');
   const usd = intentSucceeded(`evt_${randomUUID()}`, other, 1999, 'usd');
@@ -127,7 +130,9 @@ test('payment registry: the OpenAPI document lists each provider\'s webhook with
   assert.equal(doc.paths['/api/payments/{provider}/webhook'], undefined, 'the unknown-provider answer is no operation');
 });
 
-test('payment registry: a provider is registered once, under a name that fits a path and a recorded id', () => {
+test('payment registry: a provider is registered once, under a name that fits a path and a recorded id, and made only with the settings it needs', () => {
   assert.throws(() => registerProvider(stripeProvider), /registered twice/);
   assert.throws(() => registerProvider({ ...stripeProvider, name: 'Not/A name' }), /lower-case letters/);
+  assert.throws(() => createProviders({ ...env.config, paymentWebhookSecret: undefined }), (err) => err instanceof ConfigError && err.message.startsWith('PAYMENT_WEBHOOK_SECRET is not set: the signed payment provider'));
+  assert.deepEqual([...createProviders(env.config).keys()], ['signed', 'stripe']);
 });
