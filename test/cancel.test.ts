@@ -10,7 +10,7 @@ import { saleKeys } from '../shared/redis/keys.js';
 import { metrics } from '../shared/runtime/metrics.js';
 import { cancelPending, lockOrder, markPaid } from '../shared/orders/queries.js';
 import { insertPayment } from '../shared/payments/queries.js';
-import { signPayload } from '../shared/payments/signed-webhook.js';
+import { signPayload } from '../shared/payments/providers/signed-webhook.js';
 import type { Sale } from '../shared/sales/sale.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import { startApi } from '../daemons/api.js';

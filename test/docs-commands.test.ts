@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { signPayload } from '../shared/payments/signed-webhook.js';
+import { signPayload } from '../shared/payments/providers/signed-webhook.js';
 import { cli, exited, ready, spawnCli } from './support/cli.js';
 import { waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';

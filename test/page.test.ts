@@ -13,7 +13,7 @@ import { POSITION_EVERY_MS } from '../shared/http/routes/admission/room-events.j
 import { buildApp } from '../shared/http/app.js';
 import { saleKeys } from '../shared/redis/keys.js';
 import { ExpiryListener } from '../shared/pipeline/listener.js';
-import { signPayload } from '../shared/payments/signed-webhook.js';
+import { signPayload } from '../shared/payments/providers/signed-webhook.js';
 import { Purchaser } from '../shared/purchase/purchaser.js';
 import type { Sale } from '../shared/sales/sale.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';

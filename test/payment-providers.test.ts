@@ -9,7 +9,7 @@ import { HttpError } from '../shared/runtime/errors.js';
 import { migrate } from '../shared/runtime/migrate.js';
 import { receivePayment } from '../shared/payments/decide.js';
 import { recordedId } from '../shared/payments/provider.js';
-import { PAYMENT_SUCCEEDED, SignedWebhook } from '../shared/payments/signed-webhook.js';
+import { PAYMENT_SUCCEEDED, SignedWebhook } from '../shared/payments/providers/signed-webhook.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
 

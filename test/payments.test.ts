@@ -12,7 +12,7 @@ import { metrics } from '../shared/runtime/metrics.js';
 import { restore } from '../shared/orders/close.js';
 import { closeDue } from '../shared/orders/queries.js';
 import { EVENT_ID_MAX, PAYMENT_ID_MAX } from '../shared/payments/provider.js';
-import { SIGNATURE_TOLERANCE_SECONDS, signPayload } from '../shared/payments/signed-webhook.js';
+import { SIGNATURE_TOLERANCE_SECONDS, signPayload } from '../shared/payments/providers/signed-webhook.js';
 import { replayOnce } from '../shared/pipeline/replay.js';
 import { pino } from 'pino';
 import { Purchaser } from '../shared/purchase/purchaser.js';

@@ -4,7 +4,7 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
-import { signPayload } from '../shared/payments/signed-webhook.js';
+import { signPayload } from '../shared/payments/providers/signed-webhook.js';
 import { reconcile } from '../shared/checks/reconcile.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { runConcurrently, waitFor } from './support/fixtures.js';

@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { signPayload } from '../shared/payments/signed-webhook.js';
+import { signPayload } from '../shared/payments/providers/signed-webhook.js';
 import { freePort } from '../tools/local-stack.js';
 import { cli, exited, ready, spawnCli, type Vars } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';

@@ -6,10 +6,11 @@ import type { RedisClient } from '../redis/connect.js';
 import { createAuth } from '../buyers/auth.js';
 import type { Buyer } from '../buyers/buyer.js';
 import { Challenges } from '../purchase/challenge.js';
-import { ConfigError, type Config } from '../config/index.js';
+import type { Config } from '../config/index.js';
 import type { Pool } from '../runtime/db.js';
 import type { Logger } from '../runtime/logger.js';
-import { SignedWebhook } from '../payments/signed-webhook.js';
+import { createProviders } from '../payments/providers/index.js';
+import { signedWebhook, type SignedWebhook } from '../payments/providers/signed-webhook.js';
 import type { Purchaser } from '../purchase/purchaser.js';
 import { PurchaseRules } from '../purchase/rules/sale-rules.js';
 import type { ReplicaAcks } from '../redis/replication.js';
@@ -52,10 +53,12 @@ export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }
     frameworkErrors: onError,
     clientErrorHandler: onClientError,
   });
-  // Here, not in a plugin: a bad JWT setting or no webhook secret must stop buildApp itself (ConfigError).
+  // Here, not in a plugin: a bad JWT setting or a provider's missing secret must stop buildApp itself (ConfigError).
   const auth = createAuth(config, logger);
-  if (!config.paymentWebhookSecret) throw new ConfigError('PAYMENT_WEBHOOK_SECRET is not set: the payment webhook cannot verify anything without it');
-  const paymentDeps = { pool, redis, logger, signed: new SignedWebhook(config.paymentWebhookSecret) };
+  const providers = createProviders(config);
+  const paymentDeps = { pool, redis, logger };
+  // DIRECT_PAY signs its events as the signed webhook, which the registry always holds.
+  const directPay = { ...paymentDeps, signed: providers.get(signedWebhook.name) as SignedWebhook };
   // Set by auth.buyer before any handler reads it; declared here so every request has the same shape.
   app.decorateRequest('buyer', null as unknown as Buyer);
   const otherMethods = methodNotAllowed(app);
@@ -76,8 +79,8 @@ export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }
   void app.register(purchase, { redis, purchaser, auth, limits: config, rules });
   void app.register(queue, { redis, auth, limits: config, saleCache, challenges, rules, logger });
   void app.register(draw, { pool, redis, auth, limits: config, saleCache, challenges, rules, logger });
-  void app.register(payments, paymentDeps);
-  void app.register(orders, { pool, redis, replicaAcks, auth, maxCancelsPerSale: config.maxCancelsPerSale, directPay: config.directPay ? paymentDeps : undefined });
+  void app.register(payments, { ...paymentDeps, providers });
+  void app.register(orders, { pool, redis, replicaAcks, auth, maxCancelsPerSale: config.maxCancelsPerSale, directPay: config.directPay ? directPay : undefined });
   void app.register(orderEvents, { pool, redis, auth, limits: config, logger });
   void app.register(page, { development: config.development, directPay: config.directPay });
   void app.register(admin, { pool, redis, auth });

@@ -14,7 +14,6 @@ import { refusal } from './plugins/errors.js';
 export const SECURITY = {
   buyer: [{ buyer: [] }],
   admin: [{ admin: [] }],
-  webhook: [{ webhook: [] }],
 };
 
 /** Every route may be shed under load or meet a bug of ours. */

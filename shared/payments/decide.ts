@@ -1,5 +1,5 @@
-// A payment event, once its provider has verified it (shared/payments/: the provider seam, and the
-// signed webhook, the first provider), is decided once, in one transaction with the order's change:
+// A payment event, once its provider has verified it (shared/payments/provider.ts: the provider
+// seam; shared/payments/providers/: the providers), is decided once, in one transaction with the order's change:
 // applied (the order was pending inside its window and the event brings exactly its price times
 // qty in the sale's currency: paid by the same conditional update as ever) or refund_due, with the
 // reason (a wrong amount or currency; closed: expired or cancelled by its buyer; past its deadline;
@@ -17,7 +17,7 @@ import { publishOrderEvents } from '../orders/events.js';
 import { lockOrder, markPaid, type OrderRow } from '../orders/queries.js';
 import { allows, TRANSITIONS, type OrderState } from '../orders/states.js';
 import { findPayment, insertPayment, type PaymentOutcome, type RecordedPayment, type RefundReason } from './queries.js';
-import { recordedId, type PaymentEvent, type PaymentProvider, type SucceededEvent } from './provider.js';
+import { recordedId, verifiedEvent, type PaymentEvent, type PaymentProvider, type SucceededEvent } from './provider.js';
 import type { RedisClient } from '../redis/connect.js';
 import { dropExpiry } from '../orders/scripts.js';
 
@@ -55,19 +55,19 @@ export class NotCharged extends Error {
 export async function receivePayment(deps: PaymentDeps, provider: PaymentProvider, raw: Buffer, headers: IncomingHttpHeaders, opts: { chargedOnly?: boolean } = {}): Promise<PaymentAnswer> {
   let event: PaymentEvent;
   try {
-    event = provider.verify(raw, headers);
+    event = verifiedEvent(provider, raw, headers);
   } catch (err) {
-    metrics.payments.inc({ outcome: 'refused' });
+    metrics.payments.inc({ provider: provider.name, outcome: 'refused' });
     throw err;
   }
   const id = recordedId(provider, event.id);
   try {
     const answer = event.kind === 'succeeded' ? await applyPayment(deps, event, id, raw, opts.chargedOnly === true) : await ignore(deps.pool, event, id);
-    metrics.payments.inc({ outcome: answer.duplicate ? 'duplicate' : answer.outcome });
+    metrics.payments.inc({ provider: provider.name, outcome: answer.duplicate ? 'duplicate' : answer.outcome });
     return answer;
   } catch (err) {
     if (err instanceof HttpError && err.code === 'event_conflict') {
-      metrics.payments.inc({ outcome: 'conflict' });
+      metrics.payments.inc({ provider: provider.name, outcome: 'conflict' });
       // The provider (or whoever holds its secret) signed two bodies under one id: never a retry.
       const orderId = event.kind === 'succeeded' ? event.orderId : undefined;
       deps.logger.error({ alert: 'PAYMENT_EVENT_CONFLICT', event: { id: event.id, provider: provider.name, orderId } }, 'a payment event id came again with a different body: nothing recorded');

@@ -1,8 +1,12 @@
 // A payment provider, as the payment path sees it: something that turns one delivery (the exact
 // bytes and the headers it came with) into a verified event, or refuses it. Deciding what an event
 // does to its order (shared/payments/decide.ts) knows nothing of signatures or of a provider's format; a
-// provider knows nothing of orders.
+// provider knows nothing of orders. Each provider is one file of shared/payments/providers/ and one
+// line of its index.ts, which registers its definition: the webhook route, its OpenAPI security
+// scheme and the settings it needs all derive from that.
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Config } from '../config/index.js';
+import type { ErrorCode } from '../runtime/errors.js';
 
 /** What a verified delivery says. Only `succeeded` moves money onto an order; any other kind is acknowledged and ignored. */
 export type PaymentEvent =
@@ -13,7 +17,10 @@ export type PaymentEvent =
     orderId: string;
     /** In the currency's minor unit, as sent. */
     amount: number;
-    /** As sent; the decision compares it with the sale's exactly. */
+    /**
+     * The ISO 4217 code in the provider's case (currencyCase); verifiedEvent turns it into upper
+     * case, as sales hold it, and the decision compares it with the sale's exactly.
+     */
     currency: string;
   }
   | { kind: 'ignored'; id: string; type: string };
@@ -41,7 +48,34 @@ export interface PaymentProvider {
    * it has verified are ever parsed.
    */
   verify(raw: Buffer, headers: IncomingHttpHeaders): PaymentEvent;
+  /**
+   * How it writes currency codes: `upper` as ISO 4217 does (EUR: taken as sent, so `eur` is a
+   * currency mismatch), or `lower` as Stripe does (eur: upper-cased before anything compares or records it).
+   */
+  readonly currencyCase: 'upper' | 'lower';
+}
+
+/** The provider's verified event, its currency in ISO 4217's upper case: the one place a provider's form is normalised. */
+export function verifiedEvent(provider: PaymentProvider, raw: Buffer, headers: IncomingHttpHeaders): PaymentEvent {
+  const event = provider.verify(raw, headers);
+  if (event.kind !== 'succeeded' || provider.currencyCase === 'upper') return event;
+  return { ...event, currency: event.currency.toUpperCase() };
 }
 
 /** The id a provider's event is recorded under, in the payments table and the refunds it lists. */
 export const recordedId = (provider: PaymentProvider, eventId: string): string => `${provider.name}:${eventId}`;
+
+/** A provider as the registry (shared/payments/providers/index.ts) holds it: everything the API derives from it. */
+export interface ProviderDefinition<P extends PaymentProvider = PaymentProvider> {
+  /** The provider's name: its route is `POST /api/payments/<name>/webhook`. */
+  readonly name: string;
+  /** The settings it cannot verify without: the API refuses to start while one is unset. */
+  readonly settings: readonly (keyof Config)[];
+  create(config: Config): P;
+  /** Its OpenAPI security scheme (how its deliveries are signed), under `key` in components.securitySchemes. */
+  readonly security: { key: string; scheme: Record<string, unknown> };
+  /** The refusals its verify throws, besides invalid_event: documented on its route. */
+  readonly refusals: readonly ErrorCode[];
+  /** The events it sends: their body (documented, never validated: bytes are verified first) and what each type does. */
+  readonly events: { body: Record<string, unknown>; types: Record<string, string> };
+}

@@ -60,8 +60,9 @@ export const metrics = {
   stockRestored: new Counter({ name: 'flashsale_stock_restored_total', help: 'Units of stock given back by expired and cancelled orders', registers: [registry] }),
   reconciliationFailures: new Counter({ name: 'flashsale_reconciliation_failures_total', help: 'Reconciliations where stock was not conserved', labelNames: ['sale'], registers: [registry] }),
   // applied | refund_due: recorded; duplicate: a redelivery, nothing changed; ignored: a type we do
-  // not act on; refused: a bad or stale signature or a malformed event, nothing recorded.
-  payments: new Counter({ name: 'flashsale_payments_total', help: 'Payment webhook events by outcome', labelNames: ['outcome'], registers: [registry] }),
+  // not act on; refused: a bad or stale signature or a malformed event, nothing recorded. provider:
+  // its name in the registry (shared/payments/providers/).
+  payments: new Counter({ name: 'flashsale_payments_total', help: 'Payment webhook events by provider and outcome', labelNames: ['provider', 'outcome'], registers: [registry] }),
   refundsOpen: new Gauge({
     name: 'flashsale_refunds_open', help: 'Payments recorded refund_due and not yet marked paid back, as the replay last counted them', registers: [registry],
   }),

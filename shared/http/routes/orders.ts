@@ -7,7 +7,8 @@ import type { Pool } from '../../runtime/db.js';
 import type { ReplicaAcks } from '../../redis/replication.js';
 import { ORDER_ID_PATTERN, SALE_ID_PATTERN } from '../../runtime/ids.js';
 import { cancelOrder } from '../../orders/cancel.js';
-import { getOrder, myOrders, MY_ORDERS_MAX, ORDER_STATUSES, payOrder, type DirectPayDeps } from '../../orders/view.js';
+import { getOrder, myOrders, MY_ORDERS_MAX, ORDER_STATUSES } from '../../orders/view.js';
+import { payOrder, type DirectPayDeps } from '../../payments/direct-pay.js';
 import { refusal } from '../plugins/errors.js';
 import { errorResponses, SECURITY } from '../schemas.js';
 

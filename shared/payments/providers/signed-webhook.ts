@@ -4,10 +4,10 @@
 // body is one JSON object: `{id, type, orderId, amount, currency}`, no key twice.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { HttpError } from '../runtime/errors.js';
-import { ORDER_ID_PATTERN } from '../runtime/ids.js';
-import { duplicateKey } from '../runtime/json-keys.js';
-import { EVENT_ID_MAX, EVENT_ID_PATTERN, type PaymentEvent, type PaymentProvider } from './provider.js';
+import { HttpError } from '../../runtime/errors.js';
+import { ORDER_ID_PATTERN } from '../../runtime/ids.js';
+import { duplicateKey } from '../../runtime/json-keys.js';
+import { EVENT_ID_MAX, EVENT_ID_PATTERN, type PaymentEvent, type PaymentProvider, type ProviderDefinition } from '../provider.js';
 
 export const SIGNATURE_HEADER = 'flashsale-signature';
 /** How far a signature's timestamp may be from now, either way: a captured event replays for this long at most. */
@@ -21,9 +21,12 @@ export function signPayload(secret: string, raw: Buffer | string, t = Math.floor
   return `t=${t},v1=${hmac(secret, String(t), Buffer.from(raw)).toString('hex')}`;
 }
 
-/** Refuses anything but a signature of these exact bytes under the secret, made within the tolerance. */
-export function verifySignature(secret: string, header: string | string[] | undefined, raw: Buffer, nowMs = Date.now()): void {
-  if (typeof header !== 'string') throw new HttpError('invalid_signature', 'Send the Flashsale-Signature header once: t=<unix seconds>,v1=<hex HMAC-SHA256>.');
+/**
+ * Refuses anything but a signature of these exact bytes under the secret, made within the
+ * tolerance. `name` is the header's, for the messages: Stripe signs the same way in Stripe-Signature.
+ */
+export function verifySignature(secret: string, header: string | string[] | undefined, raw: Buffer, nowMs = Date.now(), name = 'Flashsale-Signature'): void {
+  if (typeof header !== 'string') throw new HttpError('invalid_signature', `Send the ${name} header once: t=<unix seconds>,v1=<hex HMAC-SHA256>.`);
   let t: string | undefined;
   const candidates: Buffer[] = [];
   for (const part of header.split(',')) {
@@ -31,7 +34,7 @@ export function verifySignature(secret: string, header: string | string[] | unde
     if (key === 't' && t === undefined && /^\d{1,12}$/.test(value)) t = value;
     else if (key === 'v1' && /^[0-9a-f]{64}$/i.test(value)) candidates.push(Buffer.from(value, 'hex'));
   }
-  if (t === undefined || candidates.length === 0) throw new HttpError('invalid_signature', 'The Flashsale-Signature header needs t=<unix seconds> and at least one v1=<64 hex digits>.');
+  if (t === undefined || candidates.length === 0) throw new HttpError('invalid_signature', `The ${name} header needs t=<unix seconds> and at least one v1=<64 hex digits>.`);
   const expected = hmac(secret, t, raw);
   // Every candidate is compared, in constant time, whichever matches.
   let match = false;
@@ -68,6 +71,7 @@ export function parseEvent(raw: Buffer): PaymentEvent {
 /** PAYMENT_WEBHOOK_SECRET's provider, recorded as `signed:<event id>`. */
 export class SignedWebhook implements PaymentProvider {
   readonly name = 'signed';
+  readonly currencyCase = 'upper';
 
   constructor(private readonly secret: string) {}
 
@@ -81,3 +85,31 @@ export class SignedWebhook implements PaymentProvider {
     return { [SIGNATURE_HEADER]: signPayload(this.secret, raw) };
   }
 }
+
+/** The signed webhook in the registry: PAYMENT_WEBHOOK_SECRET's provider, at /api/payments/signed/webhook (and /api/payments/webhook). */
+export const signedWebhook: ProviderDefinition<SignedWebhook> = {
+  name: 'signed',
+  settings: ['paymentWebhookSecret'],
+  create: (config) => new SignedWebhook(config.paymentWebhookSecret!),
+  security: {
+    key: 'webhook',
+    scheme: {
+      type: 'apiKey', in: 'header', name: 'Flashsale-Signature',
+      description: '`t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" under PAYMENT_WEBHOOK_SECRET>`; several v1= during a rotation',
+    },
+  },
+  refusals: ['invalid_signature', 'stale_signature'],
+  events: {
+    body: {
+      type: 'object', required: ['id', 'type'],
+      properties: {
+        id: { type: 'string', description: `the provider's event id: 1 to ${EVENT_ID_MAX} printable characters (a longer one is 400 invalid_event)` },
+        type: { type: 'string', description: `${PAYMENT_SUCCEEDED}; any other type is ignored` },
+        orderId: { type: 'string', description: `required for ${PAYMENT_SUCCEEDED}` },
+        amount: { type: 'integer', minimum: 0, description: `required for ${PAYMENT_SUCCEEDED}: in the currency's minor unit; pays the order only if it is price x qty` },
+        currency: { type: 'string', description: `required for ${PAYMENT_SUCCEEDED}: the ISO 4217 code, compared with the sale's exactly (upper case)` },
+      },
+    },
+    types: { [PAYMENT_SUCCEEDED]: 'the money for `orderId` was taken: pays the order, or records a refund due' },
+  },
+};
