@@ -1,3 +1,4 @@
+-- keys: 2
 --[[
   The buyer cancels an order still queued (reserved, not yet written to Postgres): check that the
   order is queued and theirs, and note that a cancel was asked. Postgres then decides (the API

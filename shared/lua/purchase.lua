@@ -1,3 +1,4 @@
+-- keys: 12
 --[[
   Reserve stock for one buyer: every check and every write in one atomic step.
 
