@@ -3,7 +3,7 @@
 // Only routes with a tag are documented: the 405 answers of method-not-allowed.ts have none.
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import { wholeApp } from './plugin.js';
+import fp from 'fastify-plugin';
 
 const TAGS = [
   { name: 'sales', description: 'sales and purchases' },
@@ -29,7 +29,7 @@ const SECURITY_SCHEMES = {
 } as const;
 
 /** On the whole app: in a plugin's own context it would see none of the routes. */
-export const docs = wholeApp((app, _opts, done) => {
+export const docs = fp((app, _opts, done) => {
   void app.register(swagger, {
     openapi: {
       openapi: '3.0.3',
@@ -46,4 +46,4 @@ export const docs = wholeApp((app, _opts, done) => {
   // The UI's assets come from the package itself: /docs works offline.
   void app.register(swaggerUi, { routePrefix: '/docs' });
   done();
-});
+}, { name: 'flashsale-docs', fastify: '5.x', dependencies: ['flashsale-errors', 'flashsale-request-metrics'] });
