@@ -14,7 +14,7 @@ const KEYS_LINE = /^-- keys: ([1-9][0-9]*|n)$/;
 
 /** The number of keys `lua` declares on its first line, null for a count given per call. */
 export function declaredKeyCount(lua: string, file: string): number | null {
-  const m = KEYS_LINE.exec(lua.slice(0, lua.indexOf('\n')).trimEnd());
+  const m = KEYS_LINE.exec(lua.split('\n', 1)[0]!.trimEnd());
   if (!m) throw new Error(`${file}: the first line must say how many keys it takes: "-- keys: <count>" or "-- keys: n"`);
   return m[1] === 'n' ? null : Number(m[1]);
 }
