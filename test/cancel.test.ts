@@ -7,6 +7,8 @@ import { afterEach, describe, test } from 'node:test';
 import { closeOrders, sweepOverdue } from '../shared/orders/close.js';
 import { checkInvariants } from '../shared/checks/invariants.js';
 import { saleKeys } from '../shared/redis/keys.js';
+import { run } from '../shared/redis/scripts.js';
+import { parseWinner } from '../shared/runtime/ids.js';
 import { metrics } from '../shared/runtime/metrics.js';
 import { cancelPending, lockOrder, markPaid } from '../shared/orders/queries.js';
 import { insertPayment } from '../shared/payments/queries.js';
@@ -105,6 +107,30 @@ describe('cancel', () => {
     assert.equal(await available(s), 10, 'restored once');
   });
 
+  test('cancel: a purchase\'s winner entry, its buyer holding \'|\', is read by the one parser and cancelled for that buyer only', async () => {
+    const s = await sale();
+    const [before] = await env.redis.time();
+    const id = await buy(s, 'pipe|ann|1');
+    const [after] = await env.redis.time();
+    const k = saleKeys(s.id);
+    const entry = (await env.redis.hget(k.queued, id))!;
+    const winner = parseWinner(entry);
+    assert.deepEqual({ ...winner, purchasedAt: 0 }, { orderId: id, seq: 1, qty: 1, purchasedAt: 0, userId: 'pipe|ann|1' });
+    assert.ok(winner.purchasedAt >= Number(before) * 1000 && winner.purchasedAt < (Number(after) + 1) * 1000, 'stamped by Redis\'s TIME');
+    assert.equal(await env.redis.lindex(k.winners, 0), entry, 'the writer reads the same entry');
+
+    // cancel.lua compares the entry whole: one that is not the queued one (written meanwhile) notes nothing.
+    assert.equal(await run(env.redis, 'cancel', [k.queued, k.cancels], [id, `${entry}x`]), 0);
+    for (const other of ['pipe', 'pipe|ann', '1']) assert.equal(outcome(await cancel(id, other)), '404 order_not_found', other);
+    assert.equal(await env.redis.hlen(k.cancels), 0, 'no cancel noted');
+
+    assert.deepEqual((await cancel(id, 'pipe|ann|1')).body, { orderId: id, status: 'cancelled' });
+    assert.deepEqual((await env.pool.query('select user_id, qty, status from orders where id = $1', [id])).rows, [{ user_id: 'pipe|ann|1', qty: 1, status: 'cancelled' }]);
+    assert.equal(await env.redis.hexists(k.cancels, id), 1, 'the cancel was noted');
+    assert.deepEqual([await available(s), await quota(s, 'pipe|ann|1')], [10, 0]);
+    await drain(s);
+  });
+
   test('cancel: another buyer\'s, a paid, an expired, an overdue, an unknown or a malformed order is refused and nothing changes', async () => {
     const s = await sale();
     const [queued, pending, paid, expired, overdue] = [await buy(s, 'cy'), await buy(s, 'cal'), await buy(s, 'cat'), await buy(s, 'cob'), await buy(s, 'cid')];
@@ -132,7 +158,7 @@ describe('cancel', () => {
       assert.equal(typeof r.body.message, 'string');
     }
     assert.equal((await http(api.port, 'POST', `/api/orders/${pending}/cancel`)).status, 401);
-    // The queued order got no write either: the ownership check comes first in cancel.lua.
+    // The queued order got no write either: its buyer is checked before cancel.lua writes its note.
     assert.deepEqual(await stateSnapshot(env), state);
     await env.redis.lpush(saleKeys(s.id).winners, (await env.redis.hget(saleKeys(s.id).queued, queued))!);
     await drain(s);

@@ -4,8 +4,11 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import { buildApp } from '../shared/http/app.js';
+import { docs } from '../shared/http/plugins/docs.js';
+import { errorHandler, errorMapping } from '../shared/http/plugins/errors.js';
+import { requestMetrics } from '../shared/http/plugins/request-metrics.js';
 import { Purchaser } from '../shared/purchase/purchaser.js';
 import { testEnv, type TestEnv } from './support/env.js';
 
@@ -110,4 +113,25 @@ test('/docs is the Swagger UI, served from the package (no network)', async () =
     const res = await app.inject({ method: 'GET', url });
     assert.equal(res.statusCode, 200, `${url} is served`);
   }
+});
+
+test('the docs\' plugin after the error mapping and the request metrics, or the app does not start: its routes would answer outside our shape, unmeasured', async () => {
+  const onError = errorHandler(env.logger);
+  for (const [missing, register] of [
+    ['flashsale-errors', (a: FastifyInstance) => a.register(requestMetrics)],
+    ['flashsale-request-metrics', (a: FastifyInstance) => a.register(errorMapping, { onError })],
+  ] as const) {
+    const early = Fastify();
+    void register(early);
+    void early.register(docs);
+    await assert.rejects(async () => { await early.ready(); }, (err: Error & { code?: string }) => err.code === 'FST_ERR_PLUGIN_DEPENDENCY_NOT_REGISTERED' && err.message.includes(missing), missing);
+    await early.close().catch(() => {});
+  }
+  const inOrder = Fastify();
+  void inOrder.register(errorMapping, { onError });
+  void inOrder.register(requestMetrics);
+  void inOrder.register(docs);
+  await inOrder.ready();
+  assert.equal((await inOrder.inject({ method: 'GET', url: '/docs/json' })).statusCode, 200);
+  await inOrder.close();
 });

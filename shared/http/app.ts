@@ -1,6 +1,7 @@
 // The HTTP app, built by a factory apart from listen() so tests can inject requests: the
 // cross-cutting plugins first (plugins/), then the API's documentation, then one routes plugin per
-// resource (routes/), then the 405 pass.
+// resource (routes/), then the 405 pass. Each plugin names those it needs before it (fastify-plugin's
+// dependencies): fastify refuses to start when one is missing or comes later.
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { RedisClient } from '../redis/connect.js';
 import { createAuth } from '../buyers/auth.js';

@@ -1,3 +1,4 @@
+-- keys: n
 --[[
   Finish a written batch: set each pending order's expiry key to fire at its deadline, move its id
   from the purchased set to the deadlines index (the listener's nudger reads it; a resent purchase

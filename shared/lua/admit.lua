@@ -1,3 +1,4 @@
+-- keys: 5
 --[[
   One admission step of a waiting room: hands passes to the next buyers in line, at the sale's
   rate, never leaving more passes outstanding than the units left times the no-show allowance.

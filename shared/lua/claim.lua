@@ -1,3 +1,4 @@
+-- keys: 3
 --[[
   Hand a batch of winners to one writer: move them from the shared list into the writer's own
   processing list and renew its lease. A writer that still holds an unfinished batch (it restarted

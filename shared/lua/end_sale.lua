@@ -1,3 +1,4 @@
+-- keys: 1
 --[[
   End a sale early: bring its end forward to ARGV[1], never push it back. purchase.lua reads
   endsAt from this hash on every call, so the next purchase at or after that instant is refused

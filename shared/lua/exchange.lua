@@ -1,3 +1,4 @@
+-- keys: 2
 --[[
   Spend a solved challenge for a purchase token, judged by this master's clock, never the API's:
   the sale's window (a first-come sale refuses before its start; a waiting room and a draw take

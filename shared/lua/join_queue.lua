@@ -1,3 +1,4 @@
+-- keys: 4
 --[[
   A buyer joins a sale's waiting room, once. Before the room opens (admit.lua opens it at the start)
   a joiner gets a place in [0, 1) from the sale's seed and their id: the pre-queue, in an order

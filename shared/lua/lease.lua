@@ -1,3 +1,4 @@
+-- keys: 1
 --[[
   Take or keep a lease: one holder at a time, for ARGV[2] ms from now. A holder that stops renewing
   (a crash, a pause) loses it when it runs out, and the next to ask takes it.

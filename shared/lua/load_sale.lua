@@ -1,3 +1,4 @@
+-- keys: 2
 --[[
   Load a sale's rules and stock, once. A sale already loaded keeps its stock: reloading
   must never hand out stock twice.

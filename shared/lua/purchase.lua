@@ -1,3 +1,4 @@
+-- keys: 12
 --[[
   Reserve stock for one buyer: every check and every write in one atomic step.
 
@@ -176,6 +177,7 @@ elseif hasEnd then
 else
   rcall('SET', buysKey, ownKey + qty)
 end
+-- The winner entry, read by shared/runtime/ids.ts (parseWinner) alone; user last, as it may hold '|'.
 local entry = orderId .. '|' .. seq .. '|' .. qty .. '|' .. now .. '|' .. userId
 rcall('LPUSH', winnersKey, entry)
 rcall('HSET', queuedKey, orderId, entry)

@@ -1,3 +1,4 @@
+-- keys: 4
 --[[
   One buyer's place in a waiting room, read in one step (the API's GET .../queue/me and streams).
 

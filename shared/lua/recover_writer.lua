@@ -1,3 +1,4 @@
+-- keys: 3
 --[[
   Re-drive the batch of a writer whose lease ran out (it crashed or hung): its entries go back to
   the consuming end of the winners list. Inserts are idempotent on the order id, so a batch that

@@ -1,3 +1,4 @@
+-- keys: n
 --[[
   Give closed orders' stock and their buyers' quota back, exactly once per order: the restored
   set is the guard, so a duplicate event, a second listener, the replay or a resent command

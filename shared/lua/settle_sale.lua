@@ -1,3 +1,4 @@
+-- keys: 13
 --[[
   Forget what a settled sale kept per order: the sale is over and every order is final, so nothing
   reads these any more. Marks the sale settled in its rules in the same step, and restore.lua

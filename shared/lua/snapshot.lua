@@ -1,3 +1,4 @@
+-- keys: n
 --[[
   One instant of a sale's Redis side, for reconciliation: stock left, the purchase counter, every
   winner not yet acknowledged (the shared list and each writer's processing list) and the stock

@@ -1,3 +1,4 @@
+-- keys: n
 --[[
   Touch the expiry keys whose deadline has come. Redis deletes an expired key (and emits
   `expired`) when it is accessed, so this turns its lazy, sampled expiry into an on-time one.

@@ -17,7 +17,6 @@ import type { Pool } from '../runtime/db.js';
 import { CANCEL_LIMIT, cancelsLeft, withCancelAllowance } from './cancel-allowance.js';
 import { HttpError } from '../runtime/errors.js';
 import { finishClosed } from './close.js';
-import { parseWinner } from '../runtime/ids.js';
 import { cancelPending, findOrder, insertCancelled, settledOrder, type ClosedOrder, type OrderRow } from './queries.js';
 import { allows, TRANSITIONS } from './states.js';
 import { checkOrderId, queuedOrder } from './view.js';
@@ -57,11 +56,11 @@ async function cancelQueued(
   // A buyer at the limit is refused before cancel.lua writes its note, so nothing changes; unless
   // this very order is already cancelled (its row is in Postgres, its queued entry not yet gone).
   if (!(await cancelsLeft(pool, saleId, userId, maxCancels))) return refuseQueued(pool, redis, saleId, orderId, userId);
-  const entry = await markCancelling(redis, saleId, orderId, userId);
-  if (!entry) return undefined;
+  const winner = await markCancelling(redis, saleId, orderId, userId);
+  if (!winner) return undefined;
   // The reservation must be on the replicas before Postgres records the order (see cancel.lua).
   await confirmReplicated(acks, [saleId]);
-  const closed = await withCancelAllowance(pool, saleId, userId, maxCancels, (client) => insertCancelled(client, saleId, parseWinner(entry)));
+  const closed = await withCancelAllowance(pool, saleId, userId, maxCancels, (client) => insertCancelled(client, saleId, winner));
   if (closed !== CANCEL_LIMIT) return closed;
   // A concurrent cancel used the last one up. The count never falls, so no cancel of this order can
   // win after this: its note goes, and the order stays queued (or pending, if written meanwhile).

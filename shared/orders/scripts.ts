@@ -4,6 +4,7 @@
 import { saleKeys, STOCK_CHANNEL } from '../redis/keys.js';
 import type { RedisClient } from '../redis/connect.js';
 import { run } from '../redis/scripts.js';
+import { parseWinner, type Winner } from '../runtime/ids.js';
 
 export interface Restorable {
   orderId: string;
@@ -39,10 +40,16 @@ export async function restoreStock(redis: RedisClient, o: Restorable & { saleId:
   return restored!;
 }
 
-/** cancel.lua: a still-queued order of this buyer, noted as being cancelled; its winner entry, or null. */
-export async function markCancelling(redis: RedisClient, saleId: string, orderId: string, userId: string): Promise<string | null> {
+/** cancel.lua: a still-queued order of this buyer, noted as being cancelled; its winner, or null. */
+export async function markCancelling(redis: RedisClient, saleId: string, orderId: string, userId: string): Promise<Winner | null> {
   const k = saleKeys(saleId);
-  return ((await run(redis, 'cancel', [k.queued, k.cancels], [orderId, userId])) as string | null) ?? null;
+  // The entry is parsed here, where its format is known (ids.ts); cancel.lua notes the cancel only
+  // if the order is still queued with the very entry read, so the buyer checked is still its buyer.
+  const entry = await redis.hget(k.queued, orderId);
+  if (entry === null) return null;
+  const winner = parseWinner(entry);
+  if (winner.userId !== userId) return null;
+  return (await run(redis, 'cancel', [k.queued, k.cancels], [orderId, entry])) === 1 ? winner : null;
 }
 
 /** Takes back cancel.lua's note of a cancel that was then refused (the buyer's cancel limit): the order is still just queued. */

@@ -8,8 +8,9 @@ import type { Logger } from '../runtime/logger.js';
 import { masterGuard, reviveOnEnd, sentinelOptions } from './sentinel.js';
 import { SentinelReplicas } from './sentinel-replicas.js';
 import { defineScripts, PER_CALL_KEYS } from './scripts.js';
+import type { RedisClient } from './client.js';
 
-export type RedisClient = Redis | Cluster;
+export type { RedisClient } from './client.js';
 
 /** How often a cluster client re-reads the slot map (ioredis never does unless told). */
 const SLOTS_REFRESH_MS = 1000;

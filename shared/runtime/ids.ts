@@ -32,7 +32,7 @@ export function saleIdOfOrder(orderId: string): string | null {
   return m ? m[1]! : null;
 }
 
-/** A winner as the purchase script writes it: `orderId|seq|qty|purchasedAtMs|userId` (user last: it may hold '|'). */
+/** A winner as purchase.lua writes it: `orderId|seq|qty|purchasedAtMs|userId` (user last: it may hold '|'). Read here only: cancel.lua compares it whole. */
 export interface Winner {
   orderId: string;
   seq: number;

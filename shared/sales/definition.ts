@@ -1,4 +1,4 @@
-// A sale's definition, each field once: its type (Sale), the JSON schema of its input (limits,
+// A sale's definition, each field once: its type (Sale, in model.ts), the JSON schema of its input (limits,
 // default, doc line), its Postgres column, its name in Redis's meta hash, and how `flashsale sale
 // create` and the admin's new-sale form ask for it (SALE_DEFINITION). Read by parseSaleInput
 // (sales/input.ts), the OpenAPI schema (http/schemas.ts), the row mapping (sales.ts), load_sale's
@@ -7,10 +7,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from '../runtime/ids.js';
 import { choice, int, text, time, type Field } from './field.js';
+import { ADMISSIONS, BUYERS, CHALLENGES, type Sale, type SaleField } from './model.js';
 
-export const ADMISSIONS = ['first-come', 'queue', 'draw'] as const;
-export const CHALLENGES = ['none', 'pow'] as const;
-export const BUYERS = ['anyone', 'verified-email'] as const;
+export { ADMISSIONS, BUYERS, CHALLENGES } from './model.js';
+export type { Admission, Buyers, Challenge, Sale, SaleField } from './model.js';
 
 /**
  * The most one order may take: the bound of every sale's maxPerOrder and of qty at the API, so
@@ -28,47 +28,6 @@ export const CURRENCY_PATTERN = /^[A-Z]{3}$/;
 // the buyer's page, the admin's list and a terminal must not reorder or hide the text around it.
 // NUL is among them (Postgres text cannot hold it), and an unpaired surrogate would be stored as U+FFFD.
 export const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069\p{Cs}]/u;
-
-export interface Sale {
-  id: string;
-  name: string;
-  stock: number;
-  /** What one unit costs, in the currency's minor unit; null only for sales made before prices (they take any amount). */
-  price: number | null;
-  /** ISO 4217, three upper-case letters; null with price. */
-  currency: string | null;
-  perUserLimit: number;
-  maxPerOrder: number;
-  startsAt: Date;
-  endsAt: Date | null;
-  paymentWindowSeconds: number;
-  /** 'pow': a purchase needs a token earned by solving a proof-of-work challenge (shared/purchase/challenge.ts). */
-  challenge: Challenge;
-  /** About how many hashes a challenge of this sale takes to solve. */
-  challengeComplexity: number;
-  /** 'verified-email': only buyers whose token says `email_verified: true` (shared/purchase/rules/verified-email.ts). */
-  buyers: Buyers;
-  /** Who may buy: the fastest purchase ('first-come'), holders of a waiting room's pass ('queue'), or a draw's winners ('draw'). */
-  admission: Admission;
-  /** 'queue' only (null otherwise): passes handed out per second, the no-show allowance over the units left, and how long a pass lasts. */
-  admitRatePerSecond: number | null;
-  admitOverbook: number | null;
-  passSeconds: number | null;
-  /** 'draw' only (null otherwise): when entries open and close, and until when units that come back go to the next entrants. */
-  entriesOpenAt: Date | null;
-  entriesCloseAt: Date | null;
-  backfillUntil: Date | null;
-  /** 'queue' and 'draw': 64 hex digits that order the pre-queue or the draw, and their sha256 (published from the start). */
-  seed: string | null;
-  seedSha256: string | null;
-  /** 'draw' only: when Postgres made the draw (null before, and for other sales): the seed is public from then on. */
-  drawnAt: Date | null;
-}
-
-export type SaleField = keyof Sale;
-export type Admission = (typeof ADMISSIONS)[number];
-export type Challenge = (typeof CHALLENGES)[number];
-export type Buyers = (typeof BUYERS)[number];
 
 // Each field of Sale, in the order the OpenAPI document, `sale create --help` and the form show them.
 export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {

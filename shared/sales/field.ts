@@ -1,6 +1,6 @@
 // How a field of a sale's definition is described (shared/sales/definition.ts holds the fields):
 // what parseSaleInput checks, where Postgres and Redis keep it, how the CLI and the form ask for it.
-import type { Admission, Sale, SaleField } from './definition.js';
+import type { Admission, Sale, SaleField } from './model.js';
 
 export type Kind = 'int' | 'number' | 'text' | 'choice' | 'time';
 /** A check across fields, run once its field is read: the refusal's message, or undefined. */

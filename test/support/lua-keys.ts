@@ -165,3 +165,49 @@ export function undeclaredKeys(src: string): UndeclaredKey[] {
   }
   return found;
 }
+
+/** Indexes of KEYS: the literal ones (`KEYS[3]`), and whether any is computed (`KEYS[4 + i]`, `KEYS[7..]`, `#KEYS`). */
+export interface KeysNamed { literal: number[]; variable: boolean }
+
+/** The KEYS a script's header (its first `--[[ ]]` comment) lists, and those its code reads. */
+export function keysNamed(src: string): { header: KeysNamed; code: KeysNamed } {
+  const header: KeysNamed = { literal: [], variable: false };
+  const open = src.indexOf('--[[');
+  for (const m of (open < 0 ? '' : src.slice(open, src.indexOf(']]', open))).matchAll(/KEYS\[([^\]]*)\]/g)) {
+    if (/^\d+$/.test(m[1]!)) header.literal.push(Number(m[1]));
+    else header.variable = true;
+  }
+  const code: KeysNamed = { literal: [], variable: false };
+  const t = tokenize(src);
+  t.forEach((tok, i) => {
+    if (tok.text !== 'KEYS') return;
+    if (t[i - 1]?.text === '#') code.variable = true;
+    else if (t[i + 1]?.text === '[' && t[i + 2]?.kind === 'number' && t[i + 3]?.text === ']') code.literal.push(Number(t[i + 2]!.text));
+    else code.variable = true;
+  });
+  return { header, code };
+}
+
+/**
+ * Where a script's declared key count (null: one given per call) disagrees with the KEYS its header
+ * lists and its code reads (empty: none). The header lists KEYS[1] to KEYS[count] with none left out;
+ * a fixed count is the highest key listed and read, and nothing computed; a per-call count lists a
+ * computed index after its fixed ones, and reads one.
+ */
+export function keyCountProblems(src: string, count: number | null): string[] {
+  const { header, code } = keysNamed(src);
+  const listed = [...new Set(header.literal)].sort((a, b) => a - b);
+  const most = (ns: number[]) => Math.max(0, ...ns);
+  const problems: string[] = [];
+  if (listed.some((n, i) => n !== i + 1)) problems.push(`the header lists KEYS ${listed.join(', ')}: not 1 to ${most(listed)}`);
+  if (count === null) {
+    if (!header.variable) problems.push('a per-call count, but the header lists no computed KEYS index (KEYS[k+i] or KEYS[k..])');
+    if (!code.variable) problems.push('a per-call count, but the script reads no computed KEYS index nor #KEYS');
+    if (most(code.literal) > most(listed)) problems.push(`the script reads KEYS[${most(code.literal)}], the header lists up to KEYS[${most(listed)}]`);
+  } else {
+    if (header.variable || code.variable) problems.push(`${count} keys, but the ${header.variable ? 'header' : 'script'} names a computed KEYS index`);
+    if (most(listed) !== count) problems.push(`${count} keys, but the header lists up to KEYS[${most(listed)}]`);
+    if (most(code.literal) !== count) problems.push(`${count} keys, but the script reads up to KEYS[${most(code.literal)}]`);
+  }
+  return problems;
+}

@@ -3,8 +3,8 @@
 // Only routes with a tag are documented: the 405 answers of method-not-allowed.ts have none.
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import fp from 'fastify-plugin';
 import { PROVIDERS } from '../../payments/providers/index.js';
-import { wholeApp } from './plugin.js';
 
 const TAGS = [
   { name: 'sales', description: 'sales and purchases' },
@@ -26,7 +26,7 @@ const SECURITY_SCHEMES = {
 } as const;
 
 /** On the whole app: in a plugin's own context it would see none of the routes. */
-export const docs = wholeApp((app, _opts, done) => {
+export const docs = fp((app, _opts, done) => {
   void app.register(swagger, {
     openapi: {
       openapi: '3.0.3',
@@ -44,4 +44,4 @@ export const docs = wholeApp((app, _opts, done) => {
   // The UI's assets come from the package itself: /docs works offline.
   void app.register(swaggerUi, { routePrefix: '/docs' });
   done();
-});
+}, { name: 'flashsale-docs', fastify: '5.x', dependencies: ['flashsale-errors', 'flashsale-request-metrics'] });

@@ -9,7 +9,7 @@ import type { Logger } from '../../runtime/logger.js';
 import { countBackendError } from '../../runtime/metrics.js';
 import { redactUrlToken } from '../url-token.js';
 import { rawAnswer } from './client-limits.js';
-import { wholeApp } from './plugin.js';
+import fp from 'fastify-plugin';
 
 const FASTIFY_ERRORS: Record<string, ErrorCode> = {
   FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
@@ -114,11 +114,11 @@ export function onClientError(err: Error & { code?: string }, socket: Socket): v
 }
 
 /** Route errors and unknown routes, through the same handler as the router's own errors. */
-export const errorMapping = wholeApp<{ onError: ReturnType<typeof errorHandler> }>((app, { onError }, done) => {
+export const errorMapping = fp<{ onError: ReturnType<typeof errorHandler> }>((app, { onError }, done) => {
   app.setErrorHandler(onError);
   app.setNotFoundHandler((_req, reply) => {
     const e = new HttpError('not_found');
     void reply.code(e.status).send(e.body());
   });
   done();
-});
+}, { name: 'flashsale-errors', fastify: '5.x' });

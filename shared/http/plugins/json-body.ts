@@ -2,10 +2,10 @@
 // json-keys.ts for why).
 import { HttpError } from '../../runtime/errors.js';
 import { duplicateKey } from '../../runtime/json-keys.js';
-import { wholeApp } from './plugin.js';
+import fp from 'fastify-plugin';
 
 /** The one body parser: application/json, duplicate keys refused; an empty body is no body. */
-export const jsonBody = wholeApp((app, _opts, done) => {
+export const jsonBody = fp((app, _opts, done) => {
   // JSON only: fastify's built-in text/plain parser would hand a handler a string body.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, parsed) => {
@@ -28,4 +28,4 @@ export const jsonBody = wholeApp((app, _opts, done) => {
     parsed(null, value);
   });
   done();
-});
+}, { name: 'flashsale-json-body', fastify: '5.x' });

@@ -9,7 +9,7 @@ import { HttpError } from '../../runtime/errors.js';
 import { purchaseOutcome } from '../../runtime/metrics.js';
 import { PURCHASE_URL } from '../routes/purchase.js';
 import { bodyArrived, bodyDeadline, capConnectionsPerClient } from './client-limits.js';
-import { wholeApp } from './plugin.js';
+import fp from 'fastify-plugin';
 
 type Limits = Pick<Config, 'maxInflight' | 'maxConnectionsPerClient' | 'bodyTimeoutMs'>;
 
@@ -44,7 +44,7 @@ export function releaseSlot(reply: FastifyReply): void {
   res[RELEASE]?.(res);
 }
 
-export const loadShedding = wholeApp<{ limits: Limits }>((app, { limits }, done) => {
+export const loadShedding = fp<{ limits: Limits }>((app, { limits }, done) => {
   // Wired on the server, not as a hook: inject() has no connections, and a refused connection
   // must never reach the router.
   capConnectionsPerClient(app.server, limits.maxConnectionsPerClient);
@@ -101,4 +101,4 @@ export const loadShedding = wholeApp<{ limits: Limits }>((app, { limits }, done)
     next();
   });
   done();
-});
+}, { name: 'flashsale-load-shedding', fastify: '5.x' });

@@ -2,9 +2,9 @@
 import type { onResponseHookHandler } from 'fastify';
 import type { HistogramSeries } from '../../runtime/bound-histogram.js';
 import { httpDurationOf } from '../../runtime/metrics.js';
-import { wholeApp } from './plugin.js';
+import fp from 'fastify-plugin';
 
-export const requestMetrics = wholeApp((app, _opts, done) => {
+export const requestMetrics = fp((app, _opts, done) => {
   // Each route observes under its own url, bound when it is registered: reading
   // request.routeOptions builds a new object on every request.
   app.addHook('onRoute', (route) => {
@@ -28,4 +28,4 @@ export const requestMetrics = wholeApp((app, _opts, done) => {
     next();
   });
   done();
-});
+}, { name: 'flashsale-request-metrics', fastify: '5.x' });
