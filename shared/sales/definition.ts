@@ -6,9 +6,10 @@
 // field is a line in Sale, a row here and its place in CHECK_ORDER, plus a migration for its column.
 import { createHash, randomBytes } from 'node:crypto';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from '../runtime/ids.js';
+import { ADMISSION_LABELS, ADMISSIONS, modeOf } from '../admission/mode.js';
 import { choice, int, text, time, type Field } from './field.js';
 
-export const ADMISSIONS = ['first-come', 'queue', 'draw'] as const;
+export { ADMISSIONS };
 export const CHALLENGES = ['none', 'pow'] as const;
 export const BUYERS = ['anyone', 'verified-email'] as const;
 
@@ -48,7 +49,7 @@ export interface Sale {
   challengeComplexity: number;
   /** 'verified-email': only buyers whose token says `email_verified: true` (shared/purchase/rules/verified-email.ts). */
   buyers: Buyers;
-  /** Who may buy: the fastest purchase ('first-come'), holders of a waiting room's pass ('queue'), or a draw's winners ('draw'). */
+  /** Who may buy: the fastest purchase ('first-come'), or a registered admission mode's buyers (shared/admission/modes.ts: 'queue' a waiting room's pass holders, 'draw' a draw's winners). */
   admission: Admission;
   /** 'queue' only (null otherwise): passes handed out per second, the no-show allowance over the units left, and how long a pass lasts. */
   admitRatePerSecond: number | null;
@@ -66,7 +67,8 @@ export interface Sale {
 }
 
 export type SaleField = keyof Sale;
-export type Admission = (typeof ADMISSIONS)[number];
+/** 'first-come' or the name of a registered admission mode (shared/admission/mode.ts). */
+export type Admission = string;
 export type Challenge = (typeof CHALLENGES)[number];
 export type Buyers = (typeof BUYERS)[number];
 
@@ -155,11 +157,12 @@ export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {
     cli: { flag: 'buyers', describe: 'verified-email: only buyers whose token carries email_verified: true (default anyone)' },
     form: { label: 'Buyers', testId: 'create-buyers', after: 'paymentWindowSeconds', options: { anyone: 'Anyone', 'verified-email': 'Verified email only' } },
   }),
+  // The enum and the options are the registry's own, kept current as modes register.
   admission: choice(ADMISSIONS, {
     schema: { default: 'first-come', description: 'queue: a waiting room in front; draw: entries and a draw' },
     column: 'admission', redis: { name: 'admission' },
     cli: { flag: 'admission', describe: 'queue: a waiting room in front; draw: entries, then a draw (default first-come)' },
-    form: { label: 'Admission', testId: 'create-admission', options: { 'first-come': 'First come', queue: 'Waiting room', draw: 'Draw' } },
+    form: { label: 'Admission', testId: 'create-admission', options: ADMISSION_LABELS },
   }),
   // A queue's defaults: about a pass a second per unit of a 50-unit-a-second sale, 20% no-shows, two minutes to buy.
   admitRatePerSecond: int(1, 100_000, {
@@ -208,7 +211,7 @@ export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {
   // A draw's seed stays in Postgres, the record of the draw; a queue's orders its pre-queue in Redis.
   seed: text({
     column: 'seed', redis: { name: 'seed', admission: 'queue' },
-    made: (s) => (s.admission === 'first-come' ? null : randomBytes(32).toString('hex')),
+    made: (s) => (modeOf(s.admission)?.seeded ? randomBytes(32).toString('hex') : null),
   }),
   seedSha256: text({ column: 'seed_sha256', made: (s) => (s.seed ? createHash('sha256').update(s.seed).digest('hex') : null) }),
   // Set by the draw itself (shared/admission/draw/steps.ts), read back with the sale: what reveals a draw's seed.
