@@ -1,6 +1,6 @@
 // An admission mode: who may buy a sale and how they come to (first come, a waiting room, a draw,
 // an invitation list). The generic code (the sale's input, load_sale's meta, purchase.lua's gate,
-// the purchase rules, the admission loop, the live view, the API's routes, the buyer's page) asks
+// the purchase rules, the admission loop, the live view, the API's routes) asks
 // the sale's mode through this interface instead of branching on its name. The built-in modes are
 // registered in modes.ts; a new one is a folder of its own and one line there.
 //
@@ -80,8 +80,6 @@ export interface AdmissionMode {
   live?: { key: string; schema: Record<string, unknown>; figures(pool: Pool, redis: RedisClient, sale: Sale, now: number): Promise<object> };
   /** Its routes (joining, entering, the buyer's streams, its record). */
   routes?: FastifyPluginCallback<ModeRouteDeps>;
-  /** The buyer page's module for it (a file of shared/http/public), loaded by app.js from the sale's view. */
-  page?: string;
   /** Whether the sale's seed is public yet. */
   seedPublic?(redis: RedisClient, sale: Sale): Promise<boolean>;
   /** Ending the sale early (sales/admin.ts endSale): inside its transaction, then after it committed. */

@@ -48,7 +48,6 @@ export const drawMode: AdmissionMode = {
   },
   live: { key: 'draw', schema: drawFiguresSchema, figures: (pool, _redis, sale) => drawFigures(pool, sale.id) },
   routes,
-  page: 'draw.js',
   // Public once the draw is made, as the sale's row in Postgres says (drawn_at): never by a
   // process's clock, which could show it while another API still takes entries.
   seedPublic: async (_redis, sale) => sale.drawnAt !== null,

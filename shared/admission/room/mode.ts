@@ -24,7 +24,6 @@ export const queueMode: AdmissionMode = {
   step: (deps) => new RoomLoop(deps),
   live: { key: 'room', schema: roomFiguresSchema, figures: (_pool, redis, sale, now) => roomFigures(redis, sale.id, now) },
   routes,
-  page: 'queue.js',
   // The room has opened when admit.lua has set its phase (at the start, by the sale's master's
   // clock): the pre-queue's places are final then, so its seed is public and anyone can redo the
   // order, sha1(seed + ':' + buyer), from it. Before, the seed would let a joiner pick a good place.
