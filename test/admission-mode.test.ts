@@ -101,6 +101,23 @@ describe('admission mode from a fixture: invitation only', () => {
     assert.deepEqual(await purchaseScript(env.redis, { ...args, userId: 'ann', orderId: 'o-ann', gate: { kind: 'member', mode: 'invite' } }), [1, 2]);
   });
 
+  test('purchase.lua judges a sale an older release loaded (no gate in its meta) by its admission, and one it does not know sells to nobody', async () => {
+    const s = await newSale(env, { stock: 3 });
+    const meta = saleKeys(s.id).meta;
+    assert.equal(await env.redis.hget(meta, 'gate'), 'none');
+    await env.redis.hdel(meta, 'gate');
+    let n = 0;
+    const attempt = () => purchaseScript(env.redis, { saleId: s.id, userId: 'ann', qty: 1, orderId: `o-old-${++n}`, buyCountTtlSeconds: 60 });
+    const before = await redisState(s);
+    for (const [fields, code] of [[{ admission: 'queue' }, -11], [{ admission: 'draw' }, -10], [{ admission: 'lottery' }, -16], [{ admission: 'first-come', challenge: 'pow' }, -8]] as const) {
+      await env.redis.hset(meta, fields);
+      assert.deepEqual(await attempt(), [code, 0], JSON.stringify(fields));
+    }
+    assert.deepEqual(await redisState(s), before);
+    await env.redis.hset(meta, { challenge: 'none' });
+    assert.deepEqual(await attempt(), [1, 2]);
+  });
+
   test('the invitation route is the mode\'s own: admin only, and only on a sale of the mode', async () => {
     const s = await newSale(env, { admission: 'invite' });
     const other = await newSale(env);

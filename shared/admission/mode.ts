@@ -68,7 +68,7 @@ export interface AdmissionMode {
   name: string;
   /** How the admin's new-sale form names it. */
   label: string;
-  /** What purchase.lua requires of a purchase (none: only the sale's challenge, as first come). */
+  /** What purchase.lua requires of a purchase (left out: none, whatever the sale's challenge, whose token the mode's own doors take). */
   gate?: Gate;
   /** Its sales get a seed and its sha256 (an order anyone can recompute once the seed is public). */
   seeded?: boolean;

@@ -9,7 +9,7 @@
     `redis` names in shared/sales/definition.ts: stock, startsAt (ms), endsAt (ms, 0 = none),
     perUser, maxPerOrder, paymentWindow (s), challenge (none | pow), admission
     (first-come or a registered mode's name), a queue's seed (64 hex digits), buyCounts, and gate:
-    the one gate purchase.lua requires (pass | draw | member | token; absent: none)
+    the one gate purchase.lua requires (pass | draw | member | token | none)
 
   Returns 1 loaded, 0 already there.
 ]]

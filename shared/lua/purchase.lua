@@ -66,7 +66,7 @@
                             does not know), and this purchase did not pass it: not on the mode's list
 
   Gate. The sale's admission mode names at load the one gate its purchases must pass (meta `gate`;
-  shared/admission/mode.ts), a 'pow' sale without a mode 'token': this script checks that one,
+  shared/admission/mode.ts), a 'pow' sale without a mode 'token', any other 'none': this script checks that one,
   whatever the mode, and answers its refusal (-8 token, -11 pass, -10 draw, else -16). A sale that
   an older release loaded has no `gate`: its admission says it ('queue' pass, 'draw' draw), else
   its challenge; an admission not known here sells to nobody.
@@ -136,10 +136,12 @@ if hasEnd and now >= endsAt then return {-3, 0} end
 -- replaced the token at joining), the draw's winners, a list's members, or, first come, anyone
 -- (with a token on a 'pow' sale).
 local admission = meta[7] or 'first-come'
-local older = { queue = 'pass', draw = 'draw', ['first-come'] = meta[6] == 'pow' and 'token' or '' }
-local required = meta[9] or older[admission] or 'unknown'
+local required = meta[9]
+if not required then
+  required = ({ queue = 'pass', draw = 'draw', ['first-come'] = meta[6] == 'pow' and 'token' or 'none' })[admission] or 'unknown'
+end
 local sent = tokenChecked and 'token' or gate
-if required ~= '' and sent ~= required then return {({ token = -8, pass = -11, draw = -10 })[required] or -16, 0} end
+if required ~= 'none' and sent ~= required then return {({ token = -8, pass = -11, draw = -10 })[required] or -16, 0} end
 if gate == 'member' and rcall('SISMEMBER', gateKey, userId) == 0 then return {-16, 0} end
 if tokenChecked and gateUntil <= now then return {-14, 0} end
 if qty > maxPerOrder then return {-4, maxPerOrder} end

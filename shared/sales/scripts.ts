@@ -28,21 +28,20 @@ export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules,
   });
   // A new sale's buyer counts go to one hash, unless APIs of the previous release still run (purchase.lua).
   const buyCounts = opts.legacyBuyCounts ? [] : ['buyCounts', 'hash'];
-  const gate = requiredGate(r);
-  const loaded = await run(redis, 'load_sale', [k.meta, k.available], [r.stock, ...meta, ...buyCounts, ...(gate ? ['gate', gate] : [])]);
+  const loaded = await run(redis, 'load_sale', [k.meta, k.available], [r.stock, ...meta, ...buyCounts, 'gate', requiredGate(r)]);
   return loaded === 1;
 }
 
 /**
  * The one gate purchase.lua requires of the sale's purchases: its admission mode's, else a 'pow'
- * sale's purchase token. A mode this process has not registered is refused rather than loaded
+ * sale's purchase token, else none. A mode this process has not registered is refused rather than loaded
  * without its gate (it would sell to anyone).
  */
-function requiredGate(r: SaleRules): string | undefined {
+function requiredGate(r: SaleRules): string {
   const admission = r.admission ?? FIRST_COME;
   const mode = modeOf(admission);
   if (!mode && admission !== FIRST_COME) throw new Error(`admission mode ${admission} is not registered in this process: import shared/admission/modes.ts`);
-  return mode ? mode.gate : r.challenge === 'pow' ? 'token' : undefined;
+  return mode ? (mode.gate ?? 'none') : r.challenge === 'pow' ? 'token' : 'none';
 }
 
 /**
