@@ -1,5 +1,6 @@
 // The local stack: embedded Postgres and a redis-server child (unless DATABASE_URL / REDIS_URL
 // point elsewhere), a demo sale, and every daemon in this one process.
+import '../shared/admission/modes.js';
 import { redisConfigured, type Config } from '../shared/config/index.js';
 import { closeAll, type Stoppable } from '../shared/runtime/daemon.js';
 import type { Logger } from '../shared/runtime/logger.js';

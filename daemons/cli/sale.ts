@@ -1,4 +1,5 @@
 // `flashsale sale`: create (its flags from the sale's definition), list, end and inspect sales.
+import '../../shared/admission/modes.js';
 import type { Argv } from 'yargs';
 import { HttpError } from '../../shared/runtime/errors.js';
 import { ORDER_STATES } from '../../shared/orders/states.js';

@@ -1,43 +1,31 @@
-// The admission loop: every TICK_MS, for each unsettled sale with a waiting room, one admit.lua
-// step (passes to the next buyers at the sale's rate, within the units left), then one message on
-// ADMISSION_CHANNEL for the API's queue streams. One loop admits for the whole deployment: each
+// The admission loop: every TICK_MS, each admission mode's step (shared/admission/mode.ts) over
+// the mode's unsettled sales: a waiting room's admit.lua step and its message on ADMISSION_CHANNEL
+// (admission/room/loop.ts), a draw's steps (admission/draw/loop.ts). One loop admits for the whole deployment: each
 // instance asks for a Redis lease every tick and steps only while it holds it; a loop that dies
 // loses it after LEASE_MS and another takes over. admit.lua itself stays correct with two loops
 // (its rate is a bucket refilled by elapsed time, its admitted count only grows); the lease only
-// saves the work. A draw's tick is shared/admission/draw/loop.ts's (the draw, its awards and backfill, a
-// DrawTick on DRAW_CHANNEL). Sales are re-read from Postgres every SALES_REFRESH_MS, beside the
+// saves the work. Sales are re-read from Postgres every SALES_REFRESH_MS, beside the
 // ticks: the rooms live in Redis, so a Postgres outage or a slow query only delays learning of new
 // sales, never the passes of the ones known. A draw over for more than DRAW_OVER_KEPT is no longer read.
 import { randomBytes } from 'node:crypto';
 import { delay, failureSignal, Retries } from '../runtime/daemon.js';
 import type { Pool } from '../runtime/db.js';
-import { ADMISSION_CHANNEL, ADMISSION_LEASE } from '../redis/keys.js';
+import { ADMISSION_LEASE } from '../redis/keys.js';
 import type { Logger } from '../runtime/logger.js';
-import { metrics } from '../runtime/metrics.js';
 import type { RedisClient } from '../redis/connect.js';
 import { holdLease } from '../pipeline/writer-scripts.js';
-import { DrawLoop } from './draw/loop.js';
-import { admitStep, Phase, type AdmitStep } from './room/room.js';
 import { fromRow, type Sale, type SaleRow } from '../sales/sale.js';
+import type { AdmissionMode, ModeStep } from './mode.js';
+import { registeredModes } from './modes.js';
 
 export const TICK_MS = 100;
 /** How long a silent leader keeps the lease: a SIGKILLed loop is replaced within this. */
 export const LEASE_MS = 2000;
 export const SALES_REFRESH_MS = 1000;
-/** A room with nothing new still publishes this often, so a stream that missed a message catches up. */
-const PUBLISH_EVERY_MS = 1000;
 
-/** What a tick tells the streams of a sale's room (shared/http/routes/admission/room-events.ts). */
-export interface RoomTick {
-  saleId: string;
-  phase: Phase;
-  admitted: number;
-  waiting: number;
-  available: number;
-  /** The expiry of the passes this tick handed out (ms), 0 when none. */
-  passExpiresAt: number;
-  at: number;
-}
+import type { RoomTick } from './room/loop.js';
+
+export type { RoomTick };
 
 export interface AdmissionDeps {
   pool: Pool;
@@ -58,6 +46,13 @@ export async function admissionSales(pool: Pool): Promise<Sale[]> {
   return res.rows.map(fromRow);
 }
 
+interface Stepping {
+  mode: AdmissionMode;
+  step: ModeStep;
+  /** A step run beside: its pass in progress, which the others never wait for (see tick). */
+  running?: Promise<object[]>;
+}
+
 export class AdmissionLoop {
   readonly id = randomBytes(8).toString('hex');
   private readonly abort = new AbortController();
@@ -67,15 +62,13 @@ export class AdmissionLoop {
   private sales: Sale[] = [];
   private salesAt = 0;
   private refreshing: Promise<void> | undefined;
-  private readonly published = new Map<string, { tick: RoomTick; sentAt: number }>();
-  private readonly draws: DrawLoop;
-  /** The draws' pass in progress: the room steps never wait for it (see tick). */
-  private drawing: Promise<void> | undefined;
+  private readonly steps: Stepping[];
   /** Whether this loop held the lease at its last tick. */
   leader = false;
 
   constructor(private readonly deps: AdmissionDeps) {
-    this.draws = new DrawLoop({ ...deps, buyCountTtlSeconds: deps.buyCountTtlSeconds ?? 86_400 });
+    const stepDeps = { ...deps, buyCountTtlSeconds: deps.buyCountTtlSeconds ?? 86_400 };
+    this.steps = registeredModes().flatMap((mode) => (mode.step ? [{ mode, step: mode.step(stepDeps) }] : []));
   }
 
   start(): void {
@@ -86,7 +79,7 @@ export class AdmissionLoop {
     this.abort.abort();
     await this.running;
     await this.refreshing;
-    await this.drawing;
+    await Promise.all(this.steps.map((s) => s.running));
   }
 
   private async run(): Promise<void> {
@@ -105,11 +98,12 @@ export class AdmissionLoop {
     }
   }
 
-  /** Re-reads the sales with a room or a draw (the ticks start one every SALES_REFRESH_MS, see refreshBeside). */
+  /** Re-reads the sales with an admission mode (the ticks start one every SALES_REFRESH_MS, see refreshBeside). */
   async refreshSales(): Promise<void> {
     this.sales = await admissionSales(this.deps.pool);
     this.salesAt = Date.now();
-    this.draws.keepOnly(new Set(this.sales.map((s) => s.id)));
+    const ids = new Set(this.sales.map((s) => s.id));
+    for (const { step } of this.steps) step.keepOnly?.(ids);
   }
 
   /** A re-read that the ticks do not wait for; a failed one is logged and tried again an interval later. */
@@ -123,71 +117,36 @@ export class AdmissionLoop {
   }
 
   /**
-   * One tick: the lease, then a step per sale. The draws' steps (Postgres transactions) run beside
-   * the rooms' (Redis only), one pass at a time, so a slow or blocked Postgres never holds up a
-   * room's passes nor the lease; the loop itself does not wait for them (`waitForDraws` false),
-   * tests do. Public for tests, which drive the clock.
+   * One tick: the lease, then each mode's step over its sales. The steps run beside (a draw's
+   * Postgres transactions) start first, one pass at a time each, so a slow or blocked Postgres never
+   * holds up a room's passes nor the lease; the loop itself does not wait for them (`waitForDraws`
+   * false), tests do. Answers the ticks the other steps published (today only the waiting room's
+   * step runs inline: RoomTicks). Public for tests, which drive the clock.
    */
   async tick(now: number, waitForDraws = true): Promise<RoomTick[]> {
     const { redis, logger } = this.deps;
     const wasLeader = this.leader;
     this.leader = await holdLease(redis, ADMISSION_LEASE, this.id, LEASE_MS);
     if (this.leader !== wasLeader) logger.info({ loop: this.id }, this.leader ? 'admission: this loop leads' : 'admission: another loop leads');
-    // A former leader's last figures would sit beside the new leader's, and the stuck-queue alert
-    // takes the max over instances: only the leader exports rooms.
-    if (wasLeader && !this.leader) forgetRooms();
+    if (wasLeader && !this.leader) for (const { step } of this.steps) step.resign?.();
     if (!this.leader) return [];
-    // Another loop may have led meanwhile, and failed in the middle of a draw's step.
-    if (!wasLeader) this.draws.forget();
+    // Another loop may have led meanwhile, and failed in the middle of a step.
+    if (!wasLeader) for (const { step } of this.steps) step.forget?.();
     // Only a loop that knows no sales yet waits for Postgres.
     if (this.salesAt === 0) await this.refreshSales();
     else if (Date.now() - this.salesAt >= SALES_REFRESH_MS) this.refreshBeside();
+    const beside = this.steps.filter((s) => s.step.beside);
     // A caller that waits for the draws (tests) gets a pass at its own `now`, after any pass in flight.
-    if (waitForDraws) await this.drawing;
-    const draws = this.sales.filter((s) => s.admission === 'draw');
-    // DrawLoop.tick never throws: nothing here can reject unhandled.
-    const drawing = (this.drawing ??= Promise.all(draws.map((s) => this.draws.tick(s, now))).then(() => {}).finally(() => (this.drawing = undefined)));
-    const ticks: RoomTick[] = [];
-    for (const sale of this.sales) {
-      if (sale.admission !== 'queue') continue;
-      const step = await admitStep(redis, sale, now, Math.max(1, sale.admitRatePerSecond!));
-      observe(sale, step);
-      const tick: RoomTick = { saleId: sale.id, phase: step.phase, admitted: step.admitted, waiting: step.waiting, available: step.available, passExpiresAt: step.passExpiresAt, at: now };
-      if (step.admittedNow > 0) logger.debug({ saleId: sale.id, admitted: step.admittedNow, waiting: step.waiting }, 'admitted');
-      if (this.news(tick, now)) {
-        await redis.publish(ADMISSION_CHANNEL, JSON.stringify(tick));
-        ticks.push(tick);
-      }
-    }
-    if (waitForDraws) await drawing;
-    return ticks;
+    if (waitForDraws) await Promise.all(beside.map((s) => s.running));
+    // A step run beside never throws (ModeStep.tick): nothing here can reject unhandled.
+    const started = beside.map((s) => (s.running ??= s.step.tick(this.salesOf(s.mode), now).finally(() => (s.running = undefined))));
+    const ticks: object[] = [];
+    for (const s of this.steps) if (!s.step.beside) ticks.push(...await s.step.tick(this.salesOf(s.mode), now));
+    if (waitForDraws) await Promise.all(started);
+    return ticks as RoomTick[];
   }
 
-  /** Publish when the room changed, or after PUBLISH_EVERY_MS of quiet. */
-  private news(tick: RoomTick, now: number): boolean {
-    const last = this.published.get(tick.saleId);
-    const changed = !last || last.tick.phase !== tick.phase || last.tick.admitted !== tick.admitted || last.tick.waiting !== tick.waiting
-      || (last.tick.available > 0) !== (tick.available > 0);
-    if (!changed && now - last.sentAt < PUBLISH_EVERY_MS) return false;
-    this.published.set(tick.saleId, { tick, sentAt: now });
-    return true;
+  private salesOf(mode: AdmissionMode): Sale[] {
+    return this.sales.filter((s) => s.admission === mode.name);
   }
-}
-
-function observe({ id: sale, admitOverbook }: Sale, step: AdmitStep): void {
-  if (step.phase === Phase.NotQueue) return;
-  metrics.queueWaiting.set({ sale }, step.waiting);
-  // admit.lua's budget after this step: what the loop should admit next unless the rate holds it
-  // back. Waiting buyers with stock left but every pass out is no stuck queue.
-  const budget = Math.floor(step.available * admitOverbook! + 1e-9) - step.outstanding;
-  metrics.queueAdmittable.set({ sale }, step.phase === Phase.Open ? Math.max(0, Math.min(step.waiting, budget)) : 0);
-  metrics.queueAvailable.set({ sale }, step.available);
-  metrics.queuePassesOutstanding.set({ sale }, step.outstanding);
-  // Incremented by 0 too: the series exists from the first tick, for the stuck-queue alert's increase().
-  metrics.queueAdmitted.inc({ sale }, step.admittedNow);
-  metrics.queuePassesExpired.inc({ sale }, step.expiredNow);
-}
-
-function forgetRooms(): void {
-  for (const gauge of [metrics.queueWaiting, metrics.queueAvailable, metrics.queuePassesOutstanding, metrics.queueAdmittable]) gauge.reset();
 }

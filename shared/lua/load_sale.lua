@@ -9,7 +9,8 @@
   ARGV[2..] the rules for meta as name, value pairs, built by loadSale (shared/sales/scripts.ts) from the
     `redis` names in shared/sales/definition.ts: stock, startsAt (ms), endsAt (ms, 0 = none),
     perUser, maxPerOrder, paymentWindow (s), challenge (none | pow), admission
-    (first-come | queue | draw), and a queue's seed (64 hex digits)
+    (first-come or a registered mode's name), a queue's seed (64 hex digits), buyCounts, and gate:
+    the one gate purchase.lua requires (pass | draw | member | token | none)
 
   Returns 1 loaded, 0 already there.
 ]]

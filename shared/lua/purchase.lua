@@ -3,7 +3,8 @@
   Reserve stock for one buyer: every check and every write in one atomic step.
 
   KEYS[1] meta          sale rules (hash: startsAt, endsAt (0 = no end), perUser, maxPerOrder, paymentWindow,
-                        challenge (absent = none), admission (absent = first-come), buyCounts)
+                        challenge (absent = none), admission (absent = first-come), buyCounts, gate: the
+                        one gate a purchase must pass, set by the admission mode at load (see "Gate"))
   KEYS[2] available     stock left
   KEYS[3] buys:<buyer>  this buyer's count in the older format, a key of its own (see "Buyer counts");
                         expires ARGV[4] s after end + payment window, never for a sale without end
@@ -17,8 +18,9 @@
   KEYS[10] rl:<buyer>   this buyer's purchases of this sale in the current window (PURCHASE_RATE_PER_BUYER:
                         a fixed window, expiring ARGV[8] ms after its first purchase)
   KEYS[11] gate         with a purchase token: token-used:<its id>, the token's mark once it bought
-                        (value: the order id); otherwise passes, the sale's passes (zset buyer -> the
-                        pass's expiry ms, 0 once used), read only with a pass
+                        (value: the order id); with 'member': the mode's list (set of buyers);
+                        otherwise passes, the sale's passes (zset buyer -> the pass's expiry ms, 0 once
+                        used), read only with a pass
   KEYS[12] unpaid       the sale's buyers' orders expired unpaid, hash buyer -> count (restore.lua)
 
   Every key is declared, the per-buyer and per-token ones too, and always twelve of them: a Cluster
@@ -33,7 +35,7 @@
   ARGV[5] what the API checked: 'token' this buyer's purchase token for this sale (a 'pow' sale
           needs one; '1' from older APIs means the same), 'pass' this buyer's admission pass (a
           'queue' sale needs one), 'draw' the caller is the draw giving a winner its unit (a 'draw'
-          sale sells to nobody else), '' nothing
+          sale sells to nobody else), 'member' look the buyer up in KEYS[11], '' nothing
   ARGV[6] with a token or a pass, its expiry (ms) as it says (a pass's must be the one in passes)
   ARGV[7] purchases per buyer per window (0: no limit)
   ARGV[8] the window (ms)
@@ -61,6 +63,14 @@
     {-13, ms}               this buyer sent more than ARGV[7] purchases in the window; it ends in ms
     {-15, unpaid}           this buyer let ARGV[10] orders of this sale expire unpaid
     {-14, 0}                this purchase token has expired
+    {-16, 0}                the sale's gate is one of no code above ('member', or a mode this script
+                            does not know), and this purchase did not pass it: not on the mode's list
+
+  Gate. The sale's admission mode names at load the one gate its purchases must pass (meta `gate`;
+  shared/admission/mode.ts), a 'pow' sale without a mode 'token', any other 'none': this script checks that one,
+  whatever the mode, and answers its refusal (-8 token, -11 pass, -10 draw, else -16). A sale that
+  an older release loaded has no `gate`: its admission says it ('queue' pass, 'draw' draw), else
+  its challenge; an admission not known here sells to nobody.
 
   Buyer counts. The previous release kept each buyer's count in a key of its own (buys:<buyer>), each
   with its own TTL on a sale with an end; this one keeps a sale's counts in one hash (buys) with
@@ -110,7 +120,7 @@ if rateMax > 0 then
   end
 end
 
-local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder', 'paymentWindow', 'challenge', 'admission', 'buyCounts')
+local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder', 'paymentWindow', 'challenge', 'admission', 'buyCounts', 'gate')
 if not meta[1] then return {-1, 0} end
 local startsAt, endsAt = tonumber(meta[1]), tonumber(meta[2])
 local perUser, maxPerOrder = tonumber(meta[3]), tonumber(meta[4])
@@ -123,14 +133,17 @@ local hasEnd = endsAt ~= 0
 
 if now < startsAt then return {-2, 0} end
 if hasEnd and now >= endsAt then return {-3, 0} end
--- Who may buy: the draw's winners, a queue's pass holders (the pass replaced the token at joining),
--- or, first come, anyone (with a token on a 'pow' sale).
+-- Who may buy: those who pass the sale's one gate (see "Gate"): a queue's pass holders (the pass
+-- replaced the token at joining), the draw's winners, a list's members, or, first come, anyone
+-- (with a token on a 'pow' sale).
 local admission = meta[7] or 'first-come'
-if admission == 'draw' then
-  if gate ~= 'draw' then return {-10, 0} end
-elseif admission == 'queue' then
-  if not passChecked then return {-11, 0} end
-elseif meta[6] == 'pow' and not tokenChecked then return {-8, 0} end
+local required = meta[9]
+if not required then
+  required = ({ queue = 'pass', draw = 'draw', ['first-come'] = meta[6] == 'pow' and 'token' or 'none' })[admission] or 'unknown'
+end
+local sent = tokenChecked and 'token' or gate
+if required ~= 'none' and sent ~= required then return {({ token = -8, pass = -11, draw = -10 })[required] or -16, 0} end
+if gate == 'member' and rcall('SISMEMBER', gateKey, userId) == 0 then return {-16, 0} end
 if tokenChecked and gateUntil <= now then return {-14, 0} end
 if qty > maxPerOrder then return {-4, maxPerOrder} end
 

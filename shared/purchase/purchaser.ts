@@ -12,13 +12,14 @@ import { TOKEN_EXPIRED } from './challenge.js';
 export enum Refusal {
   SaleNotFound = -1, NotStarted = -2, Ended = -3, QtyAboveMax = -4, LimitReached = -5, SoldOut = -6, NotEnoughStock = -7,
   TokenRequired = -8, TokenUsed = -9, DrawOnly = -10, PassRequired = -11, PassInvalid = -12, RateLimited = -13, TokenExpired = -14, UnpaidLimit = -15,
+  NotAdmitted = -16,
 }
 
 /** The refusals answered with their catalogue message alone. */
 const PLAIN: Partial<Record<Refusal, ErrorCode>> = {
   [Refusal.SaleNotFound]: 'sale_not_found', [Refusal.NotStarted]: 'not_started', [Refusal.Ended]: 'ended', [Refusal.SoldOut]: 'sold_out',
   [Refusal.TokenRequired]: 'purchase_token_required', [Refusal.TokenUsed]: 'purchase_token_used', [Refusal.DrawOnly]: 'draw_sale',
-  [Refusal.PassRequired]: 'admission_pass_required', [Refusal.PassInvalid]: 'admission_pass_invalid',
+  [Refusal.PassRequired]: 'admission_pass_required', [Refusal.PassInvalid]: 'admission_pass_invalid', [Refusal.NotAdmitted]: 'not_admitted',
 };
 
 function refusalError(code: number, n: number): Error {

@@ -84,6 +84,8 @@ function buildSaleKeys(saleId: string) {
     passes: `${p}:passes`,
     /** A draw's entrants (set of buyers): a copy for counting; the draw itself reads Postgres only. */
     entries: `${p}:entries`,
+    /** An admission mode's list of the sale's buyers (a set), which purchase.lua's gate 'member' looks the buyer up in: an invitation list. */
+    modeList: (mode: string) => `${p}:mode:${mode}:list`,
     /** Orders whose buyer asked to cancel them while queued (cancel.lua). */
     cancels: `${p}:cancels`,
     processing: (writerId: string) => `${p}:processing:${writerId}`,

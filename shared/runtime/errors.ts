@@ -24,6 +24,7 @@ export const ERRORS = {
   email_not_verified: [403, 'This sale is for buyers with a verified email: sign in with an account whose email your identity provider has verified (the token\'s email_verified claim).'],
   admission_pass_required: [403, 'This sale has a waiting room: join at POST /api/sales/:saleId/queue and buy with the pass you get when admitted.'],
   admission_pass_invalid: [403, 'This admission pass has bought already, has expired, or is for another buyer or sale.'],
+  not_admitted: [403, 'This sale sells only to the buyers its admission lets in (an invitation list, say), and this buyer is not among them.'],
   challenge_failed: [403, 'The challenge solution is wrong, expired, used already, or for another buyer or sale.'],
   ended: [403, 'The sale has ended.'],
   not_found: [404, 'No such route.'],

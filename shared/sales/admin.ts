@@ -4,11 +4,8 @@
 import type { RedisClient } from '../redis/connect.js';
 import type { Pool } from '../runtime/db.js';
 import { withTransaction } from '../runtime/db.js';
-import type { DrawTick } from '../admission/draw/draw.js';
-import { readProgress } from '../admission/draw/queries.js';
-import { endDraw } from '../admission/draw/steps.js';
+import { modeOf } from '../admission/modes.js';
 import { HttpError } from '../runtime/errors.js';
-import { DRAW_CHANNEL } from '../redis/keys.js';
 import { ORDER_STATES, type OrderState } from '../orders/states.js';
 import { endSaleScript } from './scripts.js';
 import { fromRow, saleView, type Sale, type SaleRow, type SaleState, type SaleView } from './sale.js';
@@ -104,9 +101,9 @@ export interface EndResult {
  * Ends a sale at `at`, by default Postgres's `now()`, never an API host's clock (purchases are then judged against it by Redis's TIME): Postgres's
  * end and Redis's are set in one transaction, Redis failing rolls the row back. A sale that has
  * ended already is left as it is, but its end is written to Redis again, so a Redis that missed
- * an earlier end (the commit failed after Redis took it, or Redis lost it) catches up. A draw ends
- * with it in the same transaction (admission/draw/steps.ts endDraw): entries stop and every entrant without
- * an order has lost, which the entry streams are told at once.
+ * an earlier end (the commit failed after Redis took it, or Redis lost it) catches up. The sale's
+ * admission mode ends with it, in the same transaction (`ending`: a draw's entries stop and every
+ * entrant without an order has lost), and tells its buyers once committed (`ended`).
  */
 export async function endSale(pool: Pool, redis: RedisClient, saleId: string, at?: Date): Promise<EndResult> {
   const result = await withTransaction(pool, async (client) => {
@@ -120,18 +117,12 @@ export async function endSale(pool: Pool, redis: RedisClient, saleId: string, at
     const row = updated.rows[0] ?? (await client.query<SaleRow>('select * from sales where id = $1', [saleId])).rows[0];
     if (!row) throw new HttpError('sale_not_found', `No sale with id "${saleId}".`);
     const sale = fromRow(row);
-    if (sale.admission === 'draw') await endDraw(client, redis, sale);
+    await modeOf(sale.admission)?.ending?.(client, redis, sale);
     // Not loaded (-1): there is nothing in Redis to sell from, and a reload takes its end from this row.
     await endSaleScript(redis, sale.id, sale.endsAt!.getTime());
     return { sale, ended: updated.rowCount === 1 };
   });
-  if (result.sale.admission === 'draw') await tellEntrants(pool, redis, result.sale.id);
+  await modeOf(result.sale.admission)?.ended?.(pool, redis, result.sale);
   return result;
 }
 
-/** The draw's tick, published now rather than at the admission loop's next look (a hint: the streams re-read Postgres). */
-async function tellEntrants(pool: Pool, redis: RedisClient, saleId: string): Promise<void> {
-  const p = await readProgress(pool, saleId);
-  const tick: DrawTick = { saleId, drawn: p.drawn, entries: p.entries, through: p.through, over: p.over, at: Date.now() };
-  await redis.publish(DRAW_CHANNEL, JSON.stringify(tick));
-}

@@ -6,10 +6,12 @@
 // field is a line in Sale, a row here and its place in CHECK_ORDER, plus a migration for its column.
 import { createHash, randomBytes } from 'node:crypto';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from '../runtime/ids.js';
+import { ADMISSION_LABELS, ADMISSIONS, modeOf } from '../admission/mode.js';
 import { choice, int, text, time, type Field } from './field.js';
-import { ADMISSIONS, BUYERS, CHALLENGES, type Sale, type SaleField } from './model.js';
+import { BUYERS, CHALLENGES, type Sale, type SaleField } from './model.js';
 
-export { ADMISSIONS, BUYERS, CHALLENGES } from './model.js';
+export { ADMISSIONS };
+export { BUYERS, CHALLENGES } from './model.js';
 export type { Admission, Buyers, Challenge, Sale, SaleField } from './model.js';
 
 /**
@@ -114,11 +116,12 @@ export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {
     cli: { flag: 'buyers', describe: 'verified-email: only buyers whose token carries email_verified: true (default anyone)' },
     form: { label: 'Buyers', testId: 'create-buyers', after: 'paymentWindowSeconds', options: { anyone: 'Anyone', 'verified-email': 'Verified email only' } },
   }),
+  // The enum and the options are the registry's own, kept current as modes register.
   admission: choice(ADMISSIONS, {
     schema: { default: 'first-come', description: 'queue: a waiting room in front; draw: entries and a draw' },
     column: 'admission', redis: { name: 'admission' },
     cli: { flag: 'admission', describe: 'queue: a waiting room in front; draw: entries, then a draw (default first-come)' },
-    form: { label: 'Admission', testId: 'create-admission', options: { 'first-come': 'First come', queue: 'Waiting room', draw: 'Draw' } },
+    form: { label: 'Admission', testId: 'create-admission', options: ADMISSION_LABELS },
   }),
   // A queue's defaults: about a pass a second per unit of a 50-unit-a-second sale, 20% no-shows, two minutes to buy.
   admitRatePerSecond: int(1, 100_000, {
@@ -167,7 +170,7 @@ export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {
   // A draw's seed stays in Postgres, the record of the draw; a queue's orders its pre-queue in Redis.
   seed: text({
     column: 'seed', redis: { name: 'seed', admission: 'queue' },
-    made: (s) => (s.admission === 'first-come' ? null : randomBytes(32).toString('hex')),
+    made: (s) => (modeOf(s.admission)?.seeded ? randomBytes(32).toString('hex') : null),
   }),
   seedSha256: text({ column: 'seed_sha256', made: (s) => (s.seed ? createHash('sha256').update(s.seed).digest('hex') : null) }),
   // Set by the draw itself (shared/admission/draw/steps.ts), read back with the sale: what reveals a draw's seed.

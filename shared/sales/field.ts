@@ -18,8 +18,8 @@ export interface Field<T> {
   column: string;
   /** Its name in Redis's meta hash (load_sale.lua); `none` stands there for null (else a null is left out); kept there for `admission` only if given. */
   redis?: { name: string; none?: string; admission?: Admission };
-  /** A setting of this admission only: refused with another one, null there. */
-  only?: 'queue' | 'draw';
+  /** A setting of this admission mode only: refused with another one, null there. */
+  only?: string;
   /** Made by the server, never taken as input. */
   made?: (sale: Partial<Sale>) => T | null;
   /** The value of a field left out (or null), from the fields read before it. */

@@ -1,19 +1,18 @@
 // One sale's live numbers for the operator's page, in one round trip: where its units are (the
 // reconciliation), how many purchases Redis has accepted, how far the writer is behind, how late
-// expired orders were closed, a waiting room's or a draw's figures, and this API instance's purchase outcomes.
+// expired orders were closed, the admission mode's figures (a waiting room's, a draw's), and this API instance's purchase outcomes.
 //
 // Everything but the outcomes is read from Redis and Postgres, so any API instance answers the
 // same. Refusals are never written to Redis (a write per refusal would cost the sold-out path,
 // which answers from memory): they are this process's counters, for all sales, and named so.
 import type { RedisClient } from '../redis/connect.js';
 import type { Pool } from '../runtime/db.js';
-import { drawFigures, type DrawFigures } from '../admission/draw/live.js';
 import { parseWinner } from '../runtime/ids.js';
 import { sqlState, TRANSITIONS } from '../orders/states.js';
 import { saleKeys } from '../redis/keys.js';
 import { metrics } from '../runtime/metrics.js';
 import { reconcile, type Reconciliation } from '../checks/reconcile.js';
-import { roomFigures, type RoomFigures } from '../admission/room/live.js';
+import { modeOf, registeredModes } from '../admission/modes.js';
 import { saleView, type Sale, type SaleView } from './sale.js';
 
 /** Expiry lateness is taken from the orders closed in this window, at most LATENESS_SAMPLE of them. */
@@ -38,10 +37,8 @@ export interface SaleLive {
   /** Age of the oldest winner not yet taken off Redis by a writer; null when none waits. */
   writerLagMs: number | null;
   lateness: Lateness;
-  /** The waiting room's figures (admission 'queue'); null for other sales. */
-  room: RoomFigures | null;
-  /** The draw's figures (admission 'draw'), from Postgres; null for other sales. */
-  draw: DrawFigures | null;
+  /** Each admission mode's figures under its key (`room` a waiting room's, `draw` a draw's): the sale's mode's, null for the others. */
+  [modeKey: string]: unknown;
   /** flashsale_purchases_total of the API process that answered, all sales, since it started. */
   thisInstance: { outcomes: Record<string, number> };
 }
@@ -79,13 +76,13 @@ async function outcomesOfThisInstance(): Promise<Record<string, number>> {
 }
 
 export async function saleLive(pool: Pool, redis: RedisClient, sale: Sale, now = new Date()): Promise<SaleLive> {
-  const [view, rec, winners, lateness, room, draw, outcomes] = await Promise.all([
+  const live = modeOf(sale.admission)?.live;
+  const [view, rec, winners, lateness, figures, outcomes] = await Promise.all([
     saleView(redis, sale, now.getTime()),
     reconcile(pool, redis, sale.id, sale.stock),
     oldestWinnerAt(redis, sale.id),
     closeLateness(pool, sale.id, now),
-    sale.admission === 'queue' ? roomFigures(redis, sale.id, now.getTime()) : null,
-    sale.admission === 'draw' ? drawFigures(pool, sale.id) : null,
+    live?.figures(pool, redis, sale, now.getTime()) ?? null,
     outcomesOfThisInstance(),
   ]);
   const { saleId: _id, missingInPostgres: _missing, ...reconciliation } = rec;
@@ -96,8 +93,10 @@ export async function saleLive(pool: Pool, redis: RedisClient, sale: Sale, now =
     purchases: winners.purchases,
     writerLagMs: winners.oldestAt === null ? null : Math.max(0, now.getTime() - winners.oldestAt),
     lateness,
-    room,
-    draw,
+    ...Object.fromEntries(liveKeys().map((key) => [key, key === live?.key ? figures : null])),
     thisInstance: { outcomes },
   };
 }
+
+/** The keys the admission modes' figures take in the live view. */
+export const liveKeys = (): string[] => registeredModes().flatMap(({ live }) => (live ? [live.key] : []));

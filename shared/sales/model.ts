@@ -1,7 +1,6 @@
 // A sale as the code holds it (Sale), and the choices its choice fields take. Apart from its
 // definition (definition.ts), whose field descriptions (field.ts) are typed by it.
 
-export const ADMISSIONS = ['first-come', 'queue', 'draw'] as const;
 export const CHALLENGES = ['none', 'pow'] as const;
 export const BUYERS = ['anyone', 'verified-email'] as const;
 
@@ -42,6 +41,7 @@ export interface Sale {
 }
 
 export type SaleField = keyof Sale;
-export type Admission = (typeof ADMISSIONS)[number];
+/** 'first-come' or the name of a registered admission mode (shared/admission/mode.ts). */
+export type Admission = string;
 export type Challenge = (typeof CHALLENGES)[number];
 export type Buyers = (typeof BUYERS)[number];

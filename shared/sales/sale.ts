@@ -6,6 +6,7 @@ import { withTransaction } from '../runtime/db.js';
 import { HttpError } from '../runtime/errors.js';
 import { SALES_REGISTRY, saleKeys } from '../redis/keys.js';
 import { loadSale, type LoadOptions, type SaleRules } from './scripts.js';
+import { modeOf } from '../admission/mode.js';
 import { SALE_DEFINITION, type Admission, type Buyers, type Challenge, type Sale, type SaleField } from './definition.js';
 
 // The callers of sales keep importing what a sale is from here.
@@ -87,28 +88,10 @@ export async function saleView(redis: RedisClient, sale: Sale, now = Date.now())
   };
 }
 
-/** The seed if it is public yet: a draw's once made (seedRevealed), a waiting room's once it has opened (roomOpen). */
+/** The seed if it is public yet, as the sale's admission mode says (a draw's once made, a waiting room's once it has opened). */
 async function publicSeed(redis: RedisClient, sale: Sale): Promise<string | null> {
-  if (sale.admission === 'draw') return seedRevealed(sale) ? sale.seed : null;
-  if (sale.admission === 'queue') return (await roomOpen(redis, sale.id)) ? sale.seed : null;
-  return null;
-}
-
-/**
- * A waiting room has opened when admit.lua has set its phase (at the start, by the sale's master's
- * clock): the pre-queue's places are final then, so its seed is public and anyone can redo the
- * order, sha1(seed + ':' + buyer), from it. Before, the seed would let a joiner pick a good place.
- */
-export async function roomOpen(redis: RedisClient, saleId: string): Promise<boolean> {
-  return (await redis.hget(saleKeys(saleId).room, 'phase')) === 'open';
+  const mode = modeOf(sale.admission);
+  return mode?.seedPublic && (await mode.seedPublic(redis, sale)) ? sale.seed : null;
 }
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;
-
-/**
- * A draw's seed is public once the draw is made, as the sale's row in Postgres says (drawn_at):
- * never by a process's clock, which could show it while another API still takes entries.
- */
-export function seedRevealed(sale: Sale): boolean {
-  return sale.admission === 'draw' && sale.drawnAt !== null;
-}

@@ -4,6 +4,7 @@ import { saleKeys } from '../redis/keys.js';
 import type { RedisClient } from '../redis/connect.js';
 import { SALE_DEFINITION, type Sale, type SaleField } from './definition.js';
 import { run } from '../redis/scripts.js';
+import { FIRST_COME, modeOf } from '../admission/mode.js';
 
 /** A sale's rules as load_sale.lua keeps them: times in ms; a rule left out takes its default. */
 export type SaleRules = { stock: number } & { [K in SaleField]?: Sale[K] extends Date | null ? number | null : Sale[K] };
@@ -27,8 +28,20 @@ export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules,
   });
   // A new sale's buyer counts go to one hash, unless APIs of the previous release still run (purchase.lua).
   const buyCounts = opts.legacyBuyCounts ? [] : ['buyCounts', 'hash'];
-  const loaded = await run(redis, 'load_sale', [k.meta, k.available], [r.stock, ...meta, ...buyCounts]);
+  const loaded = await run(redis, 'load_sale', [k.meta, k.available], [r.stock, ...meta, ...buyCounts, 'gate', requiredGate(r)]);
   return loaded === 1;
+}
+
+/**
+ * The one gate purchase.lua requires of the sale's purchases: its admission mode's, else a 'pow'
+ * sale's purchase token, else none. A mode this process has not registered is refused rather than loaded
+ * without its gate (it would sell to anyone).
+ */
+function requiredGate(r: SaleRules): string {
+  const admission = r.admission ?? FIRST_COME;
+  const mode = modeOf(admission);
+  if (!mode && admission !== FIRST_COME) throw new Error(`admission mode ${admission} is not registered in this process: import shared/admission/modes.ts`);
+  return mode ? (mode.gate ?? 'none') : r.challenge === 'pow' ? 'token' : 'none';
 }
 
 /**
@@ -60,9 +73,10 @@ export async function exchangeScript(redis: RedisClient, saleId: string, signatu
 /**
  * What the API checked for a purchase (shared/purchase/challenge.ts): a purchase token (a `pow` sale needs
  * one; it buys once), an admission pass (a `queue` sale needs one; it buys once, before it expires),
- * or, from the draw itself, a winner's unit (a `draw` sale sells to nobody else).
+ * from the draw itself a winner's unit (a `draw` sale sells to nobody else), or a mode's list that
+ * purchase.lua finds the buyer in (saleKeys(id).modeList(mode)). The sale's meta names the one it needs (`gate`).
  */
-export type PurchaseGate = { kind: 'token'; id: string; expiresAt: number } | { kind: 'pass'; expiresAt: number } | { kind: 'draw' };
+export type PurchaseGate = { kind: 'token'; id: string; expiresAt: number } | { kind: 'pass'; expiresAt: number } | { kind: 'draw' } | { kind: 'member'; mode: string };
 
 export interface PurchaseArgs {
   saleId: string;
@@ -85,10 +99,10 @@ export const TOKEN_MARK_MARGIN_MS = 10_000;
 export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {
   const k = saleKeys(a.saleId);
   const g = a.gate;
-  // Twelve keys every call: without a token the gate key is the passes, read only with a pass.
+  // Twelve keys every call: the gate's key is the token's mark, the mode's list, or else the passes, read only with a pass.
   const keys = [
     k.meta, k.available, k.buys(a.userId), k.buyCounts, k.winners, k.queued, k.seq, k.purchased, k.deadlines, k.rate(a.userId),
-    g?.kind === 'token' ? k.tokenUsed(g.id) : k.passes, k.unpaid,
+    g?.kind === 'token' ? k.tokenUsed(g.id) : g?.kind === 'member' ? k.modeList(g.mode) : k.passes, k.unpaid,
   ];
   // No clock is sent: the script judges every time by the master's TIME.
   return (await run(redis, 'purchase', keys, [

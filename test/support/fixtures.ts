@@ -1,5 +1,6 @@
 // What tests build their cases from: sales, seeded randomness, many requests at once, and waiting
 // for the state a test expects (polled, with a deadline) instead of sleeping.
+import '../../shared/admission/modes.js';
 import { readFileSync } from 'node:fs';
 import { saleKeys } from '../../shared/redis/keys.js';
 import { OPEN, RESTORING, sqlStates } from '../../shared/orders/states.js';

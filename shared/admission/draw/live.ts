@@ -3,6 +3,23 @@
 // of the draw (Redis holds only a copy of the entries, for counting).
 import type { Pool } from '../../runtime/db.js';
 
+const count = (description: string) => ({ type: 'integer', description });
+
+const FIGURES = {
+  entries: count('entries in the draw'), drawn: { type: 'boolean', description: 'the ranks have been given' },
+  drawnAt: { type: 'string', format: 'date-time', nullable: true, description: 'when the draw was made; null before' },
+  awarded: count('entrants handed an order: the first `stock` ranks, then those backfill reached'),
+  waiting: count('drawn, no order yet: next in line for a unit that comes back until backfillUntil'),
+  lost: count('still waiting when backfill ended'),
+  over: { type: 'boolean', description: 'backfill is over: nothing changes any more' },
+};
+
+/** DrawFigures as the live view's schema shows them. */
+export const drawFiguresSchema = {
+  type: 'object', nullable: true, description: 'the draw (admission: draw), read from Postgres in one query; null for other sales',
+  required: Object.keys(FIGURES), properties: FIGURES,
+};
+
 export interface DrawFigures {
   /** Entries in the draw (draw_entries). */
   entries: number;

@@ -4,6 +4,23 @@
 import { saleKeys } from '../../redis/keys.js';
 import type { RedisClient } from '../../redis/connect.js';
 
+const count = (description: string) => ({ type: 'integer', description });
+
+const FIGURES = {
+  open: { type: 'boolean', description: 'the room has opened (places drawn at the start); before, everyone is in the pre-queue' },
+  joined: count('buyers who joined'), waiting: count('joined, not yet admitted'),
+  admitted: count('passes ever handed out: outstanding + used + expired'),
+  passesOutstanding: count('passes that can still buy'), passesUsed: count('passes that bought'),
+  passesExpired: count('passes that ran out unused (no-shows)'),
+  noShowRate: { type: 'number', nullable: true, description: 'passesExpired / (passesUsed + passesExpired); null while both are 0' },
+};
+
+/** RoomFigures as the live view's schema shows them. */
+export const roomFiguresSchema = {
+  type: 'object', nullable: true, description: 'the waiting room (admission: queue), read in one snapshot; null for other sales',
+  required: Object.keys(FIGURES), properties: FIGURES,
+};
+
 export interface RoomFigures {
   /** Whether admit.lua has opened the room (places drawn); before that everyone is in the pre-queue. */
   open: boolean;

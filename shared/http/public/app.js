@@ -11,6 +11,10 @@ import { checkStart, pollSale, renderSale } from './sale.js';
 import { el, orderHeld, saleId, setRender, state } from './state.js';
 import { setText } from './text.js';
 
+// Each admission mode's part of the page: its flow (follow.js admission) and its rendering, each
+// acting only on a sale of its own mode (the flow's `active`), so none is chosen here by name.
+const MODES = [{ flow: room, render: renderRoom }, { flow: entry, render: renderDraw }];
+
 function render() {
   const now = Date.now();
   renderSale(now);
@@ -22,8 +26,7 @@ function render() {
   const message = state.saleMissing ? `There is no sale called "${saleId}".` : state.message || (state.offline ? networkMessage : '');
   el.message.hidden = message === '';
   setText(el.message, message);
-  renderRoom(now);
-  renderDraw(now);
+  for (const mode of MODES) mode.render(now);
   renderOrder(now);
   renderHistory();
 }
@@ -34,17 +37,16 @@ function tick() {
   render();
 }
 
-// The buyer's place or entry, once the sale says which mode it is in (on load, or for a new buyer).
+// The buyer's place or entry, once the sale says which mode it is in (on load, or for a new buyer):
+// only the sale's own mode's flow loads anything.
 function loadAdmission() {
-  if (state.sale?.admission === 'queue') void room.load();
-  if (state.sale?.admission === 'draw') void entry.load();
+  for (const mode of MODES) void mode.flow.load();
 }
 
 function changeIdentity() {
   // Someone else at the keyboard: what the page followed belongs to the previous buyer.
   forgetOrders();
-  room.forget();
-  entry.forget();
+  for (const mode of MODES) mode.flow.forget();
   state.message = '';
   render();
 }

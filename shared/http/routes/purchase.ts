@@ -69,7 +69,7 @@ export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purc
       response: {
         202: purchaseAnswer,
         ...errorResponses('invalid_qty', 'qty_above_max', 'bad_request', 'invalid_json', 'invalid_id', 'unauthorized', 'not_started', 'ended',
-          ...refusalsAt('purchase'), 'invalid_purchase_token', 'purchase_token_used', 'admission_pass_invalid', 'sale_not_found', 'sold_out', 'not_enough_stock', 'limit_reached', 'unpaid_limit', 'rate_limited', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
+          ...refusalsAt('purchase'), 'invalid_purchase_token', 'purchase_token_used', 'admission_pass_invalid', 'not_admitted', 'sale_not_found', 'sold_out', 'not_enough_stock', 'limit_reached', 'unpaid_limit', 'rate_limited', 'payload_too_large', 'unsupported_media_type', 'unavailable'),
       },
     },
   }, async (req, reply) => {

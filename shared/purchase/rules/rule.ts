@@ -1,12 +1,12 @@
 // A purchase rule: one condition a sale may put on who buys (a solved challenge, a waiting room's
 // pass, a draw, a verified email), judged by the API before purchase.lua is asked, and, for a rule
 // on the buyer themself, before they join a waiting room or enter a draw too. Each rule is a module
-// of this folder and a line in sale-rules.ts's RULES; a rule that needs a field of the sale reads it
+// of this folder and a line in sale-rules.ts's RULES (an admission mode's, its `rule`); a rule that needs a field of the sale reads it
 // from the sale's rules as Redis holds them, so the field needs a `redis` name in sales/definition.ts.
 //
 // A rule that needs what only Redis knows atomically (whether a token or a pass was spent) hands it
-// to purchase.lua, which checks and spends it with the reservation, and refuses a `pow`, `queue` or
-// `draw` sale's purchase without it, in its own order (a sale not open yet is told so first) and
+// to purchase.lua, which checks and spends it with the reservation, and refuses a purchase without
+// the gate the sale's meta names (a `pow` sale's token, an admission mode's), in its own order (a sale not open yet is told so first) and
 // whoever sent it. A rule that needs only the request (a claim of the buyer's) refuses here.
 import type { Buyer } from '../../buyers/buyer.js';
 import type { CheckedToken } from '../challenge.js';

@@ -7,17 +7,29 @@ import type { Buyer } from '../../buyers/buyer.js';
 import type { Challenges, CheckedToken } from '../challenge.js';
 import type { RedisClient } from '../../redis/connect.js';
 import { readSaleRules, type PurchaseGate, type SaleRules } from '../../sales/scripts.js';
-import { admissionPass } from './admission-pass.js';
-import { drawOnly } from './draw-only.js';
+import { registeredModes } from '../../admission/mode.js';
 import { powToken } from './pow-token.js';
 import type { Door, PurchaseRule } from './rule.js';
 import { verifiedEmail } from './verified-email.js';
 
-/** Every rule, in the order they judge: the first refusal is the answer. */
-export const RULES: readonly PurchaseRule[] = [verifiedEmail, drawOnly, admissionPass, powToken];
+/**
+ * Every rule, in the order they judge (the first refusal is the answer): the buyer's own, then
+ * each admission mode's (shared/admission/modes.ts), then the challenge's. Kept as the registry
+ * changes, so the hot path reads an array rather than building one.
+ */
+export let RULES: readonly PurchaseRule[] = [];
+let modesSeen: readonly unknown[] = [];
+export function allRules(): readonly PurchaseRule[] {
+  const modes = registeredModes();
+  if (modes.length !== modesSeen.length) {
+    modesSeen = [...modes];
+    RULES = [verifiedEmail, ...modes.flatMap((m) => (m.rule ? [m.rule] : [])), powToken];
+  }
+  return RULES;
+}
 
 /** The codes a door's rules may refuse with, for its route's documentation. */
-export const refusalsAt = (door: Door) => RULES.flatMap((rule) => (rule.doors.includes(door) ? rule.refusals : []));
+export const refusalsAt = (door: Door) => allRules().flatMap((rule) => (rule.doors.includes(door) ? rule.refusals : []));
 
 /** What a door's rules let through: the gate purchase.lua spends, if any; a promise when a read or a check was needed. */
 export type Judged = PurchaseGate | undefined | Promise<PurchaseGate | undefined>;
@@ -60,7 +72,7 @@ export class PurchaseRules {
 
   private apply(door: Door, sale: SaleRules, buyer: Buyer, carried: CheckedToken | undefined): PurchaseGate | undefined {
     let gate: PurchaseGate | undefined;
-    for (const rule of RULES) {
+    for (const rule of allRules()) {
       if (rule.doors.includes(door) && rule.applies(sale)) gate = rule.judge({ sale, buyer, carried }) ?? gate;
     }
     return gate;

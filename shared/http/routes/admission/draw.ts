@@ -17,8 +17,6 @@ import { TOKEN_MARK_MARGIN_MS } from '../../../sales/scripts.js';
 import { rulesOf, type Sale } from '../../../sales/sale.js';
 import type { SaleCache } from '../../sale-cache.js';
 import { errorResponses, saleIdParams, SECURITY } from '../../schemas.js';
-import { drawEvents } from './draw-events.js';
-import { drawRecord } from './draw-record.js';
 import { PURCHASE_TOKEN_HEADER } from '../purchase.js';
 
 export const entryViewSchema = {
@@ -110,7 +108,5 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
     },
   }, async (req) => buyerEntry(pool, (await drawSale(saleCache, req.params.saleId)).id, req.buyer.id));
 
-  void app.register(drawRecord, deps);
-  void app.register(drawEvents, deps);
   done();
 };

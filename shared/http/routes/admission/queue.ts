@@ -14,7 +14,6 @@ import { rulesOf, type Sale } from '../../../sales/sale.js';
 import type { RateLimitSettings } from '../../plugins/rate-limit.js';
 import type { SaleCache } from '../../sale-cache.js';
 import { errorResponses, saleIdParams, SECURITY } from '../../schemas.js';
-import { roomEvents } from './room-events.js';
 import { PURCHASE_TOKEN_HEADER } from '../purchase.js';
 
 export const queueViewSchema = {
@@ -95,6 +94,5 @@ export const queue: FastifyPluginCallback<QueueDeps> = (app, deps, done) => {
     },
   }, async (req) => buyerView(redis, challenges, await queueSale(saleCache, req.params.saleId), req.buyer.id));
 
-  void app.register(roomEvents, deps);
   done();
 };

@@ -7,7 +7,7 @@
 // streams at 50,000 writes a second or fewer. The stream ends once the buyer is admitted (the
 // event carries the pass) or is out of the line (used, expired, ended).
 import type { FastifyPluginCallback } from 'fastify';
-import type { RoomTick } from '../../../admission/loop.js';
+import type { RoomTick } from '../../../admission/room/loop.js';
 import { HttpError } from '../../../runtime/errors.js';
 import { ADMISSION_CHANNEL } from '../../../redis/keys.js';
 import { Phase, readPlace, viewOf, type Place, type QueueView } from '../../../admission/room/room.js';

@@ -1,0 +1,58 @@
+// The draw (admission 'draw') as an admission mode: buyers enter, the loop makes the draw and
+// reserves each winner's unit itself (draw/loop.ts, purchase.lua's gate 'draw'), so no purchase
+// through the API ever buys.
+import type { FastifyPluginCallback } from 'fastify';
+import { draw } from '../../http/routes/admission/draw.js';
+import { drawEvents } from '../../http/routes/admission/draw-events.js';
+import { drawRecord } from '../../http/routes/admission/draw-record.js';
+import { drawOnly } from '../../purchase/rules/draw-only.js';
+import { DRAW_CHANNEL } from '../../redis/keys.js';
+import type { RedisClient } from '../../redis/connect.js';
+import type { Pool } from '../../runtime/db.js';
+import type { AdmissionMode, ModeRouteDeps, ModeStep } from '../mode.js';
+import type { DrawTick } from './draw.js';
+import { drawFigures, drawFiguresSchema } from './live.js';
+import { DrawLoop } from './loop.js';
+import { readProgress } from './queries.js';
+import { endDraw } from './steps.js';
+
+const routes: FastifyPluginCallback<ModeRouteDeps> = (app, deps, done) => {
+  void app.register(draw, deps);
+  void app.register(drawRecord, deps);
+  void app.register(drawEvents, deps);
+  done();
+};
+
+/** The draw's tick, published now rather than at the admission loop's next look (a hint: the streams re-read Postgres). */
+async function tellEntrants(pool: Pool, redis: RedisClient, saleId: string): Promise<void> {
+  const p = await readProgress(pool, saleId);
+  const tick: DrawTick = { saleId, drawn: p.drawn, entries: p.entries, through: p.through, over: p.over, at: Date.now() };
+  await redis.publish(DRAW_CHANNEL, JSON.stringify(tick));
+}
+
+export const drawMode: AdmissionMode = {
+  name: 'draw',
+  label: 'Draw',
+  gate: 'draw',
+  seeded: true,
+  rule: drawOnly,
+  step: (deps): ModeStep => {
+    const draws = new DrawLoop(deps);
+    return {
+      beside: true,
+      // DrawLoop.tick never throws.
+      tick: async (sales, now) => (await Promise.all(sales.map((s) => draws.tick(s, now)))).filter((t) => t !== null),
+      keepOnly: (ids) => draws.keepOnly(ids),
+      forget: () => draws.forget(),
+    };
+  },
+  live: { key: 'draw', schema: drawFiguresSchema, figures: (pool, _redis, sale) => drawFigures(pool, sale.id) },
+  routes,
+  // Public once the draw is made, as the sale's row in Postgres says (drawn_at): never by a
+  // process's clock, which could show it while another API still takes entries.
+  seedPublic: async (_redis, sale) => sale.drawnAt !== null,
+  // Entries stop with the sale, in its transaction, and every entrant without an order has lost;
+  // the entry streams are told at once.
+  ending: async (client, redis, sale) => void (await endDraw(client, redis, sale)),
+  ended: (pool, redis, sale) => tellEntrants(pool, redis, sale.id),
+};
