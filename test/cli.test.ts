@@ -7,7 +7,7 @@ import { parseSaleInput } from '../shared/sales/input.js';
 import { purchaseScript } from '../shared/sales/scripts.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
-import { newSale } from './support/fixtures.js';
+import { newSale, runConcurrently } from './support/fixtures.js';
 
 let env: TestEnv;
 before(async () => {
@@ -139,13 +139,15 @@ test('numbers: every numeric flag refuses 0x10, 0b11, 0o17, 12., 1e3, " 12", 12a
     ...flags.map(([flag, args], i) => [flag, args, BAD_NUMBERS[i % BAD_NUMBERS.length]!] as const),
     ...BAD_NUMBERS.map((bad) => ['price', saleBut('price'), bad] as const),
   ];
-  for (const [flag, args, bad] of runs) {
+  // Four side by side: each is a process of its own, and a refusal changes nothing another could see.
+  await runConcurrently(runs.length, 4, async (i) => {
+    const [flag, args, bad] = runs[i]!;
     const r = await flashsale(...args, `--${flag}`, bad);
     const what = `${args.slice(0, 2).join(' ')} --${flag} ${JSON.stringify(bad)}`;
     assert.equal(r.code, 2, `${what}: ${r.out}`);
     assert.equal(r.stderr, `flashsale: --${flag} must be ${flag === 'admit-overbook' || flag === 'pay-ratio' ? 'a number such as 12 or 1.5' : 'a whole number such as 12'} (digits only: no sign, spaces, 0x, 0b, 0o, exponent or trailing dot), got ${JSON.stringify(bad)}\n`, what);
     assert.equal(r.stdout, '', what);
-  }
+  });
   assert.equal((await env.pool.query("select 1 from sales where id = 'cli-strict'")).rowCount, 0);
   assert.equal(await env.redis.exists(saleKeys('cli-strict').meta), 0);
   const twice = await flashsale(...sale, '--price', '100');

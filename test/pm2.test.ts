@@ -66,7 +66,9 @@ test('pm2 starts every process from ecosystem.config.js; a buyer buys and pays; 
     assert.equal(r.status, 200, `process on ops port ${opsBase + i} is ready`);
   }
 
-  const created = await http(port, 'POST', '/api/sales', { body: { id: 'pm2-sale', name: 'PM2 sale', stock: 3000, price: 500, currency: 'EUR', paymentWindowSeconds: 60 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  // An hour to pay: on a busy machine the reloads take over a minute, and an order expired by then
+  // would be neither pending nor paid in the count below.
+  const created = await http(port, 'POST', '/api/sales', { body: { id: 'pm2-sale', name: 'PM2 sale', stock: 3000, price: 500, currency: 'EUR', paymentWindowSeconds: 3600 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
   assert.equal(created.status, 201);
   const won = await http(port, 'POST', '/api/sales/pm2-sale/purchases', { body: { qty: 1 }, user: 'first-buyer' });
   assert.equal(won.status, 202);

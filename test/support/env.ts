@@ -1,5 +1,5 @@
-// Real servers for each test file: a fresh database in the run's Postgres and a redis-server of
-// its own. No mocks of either.
+// Real servers for each test file: a fresh database in the run's Postgres (a clone of the run's
+// migrated template) and a redis-server of its own. No mocks of either.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +18,7 @@ import { connect } from '../../shared/runtime/services.js';
 import type { Sale } from '../../shared/sales/sale.js';
 import type { Pool } from '../../shared/runtime/db.js';
 import { exited } from './cli.js';
+import { TEMPLATE_ENV } from './template.js';
 import { ADMIN_TOKEN, JWT_SECRET, PAYMENT_WEBHOOK_SECRET } from './tokens.js';
 
 type RedisServer = LocalServer & { port: number; child: import('node:child_process').ChildProcess };
@@ -75,8 +76,10 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
   const admin = pgServer?.url ?? (await adminUrl());
   const db = `t_${randomBytes(6).toString('hex')}`;
   const adminClient = new pg.Client({ connectionString: admin });
+  // The run's migrated template when there is one (test/run.ts), else an empty database migrated below.
+  const template = !pgServer && admin === process.env.FLASHSALE_TEST_PG ? process.env[TEMPLATE_ENV] : undefined;
   await adminClient.connect();
-  await adminClient.query(`create database ${db}`);
+  await adminClient.query(`create database ${db}${template ? ` template ${template}` : ''}`);
   await adminClient.end();
   const redisDir = join(dataDir, 'redis');
   const redisOpts = { appendonly: opts.appendonly ?? true };
@@ -92,7 +95,7 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
   });
   const logger = createLogger(config);
   const { pool, redis, replicaAcks, close } = await connect(config, logger, { poolSize: 20 });
-  await migrate(pool);
+  if (!template) await migrate(pool);
   const env: TestEnv = {
     config, pool, redis, replicaAcks, logger, redisServer, dataDir,
     async stopRedis(signal = 'SIGKILL') {
