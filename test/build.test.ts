@@ -21,16 +21,16 @@ const dated = (path: string, seconds: number) => utimesSync(path, seconds, secon
 
 test('build: TypeScript is compiled when there is no build yet or a .ts source (or tsconfig.json) is newer than the last one, never for an asset', () => {
   const root = project();
-  for (const f of ['shared/runtime/ids.ts', 'shared/lua/restore.lua', 'tsconfig.json']) dated(join(root, f), 1_000);
+  for (const f of ['shared/ids.ts', 'shared/lua/restore.lua', 'tsconfig.json']) dated(join(root, f), 1_000);
   assert.equal(compileNeeded(root), true, 'no build yet');
   writeFileSync(join(root, 'dist', '.build-stamp'), '');
   dated(join(root, 'dist', '.build-stamp'), 2_000);
   assert.equal(compileNeeded(root), false, 'nothing changed');
   dated(join(root, 'shared/lua/restore.lua'), 3_000);
   assert.equal(compileNeeded(root), false, 'a Lua script is an asset: copied, not compiled');
-  dated(join(root, 'shared/runtime/ids.ts'), 3_000);
+  dated(join(root, 'shared/ids.ts'), 3_000);
   assert.equal(compileNeeded(root), true, 'a source changed');
-  dated(join(root, 'shared/runtime/ids.ts'), 1_000);
+  dated(join(root, 'shared/ids.ts'), 1_000);
   dated(join(root, 'tsconfig.json'), 3_000);
   assert.equal(compileNeeded(root), true, 'the compiler settings changed');
 });

@@ -7,16 +7,11 @@
 // This file is the registry's store and imports types only: the sale's definition, its input and
 // its scripts read it without pulling in the modes themselves (whose routes and steps import sales).
 import type { FastifyPluginCallback } from 'fastify';
-import type { Auth } from '../buyers/auth.js';
-import type { Config } from '../config/index.js';
-import type { Challenges } from '../purchase/challenge.js';
 import type { PurchaseRule } from '../purchase/rules/rule.js';
-import type { PurchaseRules } from '../purchase/rules/sale-rules.js';
 import type { RedisClient } from '../redis/connect.js';
 import type { Pool, PoolClient } from '../runtime/db.js';
 import type { Logger } from '../runtime/logger.js';
-import type { SaleCache } from '../http/sale-cache.js';
-import type { Sale } from '../sales/definition.js';
+import type { Sale } from '../sales/model.js';
 
 /**
  * The one gate purchase.lua requires of a purchase of the mode's sales (the sale's meta `gate`):
@@ -24,19 +19,6 @@ import type { Sale } from '../sales/definition.js';
  * carries it); 'member' the buyer is in the mode's list (`saleKeys(id).modeList(mode)`).
  */
 export type Gate = 'pass' | 'draw' | 'member';
-
-/** What a mode's routes get from buildApp. */
-export interface ModeRouteDeps {
-  pool: Pool;
-  redis: RedisClient;
-  auth: Auth;
-  limits: Config;
-  saleCache: SaleCache;
-  challenges: Challenges;
-  /** The sale's rules on the buyer (a verified email), judged at the mode's own doors. */
-  rules: PurchaseRules;
-  logger: Logger;
-}
 
 /** What a mode's step in the admission loop gets. */
 export interface StepDeps {
@@ -78,8 +60,8 @@ export interface AdmissionMode {
   step?: (deps: StepDeps) => ModeStep;
   /** Its figures in GET /api/sales/:saleId/live, under `key` (null for other sales), with their schema. */
   live?: { key: string; schema: Record<string, unknown>; figures(pool: Pool, redis: RedisClient, sale: Sale, now: number): Promise<object> };
-  /** Its routes (joining, entering, the buyer's streams, its record). */
-  routes?: FastifyPluginCallback<ModeRouteDeps>;
+  /** Its routes (joining, entering, the buyer's streams, its record), given ModeRouteDeps (http/routes/admission/deps.ts) by buildApp. */
+  routes?: FastifyPluginCallback<never>;
   /** Whether the sale's seed is public yet. */
   seedPublic?(redis: RedisClient, sale: Sale): Promise<boolean>;
   /** Ending the sale early (sales/admin.ts endSale): inside its transaction, then after it committed. */

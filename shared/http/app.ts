@@ -2,7 +2,8 @@
 // cross-cutting plugins first (plugins/), then the API's documentation, then one routes plugin per
 // resource (routes/), then the 405 pass. Each plugin names those it needs before it (fastify-plugin's
 // dependencies): fastify refuses to start when one is missing or comes later.
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyPluginCallback } from 'fastify';
+import type { ModeRouteDeps } from './routes/admission/deps.js';
 import type { RedisClient } from '../redis/connect.js';
 import { createAuth } from '../buyers/auth.js';
 import type { Buyer } from '../buyers/buyer.js';
@@ -78,7 +79,7 @@ export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }
   const rules = new PurchaseRules(redis, challenges);
   void app.register(purchase, { redis, purchaser, auth, limits: config, rules });
   // Each admission mode's own routes (joining a waiting room, entering a draw, their streams).
-  for (const { routes } of registeredModes()) if (routes) void app.register(routes, { pool, redis, auth, limits: config, saleCache, challenges, rules, logger });
+  for (const { routes } of registeredModes()) if (routes) void app.register(routes as FastifyPluginCallback<ModeRouteDeps>, { pool, redis, auth, limits: config, saleCache, challenges, rules, logger });
   void app.register(payments, { ...paymentDeps, providers });
   void app.register(orders, { pool, redis, replicaAcks, auth, maxCancelsPerSale: config.maxCancelsPerSale, directPay: config.directPay ? directPay : undefined });
   void app.register(orderEvents, { pool, redis, auth, limits: config, logger });

@@ -17,7 +17,7 @@ import { HttpError } from '../runtime/errors.js';
 import { CHALLENGE_KEY } from '../redis/keys.js';
 import type { RedisClient } from '../redis/connect.js';
 import { exchangeScript, type PurchaseGate } from '../sales/scripts.js';
-import type { Sale } from '../sales/sale.js';
+import type { Sale } from '../sales/model.js';
 
 /** How long a challenge may take to solve, and how long a purchase token lasts. */
 export const CHALLENGE_SECONDS = 600;
@@ -32,7 +32,8 @@ export const KEY_REFRESH_MS = 2000;
 export const CHALLENGE_CLOCK_MARGIN_SECONDS = 120;
 
 /** What a checked token tells purchase.lua: which purchase token it is, or that it is an admission pass, and until when it is good (ms). */
-export type CheckedToken = Extract<PurchaseGate, { kind: 'token' | 'pass' }>;
+import type { CheckedToken } from './rules/rule.js';
+export type { CheckedToken };
 
 export class Challenges {
   private held: { key: string; until: number } | undefined;

@@ -7,7 +7,8 @@ import { run } from '../redis/scripts.js';
 import { FIRST_COME, modeOf } from '../admission/mode.js';
 
 /** A sale's rules as load_sale.lua keeps them: times in ms; a rule left out takes its default. */
-export type SaleRules = { stock: number } & { [K in SaleField]?: Sale[K] extends Date | null ? number | null : Sale[K] };
+import type { PurchaseGate, SaleRules } from './model.js';
+export type { PurchaseGate, SaleRules };
 
 const META = (Object.keys(SALE_DEFINITION) as SaleField[]).flatMap((key) => {
   const { redis, schema, kind } = SALE_DEFINITION[key];
@@ -76,7 +77,6 @@ export async function exchangeScript(redis: RedisClient, saleId: string, signatu
  * from the draw itself a winner's unit (a `draw` sale sells to nobody else), or a mode's list that
  * purchase.lua finds the buyer in (saleKeys(id).modeList(mode)). The sale's meta names the one it needs (`gate`).
  */
-export type PurchaseGate = { kind: 'token'; id: string; expiresAt: number } | { kind: 'pass'; expiresAt: number } | { kind: 'draw' } | { kind: 'member'; mode: string };
 
 export interface PurchaseArgs {
   saleId: string;

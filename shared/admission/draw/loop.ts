@@ -7,7 +7,7 @@ import { DRAW_CHANNEL, saleKeys } from '../../redis/keys.js';
 import type { DrawTick } from './draw.js';
 import { readProgress, type Progress } from './queries.js';
 import { awardUnits, endBackfill, makeDraw, type DrawDeps } from './steps.js';
-import type { Sale } from '../../sales/sale.js';
+import type { Sale } from '../../sales/model.js';
 
 /** A draw with nothing new still publishes this often, so a stream that missed a message catches up. */
 const PUBLISH_EVERY_MS = 1000;

@@ -20,7 +20,7 @@ import { saleKeys } from '../../redis/keys.js';
 import { Refusal } from '../../purchase/purchaser.js';
 import type { RedisClient } from '../../redis/connect.js';
 import { purchaseScript } from '../../sales/scripts.js';
-import type { Sale } from '../../sales/sale.js';
+import type { Sale } from '../../sales/model.js';
 
 export interface DrawDeps {
   pool: Pool;

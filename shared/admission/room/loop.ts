@@ -3,7 +3,7 @@
 // on ADMISSION_CHANNEL for the API's queue streams when the room changed.
 import { ADMISSION_CHANNEL } from '../../redis/keys.js';
 import { metrics } from '../../runtime/metrics.js';
-import type { Sale } from '../../sales/sale.js';
+import type { Sale } from '../../sales/model.js';
 import type { ModeStep, StepDeps } from '../mode.js';
 import { admitStep, Phase, type AdmitStep } from './room.js';
 

@@ -5,7 +5,8 @@ import { queue } from '../../http/routes/admission/queue.js';
 import { roomEvents } from '../../http/routes/admission/room-events.js';
 import { admissionPass } from '../../purchase/rules/admission-pass.js';
 import { saleKeys } from '../../redis/keys.js';
-import type { AdmissionMode, ModeRouteDeps } from '../mode.js';
+import type { ModeRouteDeps } from '../../http/routes/admission/deps.js';
+import type { AdmissionMode } from '../mode.js';
 import { roomFigures, roomFiguresSchema } from './live.js';
 import { RoomLoop } from './loop.js';
 

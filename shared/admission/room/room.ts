@@ -10,7 +10,7 @@ import { saleKeys } from '../../redis/keys.js';
 import type { RedisClient } from '../../redis/connect.js';
 import { run } from '../../redis/scripts.js';
 import { TOKEN_MARK_MARGIN_MS } from '../../sales/scripts.js';
-import type { Sale } from '../../sales/sale.js';
+import type { Sale } from '../../sales/model.js';
 
 /** join_queue.lua's refusals, as purchase.lua numbers the ones they share. */
 const JOIN_REFUSALS: Record<number, () => HttpError> = {

@@ -10,7 +10,7 @@ import type { Config } from '../../config/index.js';
 import type { ErrorCode } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/logger.js';
 import type { RedisClient } from '../../redis/connect.js';
-import type { Sale } from '../../sales/sale.js';
+import type { Sale } from '../../sales/model.js';
 import type { SaleCache } from '../sale-cache.js';
 import { SaleFeed, type TickListener } from './sale-feed.js';
 import { errorResponses, saleIdParams, SECURITY, textResponse } from '../schemas.js';

@@ -9,9 +9,11 @@
 // the gate the sale's meta names (a `pow` sale's token, an admission mode's), in its own order (a sale not open yet is told so first) and
 // whoever sent it. A rule that needs only the request (a claim of the buyer's) refuses here.
 import type { Buyer } from '../../buyers/buyer.js';
-import type { CheckedToken } from '../challenge.js';
 import type { ErrorCode } from '../../runtime/errors.js';
-import type { PurchaseGate, SaleRules } from '../../sales/scripts.js';
+import type { PurchaseGate, SaleRules } from '../../sales/model.js';
+
+/** A purchase token or pass as checked (purchase/challenge.ts). */
+export type CheckedToken = Extract<PurchaseGate, { kind: 'token' | 'pass' }>;
 
 /** Where a buyer asks: a purchase, joining a waiting room, entering a draw. */
 export type Door = 'purchase' | 'join' | 'enter';

@@ -4,7 +4,7 @@
 import type { FastifyPluginCallback } from 'fastify';
 import type { Pool } from '../../../runtime/db.js';
 import { allEntries, readProgress } from '../../../admission/draw/queries.js';
-import type { Sale } from '../../../sales/sale.js';
+import type { Sale } from '../../../sales/model.js';
 import { errorResponses, saleIdParams } from '../../schemas.js';
 import { drawSale, type DrawDeps } from './draw.js';
 

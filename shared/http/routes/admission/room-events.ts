@@ -11,7 +11,7 @@ import type { RoomTick } from '../../../admission/room/loop.js';
 import { HttpError } from '../../../runtime/errors.js';
 import { ADMISSION_CHANNEL } from '../../../redis/keys.js';
 import { Phase, readPlace, viewOf, type Place, type QueueView } from '../../../admission/room/room.js';
-import type { Sale } from '../../../sales/sale.js';
+import type { Sale } from '../../../sales/model.js';
 import { saleStreamRoute } from '../../streams/feed-stream.js';
 import { queueSale, withPass, type QueueDeps } from './queue.js';
 
