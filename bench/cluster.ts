@@ -201,7 +201,7 @@ function pinMasters(clusters: TestCluster[]): string {
   const cores = cpus().length;
   const most = Math.max(...clusters.map((c) => c.nodes.length));
   if (cores < most + 2) return `not pinned: ${cores} cores for ${most} masters, the API, writer, listener, Postgres and wrk, so no master can have a core of its own`;
-  for (const c of clusters) c.nodes.forEach((n, i) => execFileSync('taskset', ['-pc', String(cores - 1 - i), String(n.pid)], { stdio: 'ignore' }));
+  for (const c of clusters) c.nodes.forEach((n, i) => void execFileSync('taskset', ['-pc', String(cores - 1 - i), String(n.pid)], { stdio: 'ignore' }));
   return `each master pinned (taskset) to a core of its own, cores ${cores - most} to ${cores - 1}; everything else unpinned`;
 }
 

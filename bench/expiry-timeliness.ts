@@ -147,7 +147,7 @@ const pgDir = mkdtempSync(join(tmpdir(), 'flashsale-bench-pg-'));
 const redisDir = mkdtempSync(join(tmpdir(), 'flashsale-bench-redis-'));
 const steps: [string, () => Promise<unknown> | unknown][] = [];
 const cleanup = () => closeAll(logger, steps.splice(0).reverse())
-  .finally(() => [pgDir, redisDir].forEach((d) => rmSync(d, { recursive: true, force: true })));
+  .finally(() => { for (const d of [pgDir, redisDir]) rmSync(d, { recursive: true, force: true }); });
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void cleanup().finally(() => process.exit(130)));
 
 try {

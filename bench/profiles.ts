@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { Pool } from '../shared/runtime/db.js';
 import { newOrderId, type Winner } from '../shared/runtime/ids.js';
 import { closeDue, markRestored, writeOrders } from '../shared/orders/queries.js';
-import { createSale, parseSaleInput } from '../shared/sales/sale.js';
+import { parseSaleInput } from '../shared/sales/sale.js';
 import { BENCH_PRICE, Cleanup, freshDatabase, progress, type BenchPostgres } from './harness.js';
 import { runLoad } from './load.js';
 import { summarize } from './profile.js';

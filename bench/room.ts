@@ -54,7 +54,6 @@ const buyerId = (prefix: string, n: number, width: number) => {
 };
 /** Stock past the crowd in every sale, so every buyer wins whatever wrk sends past the last one. */
 const SPARE = 1000;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 const usedMemory = async (r: { info(s: string): Promise<string> }) => Number(/^used_memory:(\d+)/m.exec(await r.info('memory'))?.[1] ?? 0);
 const apiCpuUs = (load: LoadResult) => Math.round(((load.procs.find((p) => p.name === 'api')?.cpuPct ?? 0) / 100) * 1e6 / load.rps);
 

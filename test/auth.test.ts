@@ -45,7 +45,7 @@ before(async () => {
   env = await testEnv();
   sale = await newSale(env, { stock: 10_000 });
   [rsa1, rsa2, ec1] = await Promise.all([signingKey('RS256', 'rsa-1'), signingKey('RS256', 'rsa-2'), signingKey('ES256', 'ec-1')]);
-  idpServer = createServer((req, res) => {
+  idpServer = createServer((_req, res) => {
     idp.hits++;
     if (idp.failing) return void res.writeHead(500).end();
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: idp.keys }));

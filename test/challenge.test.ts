@@ -7,7 +7,7 @@ import type { Challenge } from 'altcha-lib';
 import { Challenges, PURCHASE_TOKEN_SECONDS } from '../shared/purchase/challenge.js';
 import { saleKeys } from '../shared/redis/keys.js';
 import type { Sale } from '../shared/sales/sale.js';
-import { type TestEnv } from './support/env.js';
+import type { TestEnv } from './support/env.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
 import { buyCount, newSale } from './support/fixtures.js';
 import { http, outcome } from './support/http.js';

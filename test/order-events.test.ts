@@ -11,7 +11,7 @@ import { pino } from 'pino';
 import { buildApp } from '../shared/http/app.js';
 import { Purchaser } from '../shared/purchase/purchaser.js';
 import type { Sale } from '../shared/sales/sale.js';
-import { Cluster, fileCluster } from './support/cluster.js';
+import { type Cluster, fileCluster } from './support/cluster.js';
 import { assertConserved, type TestEnv } from './support/env.js';
 import { newSale, waitFor } from './support/fixtures.js';
 import { http, outcome } from './support/http.js';

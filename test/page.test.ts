@@ -5,7 +5,6 @@ import { createHash, randomUUID } from 'node:crypto';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { after, afterEach, before, describe, test } from 'node:test';
-import type { Redis } from 'ioredis';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startApi } from '../daemons/api.js';
 import { AdmissionLoop } from '../shared/admission/loop.js';

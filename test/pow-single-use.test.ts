@@ -11,7 +11,7 @@ import { newOrderId } from '../shared/runtime/ids.js';
 import { purchaseScript, TOKEN_MARK_MARGIN_MS } from '../shared/sales/scripts.js';
 import type { Sale } from '../shared/sales/sale.js';
 import { Refusal } from '../shared/purchase/purchaser.js';
-import { type TestEnv } from './support/env.js';
+import type { TestEnv } from './support/env.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
 import { buyCount, countBy, newSale } from './support/fixtures.js';
 import { outcome } from './support/http.js';

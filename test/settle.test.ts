@@ -18,7 +18,7 @@ import { SALES_REGISTRY, saleKeys } from '../shared/redis/keys.js';
 import { ExpiryListener } from '../shared/pipeline/listener.js';
 import type { Logger } from '../shared/runtime/logger.js';
 import { metrics } from '../shared/runtime/metrics.js';
-import { createRedis, saleNode } from '../shared/redis/connect.js';
+import { saleNode } from '../shared/redis/connect.js';
 import { purchaseScript, type LoadOptions } from '../shared/sales/scripts.js';
 import { claimBatch } from '../shared/pipeline/writer-scripts.js';
 import { restoreStocks } from '../shared/orders/scripts.js';

@@ -191,7 +191,7 @@ export async function startRedis(dir: string, opts: { port?: number; appendonly?
     stop: () => new Promise<void>((res) => {
       if (child.exitCode !== null || child.signalCode !== null) return res();
       const again = setInterval(() => child.kill('SIGTERM'), 500);
-      child.once('exit', () => (clearInterval(again), res()));
+      child.once('exit', () => { clearInterval(again); res(); });
       child.kill('SIGTERM');
     }),
   };

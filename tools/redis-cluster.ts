@@ -48,7 +48,7 @@ const taken = new Set<number>();
 export async function unusedPort(): Promise<number> {
   for (;;) {
     const port = await freePort();
-    if (!taken.has(port)) return taken.add(port), port;
+    if (!taken.has(port)) { taken.add(port); return port; }
   }
 }
 

@@ -45,7 +45,10 @@ async function startSentinel(dir: string, name: string, master: number, quorum: 
   process.once('exit', killChild);
   child.once('exit', () => process.off('exit', killChild));
   const stop = async () => { child.kill('SIGTERM'); await exited(child); };
-  await waitFor(async () => (gone ? undefined : (await ask(port, 'PING'), undefined))).catch(async (err) => { await stop(); throw err; });
+  await waitFor(async () => {
+    if (!gone) await ask(port, 'PING');
+    return undefined;
+  }).catch(async (err) => { await stop(); throw err; });
   if (gone) throw gone;
   return { port, stop };
 }

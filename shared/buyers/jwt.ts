@@ -159,7 +159,7 @@ function jwksVerifier(url: URL, rules: ClaimRules, logger: Logger | undefined, c
     const cached = cache.get(hash, Date.now());
     if (cached !== undefined) return cached;
     const generation = cache.generation;
-    let verified;
+    let verified: Awaited<ReturnType<typeof compactVerify>>;
     try {
       verified = await compactVerify(token, remote as JWTVerifyGetKey, { algorithms: JWKS_ALGORITHMS });
     } catch (err) {

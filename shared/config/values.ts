@@ -125,7 +125,7 @@ export const allowedHosts = parser('none', (raw, name): AllowedHost[] | undefine
   const list = textValue(raw);
   if (list === undefined) return undefined;
   return list.split(',').map((entry) => {
-    const m = /^\s*(\[[0-9a-fA-F:]+\]|[^\s:,\[\]]+)(?::(\d{1,5}))?\s*$/.exec(entry);
+    const m = /^\s*(\[[0-9a-fA-F:]+\]|[^\s:,[\]]+)(?::(\d{1,5}))?\s*$/.exec(entry);
     if (!m || (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535))) {
       throw new ConfigError(`${name} must be host or host:port, comma-separated (the masters the sentinels may name), got ${JSON.stringify(list)}`);
     }

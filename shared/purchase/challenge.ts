@@ -16,7 +16,7 @@ import { deriveKey } from 'altcha-lib/algorithms/sha';
 import { HttpError } from '../runtime/errors.js';
 import { CHALLENGE_KEY } from '../redis/keys.js';
 import type { RedisClient } from '../redis/connect.js';
-import { exchangeScript, type PurchaseGate } from '../sales/scripts.js';
+import { exchangeScript } from '../sales/scripts.js';
 import type { Sale } from '../sales/model.js';
 
 /** How long a challenge may take to solve, and how long a purchase token lasts. */

@@ -15,7 +15,7 @@
 // A master with fewer replicas online than REDIS_MIN_REPLICAS_ACK can confirm nothing however long
 // it is waited for (replica-watch.ts): its writes are answered `unreplicated` instead, which the
 // writer, the listener and cancels take as done (the degraded mode) and a purchase does not.
-import { Cluster, Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import { UnavailableError } from '../runtime/errors.js';
 import { saleNode, type RedisClient } from './connect.js';
 import type { ReplicaWatch } from './replica-watch.js';
@@ -108,7 +108,7 @@ export class ReplicaAcks {
         const epoch = this.epochs.get(node);
         for (const w of batch) w.resolve(w.epoch === epoch ? { acked, required, unreplicated } : { acked: 0, required });
       },
-      (err: unknown) => batch.forEach((w) => w.reject(err)),
+      (err: unknown) => { for (const w of batch) w.reject(err); },
     ).finally(() => {
       g.inFlight = false;
       if (g.waiting.length > 0) this.send(node, g);

@@ -29,6 +29,7 @@ export const CURRENCY_PATTERN = /^[A-Z]{3}$/;
 // Control characters (C0, DEL, C1) and the bidirectional overrides and isolates: a name shown on
 // the buyer's page, the admin's list and a terminal must not reorder or hide the text around it.
 // NUL is among them (Postgres text cannot hold it), and an unpaired surrogate would be stored as U+FFFD.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 export const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069\p{Cs}]/u;
 
 // Each field of Sale, in the order the OpenAPI document, `sale create --help` and the form show them.

@@ -2,7 +2,7 @@
 // its keys and arguments in the order its script's header documents; callers never do.
 import { saleKeys } from '../redis/keys.js';
 import type { RedisClient } from '../redis/connect.js';
-import { SALE_DEFINITION, type Sale, type SaleField } from './definition.js';
+import { SALE_DEFINITION, type SaleField } from './definition.js';
 import { run } from '../redis/scripts.js';
 import { FIRST_COME, modeOf } from '../admission/mode.js';
 

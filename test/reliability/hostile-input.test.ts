@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { HttpError } from '../../shared/runtime/errors.js';
+import type { HttpError } from '../../shared/runtime/errors.js';
 import { saleKeys } from '../../shared/redis/keys.js';
 import { ORDER_ID_PATTERN, newOrderId } from '../../shared/runtime/ids.js';
 import { parseSaleInput, type Sale } from '../../shared/sales/sale.js';

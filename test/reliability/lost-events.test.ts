@@ -7,11 +7,11 @@ import { test } from 'node:test';
 import { delay } from '../../shared/runtime/daemon.js';
 import { saleKeys } from '../../shared/redis/keys.js';
 import type { Sale } from '../../shared/sales/sale.js';
-import { Cluster, fileCluster } from '../support/cluster.js';
-import { type TestEnv } from '../support/env.js';
+import { type Cluster, fileCluster } from '../support/cluster.js';
+import type { TestEnv } from '../support/env.js';
 import { newSale, orderCount, runConcurrently, settle, waitFor } from '../support/fixtures.js';
 import { http } from '../support/http.js';
-import { beginScenario, checkSale, FaultLog, LiveChecks, summarize, tally } from '../support/scenario.js';
+import { beginScenario, checkSale, type FaultLog, LiveChecks, summarize, tally } from '../support/scenario.js';
 
 let env: TestEnv;
 let c: Cluster;

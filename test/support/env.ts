@@ -5,7 +5,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import type { Redis } from 'ioredis';
 import type { RedisClient } from '../../shared/redis/connect.js';
 import type { ReplicaAcks } from '../../shared/redis/replication.js';
 import assert from 'node:assert/strict';

@@ -154,7 +154,7 @@ export function undeclaredKeys(src: string): UndeclaredKey[] {
     const call = exprs.map((e) => e.map((x) => x.text).join(' ')).join(', ');
     const command = exprs[0];
     const ok = (() => {
-      if (!command || command.length !== 1 || command[0]!.kind !== 'string') return false; // a computed command: cannot tell
+      if (command?.length !== 1 || command[0]!.kind !== 'string') return false; // a computed command: cannot tell
       if (NO_KEY.has(command[0]!.text.slice(1, -1).toUpperCase())) return true;
       const key = exprs[1];
       if (!key) return false;

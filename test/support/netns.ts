@@ -39,7 +39,7 @@ export function runInPrivateNetns(args: string[], env: NodeJS.ProcessEnv, onLine
   });
   for (const stream of [child.stdout, child.stderr]) createInterface({ input: stream }).on('line', onLine);
   return new Promise((resolve) => {
-    child.once('error', (err) => (onLine(`unshare: ${err.message}`), resolve(-1)));
+    child.once('error', (err) => { onLine(`unshare: ${err.message}`); resolve(-1); });
     child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : -1)));
   });
 }

@@ -5,7 +5,7 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
-import { Cluster as RedisCluster } from 'ioredis';
+import type { Cluster as RedisCluster } from 'ioredis';
 import type { ConfigOverrides } from '../../shared/config/index.js';
 import { saleKeys } from '../../shared/redis/keys.js';
 import type { Sale } from '../../shared/sales/sale.js';

@@ -60,7 +60,7 @@ export function makeChart() {
   chart.plots = CHARTS.map(makePlot);
 }
 
-export const resizeChart = () => chart.plots.forEach(({ plot }, i) => plot.setSize({ width: Math.max(320, $(CHARTS[i].box).clientWidth), height: CHARTS[i].height }));
+export const resizeChart = () => chart.plots.forEach(({ plot }, i) => void plot.setSize({ width: Math.max(320, $(CHARTS[i].box).clientWidth), height: CHARTS[i].height }));
 
 function draw({ plot, units }) {
   let sum = chart.t.map(() => 0);

@@ -86,7 +86,7 @@ async function act(flag, action, onRefused) {
 
 export async function pay() {
   const o = state.order;
-  if (!o || o.status !== 'pending_payment' || state.paying || state.cancelling) return;
+  if (o?.status !== 'pending_payment' || state.paying || state.cancelling) return;
   // The poll, not this answer, turns the order into "Expired" once the server has closed it.
   await act('paying', 'pay', (err) => {
     if (err.code === 'order_expired') o.closed = true;
