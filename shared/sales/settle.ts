@@ -18,9 +18,9 @@ import { saleNode } from '../redis/connect.js';
 import { forgetSettledOrders } from '../pipeline/replay-scripts.js';
 
 /**
- * How long after its end a sale may settle. The purchase script compares the end with the API
- * process's clock, which may run behind Postgres's: a purchase accepted just after `ends_at` must
- * still find the sale in the registry when the writer drains it.
+ * How long after its end (by Postgres's clock) a sale may settle. purchase.lua judges the end by
+ * its master's TIME, which may run behind Postgres's: a purchase that master accepted just before
+ * its own view of `ends_at` must still find the sale in the registry when the writer drains it.
  */
 export const SETTLE_AFTER_END_SECONDS = 60;
 
