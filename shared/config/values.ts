@@ -2,6 +2,7 @@
 // environment's), returns the typed value or its default, and knows how the settings table shows
 // that default. A bad value is a ConfigError naming the variable and what it accepts.
 import { ClientError } from '../runtime/errors.js';
+import { numberFromText } from '../runtime/number-text.js';
 
 /** A bad or missing setting: the message names the variable and what to set (exit 2). */
 export class ConfigError extends ClientError {
@@ -26,7 +27,8 @@ const code = (value: unknown) => `\`${String(value)}\``;
 
 export function intValue(name: string, raw: unknown, fallback: number, min: number): number {
   if (unset(raw)) return fallback;
-  const n = Number(raw);
+  // As the HTTP API and the CLI's flags read numbers: "0x10", "1e3", "12." or " 12" is no setting.
+  const n = typeof raw === 'number' ? raw : (numberFromText(String(raw), false) ?? Number.NaN);
   if (!Number.isSafeInteger(n) || n < min) {
     throw new ConfigError(`${name} must be an integer >= ${min}, got ${JSON.stringify(raw)}`);
   }
