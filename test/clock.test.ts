@@ -1,19 +1,26 @@
 // One clock per decision: processes whose own clocks are wrong (libfaketime shifts them) still
-// judge a sale's window, a challenge's expiry and an order's deadline by Redis's TIME. Each sale's times are placed
+// judge a sale's window, a challenge's or a token's expiry, an order's deadline and a writer's lease
+// by Redis's TIME, and a draw's backfill by Postgres's now(). Each sale's times are placed
 // relative to that clock, minutes away from every edge, so how fast the machine runs changes
 // nothing.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { saleKeys } from '../shared/redis/keys.js';
+import { createHmac, randomBytes } from 'node:crypto';
+import { CHALLENGE_KEY, SALES_REGISTRY, saleKeys } from '../shared/redis/keys.js';
 import { PURCHASE_TOKEN_SECONDS } from '../shared/purchase/challenge.js';
-import { exchangeScript, purchaseScript } from '../shared/sales/scripts.js';
+import { newSecret, ticketOf } from '../shared/admission/draw/draw.js';
+import { insertEntry } from '../shared/admission/draw/queries.js';
+import { awardUnits, endBackfill, makeDraw } from '../shared/admission/draw/steps.js';
+import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/purchase.js';
+import { exchangeScript, purchaseScript, spendTokenScript } from '../shared/sales/scripts.js';
+import type { Sale } from '../shared/sales/sale.js';
 import { freePort } from '../tools/local-stack.js';
-import { exited, ready, spawnCli } from './support/cli.js';
+import { cli, exited, ready, spawnCli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
-import { newSale, waitFor } from './support/fixtures.js';
-import { http } from './support/http.js';
+import { closeEntries, endBackfillIn, newSale, openDraw, waitFor } from './support/fixtures.js';
+import { http, outcome } from './support/http.js';
 import { exchange, solvedPayload } from './support/pow.js';
 
 const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
@@ -126,4 +133,116 @@ test('clock: exchange.lua refuses a challenge past its expiry by Redis\'s clock 
   assert.equal(await env.redis.exists(saleKeys(sale.id).challengeUsed('sig-old')), 0, 'an expired challenge is not spent');
   assert.equal((await exchangeScript(env.redis, sale.id, 'sig-live', now + MINUTE))[0], 1);
   assert.equal((await exchangeScript(env.redis, sale.id, 'sig-live', now + MINUTE))[0], -9, 'one solution, one token');
+});
+
+/** A purchase token as exchange gives one, signed with the key the APIs share, expiring at `expiresAt` (ms). */
+async function purchaseToken(saleId: string, userId: string, expiresAt: number): Promise<{ token: string; id: string }> {
+  await env.redis.set(CHALLENGE_KEY, randomBytes(32).toString('hex'), 'NX');
+  const key = (await env.redis.get(CHALLENGE_KEY))!;
+  const id = randomBytes(12).toString('base64url');
+  const body = Buffer.from(JSON.stringify({ s: saleId, u: userId, n: id, e: expiresAt })).toString('base64url');
+  return { token: `${body}.${createHmac('sha256', key).update(body).digest('base64url')}`, id };
+}
+
+const entryCount = async (saleId: string) =>
+  (await env.pool.query<{ n: number }>('select count(*)::int as n from draw_entries where sale_id = $1', [saleId])).rows[0]!.n;
+
+test('clock: a pow draw\'s entry judges its purchase token by Redis\'s clock: an API 10 min slow refuses a token expired by Redis, one 10 min fast takes a token live by Redis', async () => {
+  const [slowPort, fastPort] = [await freePort(), await freePort()];
+  await Promise.all([shifted('api', '-600s', { PORT: String(slowPort) }), shifted('api', '+600s', { PORT: String(fastPort) })]);
+  const sale = await newSale(env, { ...openDraw(), challenge: 'pow', challengeComplexity: 1000 });
+  const now = await redisNow();
+  const enter = (port: number, user: string, token: string) =>
+    http(port, 'POST', `/api/sales/${sale.id}/entries`, { user, headers: { [PURCHASE_TOKEN_HEADER]: token } });
+  // Expired a minute ago by Redis: the slow API's clock says it has 9 min left.
+  const old = await purchaseToken(sale.id, 'sid', now - MINUTE);
+  assert.equal(outcome(await enter(slowPort, 'sid', old.token)), '403 invalid_purchase_token');
+  assert.equal(await env.redis.exists(saleKeys(sale.id).tokenUsed(old.id)), 0, 'a refused token is not spent');
+  assert.equal(await entryCount(sale.id), 0, 'no entry for a refused token');
+  // Live for 5 min by Redis: the fast API's clock says it expired 5 min ago.
+  const live = await purchaseToken(sale.id, 'fay', now + 5 * MINUTE);
+  const r = await enter(fastPort, 'fay', live.token);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.equal(r.body.state, 'entered');
+  assert.equal(await env.redis.get(saleKeys(sale.id).tokenUsed(live.id)), 'entry', 'the token is spent by the entry');
+  assert.equal(await entryCount(sale.id), 1);
+  assert.equal(outcome(await enter(fastPort, 'fay', live.token)), '200', 'the buyer gets their entry back');
+  const again = await purchaseToken(sale.id, 'fay', now + 5 * MINUTE);
+  assert.equal(outcome(await enter(slowPort, 'gus', again.token)), '403 invalid_purchase_token', 'a token is bound to its buyer');
+});
+
+test('clock: spend_token.lua refuses a token past its expiry by Redis\'s clock and spends a live one once', async () => {
+  const sale = await newSale(env, { ...openDraw(), challenge: 'pow', challengeComplexity: 1000 });
+  const now = await redisNow();
+  assert.equal(await spendTokenScript(env.redis, sale.id, 'tok-old', now - 1), -14, 'expired by Redis\'s clock');
+  assert.equal(await env.redis.exists(saleKeys(sale.id).tokenUsed('tok-old')), 0, 'an expired token is not spent');
+  assert.equal(await spendTokenScript(env.redis, sale.id, 'tok-live', now + MINUTE), 1);
+  assert.equal(await spendTokenScript(env.redis, sale.id, 'tok-live', now + MINUTE), -9, 'one token, one entry');
+});
+
+const deps = () => ({ pool: env.pool, redis: env.redis, buyCountTtlSeconds: 86_400 });
+
+/** A drawn draw of one unit and two entrants, rank 1 holding the unit, rank 2 waiting, backfill open for an hour. */
+async function drawnDraw(): Promise<Sale> {
+  let sale = await newSale(env, { ...openDraw(), stock: 1 });
+  for (const b of ['d1', 'd2']) {
+    const secret = newSecret();
+    assert.equal(typeof (await insertEntry(env.pool, sale.id, b, ticketOf(sale.id, b, secret), secret)), 'object');
+  }
+  sale = await closeEntries(env, sale);
+  assert.equal(await makeDraw(env.pool, sale, sale.entriesCloseAt!.getTime()), 2);
+  assert.equal(await awardUnits(deps(), sale, sale.entriesCloseAt!.getTime()), 1);
+  return sale;
+}
+const statuses = async (saleId: string) =>
+  (await env.pool.query<{ status: string }>('select status from draw_entries where sale_id = $1 order by draw_rank', [saleId])).rows.map((r) => r.status);
+const backfillUntil = (sale: Sale, interval: string) => endBackfillIn(env, sale, interval);
+
+test('clock: a draw\'s backfill ends by Postgres\'s clock: a caller whose clock is 10 min fast ends none early, one 10 min slow awards none late', async () => {
+  const early = await backfillUntil(await drawnDraw(), '5 minutes');
+  // Backfill runs 5 more minutes by Postgres; the caller's clock says it ended 5 min ago.
+  assert.equal(await endBackfill(deps(), early, (await redisNow()) + 10 * MINUTE), 0);
+  assert.deepEqual(await statuses(early.id), ['won', 'waiting']);
+  const late = await backfillUntil(await drawnDraw(), '-1 second');
+  // A unit comes back after backfill by Postgres; the caller's clock says backfill has 10 min left.
+  await env.redis.incr(saleKeys(late.id).available);
+  assert.equal(await awardUnits(deps(), late, (await redisNow()) - 10 * MINUTE), 0);
+  assert.deepEqual(await statuses(late.id), ['won', 'waiting']);
+  assert.equal(Number(await env.redis.get(saleKeys(late.id).available)), 1, 'the unit stays unsold');
+  assert.equal(await endBackfill(deps(), late, late.backfillUntil!.getTime()), 1);
+  assert.deepEqual(await statuses(late.id), ['won', 'lost']);
+  // The unit was made up for the test: taken away again, the sale's units add up (the replay checks them).
+  await env.redis.decr(saleKeys(late.id).available);
+});
+
+test('clock: an admission loop 10 min slow ends a draw\'s backfill at Postgres\'s backfillUntil, not its own', async () => {
+  const sale = await backfillUntil(await drawnDraw(), '-1 second');
+  // By the loop's clock backfill has 10 min left; its next tick ends it all the same.
+  const loop = await shifted('admission', '-600s');
+  await waitFor('the slow loop to end backfill', async () =>
+    (await env.pool.query('select 1 from sales where id = $1 and draw_over_at is not null', [sale.id])).rowCount === 1);
+  assert.deepEqual(await statuses(sale.id), ['won', 'lost']);
+  // No loop leads for the tests after this one.
+  loop.kill('SIGTERM');
+  assert.equal(await exited(loop), 0);
+});
+
+test('clock: a replay pass 10 min fast does not settle a sale whose writer lease is live by Redis\'s clock', async () => {
+  const now = await redisNow();
+  const ended = { stock: 10, startsAt: iso(now - 2 * 60 * MINUTE), endsAt: iso(now - 60 * MINUTE) };
+  const [idle, leased] = [await newSale(env, ended), await newSale(env, ended)];
+  // Live for 5 min by Redis: by the pass's clock it ran out 5 min ago.
+  await env.redis.zadd(saleKeys(leased.id).writers, now + 5 * MINUTE, 'w-alive');
+  const settledAt = async (id: string) => (await env.pool.query<{ settled_at: Date | null }>('select settled_at from sales where id = $1', [id])).rows[0]!.settled_at;
+  const faked = { LD_PRELOAD: FAKETIME_LIB, FAKETIME: '+600s', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+  const pass = await cli(env, ['replay', '--once'], faked);
+  assert.equal(pass.code, 0, pass.out);
+  assert.ok(await settledAt(idle.id), 'the idle sale settled in that pass');
+  assert.equal(await settledAt(leased.id), null, 'the sale with a live lease did not');
+  assert.equal(await env.redis.sismember(SALES_REGISTRY, leased.id), 1);
+  // The lease runs out by Redis's clock: the next pass settles it.
+  await env.redis.zadd(saleKeys(leased.id).writers, (await redisNow()) - 1, 'w-alive');
+  const next = await cli(env, ['replay', '--once'], faked);
+  assert.equal(next.code, 0, next.out);
+  assert.ok(await settledAt(leased.id));
 });

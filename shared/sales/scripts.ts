@@ -71,6 +71,11 @@ export async function exchangeScript(redis: RedisClient, saleId: string, signatu
   return (await run(redis, 'exchange', [k.meta, k.challengeUsed(signature)], [expiresAt, TOKEN_MARK_MARGIN_MS])) as [number, number];
 }
 
+/** spend_token.lua: spends a purchase token that enters a draw, unless spent or expired by Redis's clock (1 spent, -9 spent already, -14 expired). */
+export async function spendTokenScript(redis: RedisClient, saleId: string, tokenId: string, expiresAt: number): Promise<1 | -9 | -14> {
+  return (await run(redis, 'spend_token', [saleKeys(saleId).tokenUsed(tokenId)], [expiresAt, TOKEN_MARK_MARGIN_MS, 'entry'])) as 1 | -9 | -14;
+}
+
 /**
  * What the API checked for a purchase (shared/purchase/challenge.ts): a purchase token (a `pow` sale needs
  * one; it buys once), an admission pass (a `queue` sale needs one; it buys once, before it expires),

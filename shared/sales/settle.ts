@@ -79,19 +79,21 @@ function results(res: [Error | null, unknown][] | null): unknown[] {
  * Those of `saleIds` with nothing in flight in Redis: no winner waiting, no unacknowledged order,
  * no writer lease still running (a writer between its insert and its ack holds one) and no batch
  * left by a dead writer. Each sale is read in one transaction of its own (on a cluster, sales live
- * on different nodes; a sale's keys share one slot).
+ * on different nodes; a sale's keys share one slot), with the TIME of the master holding them: a
+ * lease's expiry is stamped by that clock (claim.lua), so it is judged by it, not by this process's.
  */
-export async function idleInRedis(redis: RedisClient, saleIds: string[], now = Date.now()): Promise<string[]> {
-  const idle = await Promise.all(saleIds.map((id) => saleIdle(redis, id, now)));
+export async function idleInRedis(redis: RedisClient, saleIds: string[]): Promise<string[]> {
+  const idle = await Promise.all(saleIds.map((id) => saleIdle(redis, id)));
   return saleIds.filter((_, i) => idle[i]);
 }
 
-async function saleIdle(redis: RedisClient, saleId: string, now: number): Promise<boolean> {
+async function saleIdle(redis: RedisClient, saleId: string): Promise<boolean> {
   const k = saleKeys(saleId);
-  const [winners, queued, leases] = results(await redis.multi().llen(k.winners).hlen(k.queued).zrange(k.writers, '0', '-1', 'WITHSCORES').exec()) as [
-    number, number, string[],
-  ];
+  const [winners, queued, leases, [s, us]] = results(
+    await redis.multi().llen(k.winners).hlen(k.queued).zrange(k.writers, '0', '-1', 'WITHSCORES').time().exec(),
+  ) as [number, number, string[], [string, string]];
   if (winners > 0 || queued > 0) return false;
+  const now = Number(s) * 1000 + Math.floor(Number(us) / 1000);
   const writers: string[] = [];
   for (let j = 0; j < leases.length; j += 2) {
     if (Number(leases[j + 1]) > now) return false;

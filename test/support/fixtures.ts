@@ -39,6 +39,13 @@ export async function closeEntries(env: TestEnv, s: Sale): Promise<Sale> {
   return (await getSale(env.pool, s.id))!;
 }
 
+/** A draw's backfill ends `interval` from Postgres's now() (the clock that judges it; entries close no later): the sale as Postgres then has it. */
+export async function endBackfillIn(env: TestEnv, s: Sale, interval = '0 seconds'): Promise<Sale> {
+  await env.pool.query(
+    'update sales set backfill_until = now() + $2::interval, entries_close_at = least(entries_close_at, now() + $2::interval) where id = $1', [s.id, interval]);
+  return (await getSale(env.pool, s.id))!;
+}
+
 /**
  * A sale not yet started starts now, in Postgres (what the views read) and in Redis's meta (what
  * purchase.lua judges by): a test opens a sale when it is ready, not when a wall-clock start comes.

@@ -18,6 +18,8 @@ const RETRY_MS = 1000;
 
 interface Known {
   progress?: Progress;
+  /** Postgres's clock minus the loop's, at the last read: the draw's times are judged on Postgres's. */
+  offset: number;
   /** Record awards a failed step may have left before awarding more. */
   recheck: boolean;
   countedAt: number;
@@ -44,7 +46,7 @@ export class DrawLoop {
   /** One tick of one draw: the step due, and the tick published if it says something new. Never throws. */
   async tick(sale: Sale, now: number): Promise<DrawTick | null> {
     let k = this.known.get(sale.id);
-    if (!k) this.known.set(sale.id, (k = { recheck: true, countedAt: 0, retryAt: 0, sentAt: 0 }));
+    if (!k) this.known.set(sale.id, (k = { offset: 0, recheck: true, countedAt: 0, retryAt: 0, sentAt: 0 }));
     if (now < k.retryAt) return null;
     try {
       const progress = await this.step(sale, k, now);
@@ -63,13 +65,20 @@ export class DrawLoop {
 
   private async step(sale: Sale, k: Known, now: number): Promise<Progress> {
     const { pool, redis } = this.deps;
-    const reread = async () => (k.progress = await readProgress(pool, sale.id));
+    const reread = async () => {
+      k.progress = await readProgress(pool, sale.id);
+      k.offset = k.progress.dbNow - now;
+      return k.progress;
+    };
     let p = k.progress ?? (await reread());
+    // The loop's clock may be off by seconds: when a step is due is read on Postgres's, which then
+    // decides each step in its transaction. `now` stays the loop's for its own pacing.
+    const at = () => now + k.offset;
     // An early end (sales/admin.ts endSale) finishes the draw outside the loop: look again.
-    if (!p.over && sale.endsAt && now >= sale.endsAt.getTime()) p = await reread();
+    if (!p.over && sale.endsAt && at() >= sale.endsAt.getTime()) p = await reread();
     if (p.over) return p;
     if (!p.drawn) {
-      if (now < sale.entriesCloseAt!.getTime() || now < sale.startsAt.getTime()) {
+      if (at() < sale.entriesCloseAt!.getTime() || at() < sale.startsAt.getTime()) {
         if (now - k.countedAt >= COUNT_EVERY_MS) {
           k.countedAt = now;
           // Redis's copy: a count for the streams only (the draw reads Postgres).
@@ -77,17 +86,17 @@ export class DrawLoop {
         }
         return p;
       }
-      const ranked = await makeDraw(pool, sale, now);
+      const ranked = await makeDraw(pool, sale, at());
       this.deps.logger.info({ saleId: sale.id, ranked }, 'draw made');
       p = await reread();
     }
-    if (now >= sale.backfillUntil!.getTime()) {
-      const lost = await endBackfill(this.deps, sale, now);
+    if (at() >= sale.backfillUntil!.getTime()) {
+      const lost = await endBackfill(this.deps, sale, at());
       this.deps.logger.info({ saleId: sale.id, lost }, 'draw over: backfill ended');
       return reread();
     }
     if (k.recheck || (p.waiting > 0 && Number((await redis.get(saleKeys(sale.id).available)) ?? 0) > 0)) {
-      const awarded = await awardUnits(this.deps, sale, now, k.recheck);
+      const awarded = await awardUnits(this.deps, sale, at(), k.recheck);
       k.recheck = false;
       if (awarded > 0) this.deps.logger.debug({ saleId: sale.id, awarded }, 'draw awarded units');
       return reread();

@@ -68,15 +68,15 @@ export async function countEntries(db: Db, saleId: string): Promise<number> {
  * Takes the sale's row lock for the transaction (null when the sale is not a draw): the draw's
  * steps take turns, and an entry's insert (FOR SHARE) waits. NO KEY: the order writer's inserts
  * (FOR KEY SHARE on the sale) go on meanwhile. `closed`: entries have closed by Postgres's clock,
- * the one the entries' insert is judged by.
+ * the one the entries' insert is judged by; `backfillOver`: backfillUntil has come, by that clock too.
  */
-export async function lockDraw(client: PoolClient, saleId: string): Promise<{ drawn: boolean; over: boolean; closed: boolean } | null> {
-  const res = await client.query<{ drawn_at: Date | null; draw_over_at: Date | null; closed: boolean }>(
-    `select drawn_at, draw_over_at, now() >= entries_close_at and now() >= starts_at as closed
+export async function lockDraw(client: PoolClient, saleId: string): Promise<{ drawn: boolean; over: boolean; closed: boolean; backfillOver: boolean } | null> {
+  const res = await client.query<{ drawn_at: Date | null; draw_over_at: Date | null; closed: boolean; backfill_over: boolean }>(
+    `select drawn_at, draw_over_at, now() >= entries_close_at and now() >= starts_at as closed, now() >= backfill_until as backfill_over
      from sales where id = $1 and admission = 'draw' for no key update`, [saleId],
   );
   const row = res.rows[0];
-  return row ? { drawn: row.drawn_at !== null, over: row.draw_over_at !== null, closed: row.closed } : null;
+  return row ? { drawn: row.drawn_at !== null, over: row.draw_over_at !== null, closed: row.closed, backfillOver: row.backfill_over } : null;
 }
 
 /** The entries not yet ranked (all of them, the first time). */
@@ -130,6 +130,8 @@ export interface Progress {
   /** The highest rank given an order (awards go in rank order, so every rank below has one too); 0 none. */
   through: number;
   waiting: number;
+  /** Postgres's clock (ms) at the read: the loop places the draw's times on it, not on its own. */
+  dbNow: number;
 }
 
 export async function readProgress(db: Db, saleId: string): Promise<Progress> {
@@ -137,13 +139,14 @@ export async function readProgress(db: Db, saleId: string): Promise<Progress> {
     `select s.drawn_at is not null as drawn, s.draw_over_at is not null as over, s.drawn_entries, s.drawn_entries_sha256,
             count(d.buyer)::int as entries,
             coalesce(max(d.draw_rank) filter (where d.status = 'won'), 0)::int as through,
-            count(d.buyer) filter (where d.status = 'waiting')::int as waiting
+            count(d.buyer) filter (where d.status = 'waiting')::int as waiting,
+            (extract(epoch from now()) * 1000)::float8 as "dbNow"
      from sales s left join draw_entries d on d.sale_id = s.id
      where s.id = $1 group by s.id`,
     [saleId],
   );
   const row = res.rows[0];
-  if (!row) return { drawn: false, committed: null, over: false, entries: 0, through: 0, waiting: 0 };
+  if (!row) return { drawn: false, committed: null, over: false, entries: 0, through: 0, waiting: 0, dbNow: Date.now() };
   const { drawn_entries: n, drawn_entries_sha256: sha256, ...rest } = row;
   return { ...rest, committed: n === null || sha256 === null ? null : { entries: n, sha256 } };
 }

@@ -9,7 +9,7 @@
 //                 records it;
 //   recoverAwards the same record without reserving anything: the waiting ranks at the head whose
 //                 order Redis holds (run after a failure, a change of leader, and before the end);
-//   endBackfill   at backfillUntil: everyone still waiting has lost;
+//   endBackfill   at backfillUntil (by Postgres's clock): everyone still waiting has lost;
 //   endDraw       the sale ended early: the draw is made if it was not, and everyone waiting has lost.
 // Each runs under the sale's row lock, so two loops (a lease lost mid-step) take turns.
 import { withTransaction, type Pool, type PoolClient } from '../../runtime/db.js';
@@ -95,15 +95,16 @@ export async function recoverAwards(pool: Pool, redis: RedisClient, sale: Sale):
 
 /**
  * Gives the units left to the lowest waiting ranks, one order each, until none is left, nobody
- * waits, or backfillUntil. `recheck`: first record the awards a failed step left (recoverAwards).
- * Returns how many orders this call made.
+ * waits, or backfillUntil by Postgres's clock (`now` only spares a transaction after it).
+ * `recheck`: first record the awards a failed step left (recoverAwards). Returns how many orders
+ * this call made.
  */
 export async function awardUnits(deps: DrawDeps, sale: Sale, now: number, recheck = true): Promise<number> {
   if (now >= sale.backfillUntil!.getTime()) return 0;
   const k = saleKeys(sale.id);
   return withTransaction(deps.pool, async (client) => {
     const lock = await lockDraw(client, sale.id);
-    if (!lock?.drawn || lock.over) return 0;
+    if (!lock?.drawn || lock.over || lock.backfillOver) return 0;
     if (recheck) await recover(client, deps.redis, sale);
     let awarded = 0;
     for (;;) {
@@ -122,12 +123,16 @@ export async function awardUnits(deps: DrawDeps, sale: Sale, now: number, rechec
   });
 }
 
-/** At or after backfillUntil: records the awards Redis made, then everyone still waiting has lost. Returns how many lost. */
+/**
+ * At or after backfillUntil: records the awards Redis made, then everyone still waiting has lost.
+ * Returns how many lost. Postgres's clock decides, as for the close of entries; `now` only spares
+ * a transaction before it.
+ */
 export async function endBackfill(deps: DrawDeps, sale: Sale, now: number): Promise<number> {
   if (now < sale.backfillUntil!.getTime()) return 0;
   return withTransaction(deps.pool, async (client) => {
     const lock = await lockDraw(client, sale.id);
-    if (!lock?.drawn || lock.over) return 0;
+    if (!lock?.drawn || lock.over || !lock.backfillOver) return 0;
     await recover(client, deps.redis, sale);
     return recordOver(client, sale.id);
   });

@@ -3,7 +3,7 @@
 // (with the order to pay) or lost; and for anyone, GET .../draw: what recomputes the draw.
 import type { FastifyPluginCallback } from 'fastify';
 import type { Auth } from '../../../buyers/auth.js';
-import type { Challenges } from '../../../purchase/challenge.js';
+import { TOKEN_EXPIRED, type Challenges } from '../../../purchase/challenge.js';
 import type { Config } from '../../../config/index.js';
 import type { Pool } from '../../../runtime/db.js';
 import { ENTRY_STATES, entryView, newSecret, ticketOf, type EntryView } from '../../../admission/draw/draw.js';
@@ -13,7 +13,7 @@ import { saleKeys } from '../../../redis/keys.js';
 import type { Logger } from '../../../runtime/logger.js';
 import { refusalsAt, type PurchaseRules } from '../../../purchase/rules/sale-rules.js';
 import type { RedisClient } from '../../../redis/connect.js';
-import { TOKEN_MARK_MARGIN_MS } from '../../../sales/scripts.js';
+import { spendTokenScript } from '../../../sales/scripts.js';
 import { rulesOf, type Sale } from '../../../sales/sale.js';
 import type { SaleCache } from '../../sale-cache.js';
 import { errorResponses, saleIdParams, SECURITY } from '../../schemas.js';
@@ -79,14 +79,15 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
     },
   }, async (req) => {
     const sale = await drawSale(saleCache, req.params.saleId);
-    const now = Date.now();
     rules.judgeSale('enter', rulesOf(sale), req.buyer);
     if (sale.challenge === 'pow' && !(await entryOf(pool, sale.id, req.buyer.id))) {
       const header = req.headers[PURCHASE_TOKEN_HEADER];
-      const token = await challenges.check(sale.id, req.buyer.id, header === undefined ? undefined : String(header), now);
+      const token = await challenges.check(sale.id, req.buyer.id, header === undefined ? undefined : String(header));
       if (token.kind !== 'token') throw new HttpError('invalid_purchase_token', 'An admission pass buys; it does not enter a draw.');
-      const spent = await redis.set(saleKeys(sale.id).tokenUsed(token.id), 'entry', 'PXAT', token.expiresAt + TOKEN_MARK_MARGIN_MS, 'NX');
-      if (spent !== 'OK') throw new HttpError('purchase_token_used', 'This purchase token has been used already: solve a new challenge.');
+      // Its expiry is judged by Redis's clock, where it is spent, as at a purchase.
+      const spent = await spendTokenScript(redis, sale.id, token.id, token.expiresAt);
+      if (spent === -14) throw new HttpError('invalid_purchase_token', TOKEN_EXPIRED);
+      if (spent !== 1) throw new HttpError('purchase_token_used', 'This purchase token has been used already: solve a new challenge.');
     }
     // Whether entries are open is the insert's decision, by Postgres's clock (admission/draw/queries.ts).
     // A fresh secret per attempt; a buyer who had entered gets their entry back with its own.
