@@ -111,13 +111,15 @@ export interface AdmitStep {
   expiredNow: number;
   /** The expiry of the passes handed out in this step (ms), 0 when none. */
   passExpiresAt: number;
+  /** Redis's TIME (ms) the step was judged at: the room's clock, never the loop's. */
+  now: number;
 }
 
-/** One admission step for a queue sale (admit.lua); `burst` caps a step after a pause. */
-export async function admitStep(redis: RedisClient, sale: Sale, now: number, burst: number): Promise<AdmitStep> {
+/** One admission step for a queue sale (admit.lua, judged by Redis's TIME); `burst` caps a step after a pause. */
+export async function admitStep(redis: RedisClient, sale: Sale, burst: number): Promise<AdmitStep> {
   const k = saleKeys(sale.id);
-  const [phase, admitted, admittedNow, waiting, outstanding, available, expiredNow, passExpiresAt] = (await run(redis, 'admit',
+  const [phase, admitted, admittedNow, waiting, outstanding, available, expiredNow, passExpiresAt, now] = (await run(redis, 'admit',
     [k.meta, k.room, k.queue, k.passes, k.available],
-    [now, sale.admitRatePerSecond!, sale.admitOverbook!, sale.passSeconds! * 1000, burst])) as number[];
-  return { phase: phase!, admitted: admitted!, admittedNow: admittedNow!, waiting: waiting!, outstanding: outstanding!, available: available!, expiredNow: expiredNow!, passExpiresAt: passExpiresAt! };
+    [sale.admitRatePerSecond!, sale.admitOverbook!, sale.passSeconds! * 1000, burst])) as number[];
+  return { phase: phase!, admitted: admitted!, admittedNow: admittedNow!, waiting: waiting!, outstanding: outstanding!, available: available!, expiredNow: expiredNow!, passExpiresAt: passExpiresAt!, now: now! };
 }
