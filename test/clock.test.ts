@@ -15,6 +15,11 @@ import { testEnv, type TestEnv } from './support/env.js';
 import { newSale, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { exchange, solvedPayload } from './support/pow.js';
+import type { RoomTick } from '../shared/admission/loop.js';
+import { joinQueue, Phase } from '../shared/admission/room/room.js';
+import { duplicateRedis } from '../shared/redis/connect.js';
+import { ADMISSION_CHANNEL } from '../shared/redis/keys.js';
+import { startedAgo } from './support/fixtures.js';
 
 const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 const MINUTE = 60_000;
@@ -126,4 +131,41 @@ test('clock: exchange.lua refuses a challenge past its expiry by Redis\'s clock 
   assert.equal(await env.redis.exists(saleKeys(sale.id).challengeUsed('sig-old')), 0, 'an expired challenge is not spent');
   assert.equal((await exchangeScript(env.redis, sale.id, 'sig-live', now + MINUTE))[0], 1);
   assert.equal((await exchangeScript(env.redis, sale.id, 'sig-live', now + MINUTE))[0], -9, 'one solution, one token');
+});
+
+// A waiting room is judged by Redis's TIME too: its opening and its passes (admit.lua).
+
+test('clock: an admission loop 30 s fast opens no room before its start by Redis\'s clock, and stamps each pass Redis\'s now plus its lifetime', async () => {
+  const ticks: RoomTick[] = [];
+  const sub = duplicateRedis(env.redis);
+  try {
+    await sub.subscribe(ADMISSION_CHANNEL);
+    sub.on('message', (_channel: string, message: string) => ticks.push(JSON.parse(message) as RoomTick));
+    const before = await redisNow();
+    const room = { admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60, endsAt: iso(before + 30 * MINUTE) };
+    // By Redis: `open` opened 2 s ago; `upcoming` opens in 28 s, which the loop's clock says was 2 s ago.
+    const open = await newSale(env, { ...room, startsAt: iso(before - 2000) });
+    const upcoming = await newSale(env, { ...room, startsAt: iso(before + 28_000) });
+    for (const b of ['q1', 'q2', 'q3']) await joinQueue(env.redis, open.id, b);
+    await joinQueue(env.redis, upcoming.id, 'q4');
+    await shifted('admission', '+30s');
+    const first = await waitFor('the loop\'s first tick of the upcoming room', async () => ticks.find((t) => t.saleId === upcoming.id));
+    const admitting = await waitFor('the tick that admits the open room', async () => ticks.find((t) => t.saleId === open.id && t.admitted === 3));
+    const after = await redisNow();
+    assert.equal(first.phase, Phase.NotStarted, `a room opening at ${upcoming.startsAt.getTime()} by Redis, stepped at ${first.at}`);
+    assert.ok(first.at >= before && first.at <= after, `the tick's time is Redis's (${before}..${after}), not the loop's: ${first.at}`);
+    const k = saleKeys(upcoming.id);
+    assert.equal(await env.redis.hget(k.room, 'phase'), null, 'the room is still shut');
+    assert.equal(await env.redis.zscore(k.passes, 'q4'), null, 'nobody admitted');
+    // Each pass lasts 60 s from the Redis time of its step, which lies between the two readings.
+    assert.ok(admitting.at >= before && admitting.at <= after, `admitted at ${admitting.at}, by Redis ${before}..${after}`);
+    assert.equal(admitting.passExpiresAt, admitting.at + 60_000);
+    for (const b of ['q1', 'q2', 'q3']) assert.equal(Number(await env.redis.zscore(saleKeys(open.id).passes, b)), admitting.passExpiresAt, b);
+    // The same loop opens the room once its start has come by Redis's clock.
+    await startedAgo(env, upcoming, 1000);
+    await waitFor('the upcoming room to open and admit q4', async () => (await env.redis.zscore(k.passes, 'q4')) !== null);
+    assert.equal(await env.redis.hget(k.room, 'phase'), 'open');
+  } finally {
+    sub.disconnect();
+  }
 });
