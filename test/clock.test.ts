@@ -16,7 +16,7 @@ import { newSale, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { exchange, solvedPayload } from './support/pow.js';
 import type { RoomTick } from '../shared/admission/loop.js';
-import { joinQueue, Phase } from '../shared/admission/room/room.js';
+import { admitStep, joinQueue, Phase } from '../shared/admission/room/room.js';
 import { duplicateRedis } from '../shared/redis/connect.js';
 import { ADMISSION_CHANNEL } from '../shared/redis/keys.js';
 import { startedAgo } from './support/fixtures.js';
@@ -148,7 +148,7 @@ test('clock: an admission loop 30 s fast opens no room before its start by Redis
     const upcoming = await newSale(env, { ...room, startsAt: iso(before + 28_000) });
     for (const b of ['q1', 'q2', 'q3']) await joinQueue(env.redis, open.id, b);
     await joinQueue(env.redis, upcoming.id, 'q4');
-    await shifted('admission', '+30s');
+    const loop = await shifted('admission', '+30s');
     const first = await waitFor('the loop\'s first tick of the upcoming room', async () => ticks.find((t) => t.saleId === upcoming.id));
     const admitting = await waitFor('the tick that admits the open room', async () => ticks.find((t) => t.saleId === open.id && t.admitted === 3));
     const after = await redisNow();
@@ -165,7 +165,33 @@ test('clock: an admission loop 30 s fast opens no room before its start by Redis
     await startedAgo(env, upcoming, 1000);
     await waitFor('the upcoming room to open and admit q4', async () => (await env.redis.zscore(k.passes, 'q4')) !== null);
     assert.equal(await env.redis.hget(k.room, 'phase'), 'open');
+    // No loop admits for the tests after this one.
+    loop.kill('SIGTERM');
+    assert.equal(await exited(loop), 0);
   } finally {
     sub.disconnect();
   }
+});
+
+test('clock: an API 30 s slow tells a buyer their pass has expired once Redis\'s clock is past it, and the sale ended once Redis\'s clock is past its end', async () => {
+  const port = await freePort();
+  await shifted('api', '-30s', { PORT: String(port) });
+  const now = await redisNow();
+  const s = await newSale(env, { admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60, startsAt: iso(now - 2000), endsAt: iso(now + 30 * MINUTE) });
+  for (const b of ['v1', 'v2']) await joinQueue(env.redis, s.id, b);
+  // One step of the room (no loop runs here: the previous test stopped its own).
+  assert.equal((await admitStep(env.redis, s, 1000)).admitted, 2);
+  const k = saleKeys(s.id);
+  // v1's pass ran out 10 s ago by Redis (the API's clock says it has 20 s left).
+  const [first] = await env.redis.zrange(k.queue, '0', '0');
+  await env.redis.zadd(k.passes, (await redisNow()) - 10_000, first!);
+  const state = async (user: string) => (await http(port, 'GET', `/api/sales/${s.id}/queue/me`, { user })).body.state as string;
+  assert.equal(await state(first!), 'expired');
+  const second = first === 'v1' ? 'v2' : 'v1';
+  assert.equal(await state(second), 'admitted');
+  // The sale ended 10 s ago by Redis (the API's clock says in 20 s): a buyer still in line is told so.
+  await joinQueue(env.redis, s.id, 'v3');
+  await env.redis.hset(k.meta, 'endsAt', (await redisNow()) - 10_000);
+  await env.pool.query('update sales set ends_at = to_timestamp($2::float8 / 1000) where id = $1', [s.id, (await redisNow()) - 10_000]);
+  await waitFor('the API to see the end', async () => (await state('v3')) === 'ended');
 });

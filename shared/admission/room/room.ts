@@ -47,12 +47,14 @@ export interface Place {
   pass: number;
   available: number;
   expired: number;
+  /** Redis's TIME at the read (ms): the clock the view judges the pass and the sale's end by. */
+  now: number;
 }
 
 export async function readPlace(redis: RedisClient, saleId: string, buyer: string): Promise<Place> {
   const k = saleKeys(saleId);
-  const [rank, open, admitted, total, pass, available, expired] = (await run(redis, 'queue_status', [k.room, k.queue, k.passes, k.available], [buyer])) as number[];
-  return { rank: rank!, open: open === 1, admitted: admitted!, total: total!, pass: pass!, available: available!, expired: expired! };
+  const [rank, open, admitted, total, pass, available, expired, now] = (await run(redis, 'queue_status', [k.room, k.queue, k.passes, k.available], [buyer])) as number[];
+  return { rank: rank!, open: open === 1, admitted: admitted!, total: total!, pass: pass!, available: available!, expired: expired!, now: now! };
 }
 
 export const QUEUE_STATES = ['waiting', 'admitted', 'used', 'expired', 'sold_out', 'ended'] as const;
@@ -77,8 +79,9 @@ export interface QueueView {
   passExpiresAt?: string;
 }
 
-/** Where a buyer stands, from their place and the room's counts. `place.rank` must be >= 0. */
-export function viewOf(sale: Sale, place: Place, now: number): QueueView {
+/** Where a buyer stands, from their place and the room's counts, at Redis's time of the place. `place.rank` must be >= 0. */
+export function viewOf(sale: Sale, place: Place): QueueView {
+  const { now } = place;
   const base = { saleId: sale.id, waiting: Math.max(0, place.total - place.admitted), position: null, ahead: null, estimatedWaitSeconds: null, seed: place.open ? sale.seed : null };
   if (place.open && place.rank < place.admitted) {
     if (place.pass === 0) return { ...base, state: 'used' };
