@@ -20,7 +20,7 @@ import type { Sale } from '../shared/sales/sale.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import { axeViolations, serious, tooWide, VIEWPORTS, type Violation } from './support/axe.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
-import { closeEntries as closeEntriesOf, endBackfillIn, newSale, openDraw, waitFor } from './support/fixtures.js';
+import { closeEntries as closeEntriesOf, endBackfillIn, newSale, openDraw, redisNow, startedAgo, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
 
@@ -80,30 +80,27 @@ async function expire(orderIds: string[], agoMs: number[]): Promise<void> {
   await sweepOverdue(env.pool, env.redis, 'replay');
 }
 
-// One admission loop for the file, its ticks at the test's clock (test/queue.test.ts does the same).
+// One admission loop for the file, ticked by the test (test/queue.test.ts does the same): a room is
+// judged by Redis's clock, a draw by the test's `at`.
 let loop: AdmissionLoop | undefined;
-async function admit(at: number): Promise<void> {
+async function admit(at = Date.now()): Promise<void> {
   loop ??= new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
   await loop.refreshSales();
   await loop.tick(at);
 }
-/** Now, once it is at least 10 ms past the sale's start: the first step's bucket (1000/s) then holds the passes wanted. */
-async function pastTheStart(s: Sale): Promise<number> {
-  await waitFor('10 ms past the start', async () => Date.now() >= s.startsAt.getTime() + 10, 1000, 5);
-  return Date.now();
-}
 /**
- * The room's first step, just past the start; then the first in line buys with their pass and the
- * second's pass runs out unused (its expiry set to that step's clock, not yet swept by the loop).
+ * The room's first step, its start a second ago by Redis's clock (a full bucket at 1000/s: a pass
+ * per unit); then the first in line buys with their pass and the second's pass runs out unused
+ * (its expiry set to Redis's now, not yet swept by the loop).
  */
 async function oneBuysOneNoShow(s: Sale): Promise<void> {
-  const t0 = await pastTheStart(s);
-  await admit(t0);
+  await startedAgo(env, s, 1000);
+  await admit();
   const k = saleKeys(s.id);
   const [buyer, noShow] = await env.redis.zrange(k.queue, '0', '1');
   const pass = (await queueMe(s.id, buyer!)).body.pass as string;
   assert.equal((await http(port, 'POST', `/api/sales/${s.id}/purchases`, { user: buyer!, body: { qty: 1 }, headers: { [PURCHASE_TOKEN_HEADER]: pass } })).status, 202);
-  await env.redis.zadd(k.passes, t0, noShow!);
+  await env.redis.zadd(k.passes, await redisNow(env.redis), noShow!);
 }
 const join = (saleId: string, user: string) => http(port, 'POST', `/api/sales/${saleId}/queue`, { user });
 const queueMe = (saleId: string, user: string) => http(port, 'GET', `/api/sales/${saleId}/queue/me`, { user });
@@ -205,8 +202,8 @@ describe('GET /api/sales/:saleId/live', () => {
       open: false, joined: 4, waiting: 4, admitted: 0, passesOutstanding: 0, passesUsed: 0, passesExpired: 0, noShowRate: null,
     });
 
-    // Opened: three passes, one per unit (overbook 1). One buys, one runs out unused. The loop's
-    // clock is the real one here: /live reads passes against it.
+    // Opened: three passes, one per unit (overbook 1). One buys, one runs out unused. The passes are
+    // stamped by Redis's clock; /live reads them against the API's, on the same host.
     await oneBuysOneNoShow(s);
     const k = saleKeys(s.id);
     // Not yet swept by the loop: already counted expired.
@@ -214,7 +211,7 @@ describe('GET /api/sales/:saleId/live', () => {
       open: true, joined: 4, waiting: 1, admitted: 3, passesOutstanding: 1, passesUsed: 1, passesExpired: 1, noShowRate: 0.5,
     });
     // The loop sweeps it and gives its unit's slot to the last in line.
-    await admit(Date.now());
+    await admit();
     const { room } = (await live(s.id)).body;
     assert.deepEqual(room, {
       open: true, joined: 4, waiting: 0, admitted: 4, passesOutstanding: 2, passesUsed: 1, passesExpired: 1, noShowRate: 0.5,
@@ -530,7 +527,7 @@ describe('operator page', () => {
     // Two passes for the two units: one buys, one runs out and its slot goes to the next in line.
     await oneBuysOneNoShow(s);
     const k = saleKeys(s.id);
-    await admit(Date.now());
+    await admit();
 
     await see(page, 'room-waiting', '4');
     await see(page, 'room-joined', '7 buyers joined');

@@ -5,10 +5,9 @@
 // nothing.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { createHmac, randomBytes } from 'node:crypto';
-import { CHALLENGE_KEY, SALES_REGISTRY, saleKeys } from '../shared/redis/keys.js';
+import { ADMISSION_CHANNEL, CHALLENGE_KEY, SALES_REGISTRY, saleKeys } from '../shared/redis/keys.js';
 import { PURCHASE_TOKEN_SECONDS } from '../shared/purchase/challenge.js';
 import { newSecret, ticketOf } from '../shared/admission/draw/draw.js';
 import { insertEntry } from '../shared/admission/draw/queries.js';
@@ -19,9 +18,12 @@ import type { Sale } from '../shared/sales/sale.js';
 import { freePort } from '../tools/local-stack.js';
 import { cli, exited, ready, spawnCli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
-import { closeEntries, endBackfillIn, newSale, openDraw, waitFor } from './support/fixtures.js';
+import { closeEntries, endBackfillIn, newSale, openDraw, startedAgo, waitFor } from './support/fixtures.js';
 import { http, outcome } from './support/http.js';
 import { exchange, solvedPayload } from './support/pow.js';
+import type { RoomTick } from '../shared/admission/loop.js';
+import { admitStep, joinQueue, Phase } from '../shared/admission/room/room.js';
+import { duplicateRedis } from '../shared/redis/connect.js';
 
 const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 const MINUTE = 60_000;
@@ -245,4 +247,67 @@ test('clock: a replay pass 10 min fast does not settle a sale whose writer lease
   const next = await cli(env, ['replay', '--once'], faked);
   assert.equal(next.code, 0, next.out);
   assert.ok(await settledAt(leased.id));
+});
+
+// A waiting room is judged by Redis's TIME too: its opening and its passes (admit.lua).
+
+test('clock: an admission loop 30 s fast opens no room before its start by Redis\'s clock, and stamps each pass Redis\'s now plus its lifetime', async () => {
+  const ticks: RoomTick[] = [];
+  const sub = duplicateRedis(env.redis);
+  try {
+    await sub.subscribe(ADMISSION_CHANNEL);
+    sub.on('message', (_channel: string, message: string) => ticks.push(JSON.parse(message) as RoomTick));
+    const before = await redisNow();
+    const room = { admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60, endsAt: iso(before + 30 * MINUTE) };
+    // By Redis: `open` opened 2 s ago; `upcoming` opens in 28 s, which the loop's clock says was 2 s ago.
+    const open = await newSale(env, { ...room, startsAt: iso(before - 2000) });
+    const upcoming = await newSale(env, { ...room, startsAt: iso(before + 28_000) });
+    for (const b of ['q1', 'q2', 'q3']) await joinQueue(env.redis, open.id, b);
+    await joinQueue(env.redis, upcoming.id, 'q4');
+    const loop = await shifted('admission', '+30s');
+    const first = await waitFor('the loop\'s first tick of the upcoming room', async () => ticks.find((t) => t.saleId === upcoming.id));
+    const admitting = await waitFor('the tick that admits the open room', async () => ticks.find((t) => t.saleId === open.id && t.admitted === 3));
+    const after = await redisNow();
+    assert.equal(first.phase, Phase.NotStarted, `a room opening at ${upcoming.startsAt.getTime()} by Redis, stepped at ${first.at}`);
+    assert.ok(first.at >= before && first.at <= after, `the tick's time is Redis's (${before}..${after}), not the loop's: ${first.at}`);
+    const k = saleKeys(upcoming.id);
+    assert.equal(await env.redis.hget(k.room, 'phase'), null, 'the room is still shut');
+    assert.equal(await env.redis.zscore(k.passes, 'q4'), null, 'nobody admitted');
+    // Each pass lasts 60 s from the Redis time of its step, which lies between the two readings.
+    assert.ok(admitting.at >= before && admitting.at <= after, `admitted at ${admitting.at}, by Redis ${before}..${after}`);
+    assert.equal(admitting.passExpiresAt, admitting.at + 60_000);
+    for (const b of ['q1', 'q2', 'q3']) assert.equal(Number(await env.redis.zscore(saleKeys(open.id).passes, b)), admitting.passExpiresAt, b);
+    // The same loop opens the room once its start has come by Redis's clock.
+    await startedAgo(env, upcoming, 1000);
+    await waitFor('the upcoming room to open and admit q4', async () => (await env.redis.zscore(k.passes, 'q4')) !== null);
+    assert.equal(await env.redis.hget(k.room, 'phase'), 'open');
+    // No loop admits for the tests after this one.
+    loop.kill('SIGTERM');
+    assert.equal(await exited(loop), 0);
+  } finally {
+    sub.disconnect();
+  }
+});
+
+test('clock: an API 30 s slow tells a buyer their pass has expired once Redis\'s clock is past it, and the sale ended once Redis\'s clock is past its end', async () => {
+  const port = await freePort();
+  await shifted('api', '-30s', { PORT: String(port) });
+  const now = await redisNow();
+  const s = await newSale(env, { admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60, startsAt: iso(now - 2000), endsAt: iso(now + 30 * MINUTE) });
+  for (const b of ['v1', 'v2']) await joinQueue(env.redis, s.id, b);
+  // One step of the room (no loop runs here: the previous test stopped its own).
+  assert.equal((await admitStep(env.redis, s, 1000)).admitted, 2);
+  const k = saleKeys(s.id);
+  // v1's pass ran out 10 s ago by Redis (the API's clock says it has 20 s left).
+  const [first] = await env.redis.zrange(k.queue, '0', '0');
+  await env.redis.zadd(k.passes, (await redisNow()) - 10_000, first!);
+  const state = async (user: string) => (await http(port, 'GET', `/api/sales/${s.id}/queue/me`, { user })).body.state as string;
+  assert.equal(await state(first!), 'expired');
+  const second = first === 'v1' ? 'v2' : 'v1';
+  assert.equal(await state(second), 'admitted');
+  // The sale ended 10 s ago by Redis (the API's clock says in 20 s): a buyer still in line is told so.
+  await joinQueue(env.redis, s.id, 'v3');
+  await env.redis.hset(k.meta, 'endsAt', (await redisNow()) - 10_000);
+  await env.pool.query('update sales set ends_at = to_timestamp($2::float8 / 1000) where id = $1', [s.id, (await redisNow()) - 10_000]);
+  await waitFor('the API to see the end', async () => (await state('v3')) === 'ended');
 });

@@ -22,7 +22,7 @@ import { freePort } from '../tools/local-stack.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
 import { cli, exited, ready, spawnCli } from './support/cli.js';
 import type { TestEnv } from './support/env.js';
-import { closeEntries as closeEntriesOf, endBackfillIn, HOUR, newSale, openDraw, waitFor } from './support/fixtures.js';
+import { closeEntries as closeEntriesOf, endBackfillIn, HOUR, newSale, openDraw, redisNow, waitFor } from './support/fixtures.js';
 import { http, outcome, sseEvents } from './support/http.js';
 import * as pow from './support/pow.js';
 import { ADMIN_TOKEN, token } from './support/tokens.js';
@@ -427,7 +427,8 @@ describe('the draw', () => {
     let s = await drawSale({ stock: 1 });
     for (const b of ['j1', 'j2']) assert.equal((await enter(s, b)).status, 200);
     s = await closeEntries(s);
-    const room = await newSale(env, { stock: 2, admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60 });
+    // Started a second ago by Redis's clock: its first step has the passes for both.
+    const room = await newSale(env, { stock: 2, admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60, startsAt: new Date((await redisNow(env.redis)) - 1000).toISOString() });
     for (const b of ['r1', 'r2']) assert.equal((await http(api.port, 'POST', `/api/sales/${room.id}/queue`, { user: b })).status, 200);
     // Another transaction holds the draw's sale row: its step waits for the lock.
     const blocker = await env.pool.connect();
@@ -435,11 +436,12 @@ describe('the draw', () => {
       await blocker.query('begin');
       await blocker.query('select 1 from sales where id = $1 for update', [s.id]);
       await loop().refreshSales();
-      // As the loop's own run ticks: not waiting for the draws.
-      await loop().tick(room.startsAt.getTime() + 1000, false);
+      // As the loop's own run ticks: not waiting for the draws (whose clock is a second on).
+      const at = Date.now() + 1000;
+      await loop().tick(at, false);
       assert.equal(await env.redis.hget(saleKeys(room.id).room, 'admitted'), '2', 'the room admitted while the draw waits');
       assert.deepEqual((await entryRows(s)).map((r) => r.draw_rank), [null, null], 'the draw is still blocked');
-      await loop().tick(room.startsAt.getTime() + 1100, false);
+      await loop().tick(at + 100, false);
     } finally {
       await blocker.query('commit');
       blocker.release();

@@ -18,7 +18,7 @@ import type { Sale } from '../shared/sales/sale.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import { axeViolations, tooWide, VIEWPORTS, type Violation } from './support/axe.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
-import { closeEntries as closeEntriesOf, endBackfillIn, HOUR, newSale, openDraw, startNow, waitFor } from './support/fixtures.js';
+import { closeEntries as closeEntriesOf, endBackfillIn, HOUR, newSale, openDraw, redisNow, refillRoom, startNow, waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { tokenId } from './support/pow.js';
 import { PAYMENT_WEBHOOK_SECRET, token } from './support/tokens.js';
@@ -426,13 +426,18 @@ describe('buyer page', () => {
   });
 });
 
-// The admission loop of the waiting room, ticked at the test's clock (as test/queue.test.ts does):
-// the page follows what each tick publishes.
+// The admission loop of the waiting room, ticked by the test (as test/queue.test.ts does): a room
+// is judged by Redis's clock, a draw by the test's `at`. The page follows what each tick publishes.
 let admission: AdmissionLoop | undefined;
-async function admitAt(at: number): Promise<void> {
+async function admitAt(at = Date.now()): Promise<void> {
   admission ??= new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
   await admission.refreshSales();
   await admission.tick(at);
+}
+/** A tick after the room's bucket has refilled for a second (the rate's worth of passes). */
+async function admitASecondOn(s: Sale): Promise<void> {
+  await refillRoom(env, s, 1000);
+  await admitAt();
 }
 const joinRoom = (s: Sale, user: string) => http(api.port, 'POST', `/api/sales/${s.id}/queue`, { user });
 /**
@@ -449,10 +454,9 @@ describe('waiting room page', () => {
   test('page: a queue sale: join, see the place, the wait and the progress, move up as the loop admits, then buy with the pass', { timeout: 60_000 }, async () => {
     const s = await queueSale({ name: 'Console restock', stock: 5, admitRatePerSecond: 1 });
     writer();
-    // The room opens at the start with an empty bucket: nobody admitted yet. Three buyers are in
-    // line before the page's buyer.
-    const t0 = s.startsAt.getTime();
-    await admitAt(t0);
+    // The room opens before anyone joins: nobody admitted yet. Three buyers are in line before the
+    // page's buyer; at one pass a second, each step admits one at most.
+    await admitAt();
     for (const user of ['q1', 'q2', 'q3']) assert.equal((await joinRoom(s, user)).status, 200);
 
     const page = await open(`/?sale=${s.id}`);
@@ -472,7 +476,7 @@ describe('waiting room page', () => {
     // One admitted: the stream moves zoe up.
     await streaming;
     await streamMayMove();
-    await admitAt(t0 + 1000);
+    await admitASecondOn(s);
     await see(page, 'queue-status', 'You are number 3');
     await see(page, 'queue-ahead', '2 people');
     await see(page, 'queue-progress-hint', '1 of the 3 people ahead of you has gone in.');
@@ -481,12 +485,12 @@ describe('waiting room page', () => {
     await shot(page, 'queue-01-waiting', 'queue-page.png');
 
     await streamMayMove();
-    await admitAt(t0 + 2000);
+    await admitASecondOn(s);
     await see(page, 'queue-status', 'You are number 2');
     await streamMayMove();
-    await admitAt(t0 + 3000);
+    await admitASecondOn(s);
     await see(page, 'queue-status', /^You are number 1$/);
-    await admitAt(t0 + 4000);
+    await admitASecondOn(s);
     await see(page, 'queue-status', 'It is your turn!');
     await see(page, 'pass-countdown', /^Your pass buys for (0:[1-5]\d|1:00)$/);
     assert.equal(await progressOf(page), 100);
@@ -518,7 +522,7 @@ describe('waiting room page', () => {
     // A pow room refuses a join without one (test/queue.test.ts): pia is in.
     assert.notEqual(await env.redis.zscore(saleKeys(s.id).queue, 'pia'), null);
 
-    await admitAt(Date.now());
+    await admitAt();
     await see(page, 'queue-status', 'It is your turn!');
     await page.getByTestId('buy').click();
     await see(page, 'order-status', 'Queued…');
@@ -541,26 +545,25 @@ describe('waiting room page', () => {
     await page.locator('[data-testid="join"]:enabled').waitFor();
     await page.getByTestId('join').click();
     await see(page, 'queue-status', 'You are in the waiting room');
-    await admitAt(Date.now());
+    await admitAt();
     await see(page, 'queue-status', 'It is your turn!');
     await buyEnabled(page);
-    // The pass runs out now, however long the page took to show it: in Redis, the authority (as
-    // the loop's clock past its expiry would find it), and on the page's clock, which then asks.
-    await env.redis.zadd(saleKeys(s.id).passes, Date.now(), 'tom');
+    // The pass runs out now, however long the page took to show it: in Redis, the authority (by
+    // its own clock), and on the page's clock, which then asks.
+    await env.redis.zadd(saleKeys(s.id).passes, await redisNow(env.redis), 'tom');
     await page.clock.fastForward(61_000);
     await see(page, 'queue-status', 'Your turn has passed', 10_000);
     await see(page, 'queue-detail', 'Your pass ran out before you bought, so the next buyer in line was let in.');
     assert.equal(await page.getByTestId('buy').isHidden(), true, 'no Buy button without a live pass');
     assert.equal(await page.getByTestId('pass-countdown').isHidden(), true);
-    assert.ok(Number(await env.redis.zscore(saleKeys(s.id).passes, 'tom')) < Date.now(), 'the pass is past its expiry');
+    assert.ok(Number(await env.redis.zscore(saleKeys(s.id).passes, 'tom')) < (await redisNow(env.redis)), 'the pass is past its expiry');
     assert.deepEqual(await ordersOf(s.id), []);
     assert.equal(await env.redis.get(saleKeys(s.id).available), '1');
   });
 
   test('page: a buyer waiting in a room that sells out is told so, and keeps the place', { timeout: 60_000 }, async () => {
     const s = await queueSale({ name: 'Single unit', stock: 1, admitRatePerSecond: 1000 });
-    const t0 = s.startsAt.getTime();
-    await admitAt(t0); // open, nobody admitted yet
+    await admitAt(); // open, nobody in line yet
     assert.equal((await joinRoom(s, 'first')).status, 200);
     const page = await open(`/?sale=${s.id}`);
     await page.getByTestId('user-id').fill('sam');
@@ -571,12 +574,12 @@ describe('waiting room page', () => {
     // `first` is admitted (one pass for the one unit) and buys with it.
     await streaming;
     await streamMayMove();
-    await admitAt(t0 + 1000);
+    await admitASecondOn(s);
     await see(page, 'queue-status', 'You are number 1');
     const pass = (await http(api.port, 'GET', `/api/sales/${s.id}/queue/me`, { user: 'first' })).body.pass as string;
     const bought = await http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { user: 'first', body: { qty: 1 }, headers: { [PURCHASE_TOKEN_HEADER]: pass } });
     assert.equal(bought.status, 202, JSON.stringify(bought.body));
-    await admitAt(t0 + 2000);
+    await admitAt();
     await see(page, 'queue-status', 'Sold out for now');
     await see(page, 'queue-detail', 'Every item is claimed. You keep your place: if a buyer does not pay in time, the line moves again.');
     assert.equal(await page.getByTestId('buy').isHidden(), true);

@@ -1,5 +1,6 @@
 // The waiting room (admission 'queue') against the real API, Redis and Postgres, with the
-// admission loop's ticks driven by the test's clock: the pre-queue is shuffled by the seed and
+// admission loop's ticks driven by the test, which places each sale's start and the room's bucket
+// against Redis's TIME (admit.lua's clock) and backdates passes: the pre-queue is shuffled by the seed and
 // then joined by later arrivals in order, passes go out at the rate and within the units left
 // times the overbook, a purchase needs a live pass of the buyer's and a pass buys once, expired
 // passes go back to the budget, admission stops at sold out and resumes when a unit comes back.
@@ -14,7 +15,7 @@ import { Phase } from '../shared/admission/room/room.js';
 import { getSale, type Sale } from '../shared/sales/sale.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
 import type { TestEnv } from './support/env.js';
-import { newSale, waitFor } from './support/fixtures.js';
+import { newSale, redisNow, refillRoom, startedAgo, waitFor } from './support/fixtures.js';
 import { http, outcome, sseEvents } from './support/http.js';
 import * as pow from './support/pow.js';
 import { token } from './support/tokens.js';
@@ -27,16 +28,21 @@ const newLoop = () => new AdmissionLoop({ pool: env.pool, redis: env.redis, logg
 // One loop for the file (it holds the lease); the lease's own test takes it over on purpose.
 let shared: AdmissionLoop | undefined;
 const loop = () => (shared ??= newLoop());
-/** One tick at `at` of the file's loop, with the sales re-read first; the tick of sale `s`, if it published one. */
-async function step(s: Sale, at: number, l = loop()) {
+/** One tick of the file's loop, with the sales re-read first; the tick of sale `s`, if it published one. */
+async function step(s: Sale, l = loop()) {
   await l.refreshSales();
-  return (await l.tick(at)).find((t) => t.saleId === s.id) ?? null;
+  return (await l.tick()).find((t) => t.saleId === s.id) ?? null;
 }
 const join = (s: Sale, user: string, headers: Record<string, string> = {}) => http(api.port, 'POST', `/api/sales/${s.id}/queue`, { user, headers });
 const me = (s: Sale, user: string) => http(api.port, 'GET', `/api/sales/${s.id}/queue/me`, { user });
 const buy = (s: Sale, user: string, pass?: string) =>
   http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { user, body: { qty: 1 }, headers: pass === undefined ? {} : { [PURCHASE_TOKEN_HEADER]: pass } });
-const queueSale = (fields: Record<string, unknown> = {}) => newSale(env, { admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60, ...fields });
+const iso = (ms: number) => new Date(ms).toISOString();
+/** A room started a second ago by Redis's clock (its first step has a second's worth of passes), unless `fields` say otherwise. */
+const queueSale = async (fields: Record<string, unknown> = {}) =>
+  newSale(env, { admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60, startsAt: iso((await redisNow(env.redis)) - 1000), ...fields });
+/** Starting in an hour by Redis's clock. */
+const later = async () => ({ startsAt: iso((await redisNow(env.redis)) + 3_600_000) });
 
 /** The buyer's pass, once /queue/me says admitted. */
 async function passOf(s: Sale, user: string): Promise<string> {
@@ -72,7 +78,7 @@ describe('joining', () => {
   });
 
   test('a pow sale\'s room needs a purchase token to join, before the start too, and the token joins once', async () => {
-    const s = await queueSale({ challenge: 'pow', challengeComplexity: 1000, startsAt: new Date(Date.now() + 3_600_000).toISOString() });
+    const s = await queueSale({ challenge: 'pow', challengeComplexity: 1000, ...(await later()) });
     assert.equal(outcome(await join(s, 'cat')), '403 purchase_token_required');
     const t = await pow.tokenFor(api.port, s, 'cat');
     assert.equal(outcome(await join(s, 'cat', { [PURCHASE_TOKEN_HEADER]: t })), '200');
@@ -85,15 +91,16 @@ describe('joining', () => {
 
 describe('admission', () => {
   test('the pre-queue is admitted in the seed\'s shuffle, then later joiners in arrival order', async () => {
-    const s = await queueSale({ stock: 100, startsAt: new Date(Date.now() + 1500).toISOString() });
+    const s = await queueSale({ stock: 100, ...(await later()) });
     const early = Array.from({ length: 30 }, (_, i) => `early-${i}`);
     for (const u of early) assert.equal(outcome(await join(s, u)), '200');
     assert.equal((await me(s, 'early-0')).body.position, null, 'no place before the start');
-    await waitFor('the start', async () => Date.now() >= s.startsAt.getTime(), 5000);
-    assert.equal((await step(s, Date.now()))!.phase, Phase.Open);
+    await startedAgo(env, s, 1000);
+    assert.equal((await step(s))!.phase, Phase.Open);
     const late = Array.from({ length: 10 }, (_, i) => `late-${i}`);
     for (const u of late) await join(s, u);
-    await step(s, Date.now() + 1000);
+    await refillRoom(env, s, 1000);
+    await step(s);
     const { seed } = (await getSale(env.pool, s.id))!;
     // An independent computation of the documented order: sha1(seed:buyer), first 52 bits.
     const shuffled = [...early].sort((a, b) => place(seed!, a) - place(seed!, b));
@@ -102,24 +109,26 @@ describe('admission', () => {
   });
 
   test('the pre-queue\'s seed is never shown before the room opens; once open it is public and redoes the admitted order', async () => {
-    const s = await queueSale({ stock: 100, startsAt: new Date(Date.now() + 3_600_000).toISOString() });
+    const s = await queueSale({ stock: 100, ...(await later()) });
     const early = Array.from({ length: 20 }, (_, i) => `seeded-${i}`);
     for (const u of early) assert.equal((await join(s, u)).body.seed, null);
     const view = () => http(api.port, 'GET', `/api/sales/${s.id}`);
     assert.equal((await me(s, 'seeded-0')).body.seed, null);
     assert.equal((await view()).body.seed, null);
     // A tick before the start leaves the room shut, and the seed secret.
-    assert.equal((await step(s, Date.now()))!.phase, Phase.NotStarted);
+    assert.equal((await step(s))!.phase, Phase.NotStarted);
     assert.deepEqual([(await me(s, 'seeded-0')).body.seed, (await view()).body.seed], [null, null]);
-    // The room opens at the start: the places are final, and the seed is public.
-    assert.equal((await step(s, s.startsAt.getTime() + 1))!.phase, Phase.Open);
+    // The room opens at the start (by Redis's clock): the places are final, and the seed is public.
+    await startedAgo(env, s, 1000);
+    assert.equal((await step(s))!.phase, Phase.Open);
     const pub = (await view()).body;
     assert.match(pub.seed, /^[0-9a-f]{64}$/);
     assert.equal(createHash('sha256').update(pub.seed).digest('hex'), pub.seedSha256);
     assert.equal((await me(s, 'seeded-3')).body.seed, pub.seed);
     assert.equal((await join(s, 'after-open')).body.seed, pub.seed);
     // What an outsider does with it: sha1(seed:buyer) orders the pre-queue, and that is who is admitted first.
-    await step(s, s.startsAt.getTime() + 1000);
+    await refillRoom(env, s, 1000);
+    await step(s);
     const redone = [...early].sort((a, b) => place(pub.seed, a) - place(pub.seed, b));
     assert.deepEqual((await admittedInOrder(s)).slice(0, early.length), redone);
   });
@@ -127,21 +136,36 @@ describe('admission', () => {
   test('passes go out at the rate, never past the units left times the overbook; an expired pass frees its slot', async () => {
     const s = await queueSale({ stock: 5, admitRatePerSecond: 4, admitOverbook: 1.5, passSeconds: 10 });
     for (let i = 0; i < 20; i++) await join(s, `u${i}`);
-    const t0 = s.startsAt.getTime() + 1000;
-    await step(s, t0);
-    // The bucket fills from the start: a second's worth (4), capped at one second's burst.
-    assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'admitted')), 4);
-    await step(s, t0 + 250);
-    assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'admitted')), 5);
-    await step(s, t0 + 2000);
+    const k = saleKeys(s.id);
+    const admitted = async () => Number(await env.redis.hget(k.room, 'admitted'));
+    // Started a second ago: the bucket fills from the start, a second's worth (4), capped at one second's burst.
+    await step(s);
+    assert.equal(await admitted(), 4);
+    // A quarter of a second's refill is one pass. The time until the step adds to it, bounded by
+    // Redis's clock read before the refill and after the step (one more only if that took 250 ms).
+    const from = (await redisNow(env.redis)) - 250;
+    await refillRoom(env, s, 250);
+    await step(s);
+    const most = Math.floor(((await redisNow(env.redis)) - from) * 4 / 1000);
+    const got = (await admitted()) - 4;
+    assert.ok(got >= 1 && got <= most, `a quarter second's refill admitted ${got} (1, or at most ${most} by Redis's clock)`);
     // floor(5 x 1.5) = 7 outstanding at most, however much time passes.
-    await step(s, t0 + 5000);
-    assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'admitted')), 7);
-    assert.equal(await env.redis.zcount(saleKeys(s.id).passes, '(0', '+inf'), 7);
-    // Ten seconds on, the seven passes have expired unused: seven more go out, the first seven are told expired.
-    await step(s, t0 + 11_000);
-    await step(s, t0 + 13_000);
-    assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'admitted')), 14);
+    for (let i = 0; i < 3; i++) {
+      await refillRoom(env, s, 1000);
+      await step(s);
+    }
+    assert.equal(await admitted(), 7);
+    assert.equal(await env.redis.zcount(k.passes, '(0', '+inf'), 7);
+    // The seven passes were handed out their lifetime ago (each expiry goes back 10 s): they have
+    // expired unused; seven more go out (the bucket's 4, then 3), the first seven are told expired.
+    for (const [buyer, until] of pairs(await env.redis.zrange(k.passes, '(0', '+inf', 'BYSCORE', 'WITHSCORES'))) {
+      await env.redis.zadd(k.passes, Number(until) - 10_000, buyer);
+    }
+    for (let i = 0; i < 2; i++) {
+      await refillRoom(env, s, 1000);
+      await step(s);
+    }
+    assert.equal(await admitted(), 14);
     assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'expired')), 7);
     assert.equal((await me(s, (await admittedInOrder(s))[0]!)).body.state, 'expired');
     assert.equal((await me(s, (await admittedInOrder(s))[13]!)).body.state, 'admitted');
@@ -153,7 +177,7 @@ describe('admission', () => {
     await join(s, 'fay');
     assert.equal(outcome(await buy(s, 'eve')), '403 admission_pass_required');
     // Both admitted at once (the rate allows it): the order between them does not matter here.
-    await step(s, Date.now() + 100);
+    await step(s);
     const pass = await passOf(s, 'eve');
     assert.equal(outcome(await buy(s, 'fay', pass)), '403 admission_pass_invalid');
     const token = await pow.tokenFor(api.port, await newSale(env, { challenge: 'pow', challengeComplexity: 1000 }), 'eve');
@@ -164,8 +188,9 @@ describe('admission', () => {
     assert.equal(await env.redis.get(saleKeys(s.id).available), '9');
     // An expired pass is refused by the API's check; Redis would refuse it too.
     const k = saleKeys(s.id);
-    await env.redis.zadd(k.passes, Date.now() - 1, 'fay');
-    assert.equal(outcome(await buy(s, 'fay', await passFor(s, 'fay', Date.now() - 1))), '403 admission_pass_invalid');
+    const past = (await redisNow(env.redis)) - 1;
+    await env.redis.zadd(k.passes, past, 'fay');
+    assert.equal(outcome(await buy(s, 'fay', await passFor(s, 'fay', past))), '403 admission_pass_invalid');
   });
 
   test('admission stops at sold out (waiting buyers are told so) and resumes from the head when a unit comes back', async () => {
@@ -173,14 +198,16 @@ describe('admission', () => {
     for (const u of ['a1', 'a2', 'a3', 'a4']) await join(s, u);
     // Joined before the room opened: their order is the seed's shuffle.
     const [a1, a2, a3, a4] = await line(s);
-    await step(s, Date.now());
+    await step(s);
     for (const u of [a1!, a2!]) assert.equal(outcome(await buy(s, u, await passOf(s, u))), '202 queued');
-    assert.equal((await step(s, Date.now() + 1000))!.phase, Phase.SoldOut);
+    await refillRoom(env, s, 1000);
+    assert.equal((await step(s))!.phase, Phase.SoldOut);
     assert.equal((await me(s, a3!)).body.state, 'sold_out');
     assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'admitted')), 2);
     // A unit comes back (as a cancel or an expiry gives it): the next in line, a3, is admitted, a4 waits.
     await env.redis.incr(saleKeys(s.id).available);
-    await step(s, Date.now() + 2000);
+    await refillRoom(env, s, 1000);
+    await step(s);
     assert.equal((await me(s, a3!)).body.state, 'admitted');
     const last = await me(s, a4!);
     assert.deepEqual([last.body.state, last.body.position], ['waiting', 1]);
@@ -192,13 +219,12 @@ describe('admission', () => {
     await env.redis.del(ADMISSION_LEASE);
     const [a, b] = [newLoop(), newLoop()];
     shared = b;
-    const t0 = Date.now();
-    assert.notEqual(await step(s, t0, a), null);
-    assert.equal(await step(s, t0 + 1000, b), null);
+    assert.notEqual(await step(s, a), null);
+    assert.equal(await step(s, b), null);
     assert.equal(b.leader, false);
     // a is gone (no more ticks): after the lease runs out, b takes over where a left off.
     await new Promise((r) => setTimeout(r, LEASE_MS + 100));
-    assert.notEqual(await step(s, Date.now(), b), null);
+    assert.notEqual(await step(s, b), null);
     assert.equal(b.leader, true);
     assert.deepEqual(await admittedInOrder(s), await line(s));
   });
@@ -207,23 +233,28 @@ describe('admission', () => {
 describe('the stream', () => {
   test('a waiting buyer\'s stream shows the place, then the pass when admitted, and ends; the pass buys', async () => {
     const s = await queueSale({ stock: 5, admitRatePerSecond: 1 });
+    // Opened before anyone joined, its bucket then held empty: three in line, nobody admitted yet.
+    assert.equal((await step(s))!.phase, Phase.Open);
+    await refillRoom(env, s, -3_600_000);
     for (const u of ['c1', 'c2', 'c3']) await join(s, u);
     const third = (await line(s))[2]!;
-    // Opened (places final), nobody admitted yet: the bucket starts empty at the start.
-    const t0 = s.startsAt.getTime();
-    await step(s, t0);
+    await step(s);
     const { events, ended } = sseEvents<{ state: string; position: number | null; pass?: string }>(api.port, `/api/sales/${s.id}/queue/events`, { authorization: `Bearer ${token(third)}` });
     await waitFor('the first event', async () => events.length >= 1);
     assert.deepEqual([events[0]!.state, events[0]!.position], ['waiting', 3]);
     // A new position is written at most once a second (the loop publishes at least that often).
     await new Promise((r) => setTimeout(r, 1100));
-    await step(s, t0 + 1000);
+    // A second's refill at one pass a second: one admitted.
+    await refillRoom(env, s, 1000);
+    await step(s);
     await waitFor('position 2', async () => events.some((e) => e.position === 2));
     // One more admitted: the buyer is next.
     await new Promise((r) => setTimeout(r, 1100));
-    await step(s, t0 + 2000);
+    await refillRoom(env, s, 1000);
+    await step(s);
     await waitFor('position 1', async () => events.some((e) => e.position === 1));
-    await step(s, t0 + 3000);
+    await refillRoom(env, s, 1000);
+    await step(s);
     await ended;
     const last = events.at(-1)!;
     assert.equal(last.state, 'admitted');
@@ -243,23 +274,24 @@ describe('metrics', () => {
   }
 
   test('the leading loop exports each room; admittable is 0 before the start and once every pass the units allow is out; a loop that stops leading drops the room', async () => {
-    const s = await queueSale({ stock: 2, admitRatePerSecond: 1, admitOverbook: 1, startsAt: new Date(Date.now() + 3_600_000).toISOString() });
+    const s = await queueSale({ stock: 2, admitRatePerSecond: 1, admitOverbook: 1, ...(await later()) });
     for (const u of ['m1', 'm2', 'm3']) await join(s, u);
-    const t0 = s.startsAt.getTime();
     // Before the start: waiters and units, nothing to admit yet; the admissions counter exists at 0.
-    await step(s, t0 - 1000);
+    await step(s);
     assert.deepEqual(await exported(s), { waiting: 3, available: 2, outstanding: 0, admittable: 0, admitted: 0 });
-    // Open at one pass a second: one pass, room for one more.
-    await step(s, t0 + 1000);
+    // Started a second ago, open at one pass a second: one pass, room for one more.
+    await startedAgo(env, s, 1000);
+    await step(s);
     assert.deepEqual(await exported(s), { waiting: 2, available: 2, outstanding: 1, admittable: 1, admitted: 1 });
     // Two passes out for two units: m3's turn waits for a pass to buy or expire, which is no stuck queue.
-    await step(s, t0 + 2000);
+    await refillRoom(env, s, 1000);
+    await step(s);
     assert.deepEqual(await exported(s), { waiting: 1, available: 2, outstanding: 2, admittable: 0, admitted: 2 });
     assert.equal(Number(await env.redis.hget(saleKeys(s.id).room, 'admitted')), 2);
 
     // Another loop holds the lease: this one's next tick steps nothing and stops exporting rooms.
     await env.redis.set(ADMISSION_LEASE, 'another-loop', 'PX', LEASE_MS);
-    assert.equal(await step(s, t0 + 3000), null);
+    assert.equal(await step(s), null);
     assert.equal(loop().leader, false);
     const gone = await exported(s);
     assert.deepEqual([gone.waiting, gone.available, gone.outstanding, gone.admittable], [undefined, undefined, undefined, undefined]);
@@ -267,6 +299,11 @@ describe('metrics', () => {
     await env.redis.del(ADMISSION_LEASE);
   });
 });
+
+/** [member, score] pairs of a WITHSCORES reply. */
+function pairs(reply: string[]): [string, string][] {
+  return Array.from({ length: reply.length / 2 }, (_, i) => [reply[2 * i]!, reply[2 * i + 1]!]);
+}
 
 function place(seed: string, buyer: string): number {
   return parseInt(createHash('sha1').update(`${seed}:${buyer}`).digest('hex').slice(0, 13), 16) / 2 ** 52;

@@ -121,9 +121,10 @@ export class AdmissionLoop {
    * Postgres transactions) start first, one pass at a time each, so a slow or blocked Postgres never
    * holds up a room's passes nor the lease; the loop itself does not wait for them (`waitForDraws`
    * false), tests do. Answers the ticks the other steps published (today only the waiting room's
-   * step runs inline: RoomTicks). Public for tests, which drive the clock.
+   * step runs inline: RoomTicks). `now` is the draws' clock (Postgres judges their steps); a room's
+   * step is judged by Redis's TIME inside admit.lua. Public for tests, which drive the draws' clock.
    */
-  async tick(now: number, waitForDraws = true): Promise<RoomTick[]> {
+  async tick(now = Date.now(), waitForDraws = true): Promise<RoomTick[]> {
     const { redis, logger } = this.deps;
     const wasLeader = this.leader;
     this.leader = await holdLease(redis, ADMISSION_LEASE, this.id, LEASE_MS);

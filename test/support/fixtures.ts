@@ -58,6 +58,35 @@ export async function startNow(env: TestEnv, s: Sale): Promise<Sale> {
   return (await getSale(env.pool, s.id))!;
 }
 
+/** Redis's TIME in ms: the clock the scripts judge by, and the one tests place times against. */
+export async function redisNow(redis: RedisClient): Promise<number> {
+  const [s, us] = await redis.time();
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}
+
+/**
+ * A sale whose room has not opened started `agoMs` before Redis's now, in Postgres and in Redis's
+ * meta: the next admission step opens the room with the bucket filled from the start (`agoMs` x
+ * the rate, capped at a second's worth). The sale as Postgres then has it.
+ */
+export async function startedAgo(env: TestEnv, s: Sale, agoMs: number): Promise<Sale> {
+  const at = (await redisNow(env.redis)) - agoMs;
+  await env.pool.query('update sales set starts_at = to_timestamp($2::float8 / 1000) where id = $1', [s.id, at]);
+  await env.redis.hset(saleKeys(s.id).meta, 'startsAt', at);
+  return (await getSale(env.pool, s.id))!;
+}
+
+/**
+ * An open room's token bucket emptied and refilling from `agoMs` before Redis's now: the next step
+ * has `agoMs` x the rate's tokens and the time the step itself takes (1000 or more: exactly a
+ * second's worth, the burst's cap); a negative `agoMs` holds the bucket empty until then.
+ */
+export async function refillRoom(env: TestEnv, s: Sale, agoMs: number): Promise<void> {
+  const k = saleKeys(s.id);
+  if ((await env.redis.hget(k.room, 'phase')) !== 'open') throw new Error(`sale ${s.id}'s room is not open`);
+  await env.redis.hset(k.room, 'tokens', 0, 'tickAt', (await redisNow(env.redis)) - agoMs);
+}
+
 /** A small seeded PRNG (mulberry32) so fault schedules are reproducible from the seed printed. */
 export function seededRandom(seed: number): () => number {
   let a = seed >>> 0;

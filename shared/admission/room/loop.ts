@@ -19,6 +19,7 @@ export interface RoomTick {
   available: number;
   /** The expiry of the passes this tick handed out (ms), 0 when none. */
   passExpiresAt: number;
+  /** Redis's TIME of the step (ms): a stream judges the sale's end by it, not by the loop's clock. */
   at: number;
 }
 
@@ -27,13 +28,14 @@ export class RoomLoop implements ModeStep {
 
   constructor(private readonly deps: StepDeps) {}
 
+  /** `now` (the loop's clock) only paces the messages: each room is judged by Redis's TIME in admit.lua. */
   async tick(sales: Sale[], now: number): Promise<RoomTick[]> {
     const { redis, logger } = this.deps;
     const ticks: RoomTick[] = [];
     for (const sale of sales) {
-      const step = await admitStep(redis, sale, now, Math.max(1, sale.admitRatePerSecond!));
+      const step = await admitStep(redis, sale, Math.max(1, sale.admitRatePerSecond!));
       observe(sale, step);
-      const tick: RoomTick = { saleId: sale.id, phase: step.phase, admitted: step.admitted, waiting: step.waiting, available: step.available, passExpiresAt: step.passExpiresAt, at: now };
+      const tick: RoomTick = { saleId: sale.id, phase: step.phase, admitted: step.admitted, waiting: step.waiting, available: step.available, passExpiresAt: step.passExpiresAt, at: step.now };
       if (step.admittedNow > 0) logger.debug({ saleId: sale.id, admitted: step.admittedNow, waiting: step.waiting }, 'admitted');
       if (this.news(tick, now)) {
         await redis.publish(ADMISSION_CHANNEL, JSON.stringify(tick));

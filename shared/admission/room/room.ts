@@ -47,12 +47,14 @@ export interface Place {
   pass: number;
   available: number;
   expired: number;
+  /** Redis's TIME at the read (ms): the clock the view judges the pass and the sale's end by. */
+  now: number;
 }
 
 export async function readPlace(redis: RedisClient, saleId: string, buyer: string): Promise<Place> {
   const k = saleKeys(saleId);
-  const [rank, open, admitted, total, pass, available, expired] = (await run(redis, 'queue_status', [k.room, k.queue, k.passes, k.available], [buyer])) as number[];
-  return { rank: rank!, open: open === 1, admitted: admitted!, total: total!, pass: pass!, available: available!, expired: expired! };
+  const [rank, open, admitted, total, pass, available, expired, now] = (await run(redis, 'queue_status', [k.room, k.queue, k.passes, k.available], [buyer])) as number[];
+  return { rank: rank!, open: open === 1, admitted: admitted!, total: total!, pass: pass!, available: available!, expired: expired!, now: now! };
 }
 
 export const QUEUE_STATES = ['waiting', 'admitted', 'used', 'expired', 'sold_out', 'ended'] as const;
@@ -77,8 +79,9 @@ export interface QueueView {
   passExpiresAt?: string;
 }
 
-/** Where a buyer stands, from their place and the room's counts. `place.rank` must be >= 0. */
-export function viewOf(sale: Sale, place: Place, now: number): QueueView {
+/** Where a buyer stands, from their place and the room's counts, at Redis's time of the place. `place.rank` must be >= 0. */
+export function viewOf(sale: Sale, place: Place): QueueView {
+  const { now } = place;
   const base = { saleId: sale.id, waiting: Math.max(0, place.total - place.admitted), position: null, ahead: null, estimatedWaitSeconds: null, seed: place.open ? sale.seed : null };
   if (place.open && place.rank < place.admitted) {
     if (place.pass === 0) return { ...base, state: 'used' };
@@ -111,13 +114,15 @@ export interface AdmitStep {
   expiredNow: number;
   /** The expiry of the passes handed out in this step (ms), 0 when none. */
   passExpiresAt: number;
+  /** Redis's TIME (ms) the step was judged at: the room's clock, never the loop's. */
+  now: number;
 }
 
-/** One admission step for a queue sale (admit.lua); `burst` caps a step after a pause. */
-export async function admitStep(redis: RedisClient, sale: Sale, now: number, burst: number): Promise<AdmitStep> {
+/** One admission step for a queue sale (admit.lua, judged by Redis's TIME); `burst` caps a step after a pause. */
+export async function admitStep(redis: RedisClient, sale: Sale, burst: number): Promise<AdmitStep> {
   const k = saleKeys(sale.id);
-  const [phase, admitted, admittedNow, waiting, outstanding, available, expiredNow, passExpiresAt] = (await run(redis, 'admit',
+  const [phase, admitted, admittedNow, waiting, outstanding, available, expiredNow, passExpiresAt, now] = (await run(redis, 'admit',
     [k.meta, k.room, k.queue, k.passes, k.available],
-    [now, sale.admitRatePerSecond!, sale.admitOverbook!, sale.passSeconds! * 1000, burst])) as number[];
-  return { phase: phase!, admitted: admitted!, admittedNow: admittedNow!, waiting: waiting!, outstanding: outstanding!, available: available!, expiredNow: expiredNow!, passExpiresAt: passExpiresAt! };
+    [sale.admitRatePerSecond!, sale.admitOverbook!, sale.passSeconds! * 1000, burst])) as number[];
+  return { phase: phase!, admitted: admitted!, admittedNow: admittedNow!, waiting: waiting!, outstanding: outstanding!, available: available!, expiredNow: expiredNow!, passExpiresAt: passExpiresAt!, now: now! };
 }

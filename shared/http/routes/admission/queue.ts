@@ -48,7 +48,7 @@ export interface QueueDeps {
 export async function buyerView(redis: RedisClient, challenges: Challenges, sale: Sale, buyer: string, now = Date.now()): Promise<QueueView> {
   const place = await readPlace(redis, sale.id, buyer);
   if (place.rank < 0) throw new HttpError('not_in_queue');
-  return withPass(challenges, viewOf(sale, place, now), buyer, place.pass, now);
+  return withPass(challenges, viewOf(sale, place), buyer, place.pass, now);
 }
 
 export async function withPass(challenges: Challenges, view: QueueView, buyer: string, passExpiresAt: number, now = Date.now()): Promise<QueueView> {

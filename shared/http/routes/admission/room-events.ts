@@ -31,7 +31,7 @@ export const roomEvents: FastifyPluginCallback<QueueDeps> = (app, deps, done) =>
     // From Redis: the place (once open), and the pass when admitted.
     const view = (p: Place) => {
       if (p.open) rank = p.rank;
-      return withPass(challenges, viewOf(sale, p, Date.now()), buyer, p.pass);
+      return withPass(challenges, viewOf(sale, p), buyer, p.pass);
     };
     await follow<QueueView>(reply, sale.id, buyer, {
       first: async () => {
@@ -58,6 +58,6 @@ export const roomEvents: FastifyPluginCallback<QueueDeps> = (app, deps, done) =>
 function fromTick(sale: Sale, tick: RoomTick, rank: number | null): QueueView {
   const open = tick.phase !== Phase.NotStarted;
   return viewOf(sale, {
-    rank: rank ?? 0, open, admitted: tick.admitted, total: tick.admitted + tick.waiting, pass: -1, available: tick.available, expired: 0,
-  }, tick.at);
+    rank: rank ?? 0, open, admitted: tick.admitted, total: tick.admitted + tick.waiting, pass: -1, available: tick.available, expired: 0, now: tick.at,
+  });
 }
