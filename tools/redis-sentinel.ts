@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { ask, exited, field, once, startNode, unusedPort, waitFor, WAIT_MS, type RedisNode } from './redis-cluster.js';
+import { AdminConnections, ask, exited, field, once, startNode, unusedPort, waitFor, WAIT_MS, type RedisNode } from './redis-cluster.js';
 
 export type { RedisNode };
 
@@ -26,7 +26,7 @@ export interface LocalSentinels {
 const SENTINEL_MISSING = 'redis-sentinel is not installed: install it with `sudo apt-get install -y redis-sentinel`';
 type Sentinel = { port: number; stop(): Promise<void> };
 
-async function startSentinel(dir: string, name: string, master: number, quorum: number, downAfterMs: number): Promise<Sentinel> {
+async function startSentinel(dir: string, name: string, master: number, quorum: number, downAfterMs: number, failoverTimeoutMs: number): Promise<Sentinel> {
   const port = await unusedPort();
   mkdirSync(dir, { recursive: true });
   const conf = resolve(dir, 'sentinel.conf');
@@ -34,7 +34,7 @@ async function startSentinel(dir: string, name: string, master: number, quorum: 
   writeFileSync(conf, [
     `port ${port}`, 'bind 127.0.0.1', 'daemonize no', `dir ${resolve(dir)}`, 'logfile sentinel.log', 'sentinel resolve-hostnames no',
     `sentinel monitor ${name} 127.0.0.1 ${master} ${quorum}`, `sentinel down-after-milliseconds ${name} ${downAfterMs}`,
-    `sentinel failover-timeout ${name} 10000`, '',
+    `sentinel failover-timeout ${name} ${failoverTimeoutMs}`, '',
   ].join('\n'));
   const child = spawn('redis-sentinel', [conf], { stdio: 'ignore' });
   let gone: Error | undefined;
@@ -53,17 +53,24 @@ async function startSentinel(dir: string, name: string, master: number, quorum: 
   return { port, stop };
 }
 
-export async function startSentinels(dir: string, opts: { replicas: number; sentinels?: number; downAfterMs?: number; args?: string[] }): Promise<LocalSentinels> {
+/**
+ * `failoverTimeoutMs` (sentinel's failover-timeout, 10 s by default) also sets how long the sentinels
+ * wait before they demote an old master that came back and before they fail the same master over
+ * again (twice it): a test that makes several faults in a row waits these out.
+ */
+export async function startSentinels(dir: string, opts: { replicas: number; sentinels?: number; downAfterMs?: number; failoverTimeoutMs?: number; args?: string[] }): Promise<LocalSentinels> {
   const name = 'flashsale';
   const count = opts.sentinels ?? 3;
   const nodes: RedisNode[] = [];
   const sentinels: Sentinel[] = [];
+  const failoverTimeoutMs = opts.failoverTimeoutMs ?? 10_000;
+  const admin = new AdminConnections();
   const at = (port: number) => nodes.find((n) => n.port === port)!;
-  const role = async (n: RedisNode) => (await ask<string[]>(n.port, 'ROLE'))[0];
+  const role = async (n: RedisNode) => (await admin.ask<string[]>(n.port, 'ROLE'))[0];
   const pairs = (list: string[]): Record<string, string | undefined> => Object.fromEntries(list.flatMap((v, i) => (i % 2 ? [] : [[v, list[i + 1]]])));
 
   const named = async (): Promise<{ port?: number; missing?: string }> => {
-    const ports = await Promise.all(sentinels.map(async (s) => Number((await ask<string[]>(s.port, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name))[1])));
+    const ports = await Promise.all(sentinels.map(async (s) => Number((await admin.ask<string[]>(s.port, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name))[1])));
     return new Set(ports).size === 1 ? { port: ports[0] } : { missing: `the sentinels did not agree on the master (${ports.join(', ')})` };
   };
   // Without a replica that every sentinel has seen in sync, SENTINEL FAILOVER answers NOGOODSLAVE;
@@ -73,16 +80,16 @@ export async function startSentinels(dir: string, opts: { replicas: number; sent
     if (missing) return missing;
     for (const s of sentinels) {
       const where = `sentinel 127.0.0.1:${s.port}`;
-      const m = pairs(await ask<string[]>(s.port, 'SENTINEL', 'MASTER', name));
+      const m = pairs(await admin.ask<string[]>(s.port, 'SENTINEL', 'MASTER', name));
       if (m.flags !== 'master') return `${where} did not see the master 127.0.0.1:${port} as healthy (${m.flags})`;
       if (Number(m['num-other-sentinels']) !== count - 1) return `${where} did not learn of the other ${count - 1} sentinels`;
-      const good = (await ask<string[][]>(s.port, 'SENTINEL', 'REPLICAS', name)).map(pairs)
+      const good = (await admin.ask<string[][]>(s.port, 'SENTINEL', 'REPLICAS', name)).map(pairs)
         .filter((r) => r.flags === 'slave' && r['master-link-status'] === 'ok');
       if (good.length < replicas) return `${where} did not see ${replicas} replica(s) with master-link-status ok`;
     }
     return undefined;
   };
-  const inSync = (r: RedisNode) => waitFor(async () => (field(await ask<string>(r.port, 'INFO', 'replication'), 'master_link_status') === 'up' ? undefined : `replica 127.0.0.1:${r.port} did not get master_link_status:up`));
+  const inSync = (r: RedisNode) => waitFor(async () => (field(await admin.ask<string>(r.port, 'INFO', 'replication'), 'master_link_status') === 'up' ? undefined : `replica 127.0.0.1:${r.port} did not get master_link_status:up`));
   const replaced = async (old: RedisNode, ms = WAIT_MS): Promise<RedisNode> => {
     let now: RedisNode | undefined;
     await waitFor(async () => {
@@ -106,20 +113,21 @@ export async function startSentinels(dir: string, opts: { replicas: number; sent
     async failover() {
       await waitFor(ready(1));
       const old = await set.master();
-      await ask(sentinels[0]!.port, 'SENTINEL', 'FAILOVER', name);
+      await admin.ask(sentinels[0]!.port, 'SENTINEL', 'FAILOVER', name);
       const now = await replaced(old);
-      // The sentinels demote the old master ~10 s after the switch (they wait to see whether another
-      // sentinel knows better); until then it still takes writes from clients that stayed on it.
-      await waitFor(async () => ((await role(old)) === 'slave' ? undefined : `the old master 127.0.0.1:${old.port} did not take the role slave`), WAIT_MS + 10_000);
+      // The sentinels demote the old master failover-timeout after the switch, at their next INFO
+      // of it (they wait to see whether another sentinel knows better); until then it still takes
+      // writes from clients that stayed on it.
+      await waitFor(async () => ((await role(old)) === 'slave' ? undefined : `the old master 127.0.0.1:${old.port} did not take the role slave`), WAIT_MS + failoverTimeoutMs);
       return now;
     },
     async killMaster() {
       await waitFor(ready(1));
       const old = await set.master();
       await old.kill();
-      // A sentinel fails a master over again only 2 x failover-timeout (20 s) after the last
-      // failover of it, which a kill right after a failover (the next scenario) has to wait out.
-      return replaced(old, WAIT_MS + 20_000);
+      // A sentinel fails a master over again only 2 x failover-timeout after the last failover of
+      // it, which a kill right after a failover (the next scenario) has to wait out.
+      return replaced(old, WAIT_MS + 2 * failoverTimeoutMs);
     },
     async addReplica() {
       const master = await set.master();
@@ -130,6 +138,7 @@ export async function startSentinels(dir: string, opts: { replicas: number; sent
     },
     // The sentinels go first, so they do not fail over a set that is being taken down.
     stop: once(async () => {
+      admin.close();
       await Promise.all(sentinels.map((s) => s.stop()));
       await Promise.all(nodes.map((n) => n.stop()));
     }),
@@ -142,7 +151,7 @@ export async function startSentinels(dir: string, opts: { replicas: number; sent
     for (const r of nodes.slice(1)) await inSync(r);
     const quorum = Math.floor(count / 2) + 1;
     const started = await Promise.allSettled(Array.from({ length: count }, (_, i) =>
-      startSentinel(resolve(dir, `sentinel-${i + 1}`), name, master.port, quorum, opts.downAfterMs ?? 1000)));
+      startSentinel(resolve(dir, `sentinel-${i + 1}`), name, master.port, quorum, opts.downAfterMs ?? 1000, failoverTimeoutMs)));
     sentinels.push(...started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : [])));
     const refused = started.find((s) => s.status === 'rejected');
     if (refused) throw refused.reason;

@@ -109,7 +109,7 @@ test('cluster: a master added and slots resharded under purchases loses nothing;
   const { seed, log, rand, answers } = beginScenario('redis-cluster/reshard', c);
   const masters = await topo.masters();
   const from = masters[0]!;
-  // A sale in the first slots of `from`, which the reshard moves (redis-cli takes them lowest first).
+  // A sale in the first slots of `from`, which the reshard moves (it takes them lowest first).
   const [sale] = (await salesOnEveryMaster(env, 1, `reshard-${seed}`, { stock: 100_000, paymentWindowSeconds: 3, perUserLimit: 1000, maxPerOrder: 2 }, [addr(from)])).get(addr(from))!;
   const shoppers = new Shoppers({ port: c.apiPort, saleId: sale!.id, rand, users: 500, prefix: 'r', maxQty: 2, payRatio: 0.3, payDelayMs: [0, 1000], concurrency: 10 });
   shoppers.run();
@@ -120,8 +120,10 @@ test('cluster: a master added and slots resharded under purchases loses nothing;
   // the next test finds no sale id within its tries.
   const slotsOfFrom = (env.redis as RedisCluster).slots.filter((owners) => owners[0] === addr(from)).length;
   log.fault(`resharding all ${slotsOfFrom} slots of ${addr(from)} to ${addr(added)}`);
-  await topo.reshard(from, added, slotsOfFrom);
+  await topo.reshard(from, added, slotsOfFrom, { inFlight: 32 });
   await new Promise((r) => setTimeout(r, 1000));
+  // Every one of the 500 buyers in before they stop, however quick the reshard was.
+  await waitFor('every buyer buying', async () => shoppers.buyers.size === 500, 60_000, 100);
   await shoppers.done();
   assert.equal(await masterOf(env, sale!.id), addr(added), 'the sale moved to the new master');
   await written(env, sale!.id);

@@ -1,7 +1,7 @@
 // What the Cluster and Sentinel scenarios share: which master serves a sale, buying a batch of
 // orders over HTTP, and how late their closes were.
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
@@ -29,7 +29,8 @@ export class OnTopology<T extends { stop(): Promise<void> }> {
   constructor(private readonly name: string) {}
 
   async start(start: (dir: string) => Promise<T>, redis: (topo: T) => ConfigOverrides): Promise<this> {
-    this.dir = mkdtempSync(join(tmpdir(), `flashsale-${this.name}-`));
+    // On tmpfs where there is one: each node writes its nodes.conf, fsynced, at every slot and epoch change.
+    this.dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), `flashsale-${this.name}-`));
     this.topo = await start(this.dir);
     this.env = await testEnv({ redisMinReplicasAck: 1 }, { redis: redis(this.topo) });
     this.c = new Processes(this.env, new FaultLog(this.name), { REDIS_MIN_REPLICAS_ACK: '1', EXPIRY_NUDGE_MS: '50' });
