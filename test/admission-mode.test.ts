@@ -142,9 +142,16 @@ describe('admission mode from a fixture: invitation only', () => {
     walk('daemons');
     const text = (f: string) => readFileSync(join(root, f), 'utf8');
     assert.deepEqual(files.filter((f) => /'invite'|"invite"/.test(text(f))), []);
-    // A branch on a built-in mode's name lives in that mode's own files (its folder, its routes, its rule).
-    const OWN = ['shared/admission/room/', 'shared/admission/draw/', 'shared/http/routes/admission/', 'shared/purchase/rules/admission-pass.ts', 'shared/purchase/rules/draw-only.ts', 'shared/http/public/'];
+    // A branch on a built-in mode's name lives in that mode's own files (its folder, its routes, its
+    // rule, its part of the buyer's page): the generic page asks the part (public/mode.js) instead.
+    const OWN = ['shared/admission/room/', 'shared/admission/draw/', 'shared/http/routes/admission/', 'shared/purchase/rules/admission-pass.ts', 'shared/purchase/rules/draw-only.ts', 'shared/http/public/queue.js', 'shared/http/public/draw.js'];
     const branching = files.filter((f) => /admission [!=]== '(queue|draw)'/.test(text(f)) && !OWN.some((own) => f.startsWith(own)));
     assert.deepEqual(branching, []);
+    assert.ok(files.includes('shared/http/public/buy.js') && files.includes('shared/sales/definition.ts'), 'the walk reached the page and the definition');
+    // A mode's settings are its folder's (admission/<mode>/fields.ts): the sale's definition, its input and its scripts only take them.
+    const settings = files.filter((f) => /only: '(queue|draw)'|admission: '(queue|draw)'/.test(text(f)) && !OWN.some((own) => f.startsWith(own)));
+    assert.deepEqual(settings, []);
+    assert.match(text('shared/admission/room/fields.ts'), /only: 'queue'/);
+    assert.match(text('shared/admission/draw/fields.ts'), /only: 'draw'/);
   });
 });

@@ -4,11 +4,15 @@
 // (sales/input.ts), the OpenAPI schema (http/schemas.ts), the row mapping (sales.ts), load_sale's
 // rules (redis/sale-scripts.ts), the CLI's flags (daemons/cli/sale.ts) and the form (http/sale-form.ts): a new
 // field is a line in Sale, a row here and its place in CHECK_ORDER, plus a migration for its column.
+// An admission mode's own settings are its folder's (admission/room/fields.ts, admission/draw/fields.ts),
+// each marked `only` its mode; this table takes them where they are shown.
 import { createHash, randomBytes } from 'node:crypto';
 import { SALE_ID_PATTERN, SALE_ID_RULE } from '../runtime/ids.js';
 import { ADMISSION_LABELS, ADMISSIONS, modeOf } from '../admission/mode.js';
-import { choice, int, text, time, type Field } from './field.js';
-import { BUYERS, CHALLENGES, type Sale, type SaleField } from './model.js';
+import { DRAW_FIELDS } from '../admission/draw/fields.js';
+import { ROOM_FIELDS } from '../admission/room/fields.js';
+import { choice, int, text, time, type SaleDefinition } from './field.js';
+import { BUYERS, CHALLENGES, type SaleField } from './model.js';
 
 export { ADMISSIONS };
 export { BUYERS, CHALLENGES } from './model.js';
@@ -21,8 +25,6 @@ export type { Admission, Buyers, Challenge, Sale, SaleField } from './model.js';
 export const MAX_PER_ORDER = 1000;
 /** Solved in about 80 ms by Node on this 2-core machine (BENCHMARKS.md section 8); a slow phone takes several times that. */
 export const DEFAULT_COMPLEXITY = 50_000;
-/** A draw's backfill runs this long after entries close unless backfillUntil says otherwise. */
-export const DEFAULT_BACKFILL_MS = 3_600_000;
 /** ISO 4217 alphabetic codes as payments carry them: compared exactly, so upper case only. */
 export const CURRENCY_PATTERN = /^[A-Z]{3}$/;
 
@@ -33,7 +35,7 @@ export const CURRENCY_PATTERN = /^[A-Z]{3}$/;
 export const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069\p{Cs}]/u;
 
 // Each field of Sale, in the order the OpenAPI document, `sale create --help` and the form show them.
-export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {
+export const SALE_DEFINITION: SaleDefinition = {
   id: text({
     schema: { pattern: SALE_ID_PATTERN.source, description: 'default: generated' },
     column: 'id', message: `id must be ${SALE_ID_RULE}`, fallback: () => `s-${randomBytes(5).toString('hex')}`,
@@ -124,53 +126,11 @@ export const SALE_DEFINITION: { [K in SaleField]: Field<Sale[K]> } = {
     cli: { flag: 'admission', describe: 'queue: a waiting room in front; draw: entries, then a draw (default first-come)' },
     form: { label: 'Admission', testId: 'create-admission', options: ADMISSION_LABELS },
   }),
-  // A queue's defaults: about a pass a second per unit of a 50-unit-a-second sale, 20% no-shows, two minutes to buy.
-  admitRatePerSecond: int(1, 100_000, {
-    schema: { default: 50, description: 'queue only' },
-    column: 'admit_rate_per_second', only: 'queue',
-    cli: { flag: 'admit-rate', describe: 'queue: passes per second (default 50)' },
-    form: { label: 'Passes per second (room)', testId: 'create-admit-rate', attrs: { min: '1', step: '1', placeholder: '50' } },
-  }),
-  admitOverbook: {
-    // 1 admits no more buyers than units left; 10 is far past any real no-show rate.
-    kind: 'number', schema: { type: 'number', minimum: 1, maximum: 10, default: 1.2, description: 'queue only: the no-show allowance' },
-    column: 'admit_overbook', only: 'queue', hint: '1.2 admits 20% more buyers than units left, for no-shows',
-    cli: { flag: 'admit-overbook', describe: 'queue: passes outstanding per unit left, for no-shows (default 1.2)' },
-    form: { label: 'Overbook (room)', testId: 'create-admit-overbook', attrs: { min: '1', max: '10', step: '0.05', placeholder: '1.2' } },
-  },
-  passSeconds: int(10, 3600, {
-    schema: { default: 120, description: 'queue only' },
-    column: 'pass_seconds', only: 'queue',
-    cli: { flag: 'pass-seconds', describe: 'queue: how long a pass buys (default 120)' },
-    form: { label: 'Pass lifetime, s (room)', testId: 'create-pass-seconds', attrs: { min: '10', step: '1', placeholder: '120' } },
-  }),
-  entriesOpenAt: time('draw only; default: startsAt', {
-    column: 'entries_open_at', only: 'draw', fallback: (s) => s.startsAt!,
-    cli: { flag: 'entries-open-at', describe: 'draw: ISO 8601 (default: starts-at)' },
-    form: { label: 'Entries open (draw)', testId: 'create-entries-open' },
-  }),
-  entriesCloseAt: time('draw only, required: after entriesOpenAt, not before startsAt, before endsAt', {
-    column: 'entries_close_at', only: 'draw', required: 'entriesCloseAt is required for admission draw: when entries close and the draw is made',
-    rules: [
-      (s) => (s.entriesCloseAt! <= s.entriesOpenAt! ? 'entriesCloseAt must be after entriesOpenAt' : undefined),
-      (s) => (s.entriesCloseAt! < s.startsAt! ? 'entriesCloseAt must not be before startsAt: the draw makes its orders when entries close' : undefined),
-    ],
-    cli: { flag: 'entries-close-at', describe: 'draw: ISO 8601, when the draw is made' },
-    form: { label: 'Entries close (draw)', testId: 'create-entries-close' },
-  }),
-  backfillUntil: time('draw only; default: an hour after entriesCloseAt (at most endsAt)', {
-    column: 'backfill_until', only: 'draw',
-    fallback: (s) => new Date(Math.min(s.entriesCloseAt!.getTime() + DEFAULT_BACKFILL_MS, s.endsAt?.getTime() ?? Infinity)),
-    rules: [
-      (s) => (s.backfillUntil! < s.entriesCloseAt! ? 'backfillUntil must not be before entriesCloseAt' : undefined),
-      (s) => (s.endsAt && (s.entriesCloseAt! >= s.endsAt || s.backfillUntil! > s.endsAt) ? 'entriesCloseAt must be before endsAt, and backfillUntil not after it' : undefined),
-    ],
-    cli: { flag: 'backfill-until', describe: 'draw: ISO 8601 (default: an hour after entries close)' },
-    form: { label: 'Backfill until (draw)', testId: 'create-backfill-until' },
-  }),
-  // A draw's seed stays in Postgres, the record of the draw; a queue's orders its pre-queue in Redis.
+  ...ROOM_FIELDS,
+  ...DRAW_FIELDS,
+  // In Redis only for a mode whose scripts order by it (the room's pre-queue); a draw's stays in Postgres, the record of the draw.
   seed: text({
-    column: 'seed', redis: { name: 'seed', admission: 'queue' },
+    column: 'seed', redis: { name: 'seed', when: (s) => Boolean(modeOf(s.admission)?.seedInMeta) },
     made: (s) => (modeOf(s.admission)?.seeded ? randomBytes(32).toString('hex') : null),
   }),
   seedSha256: text({ column: 'seed_sha256', made: (s) => (s.seed ? createHash('sha256').update(s.seed).digest('hex') : null) }),

@@ -1,6 +1,7 @@
-// How a field of a sale's definition is described (shared/sales/definition.ts holds the fields):
-// what parseSaleInput checks, where Postgres and Redis keep it, how the CLI and the form ask for it.
-import type { Admission, Sale, SaleField } from './model.js';
+// How a field of a sale's definition is described (shared/sales/definition.ts holds the fields, an
+// admission mode's own in its folder, admission/<mode>/fields.ts): what parseSaleInput checks,
+// where Postgres and Redis keep it, how the CLI and the form ask for it.
+import type { Sale, SaleField, SaleRules } from './model.js';
 
 export type Kind = 'int' | 'number' | 'text' | 'choice' | 'time';
 /** A check across fields, run once its field is read: the refusal's message, or undefined. */
@@ -16,8 +17,8 @@ export interface Field<T> {
   /** The input's JSON schema as the OpenAPI document shows it: its limits and default are the ones checked. */
   schema: Record<string, unknown>;
   column: string;
-  /** Its name in Redis's meta hash (load_sale.lua); `none` stands there for null (else a null is left out); kept there for `admission` only if given. */
-  redis?: { name: string; none?: string; admission?: Admission };
+  /** Its name in Redis's meta hash (load_sale.lua); `none` stands there for null (else a null is left out); kept there only for the sales `when` takes, if given. */
+  redis?: { name: string; none?: string; when?: (sale: SaleRules) => boolean };
   /** A setting of this admission mode only: refused with another one, null there. */
   only?: string;
   /** Made by the server, never taken as input. */
@@ -34,6 +35,9 @@ export interface Field<T> {
   cli?: CliFlag;
   form?: FormInput;
 }
+
+/** Every field of Sale, described. */
+export type SaleDefinition = { [K in SaleField]: Field<Sale[K]> };
 
 type Spec<T> = Omit<Field<T>, 'kind' | 'schema'> & { schema?: Record<string, unknown> };
 export const int = (minimum: number, maximum: number, f: Spec<number>): Field<number> => ({ ...f, kind: 'int', schema: { type: 'integer', minimum, maximum, ...f.schema } });

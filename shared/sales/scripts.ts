@@ -23,8 +23,8 @@ export interface LoadOptions {
 
 export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules, opts: LoadOptions = {}): Promise<boolean> {
   const k = saleKeys(saleId);
-  const meta = META.flatMap(({ key, name, none, admission, fallback }) => {
-    const v = admission && r.admission !== admission ? null : (r[key] ?? none ?? fallback);
+  const meta = META.flatMap(({ key, name, none, when, fallback }) => {
+    const v = when && !when(r) ? null : (r[key] ?? none ?? fallback);
     return v === null || v === undefined ? [] : [name, v];
   });
   // A new sale's buyer counts go to one hash, unless APIs of the previous release still run (purchase.lua).

@@ -2,8 +2,7 @@
 // and when the draw was made, and what became of the entrants. One query on Postgres, the record
 // of the draw (Redis holds only a copy of the entries, for counting).
 import type { Pool } from '../../runtime/db.js';
-
-const count = (description: string) => ({ type: 'integer', description });
+import { count, figuresSchema } from '../../http/schema-parts.js';
 
 const FIGURES = {
   entries: count('entries in the draw'), drawn: { type: 'boolean', description: 'the ranks have been given' },
@@ -15,10 +14,7 @@ const FIGURES = {
 };
 
 /** DrawFigures as the live view's schema shows them. */
-export const drawFiguresSchema = {
-  type: 'object', nullable: true, description: 'the draw (admission: draw), read from Postgres in one query; null for other sales',
-  required: Object.keys(FIGURES), properties: FIGURES,
-};
+export const drawFiguresSchema = figuresSchema('the draw (admission: draw), read from Postgres in one query; null for other sales', FIGURES);
 
 export interface DrawFigures {
   /** Entries in the draw (draw_entries). */

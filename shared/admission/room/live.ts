@@ -3,8 +3,7 @@
 // snapshot of the room (its keys share the sale's slot).
 import { saleKeys } from '../../redis/keys.js';
 import type { RedisClient } from '../../redis/connect.js';
-
-const count = (description: string) => ({ type: 'integer', description });
+import { count, figuresSchema } from '../../http/schema-parts.js';
 
 const FIGURES = {
   open: { type: 'boolean', description: 'the room has opened (places drawn at the start); before, everyone is in the pre-queue' },
@@ -16,10 +15,7 @@ const FIGURES = {
 };
 
 /** RoomFigures as the live view's schema shows them. */
-export const roomFiguresSchema = {
-  type: 'object', nullable: true, description: 'the waiting room (admission: queue), read in one snapshot; null for other sales',
-  required: Object.keys(FIGURES), properties: FIGURES,
-};
+export const roomFiguresSchema = figuresSchema('the waiting room (admission: queue), read in one snapshot; null for other sales', FIGURES);
 
 export interface RoomFigures {
   /** Whether admit.lua has opened the room (places drawn); before that everyone is in the pre-queue. */

@@ -21,6 +21,8 @@ export const queueMode: AdmissionMode = {
   label: 'Waiting room',
   gate: 'pass',
   seeded: true,
+  // join_queue.lua places each joiner in the pre-queue by it.
+  seedInMeta: true,
   rule: admissionPass,
   step: (deps) => new RoomLoop(deps),
   live: { key: 'room', schema: roomFiguresSchema, figures: (_pool, redis, sale, now) => roomFigures(redis, sale.id, now) },

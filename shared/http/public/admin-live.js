@@ -1,7 +1,9 @@
 // The live view of one sale (the one in the address's hash): GET /api/sales/:id/live every second,
-// its units, figures, waiting room or draw, and this instance's purchase outcomes; and ending it.
+// its units, figures, its admission mode's figures (admin-modes.js), and this instance's purchase
+// outcomes; and ending it.
 import { addSample, makeChart, purchaseRate, UNITS } from './admin-chart.js';
-import { buyerPage, loadSales, markSelected, SALE_STATES, when } from './admin-sales.js';
+import { LIVE_MODES } from './admin-modes.js';
+import { buyerPage, loadSales, markSelected, SALE_STATES } from './admin-sales.js';
 import { $, api, failed, setText, show, signedIn } from './admin-session.js';
 
 const POLL_MS = 1000;
@@ -23,36 +25,18 @@ function renderSaleHead(sale) {
   $('end-sale').hidden = sale.state === 'ended';
 }
 
-// A queue sale's waiting room; other sales have none (`room` is null).
-function renderRoom(room) {
-  $('room').hidden = room === null;
-  if (room === null) return;
-  const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
-  setText('room-waiting', String(room.waiting));
-  setText('room-joined', room.open ? `${plural(room.joined, 'buyer', 'buyers')} joined` : `${plural(room.joined, 'buyer', 'buyers')} joined · places drawn at the start`);
-  setText('room-admitted', String(room.admitted));
-  setText('room-outstanding', `${plural(room.passesOutstanding, 'pass', 'passes')} can still buy`);
-  setText('room-used', String(room.passesUsed));
-  setText('room-expired', String(room.passesExpired));
-  setText('room-no-show', room.noShowRate === null ? '–' : `${(room.noShowRate * 100).toFixed(1)}%`);
-}
-
-// A draw's entrants as Postgres records them; other sales have none (`draw` is null).
-function renderDraw(draw, sale) {
-  $('draw').hidden = draw === null;
-  if (draw === null) return;
-  setText('draw-entries', String(draw.entries));
-  setText('draw-made', draw.drawn ? `drawn ${when(draw.drawnAt)}` : `draw at ${when(sale.entriesCloseAt)}`);
-  setText('draw-awarded', String(draw.awarded));
-  setText('draw-waiting', String(draw.waiting));
-  setText('draw-backfill', draw.over ? 'backfill over' : draw.drawn ? `next in line until ${when(sale.backfillUntil)}` : 'not drawn yet');
-  setText('draw-lost', String(draw.lost));
+// Each mode's figures in their panel; a sale of another mode has none (null): the panel is hidden.
+function renderModes(n) {
+  for (const mode of LIVE_MODES) {
+    const figures = n[mode.key] ?? null;
+    $(mode.key).hidden = figures === null;
+    if (figures !== null) mode.render(figures, n.sale);
+  }
 }
 
 function renderLive(n) {
   renderSaleHead(n.sale);
-  renderRoom(n.room);
-  renderDraw(n.draw, n.sale);
+  renderModes(n);
   const r = n.reconciliation;
   for (const u of UNITS) setText(`live-${u}`, String(r[u]));
   addSample(n);
@@ -107,8 +91,7 @@ function startLive(saleId) {
   stopLive();
   live.saleId = saleId;
   $('live').hidden = false;
-  $('room').hidden = true;
-  $('draw').hidden = true;
+  for (const mode of LIVE_MODES) $(mode.key).hidden = true;
   for (const u of UNITS) setText(`live-${u}`, '–');
   makeChart();
   void pollLive(saleId);
@@ -129,7 +112,10 @@ export async function endSale() {
   if (!sale || !confirm(`End "${sale.name}" now? No one can buy from it after this; pending orders stay payable until their deadline.`)) return;
   $('end-sale').disabled = true;
   try {
-    renderSaleHead(await api('POST', `/api/sales/${encodeURIComponent(sale.id)}/end`));
+    const ended = await api('POST', `/api/sales/${encodeURIComponent(sale.id)}/end`);
+    // A poll asked before this answer may have read the sale before the end: dropped, not shown over it.
+    live.asked++;
+    renderSaleHead(ended);
     void loadSales();
   } catch (err) {
     failed(err);

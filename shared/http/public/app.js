@@ -4,22 +4,23 @@
 // if that fails (follow.js). All state is in `state` (state.js); render() here draws all of it.
 import { networkMessage } from './api.js';
 import { buy, renderBuy } from './buy.js';
-import { entry, renderDraw } from './draw.js';
+import { pageModes } from './mode.js';
+import './modes.js';
 import { cancel, forgetOrders, loadOrders, pay, renderHistory, renderOrder } from './order.js';
-import { checkPass, renderRoom, room } from './queue.js';
 import { checkStart, pollSale, renderSale } from './sale.js';
 import { el, orderHeld, saleId, setRender, state } from './state.js';
 import { setText } from './text.js';
 
-// Each admission mode's part of the page: its flow (follow.js admission) and its rendering, each
-// acting only on a sale of its own mode (the flow's `active`), so none is chosen here by name.
-const MODES = [{ flow: room, render: renderRoom }, { flow: entry, render: renderDraw }];
+// Each admission mode's part of the page (mode.js, registered by modes.js): its flow (follow.js
+// admission) and its rendering, each acting only on a sale of its own mode (the flow's `active`),
+// so none is chosen here by name.
+const MODES = pageModes();
 
 function render() {
   const now = Date.now();
   renderSale(now);
   renderBuy();
-  const inFlight = state.buying || state.joining || state.entering || (orderHeld() && state.order.status !== 'paid') || state.room?.view.state === 'admitted';
+  const inFlight = state.buying || (orderHeld() && state.order.status !== 'paid') || MODES.some((mode) => mode.holdsIdentity?.());
   el.userId.disabled = inFlight;
   el.emailVerified.disabled = inFlight;
   el.token.disabled = inFlight;
@@ -33,7 +34,7 @@ function render() {
 
 function tick() {
   checkStart();
-  checkPass();
+  for (const mode of MODES) mode.tick?.();
   render();
 }
 
@@ -58,8 +59,7 @@ function identityChanged() {
 
 setRender(render);
 el.buy.addEventListener('click', () => void buy());
-el.join.addEventListener('click', () => void room.start());
-el.enter.addEventListener('click', () => void entry.start());
+for (const mode of MODES) mode.button?.addEventListener('click', () => void mode.flow.start());
 el.pay.addEventListener('click', () => void pay());
 el.cancel.addEventListener('click', () => void cancel());
 el.userId.addEventListener('input', changeIdentity);

@@ -1,16 +1,15 @@
-// The purchase: Buy sends one, with the waiting room's pass on a queue sale or a purchase token on a
-// pow sale, and the order it makes becomes the buyer's current order. A draw has no Buy button: its
-// orders come from the draw.
+// The purchase: Buy sends one, with what the sale's admission mode gives it (a waiting room's pass)
+// or a purchase token on a pow sale, and the order it makes becomes the buyer's current order. The
+// mode's part of the page (mode.js) may hide Buy (a draw's orders come from the draw) or hold it back.
 import { api, plain } from './api.js';
-import { drawHintText } from './draw.js';
+import { saleMode } from './mode.js';
 import { takeOrder } from './order.js';
-import { passLive, room } from './queue.js';
 import { refreshSale } from './sale.js';
 import { buyerKey, buyerToken, dropRefusedToken, identityGiven, purchaseToken, spendPurchaseToken } from './tokens.js';
-import { development, drawSale, el, orderHeld, queueSale, render, salePath, state, TOKEN_HEADER } from './state.js';
+import { development, el, orderHeld, render, salePath, state, TOKEN_HEADER } from './state.js';
 import { setText } from './text.js';
 
-const canBuy = () => state.sale?.state === 'open' && !state.buying && !orderHeld() && identityGiven() && !drawSale() && (!queueSale() || passLive());
+const canBuy = () => state.sale?.state === 'open' && !state.buying && !orderHeld() && identityGiven() && (saleMode()?.mayBuy?.() ?? true);
 
 export async function buy() {
   if (!canBuy()) return;
@@ -20,18 +19,19 @@ export async function buy() {
   state.order = null;
   render();
   const buyer = buyerKey();
+  let gate = null; // the mode's own token for this purchase, if it gives one
   try {
     const token = await buyerToken();
-    const r = queueSale() ? state.room : null;
-    const headers = r ? { [TOKEN_HEADER]: r.view.pass }
+    gate = saleMode()?.purchase?.() ?? null;
+    const headers = gate ? gate.headers
       : state.sale.challenge === 'pow' ? { [TOKEN_HEADER]: await purchaseToken(token) } : {};
     const { orderId } = await api('POST', salePath('/purchases'), { token, body: { qty: 1 }, headers });
-    if (r) room.apply(r, { ...r.view, state: 'used', pass: undefined });
+    if (gate) gate.bought();
     else spendPurchaseToken(buyer);
     takeOrder(orderId, token);
   } catch (err) {
     dropRefusedToken(buyer, err);
-    if (err.code === 'admission_pass_invalid' && state.room) void room.refresh(state.room); // used elsewhere, or run out
+    gate?.refused(err);
     state.message = plain(err);
   } finally {
     state.buying = false;
@@ -43,20 +43,18 @@ export async function buy() {
 function buyHintText(s) {
   if (orderHeld() || state.buying) return '';
   if (!s) return '';
-  if (s.admission === 'draw') return drawHintText(s, Date.now());
+  const own = saleMode()?.hint?.(s, Date.now());
+  if (own !== undefined) return own;
   if (s.state === 'upcoming') return 'The button opens when the countdown ends.';
-  if (s.admission === 'queue' && state.room) return '';
   if (s.state === 'sold_out') return 'Items come back if a buyer does not pay in time.';
   if (s.state === 'ended') return 'This sale is over.';
   if (!identityGiven()) return development ? 'Enter a user id to buy.' : 'Paste your buyer token to buy.';
-  if (s.admission === 'queue') return 'This sale has a waiting room: join it, and the Buy button appears when it is your turn.';
   if (s.buyers === 'verified-email') return 'This sale is only for buyers whose email address is verified.';
   return '';
 }
 
 export function renderBuy() {
-  // A queue sale's Buy button appears once admitted (and stays with the order it made).
-  el.buy.hidden = drawSale() || (queueSale() && state.room?.view.state !== 'admitted' && !orderHeld() && !state.buying);
+  el.buy.hidden = saleMode()?.buyHidden?.() ?? false;
   el.buy.disabled = !canBuy();
   setText(el.buy, state.buying ? 'Buying…' : 'Buy now');
   setText(el.buyHint, buyHintText(state.sale));

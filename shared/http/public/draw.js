@@ -1,11 +1,14 @@
 // A draw (admission: draw): the buyer enters while entries are open and follows the entry to won
 // (whose order then follows as a bought one), waiting (next in line for a unit that comes back), or
-// lost; with the facts that let anyone check the draw.
+// lost; with the facts that let anyone check the draw. Its part of the page (mode.js) is drawPage,
+// at the end.
 import { admission } from './follow.js';
 import { takeOrder } from './order.js';
 import { identityGiven } from './tokens.js';
-import { development, drawSale, el, orderHeld, salePath, state } from './state.js';
-import { plural, setText, when } from './text.js';
+import { development, el, orderHeld, salePath, state } from './state.js';
+import { duration, plural, setText, when } from './text.js';
+
+const drawSale = () => state.sale?.admission === 'draw';
 
 // The stream ends after won or lost.
 const ENTRY_RANK = { entered: 0, waiting: 1, won: 2, lost: 2 };
@@ -13,7 +16,7 @@ const ENTRY_RANK = { entered: 0, waiting: 1, won: 2, lost: 2 };
 const entriesOpen = (now) => drawSale() && now >= Date.parse(state.sale.entriesOpenAt) && now < Date.parse(state.sale.entriesCloseAt);
 const canEnter = () => entriesOpen(Date.now()) && !state.entering && !state.entry && identityGiven();
 
-export const entry = admission({
+const entry = admission({
   slot: 'entry', busy: 'entering', path: 'entries', active: drawSale, allowed: canEnter, rank: ENTRY_RANK, until: 2,
   create: (token) => ({ token, view: null }),
   moved: (e, view) => {
@@ -48,7 +51,7 @@ function entryText(v, s, now) {
 }
 
 /** The hint under the (hidden) Buy button on a draw: when entries open and close, and what the draw gives. */
-export function drawHintText(s, now) {
+function drawHintText(s, now) {
   if (state.entry || state.entering) return '';
   if (now < Date.parse(s.entriesOpenAt)) return `Entries open at ${when(s.entriesOpenAt)}.`;
   if (now >= Date.parse(s.entriesCloseAt)) return 'Entries are closed.';
@@ -57,7 +60,7 @@ export function drawHintText(s, now) {
   return `Entries close at ${when(s.entriesCloseAt)}; then the draw is made, and ${first}.`;
 }
 
-export function renderDraw(now) {
+function renderDraw(now) {
   const s = state.sale;
   const draw = drawSale();
   const e = state.entry;
@@ -87,3 +90,28 @@ export function renderDraw(now) {
   const record = salePath('/draw');
   if (el.record.getAttribute('href') !== record) el.record.setAttribute('href', record);
 }
+
+/** The sale's countdown while entries are to open or open (undefined after: the generic one). */
+function drawTimeText(s, now) {
+  if (s.state === 'ended') return undefined;
+  if (now < Date.parse(s.entriesOpenAt)) return `Entries open in ${duration(Date.parse(s.entriesOpenAt) - now)}`;
+  if (now < Date.parse(s.entriesCloseAt)) return `Draw in ${duration(Date.parse(s.entriesCloseAt) - now)}`;
+  return undefined;
+}
+
+export const drawPage = {
+  name: 'draw',
+  flow: entry,
+  button: el.enter,
+  render: renderDraw,
+  holdsIdentity: () => state.entering,
+  // No Buy button: the draw's orders come from the draw.
+  buyHidden: () => true,
+  mayBuy: () => false,
+  hint: drawHintText,
+  timeText: drawTimeText,
+  // Entered: the entry took the purchase token; closed: nothing left to spend one on.
+  challengeAhead: (s, now) => !state.entry && now < Date.parse(s.entriesCloseAt),
+  // A draw's unit does not go back on sale: the draw panel above says where it went.
+  closedOrderText: { expired: 'The payment window closed.', cancelled: 'You cancelled this order.' },
+};

@@ -5,7 +5,8 @@ import { api, plain, unreachable } from './api.js';
 import { follow } from './follow.js';
 import { refreshSale } from './sale.js';
 import { buyerToken, identityGiven, prepareChallenge } from './tokens.js';
-import { directPay, drawSale, el, render, saleId, state } from './state.js';
+import { saleMode } from './mode.js';
+import { directPay, el, render, saleId, state } from './state.js';
 import { duration, setText } from './text.js';
 
 export const ORDER_RANK = { queued: 0, pending_payment: 1, paid: 2, expired: 2, cancelled: 2 };
@@ -110,8 +111,6 @@ const ORDER_TEXT = {
   cancelled: ['Cancelled', 'You cancelled this order, so the item went back on sale.'],
 };
 
-const DRAW_CLOSED_TEXT = { expired: 'The payment window closed.', cancelled: 'You cancelled this order.' };
-
 export function renderOrder(now) {
   const o = state.order;
   el.order.hidden = !o;
@@ -121,9 +120,9 @@ export function renderOrder(now) {
   const pending = o.status === 'pending_payment';
   const overdue = pending && now >= o.expiresAt;
   setText(el.orderStatus, title);
-  // A draw's unit does not go back on sale: the draw panel above says where it went.
-  const drawClosed = drawSale() && (o.status === 'expired' || o.status === 'cancelled');
-  setText(el.orderDetail, overdue ? 'Time is up; checking your order…' : drawClosed ? DRAW_CLOSED_TEXT[o.status] : detail);
+  // Where the unit does not go back on sale, the mode says what it says instead.
+  const closed = saleMode()?.closedOrderText?.[o.status];
+  setText(el.orderDetail, overdue ? 'Time is up; checking your order…' : closed ?? detail);
   el.timer.hidden = !pending;
   setText(el.timer, pending ? duration(o.expiresAt - now) : '');
   el.pay.hidden = !directPay || !pending || o.closed;

@@ -1,18 +1,21 @@
 // A sale with a waiting room (admission: queue): the buyer joins (with a purchase token on a pow
 // sale), follows their place, and once admitted the pass buys, as the token the purchase carries.
+// Its part of the page (mode.js) is queuePage, at the end.
 import { admission } from './follow.js';
 import { identityGiven } from './tokens.js';
-import { el, orderHeld, queueSale, state } from './state.js';
+import { el, orderHeld, state, TOKEN_HEADER } from './state.js';
 import { duration, setText } from './text.js';
+
+const queueSale = () => state.sale?.admission === 'queue';
 
 // sold_out goes back to waiting when units return; the stream ends once admitted.
 const ROOM_RANK = { waiting: 0, sold_out: 0, admitted: 1, used: 2, expired: 2, ended: 2 };
 
 // A sold-out room can be joined: units come back from unpaid orders, and admission resumes.
 const canJoin = () => queueSale() && state.sale.state !== 'ended' && !state.joining && !state.room && !orderHeld() && identityGiven();
-export const passLive = () => state.room?.view.state === 'admitted' && Date.parse(state.room.view.passExpiresAt) > Date.now();
+const passLive = () => state.room?.view.state === 'admitted' && Date.parse(state.room.view.passExpiresAt) > Date.now();
 
-export const room = admission({
+const room = admission({
   slot: 'room', busy: 'joining', path: 'queue', active: queueSale, allowed: canJoin, rank: ROOM_RANK, until: 1,
   create: (token) => ({ token, view: null, startAhead: null, expiryAsked: false }),
   // Within the line, a place further back is an older view.
@@ -28,7 +31,7 @@ export const room = admission({
 });
 
 /** The pass ran out here: the server says whether it bought (elsewhere) or expired. */
-export function checkPass() {
+function checkPass() {
   const r = state.room;
   if (r?.view.state === 'admitted' && !r.expiryAsked && Date.now() >= Date.parse(r.view.passExpiresAt)) {
     r.expiryAsked = true;
@@ -63,7 +66,7 @@ function roomProgress(r) {
   return Math.round(((r.startAhead - v.ahead) / (r.startAhead + 1)) * 100);
 }
 
-export function renderRoom(now) {
+function renderRoom(now) {
   const r = state.room;
   el.join.hidden = !queueSale() || r !== null || orderHeld();
   el.join.disabled = !canJoin();
@@ -97,3 +100,30 @@ export function renderRoom(now) {
   el.passCountdown.hidden = !admitted;
   setText(el.passCountdown, admitted ? `Your pass buys for ${duration(Date.parse(v.passExpiresAt) - now)}` : '');
 }
+
+export const queuePage = {
+  name: 'queue',
+  flow: room,
+  button: el.join,
+  render: renderRoom,
+  tick: checkPass,
+  holdsIdentity: () => state.joining || state.room?.view.state === 'admitted',
+  // The Buy button appears once admitted (and stays with the order it made); only a live pass buys.
+  buyHidden: () => state.room?.view.state !== 'admitted' && !orderHeld() && !state.buying,
+  mayBuy: passLive,
+  purchase: () => {
+    const r = state.room;
+    return r && {
+      headers: { [TOKEN_HEADER]: r.view.pass },
+      bought: () => room.apply(r, { ...r.view, state: 'used', pass: undefined }),
+      refused: (err) => {
+        if (err.code === 'admission_pass_invalid' && state.room) void room.refresh(state.room); // used elsewhere, or run out
+      },
+    };
+  },
+  // Before the start, the generic countdown hint; in the room, its panel speaks.
+  hint: (s) => (s.state === 'upcoming' ? undefined : state.room ? ''
+    : s.state === 'open' && identityGiven() ? 'This sale has a waiting room: join it, and the Buy button appears when it is your turn.' : undefined),
+  // Joined: the join took the purchase token; the pass buys.
+  challengeAhead: () => !state.room,
+};

@@ -1,6 +1,7 @@
 // The sale itself: polled every second, its facts at the top of the page (name, state, time,
 // price, stock), and asked at once when its start passes rather than at the next poll.
 import { api } from './api.js';
+import { saleMode } from './mode.js';
 import { prepareChallenge } from './tokens.js';
 import { el, render, salePath, state } from './state.js';
 import { delay, duration, money, setText } from './text.js';
@@ -54,10 +55,8 @@ export function checkStart() {
 }
 
 function saleTimeText(s, now) {
-  if (s.admission === 'draw' && s.state !== 'ended') {
-    if (now < Date.parse(s.entriesOpenAt)) return `Entries open in ${duration(Date.parse(s.entriesOpenAt) - now)}`;
-    if (now < Date.parse(s.entriesCloseAt)) return `Draw in ${duration(Date.parse(s.entriesCloseAt) - now)}`;
-  }
+  const own = saleMode()?.timeText?.(s, now);
+  if (own !== undefined) return own;
   if (s.state === 'upcoming') return `Starts in ${duration(Date.parse(s.startsAt) - now)}`;
   if (s.state === 'ended') return 'Ended';
   return s.endsAt ? `Ends in ${duration(Date.parse(s.endsAt) - now)}` : 'No end time';

@@ -49,5 +49,3 @@ export const render = () => draw();
 
 // Queued, waiting for payment, or paid: one order per visit; an expired or cancelled one frees the button again.
 export const orderHeld = () => state.order !== null && state.order.status !== 'expired' && state.order.status !== 'cancelled';
-export const queueSale = () => state.sale?.admission === 'queue';
-export const drawSale = () => state.sale?.admission === 'draw';

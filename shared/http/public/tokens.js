@@ -8,6 +8,7 @@
 // used one, is solved again. Both by buyer (the user id, or the pasted token): the challenge is
 // bound to the buyer, and one widget solves for one buyer at a time.
 import { api, ApiError } from './api.js';
+import { saleMode } from './mode.js';
 import { development, el, orderHeld, salePath, state } from './state.js';
 
 export const buyerKey = () => (development ? el.userId.value.trim() : el.token.value.trim());
@@ -63,8 +64,8 @@ async function solveChallenge(token) {
  */
 export function prepareChallenge() {
   const s = state.sale;
-  if (s?.challenge !== 'pow' || (s.state !== 'upcoming' && s.state !== 'open') || orderHeld() || state.room || state.entry) return;
-  if (s.admission === 'draw' && Date.now() >= Date.parse(s.entriesCloseAt)) return;
+  if (s?.challenge !== 'pow' || (s.state !== 'upcoming' && s.state !== 'open') || orderHeld()) return;
+  if (saleMode()?.challengeAhead?.(s, Date.now()) === false) return;
   const buyer = buyerKey();
   const token = development ? tokens.get(devTokenKey()) : buyer;
   if (token) solvedPayload(buyer, token).catch(() => {}); // a failure is met again, and said, at the click

@@ -14,6 +14,7 @@ import { LATENESS_SAMPLE, LATENESS_WINDOW_MS, liveKeys, saleLive } from '../../s
 import { registeredModes } from '../../admission/modes.js';
 import { withSaleForm } from '../sale-form.js';
 import { adminSaleSchema, saleViewSchema } from '../schemas.js';
+import { count } from '../schema-parts.js';
 import { JS, pageModules, PUBLIC_DIR, staticRoute } from './page.js';
 
 // Resolved like an import, so it works from the sources, from dist/ and from a PM2 deployment.
@@ -27,7 +28,6 @@ const assets = (): { url: string; file: string | URL; type: string }[] => [
   { url: '/uplot.css', file: uplot('uPlot.min.css'), type: CSS },
 ];
 
-const count = (description: string) => ({ type: 'integer', description });
 const ms = (description: string) => ({ type: 'integer', nullable: true, description });
 
 const UNITS = {
