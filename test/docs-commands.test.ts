@@ -1,12 +1,14 @@
 // Every command README.md and docs/cli.md show in their code blocks, run as written against one
 // running local stack (`flashsale dev`, found by the CLI itself as after `npm start`), so the docs
 // cannot drift from the CLI. Each must exit 0, or the code its comment gives (`# exit 2: ...`).
+// They run in this process (test/support/cli-here.ts): test/cli.test.ts holds the process's exit codes.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { signPayload } from '../shared/payments/providers/signed-webhook.js';
-import { cli, exited, ready, spawnCli } from './support/cli.js';
+import { exited, ready, spawnCli } from './support/cli.js';
+import { cliHere as cli } from './support/cli-here.js';
 import { waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { localStackVars } from './support/local-stack.js';

@@ -13,6 +13,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { freePort } from '../tools/local-stack.js';
 import { cli, exited, ready, spawnCli, type Vars } from './support/cli.js';
+import { cliHere } from './support/cli-here.js';
 import { localStackVars } from './support/local-stack.js';
 import { http } from './support/http.js';
 
@@ -73,8 +74,8 @@ test('local stack: dev keeps its data to itself, its servers take only the rando
     await assertLockedDown(dataDir, vars);
     assert.equal((await http(port, 'GET', '/readyz')).status, 200, 'dev itself connects with them');
 
-    // A one-shot command given no servers finds this stack by itself, and says which in one line.
-    const listed = await cli(undefined, ['sale', 'list', '--json'], vars);
+    // A one-shot command (run in this process) given no servers finds this stack by itself, and says which in one line.
+    const listed = await cliHere(undefined, ['sale', 'list', '--json'], vars);
     assert.equal(listed.code, 0, listed.out);
     assert.deepEqual((JSON.parse(listed.stdout) as { id: string }[]).map((s) => s.id), ['demo']);
     assert.equal(listed.stderr, `flashsale: using the local stack running on ${dataDir} (pid ${dev.pid}): Postgres 127.0.0.1:${vars.LOCAL_PG_PORT}, Redis 127.0.0.1:${vars.LOCAL_REDIS_PORT}\n`);
@@ -84,7 +85,7 @@ test('local stack: dev keeps its data to itself, its servers take only the rando
     assert.match(writer.stderr, /^flashsale: cannot start: DATABASE_URL is not set/m);
     dev.kill('SIGINT');
     assert.equal(await exited(dev), 0);
-    const noStack = await cli(undefined, ['sale', 'list'], vars);
+    const noStack = await cliHere(undefined, ['sale', 'list'], vars);
     assert.equal(noStack.code, 2, noStack.out);
     assert.match(noStack.stderr, /^flashsale: DATABASE_URL is not set: .*or run `flashsale dev`/m);
   } finally {

@@ -1,7 +1,8 @@
 // The ecosystem as an operator runs it: `pm2 start ecosystem.config.js`, buy, pay, reload, stop.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { signPayload } from '../shared/payments/providers/signed-webhook.js';
@@ -35,6 +36,12 @@ after(async () => {
 test('pm2 with real servers but no secrets: every app exits 2, shows stopped in pm2 status, and says why in one plain line of its error log', async () => {
   const noSecrets = { ...pm2Env, JWT_SECRET: undefined, ADMIN_TOKEN: undefined, PAYMENT_WEBHOOK_SECRET: undefined };
   await run('node_modules/.bin/pm2', ['start', 'ecosystem.config.js'], { env: noSecrets, timeout: 120_000 });
+  // Each app's refusal in its error log first: a wait that costs no process, where each `pm2 jlist`
+  // below starts one.
+  const logs = join(pm2Env.PM2_HOME!, 'logs');
+  const refusals = () => readdirSync(logs).filter((f) => f.includes('-error')).map((f) => readFileSync(join(logs, f), 'utf8'))
+    .join('').match(/^flashsale: cannot start: JWT_SECRET is not set/gm)?.length ?? 0;
+  await waitFor('every app refused', async () => refusals() >= PM2_APPS, 60_000, 100).catch(() => {});
   // PM2 decides at the exit itself: an exit it restarts keeps its pid until the restart; one of
   // stop_exit_codes gets pid 0 and is never restarted.
   const procs = await waitFor('every app stopped with exit 2', async () => {

@@ -15,7 +15,7 @@ export type Vars = Record<string, string | undefined>;
  * DIRECT_PAY on (buyers in tests pay through the API, which signs the event and takes the webhook path),
  * consented to as it must be outside `flashsale dev`.
  */
-function cliEnv(env: TestEnv | undefined, vars: Vars): NodeJS.ProcessEnv {
+export function cliEnv(env: TestEnv | undefined, vars: Vars): NodeJS.ProcessEnv {
   return {
     ...process.env, NODE_ENV: 'production', DATABASE_URL: env?.config.databaseUrl, ...redisVars(env),
     JWT_SECRET, ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET, DIRECT_PAY: 'on', DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING: 'yes', PURCHASE_RATE_PER_BUYER: '0', ...vars,
