@@ -370,11 +370,11 @@ describe('the draw', () => {
     assert.equal(await insertEntry(env.pool, s.id, 'g-late', ticketOf(s.id, 'g-late', null), newSecret()), 'entries_closed');
     const ranked = await entryRows(s);
     // The award of rank 1 reached Redis, then the process died before Postgres heard of it.
-    assert.equal(await reserveUnit(deps(), s, 1, ranked[0]!.buyer, now), 1);
+    assert.equal(await reserveUnit(deps(), s, 1, ranked[0]!.buyer), 1);
     assert.equal(await available(s), 2);
     assert.equal((await entryRows(s))[0]!.status, 'waiting');
     // The retry: the same order id, so the same reservation.
-    assert.equal(await reserveUnit(deps(), s, 1, ranked[0]!.buyer, now), 1);
+    assert.equal(await reserveUnit(deps(), s, 1, ranked[0]!.buyer), 1);
     assert.equal(await available(s), 2);
     assert.equal(await awardUnits(deps(), s, now, true), 2);
     const rows = await entryRows(s);
@@ -384,7 +384,7 @@ describe('the draw', () => {
     assert.equal(new Set(rows.slice(0, 3).map((r) => r.order_id)).size, 3);
     // A unit back, reserved for rank 4 and not recorded, then backfill ends: rank 4 won, rank 5 lost.
     await env.redis.incr(saleKeys(s.id).available);
-    assert.equal(await reserveUnit(deps(), s, 4, rows[3]!.buyer, now), 1);
+    assert.equal(await reserveUnit(deps(), s, 4, rows[3]!.buyer), 1);
     assert.equal(await endBackfill(deps(), s, s.backfillUntil!.getTime()), 0, 'not before backfillUntil by Postgres\'s clock');
     s = await endBackfillIn(env, s);
     assert.equal(await endBackfill(deps(), s, s.backfillUntil!.getTime()), 1);
@@ -401,7 +401,12 @@ describe('the draw', () => {
     const pool = new Proxy(env.pool, {
       get(target, prop, receiver) {
         const v = Reflect.get(target, prop, receiver);
-        if (prop === 'query' || prop === 'connect') return (...args: unknown[]) => (queries++, (v as (...a: unknown[]) => unknown).apply(target, args));
+        if (prop === 'query' || prop === 'connect') {
+          return (...args: unknown[]) => {
+            queries++;
+            return (v as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        }
         return typeof v === 'function' ? v.bind(target) : v;
       },
     });

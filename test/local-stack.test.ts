@@ -26,7 +26,10 @@ function anonymousReply(port: number, command: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1', () => socket.write(`${command}\r\n`));
     socket.setEncoding('utf8');
-    socket.once('data', (reply: string) => (socket.destroy(), resolve(reply)));
+    socket.once('data', (reply: string) => {
+      socket.destroy();
+      resolve(reply);
+    });
     socket.once('error', reject);
   });
 }

@@ -56,6 +56,7 @@ test('pm2 with real servers but no secrets: every app exits 2, shows stopped in 
     assert.doesNotMatch(err + readFileSync(p.pm2_env.pm_out_log_path, 'utf8'), /\n\s+at /, `${p.name}: no stack trace`);
   }
   // Without its colours: each status is wrapped in escape codes.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: strips the terminal's colour codes
   const status = (await pm2('status')).stdout.replace(/\x1b\[[0-9;]*m/g, '');
   assert.equal(status.match(/\bstopped\b/g)?.length, PM2_APPS, status);
   assert.doesNotMatch(status, /waiting restart|online/, status);

@@ -55,7 +55,7 @@ async function rankAll(client: PoolClient, sale: Sale): Promise<number> {
 }
 
 /** Reserves rank `rank`'s unit for `buyer` in Redis (purchase.lua's code: 1 reserved, now or before). */
-export async function reserveUnit(deps: DrawDeps, sale: Sale, rank: number, buyer: string, now: number): Promise<number> {
+export async function reserveUnit(deps: DrawDeps, sale: Sale, rank: number, buyer: string): Promise<number> {
   const [code] = await purchaseScript(deps.redis, {
     saleId: sale.id, userId: buyer, qty: 1, orderId: drawOrderId(sale.id, rank), buyCountTtlSeconds: deps.buyCountTtlSeconds, gate: { kind: 'draw' },
   });
@@ -113,7 +113,7 @@ export async function awardUnits(deps: DrawDeps, sale: Sale, now: number, rechec
       const head = await waitingHead(client, sale.id, Math.min(available, PAGE));
       if (head.length === 0) return awarded;
       for (const e of head) {
-        const code = await reserveUnit(deps, sale, e.draw_rank, e.buyer, now);
+        const code = await reserveUnit(deps, sale, e.draw_rank, e.buyer);
         // Sold out (a unit taken meanwhile), or the sale ended: the rest wait.
         if (code === Refusal.SoldOut || code === Refusal.NotEnoughStock || code === Refusal.Ended) return awarded;
         if (code !== 1) throw new Error(`sale ${sale.id}: purchase.lua refused the draw's unit of rank ${e.draw_rank} with ${code}`);
