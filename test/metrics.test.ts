@@ -8,7 +8,7 @@ import { runLoadtest } from '../tools/loadtest.js';
 import { replayOnce } from '../shared/pipeline/replay.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import { testEnv, type TestEnv } from './support/env.js';
-import { deadlineNow, orderCount, waitFor } from './support/fixtures.js';
+import { deadlineNow, orderCount, waitFor, written } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { ADMIN_TOKEN, JWT_SECRET } from './support/tokens.js';
 
@@ -50,7 +50,9 @@ test('/metrics after a load test with payments and expiry shows real values for 
   const r = await runLoadtest({ url, saleId, buyers: 1000, concurrency: 100, qty: 1, payRatio: 0.5, jwtSecret: JWT_SECRET, db: env });
   assert.equal(r.won, 200);
   assert.equal(r.payments.paid, 100);
+  // Acknowledged too (nothing left queued in Redis): the ack sets the expiry keys that deadlineNow moves.
   await waitFor('every order written', async () => (await orderCount(env, saleId)) === 200);
+  await written(env, saleId);
   assert.equal((await deadlineNow(env, saleId)).length, 100, 'the unpaid orders');
   await waitFor('unpaid orders expired and restored', async () => (await env.redis.get(`{sale:${saleId}}:available`)) === '100', 30_000);
   await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
