@@ -4,8 +4,7 @@
 // previous release (or with LEGACY_BUY_COUNTS) keeps a key per buyer, and both are read and given back.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
-import { startApi } from '../daemons/api.js';
+import { describe, test } from 'node:test';
 import { ConfigError, loadConfig } from '../shared/config/index.js';
 import { HttpError } from '../shared/runtime/errors.js';
 import { Purchaser, Refusal } from '../shared/purchase/purchaser.js';
@@ -13,27 +12,21 @@ import { saleKeys, STOCK_CHANNEL } from '../shared/redis/keys.js';
 import { duplicateRedis } from '../shared/redis/connect.js';
 import { loadSale, purchaseScript } from '../shared/sales/scripts.js';
 import { RESTORE_CHUNK, restoreStock, restoreStocks } from '../shared/orders/scripts.js';
-import { testEnv, type TestEnv } from './support/env.js';
+import { apiSuite, buildTestApp } from './support/api.js';
+import type { TestEnv } from './support/env.js';
 import { buyCount, newSale } from './support/fixtures.js';
-import { http } from './support/http.js';
+import { injector, type Inject } from './support/http.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
 
 // The smallest margin the config takes: the probe that found the lapse ran with it.
 const MARGIN_S = 60;
 
 let env: TestEnv;
-let api: Awaited<ReturnType<typeof startApi>>;
+let call: Inject;
 
-before(async () => {
-  env = await testEnv({ buyCountTtlSeconds: MARGIN_S });
-  api = await startApi(env.config, env.logger);
-});
-after(async () => {
-  await api.stop();
-  await env.close();
-});
+apiSuite((s) => ({ env, call } = s), { buyCountTtlSeconds: MARGIN_S });
 
-const buy = (saleId: string, user: string, qty = 1) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty }, user });
+const buy = (saleId: string, user: string, qty = 1) => call('POST', `/api/sales/${saleId}/purchases`, { body: { qty }, user });
 const script = (saleId: string, userId: string, qty: number) =>
   purchaseScript(env.redis, { saleId, userId, qty, orderId: `${saleId}.${randomUUID()}`, buyCountTtlSeconds: MARGIN_S });
 
@@ -119,7 +112,12 @@ describe('buy count', () => {
 
     const sub = duplicateRedis(env.redis);
     let announced = 0;
-    sub.on('message', (_channel: string, saleId: string) => { if (saleId === sale.id) announced++; });
+    let marked: () => void;
+    const marker = new Promise<void>((resolve) => (marked = resolve));
+    sub.on('message', (_channel: string, saleId: string) => {
+      if (saleId === sale.id) announced++;
+      if (saleId === `${sale.id}-marker`) marked();
+    });
     await sub.subscribe(STOCK_CHANNEL);
     try {
       const batch = [{ orderId: x1!, userId: 'x', qty: 1 }, { orderId: x2!, userId: 'x', qty: 2 }, { orderId: y1!, userId: 'y', qty: 1 }, { orderId: x1!, userId: 'x', qty: 1 }];
@@ -129,8 +127,9 @@ describe('buy count', () => {
       assert.equal(await env.redis.get(k.restoredQty), '4');
       assert.deepEqual([await buyCount(env.redis, sale.id, 'x'), await buyCount(env.redis, sale.id, 'y')], [0, 0], 'both buyers\' quota back in full');
       assert.equal(await env.redis.exists(k.buyCounts), 0);
-      for (let i = 0; i < 50 && announced < 1; i++) await new Promise((r) => setTimeout(r, 10));
-      await new Promise((r) => setTimeout(r, 50));
+      // Published on the connection the restores ran on, so it arrives after every announcement they made.
+      await env.redis.publish(STOCK_CHANNEL, `${sale.id}-marker`);
+      await marker;
       assert.equal(announced, 1, 'one announcement for the batch, none for the resent call');
     } finally {
       await sub.quit();
@@ -185,10 +184,10 @@ describe('buy count', () => {
     assert.equal(loadConfig({}).legacyBuyCounts, false);
     assert.equal(loadConfig({ legacyBuyCounts: 'true' }).legacyBuyCounts, true);
     assert.throws(() => loadConfig({ legacyBuyCounts: 'yes please' }), (err: unknown) => err instanceof ConfigError && /LEGACY_BUY_COUNTS must be true or false/.test(err.message));
-    const legacyApi = await startApi({ ...env.config, legacyBuyCounts: true }, env.logger);
+    const legacyApi = await buildTestApp(env, { legacyBuyCounts: true });
     try {
       const endsAt = new Date(Date.now() + 3_600_000).toISOString();
-      const created = await http(legacyApi.port, 'POST', '/api/sales', {
+      const created = await injector(legacyApi.app)('POST', '/api/sales', {
         body: { name: 'legacy', stock: 5, price: 100, currency: 'EUR', perUserLimit: 2, endsAt }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
       });
       assert.equal(created.status, 201);
@@ -199,7 +198,7 @@ describe('buy count', () => {
       assert.ok(await env.redis.pttl(k.buys('l')) > 0, 'with its own TTL, as before');
       assert.equal(await env.redis.exists(k.buyCounts), 0);
     } finally {
-      await legacyApi.stop();
+      await legacyApi.close();
     }
   });
 

@@ -5,17 +5,17 @@
 // changing nothing. An unknown provider's webhook is 404 provider_not_found.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, test } from 'node:test';
-import { startApi } from '../daemons/api.js';
+import { after, test } from 'node:test';
 import { ConfigError } from '../shared/config/index.js';
 import { metrics } from '../shared/runtime/metrics.js';
 import { createProviders, registerProvider } from '../shared/payments/providers/index.js';
 import { signedWebhook, signPayload } from '../shared/payments/providers/signed-webhook.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import type { Sale } from '../shared/sales/sale.js';
-import { assertConserved, testEnv, type TestEnv } from './support/env.js';
+import { apiSuite } from './support/api.js';
+import { assertConserved, type TestEnv } from './support/env.js';
 import { newSale } from './support/fixtures.js';
-import { http } from './support/http.js';
+import type { Inject } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
 import { intentSucceeded, stripeProvider, stripeSignature } from './support/stripe-provider.js';
 import { PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
@@ -23,31 +23,27 @@ import { PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
 registerProvider(stripeProvider);
 
 let env: TestEnv;
-let api: Awaited<ReturnType<typeof startApi>>;
+let call: Inject;
 const sales: Sale[] = [];
 
-before(async () => {
-  env = await testEnv();
-  api = await startApi(env.config, env.logger);
-});
+// Registered first, so it runs before the suite closes the env.
 after(async () => {
   if (env) await assertConserved(env, sales);
-  await api?.stop();
-  await env?.close();
 });
+apiSuite((s) => ({ env, call } = s));
 
 /** One pending order of a new sale (1999 EUR a unit), written to Postgres. */
 async function pendingOrder(user: string): Promise<string> {
   const sale = await newSale(env, { stock: 2, paymentWindowSeconds: 3600 });
   sales.push(sale);
-  const r = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user });
+  const r = await call('POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user });
   assert.equal(r.status, 202);
   const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: `w-${sale.id}`, writerLeaseMs: 1 } });
   while ((await writer.drainOnce()) > 0);
   return r.body.orderId as string;
 }
 
-const stripe = (raw: string, signature: string) => http(api.port, 'POST', '/api/payments/stripe/webhook', { body: raw, headers: { 'stripe-signature': signature } });
+const stripe = (raw: string, signature: string) => call('POST', '/api/payments/stripe/webhook', { body: raw, headers: { 'stripe-signature': signature } });
 const counted = async (provider: string, outcome: string) =>
   (await metrics.payments.get()).values.find((v) => v.labels.provider === provider && v.labels.outcome === outcome)?.value ?? 0;
 const status = async (orderId: string) => (await env.pool.query<{ status: string }>('select status from orders where id = $1', [orderId])).rows[0]?.status;
@@ -67,7 +63,7 @@ test('payment registry: a Stripe-shaped event pays its order at /api/payments/st
   const rows = await env.pool.query('select id, outcome, amount, currency from payments where order_id = $1', [orderId]);
   assert.deepEqual(rows.rows, [{ id: `stripe:${JSON.parse(raw).id}`, outcome: 'applied', amount: 1999, currency: 'EUR' }]);
   assert.equal(await counted('stripe', 'applied'), applied + 1);
-  const exposed = (await http(api.port, 'GET', '/metrics')).body as string;
+  const exposed = (await call('GET', '/metrics')).body as string;
   assert.match(exposed, /^flashsale_payments_total\{provider="stripe",outcome="applied"\} 1$/m);
   // Another currency is still another currency, in whatever case it comes.
   const other = await pendingOrder('sam');
@@ -84,7 +80,7 @@ test('payment registry: a forged, unsigned or stale Stripe-shaped delivery is 40
   const refused = await counted('stripe', 'refused');
   const cases: [string, Promise<Awaited<ReturnType<typeof stripe>>>, string][] = [
     ['another secret', stripe(raw, stripeSignature(raw, undefined, 'whsec_not_the_secret_0123')), 'invalid_signature'],
-    ['the signed webhook\'s header', http(api.port, 'POST', '/api/payments/stripe/webhook', { body: raw, headers: { 'flashsale-signature': signedAsUs } }), 'invalid_signature'],
+    ['the signed webhook\'s header', call('POST', '/api/payments/stripe/webhook', { body: raw, headers: { 'flashsale-signature': signedAsUs } }), 'invalid_signature'],
     ['tampered amount', stripe(raw.replace('1999', '1'), stripeSignature(raw)), 'invalid_signature'],
     ['stale', stripe(raw, stripeSignature(raw, Math.floor(Date.now() / 1000) - 3600)), 'stale_signature'],
   ];
@@ -96,7 +92,7 @@ test('payment registry: a forged, unsigned or stale Stripe-shaped delivery is 40
   }
   assert.equal(await counted('stripe', 'refused'), refused + cases.length);
   // The same Stripe-shaped bytes at the signed webhook: another provider, another header, refused too.
-  const atSigned = await http(api.port, 'POST', '/api/payments/signed/webhook', { body: raw, headers: { 'stripe-signature': stripeSignature(raw) } });
+  const atSigned = await call('POST', '/api/payments/signed/webhook', { body: raw, headers: { 'stripe-signature': stripeSignature(raw) } });
   assert.equal(atSigned.status, 400);
   assert.equal(atSigned.body.error, 'invalid_signature');
   assert.deepEqual(await everything(), before);
@@ -107,21 +103,21 @@ test('payment registry: the signed webhook answers at /api/payments/signed/webho
   const orderId = await pendingOrder('tomas');
   const event = JSON.stringify({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId, amount: 1999, currency: 'EUR' });
   const before = await everything();
-  const unknown = await http(api.port, 'POST', '/api/payments/paypal/webhook', { body: event, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, event) } });
+  const unknown = await call('POST', '/api/payments/paypal/webhook', { body: event, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, event) } });
   assert.equal(unknown.status, 404);
   assert.equal(unknown.body.error, 'provider_not_found');
   assert.match(unknown.body.message as string, /\/api\/payments\/signed\/webhook, \/api\/payments\/stripe\/webhook/);
   assert.deepEqual(await everything(), before);
-  const r = await http(api.port, 'POST', `/api/payments/${signedWebhook.name}/webhook`, { body: event, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, event) } });
+  const r = await call('POST', `/api/payments/${signedWebhook.name}/webhook`, { body: event, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, event) } });
   assert.deepEqual(r.body, { id: JSON.parse(event).id, outcome: 'applied' });
   // The first address is the same provider: the same event there is its redelivery.
-  const alias = await http(api.port, 'POST', '/api/payments/webhook', { body: event, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, event) } });
+  const alias = await call('POST', '/api/payments/webhook', { body: event, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, event) } });
   assert.deepEqual(alias.body, { id: JSON.parse(event).id, outcome: 'applied', duplicate: true });
   assert.equal(await status(orderId), 'paid');
 });
 
 test('payment registry: the OpenAPI document lists each provider\'s webhook with its security scheme, and the first address', async () => {
-  const doc = (await http(api.port, 'GET', '/docs/json')).body as { paths: Record<string, { post?: { security?: unknown } }>; components: { securitySchemes: Record<string, { name?: string }> } };
+  const doc = (await call('GET', '/docs/json')).body as { paths: Record<string, { post?: { security?: unknown } }>; components: { securitySchemes: Record<string, { name?: string }> } };
   assert.deepEqual(doc.paths['/api/payments/stripe/webhook']?.post?.security, [{ stripeSignature: [] }]);
   assert.deepEqual(doc.paths['/api/payments/signed/webhook']?.post?.security, [{ webhook: [] }]);
   assert.deepEqual(doc.paths['/api/payments/webhook']?.post?.security, [{ webhook: [] }]);

@@ -3,8 +3,7 @@
 // for an order that can no longer take it is kept on record as a refund, and moves no stock.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, afterEach, before, describe, test } from 'node:test';
-import { startApi } from '../daemons/api.js';
+import { afterEach, describe, test } from 'node:test';
 import { buildApp } from '../shared/http/app.js';
 import { checkInvariants } from '../shared/checks/invariants.js';
 import { saleKeys } from '../shared/redis/keys.js';
@@ -18,25 +17,19 @@ import { pino } from 'pino';
 import { Purchaser } from '../shared/purchase/purchaser.js';
 import type { Sale } from '../shared/sales/sale.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
+import { apiSuite } from './support/api.js';
 import { cli } from './support/cli.js';
-import { assertConserved, testEnv, type TestEnv } from './support/env.js';
+import { assertConserved, type TestEnv } from './support/env.js';
 import { newSale, runConcurrently } from './support/fixtures.js';
-import { http, type Reply } from './support/http.js';
+import { injector, type Inject, type Reply } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
 import { ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
 
 let env: TestEnv;
-let api: Awaited<ReturnType<typeof startApi>>;
+let call: Inject;
 const sales: Sale[] = [];
 
-before(async () => {
-  env = await testEnv();
-  api = await startApi(env.config, env.logger);
-});
-after(async () => {
-  await api?.stop();
-  await env?.close();
-});
+apiSuite((s) => ({ env, call } = s));
 afterEach(async () => {
   await assertConserved(env, sales);
   const report = await checkInvariants(env.pool, env.redis, { saleIds: sales.map((s) => s.id), replayIntervalMs: 3_600_000 });
@@ -46,10 +39,10 @@ afterEach(async () => {
 const now = () => Math.floor(Date.now() / 1000);
 
 /** A delivery as the provider makes it: these exact bytes, signed with `secret` at `t`. */
-function deliver(event: unknown, opts: { secret?: string; t?: number; signature?: string | null; port?: number } = {}): Promise<Reply> {
+function deliver(event: unknown, opts: { secret?: string; t?: number; signature?: string | null; via?: Inject } = {}): Promise<Reply> {
   const raw = typeof event === 'string' ? event : JSON.stringify(event);
   const signature = opts.signature === undefined ? signPayload(opts.secret ?? PAYMENT_WEBHOOK_SECRET, raw, opts.t ?? now()) : opts.signature;
-  return http(opts.port ?? api.port, 'POST', '/api/payments/webhook', { body: raw, headers: signature === null ? {} : { 'flashsale-signature': signature } });
+  return (opts.via ?? call)('POST', '/api/payments/webhook', { body: raw, headers: signature === null ? {} : { 'flashsale-signature': signature } });
 }
 
 /** A payment of one unit of a test sale (SALE_PRICE: 1999 EUR), unless `fields` say otherwise. */
@@ -61,7 +54,7 @@ async function ordersOf(users: string[], fields: Record<string, unknown> = {}, q
   sales.push(sale);
   const ids: string[] = [];
   for (const user of users) {
-    const r = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty }, user });
+    const r = await call('POST', `/api/sales/${sale.id}/purchases`, { body: { qty }, user });
     assert.equal(r.status, 202);
     ids.push(r.body.orderId as string);
   }
@@ -98,7 +91,7 @@ describe('payments', () => {
     assert.deepEqual(stored.rows[0]!.raw, Buffer.from(JSON.stringify(event)), 'the signed bytes are kept as they came');
     assert.equal(await env.redis.exists(saleKeys(sale.id).expiry(id!)), 0);
     assert.equal(await counted('applied'), applied + 1);
-    assert.equal((await http(api.port, 'GET', `/api/orders/${id}`, { user: 'alice' })).body.status, 'paid');
+    assert.equal((await call('GET', `/api/orders/${id}`, { user: 'alice' })).body.status, 'paid');
   });
 
   test('payments: a redelivered event answers 200 and changes nothing, even ten at once', async () => {
@@ -204,7 +197,7 @@ describe('payments', () => {
   test('payments: an order still queued answers 503 (the provider retries), an unknown one 404, an unknown type 200 ignored; none recorded', async () => {
     const sale = await newSale(env, { stock: 2, paymentWindowSeconds: 3600 });
     sales.push(sale);
-    const queued = (await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user: 'erin' })).body.orderId as string;
+    const queued = (await call('POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user: 'erin' })).body.orderId as string;
     const state = await everything();
     const waiting = await deliver(succeeded(queued));
     assert.equal(waiting.status, 503, JSON.stringify(waiting.body));
@@ -228,24 +221,24 @@ describe('payments', () => {
 
   test('payments: POST /api/orders/:id/pay exists only with DIRECT_PAY, and takes the webhook path', async () => {
     const { ids: [id] } = await ordersOf(['fay']);
-    const paid = await http(api.port, 'POST', `/api/orders/${id}/pay`, { user: 'fay' });
+    const paid = await call('POST', `/api/orders/${id}/pay`, { user: 'fay' });
     assert.deepEqual(paid.body, { orderId: id, status: 'paid' });
     // It pays what the provider would charge: price x qty in the sale's currency.
     assert.deepEqual(await paymentsOf(id!), [{ id: recorded(`direct.${id}`), outcome: 'applied', reason: null, amount: 1999, currency: 'EUR' }]);
-    assert.deepEqual((await http(api.port, 'POST', `/api/orders/${id}/pay`, { user: 'fay' })).body, { orderId: id, status: 'paid' });
+    assert.deepEqual((await call('POST', `/api/orders/${id}/pay`, { user: 'fay' })).body, { orderId: id, status: 'paid' });
     assert.equal((await paymentsOf(id!)).length, 1, 'paying again records nothing');
 
     const config = { ...env.config, directPay: false };
     const app = buildApp({ config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, config), logger: env.logger });
-    await app.listen({ port: 0, host: '127.0.0.1' });
+    await app.ready();
     try {
-      const port = (app.server.address() as { port: number }).port;
+      const via = injector(app);
       const { ids: [other] } = await ordersOf(['gus']);
-      const r = await http(port, 'POST', `/api/orders/${other}/pay`, { user: 'gus' });
+      const r = await via('POST', `/api/orders/${other}/pay`, { user: 'gus' });
       assert.equal(r.status, 404);
       assert.equal(r.body.error, 'not_found');
       assert.equal(await status(other!), 'pending');
-      assert.equal((await deliver(succeeded(other!), { port })).body.outcome, 'applied');
+      assert.equal((await deliver(succeeded(other!), { via })).body.outcome, 'applied');
     } finally {
       await app.close();
     }
@@ -253,17 +246,17 @@ describe('payments', () => {
   test('payments: DIRECT_PAY refuses 409 an order paid by another payment, cancelled or expired, and records nothing; a second click stays 200', async () => {
     const { ids: [byWebhook, cancelled, expired, clicked] } = await ordersOf(['nia', 'ned', 'noa', 'nel']);
     assert.equal((await deliver(succeeded(byWebhook!))).body.outcome, 'applied');
-    assert.equal((await http(api.port, 'POST', `/api/orders/${cancelled}/cancel`, { user: 'ned' })).status, 200);
+    assert.equal((await call('POST', `/api/orders/${cancelled}/cancel`, { user: 'ned' })).status, 200);
     await env.pool.query('update orders set expires_at = now() where id = $1', [expired]);
-    assert.deepEqual((await http(api.port, 'POST', `/api/orders/${clicked}/pay`, { user: 'nel' })).body, { orderId: clicked, status: 'paid' });
+    assert.deepEqual((await call('POST', `/api/orders/${clicked}/pay`, { user: 'nel' })).body, { orderId: clicked, status: 'paid' });
     const state = await everything();
     for (const [id, user, code] of [[byWebhook, 'nia', 'order_paid'], [cancelled, 'ned', 'order_cancelled'], [expired, 'noa', 'order_expired']] as const) {
-      const r = await http(api.port, 'POST', `/api/orders/${id}/pay`, { user });
+      const r = await call('POST', `/api/orders/${id}/pay`, { user });
       assert.equal(r.status, 409, `${code}: ${JSON.stringify(r.body)}`);
       assert.equal(r.body.error, code);
       assert.match(r.body.message, /Nothing was charged|nothing was charged/);
     }
-    assert.deepEqual((await http(api.port, 'POST', `/api/orders/${clicked}/pay`, { user: 'nel' })).body, { orderId: clicked, status: 'paid' });
+    assert.deepEqual((await call('POST', `/api/orders/${clicked}/pay`, { user: 'nel' })).body, { orderId: clicked, status: 'paid' });
     assert.deepEqual(await everything(), state, 'no refund due, nothing changed');
     assert.deepEqual([await status(byWebhook!), await status(cancelled!), await status(expired!)], ['paid', 'cancelled', 'pending']);
     // The provider's own webhook still records what it charged for the expired order.
@@ -303,11 +296,11 @@ describe('payments', () => {
   test('payments: a sale made before prices (price null) takes any amount, by webhook and by DIRECT_PAY', async () => {
     const { sale, ids: [a, b] } = await ordersOf(['ivy', 'ian']);
     await env.pool.query('update sales set price = null, currency = null where id = $1', [sale.id]);
-    const view = await http(api.port, 'GET', `/api/sales/${sale.id}`);
+    const view = await call('GET', `/api/sales/${sale.id}`);
     assert.deepEqual([view.body.price, view.body.currency], [null, null]);
     const any = succeeded(a!, { amount: 5, currency: 'GBP' });
     assert.deepEqual((await deliver(any)).body, { id: any.id, outcome: 'applied' });
-    assert.deepEqual((await http(api.port, 'POST', `/api/orders/${b}/pay`, { user: 'ian' })).body, { orderId: b, status: 'paid' });
+    assert.deepEqual((await call('POST', `/api/orders/${b}/pay`, { user: 'ian' })).body, { orderId: b, status: 'paid' });
     assert.deepEqual(await paymentsOf(b!), [{ id: recorded(`direct.${b}`), outcome: 'applied', reason: null, amount: 0, currency: 'XXX' }]);
   });
 
@@ -315,19 +308,19 @@ describe('payments', () => {
     const lines: { level: number; alert?: string; event?: { id: string } }[] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
     const app = buildApp({ config: env.config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, env.config), logger });
-    await app.listen({ port: 0, host: '127.0.0.1' });
+    await app.ready();
     try {
-      const port = (app.server.address() as { port: number }).port;
+      const via = injector(app);
       const { ids: [id, other] } = await ordersOf(['jack', 'jill']);
       const event = succeeded(id!);
       const raw = JSON.stringify(event);
-      assert.equal((await deliver(raw, { port })).body.outcome, 'applied');
+      assert.equal((await deliver(raw, { via })).body.outcome, 'applied');
       const state = await everything();
       const conflicts = await counted('conflict');
       // Another amount; the same fields spaced otherwise; the same id for another order; another type (ignored, were the id new).
       const bodies = [JSON.stringify({ ...event, amount: 1 }), raw.replace(',', ', '), `${raw}\n`, JSON.stringify({ ...event, orderId: other }), JSON.stringify({ id: event.id, type: 'payment.refunded', orderId: id })];
       for (const body of bodies) {
-        const r = await deliver(body, { port });
+        const r = await deliver(body, { via });
         assert.equal(r.status, 409, `${body}: ${JSON.stringify(r.body)}`);
         assert.equal(r.body.error, 'event_conflict');
         assert.match(r.body.message, new RegExp(`Event "${event.id}" was recorded with a different body`));
@@ -337,7 +330,7 @@ describe('payments', () => {
       assert.equal(await counted('conflict'), conflicts + bodies.length);
       const alerts = lines.filter((l) => l.alert === 'PAYMENT_EVENT_CONFLICT');
       assert.deepEqual(alerts.map((l) => [l.level, l.event?.id]), Array(bodies.length).fill([50, event.id]));
-      assert.deepEqual((await deliver(raw, { port })).body, { id: event.id, outcome: 'applied', duplicate: true });
+      assert.deepEqual((await deliver(raw, { via })).body, { id: event.id, outcome: 'applied', duplicate: true });
     } finally {
       await app.close();
     }
@@ -362,7 +355,7 @@ describe('payments', () => {
     assert.equal(long.length, 300);
     const event = succeeded(id!, { id: long, amount: 1 });
     assert.deepEqual((await deliver(event)).body, { id: long, outcome: 'refund_due', reason: 'amount_mismatch' });
-    const marked = await http(api.port, 'POST', `/api/payments/${encodeURIComponent(recorded(long))}/refund`, { body: { reference: 'psp-refund-long' }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const marked = await call('POST', `/api/payments/${encodeURIComponent(recorded(long))}/refund`, { body: { reference: 'psp-refund-long' }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     assert.equal(marked.status, 200, JSON.stringify(marked.body));
     assert.equal(marked.body.paymentId, recorded(long));
     const row = await env.pool.query('select refund_reference from payments where id = $1', [recorded(long)]);
@@ -371,7 +364,7 @@ describe('payments', () => {
     // The longest id taken is refundable too; one character more is refused before anything is recorded.
     const longest = succeeded(other!, { id: 'e'.repeat(EVENT_ID_MAX), amount: 1 });
     assert.equal((await deliver(longest)).body.outcome, 'refund_due');
-    const closed = await http(api.port, 'POST', `/api/payments/${recorded(longest.id)}/refund`, { body: { reference: 'r' }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const closed = await call('POST', `/api/payments/${recorded(longest.id)}/refund`, { body: { reference: 'r' }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     assert.equal(closed.status, 200, JSON.stringify(closed.body));
     const state = await everything();
     const over = await deliver(succeeded(other!, { id: 'e'.repeat(EVENT_ID_MAX + 1) }));
@@ -379,7 +372,7 @@ describe('payments', () => {
     assert.equal(over.body.error, 'invalid_event');
     assert.match(over.body.message, new RegExp(`1 to ${EVENT_ID_MAX} printable characters`));
     assert.deepEqual(await everything(), state);
-    const beyond = await http(api.port, 'POST', `/api/payments/${'p'.repeat(PAYMENT_ID_MAX + 1)}/refund`, { body: { reference: 'r' }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const beyond = await call('POST', `/api/payments/${'p'.repeat(PAYMENT_ID_MAX + 1)}/refund`, { body: { reference: 'r' }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     assert.equal(beyond.status, 400);
     assert.equal(beyond.body.error, 'invalid_id');
   });
@@ -391,7 +384,7 @@ describe('payments', () => {
     const paid = succeeded(c!);
     for (const e of [refundA, refundB, paid]) assert.equal((await deliver(e)).status, 200);
     const mark = (paymentId: string, body: unknown, token = ADMIN_TOKEN) =>
-      http(api.port, 'POST', `/api/payments/${encodeURIComponent(paymentId)}/refund`, { body, headers: { authorization: `Bearer ${token}` } });
+      call('POST', `/api/payments/${encodeURIComponent(paymentId)}/refund`, { body, headers: { authorization: `Bearer ${token}` } });
     const before = await everything();
     for (const [what, reply, code, status] of [
       ['unknown', mark('evt_nobody', { reference: 'r' }), 'payment_not_found', 404],

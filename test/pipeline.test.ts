@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, afterEach, before, describe, test } from 'node:test';
-import { startApi } from '../daemons/api.js';
+import { afterEach, describe, test } from 'node:test';
 import { closeDue, writeOrders } from '../shared/orders/queries.js';
 import { ExpiryListener } from '../shared/pipeline/listener.js';
 import { newOrderId, parseWinner } from '../shared/runtime/ids.js';
@@ -13,23 +12,17 @@ import { replayOnce } from '../shared/pipeline/replay.js';
 import type { Sale } from '../shared/sales/sale.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import { exited, ready, spawnCli } from './support/cli.js';
-import { assertConserved, testEnv, type TestEnv } from './support/env.js';
-import { buyCount, newSale, orderCount, runConcurrently, seededRandom, waitFor } from './support/fixtures.js';
-import { http } from './support/http.js';
+import { apiSuite } from './support/api.js';
+import { assertConserved, type TestEnv } from './support/env.js';
+import { buyCount, deadlineNow, newSale, orderCount, runConcurrently, seededRandom, waitFor } from './support/fixtures.js';
+import type { Inject } from './support/http.js';
 
 let env: TestEnv;
-let api: Awaited<ReturnType<typeof startApi>>;
+let call: Inject;
 const sales: Sale[] = [];
 const stops: (() => Promise<void>)[] = [];
 
-before(async () => {
-  env = await testEnv({ writerLeaseMs: 1000, writerIdleMs: 5, expiryNudgeMs: 20 });
-  api = await startApi(env.config, env.logger);
-});
-after(async () => {
-  await api.stop();
-  await env.close();
-});
+apiSuite((s) => ({ env, call } = s), { writerLeaseMs: 1000, writerIdleMs: 5, expiryNudgeMs: 20 });
 // After every test: stop what it started, then conservation must hold for every sale so far.
 afterEach(async () => {
   for (const stop of stops.splice(0)) await stop();
@@ -58,9 +51,9 @@ async function listener(): Promise<ExpiryListener> {
   return l;
 }
 
-const buy = (saleId: string, user: string, body?: unknown) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, { body, user });
-const order = (orderId: string, user: string) => http(api.port, 'GET', `/api/orders/${orderId}`, { user });
-const pay = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/pay`, { user });
+const buy = (saleId: string, user: string, body?: unknown) => call('POST', `/api/sales/${saleId}/purchases`, { body, user });
+const order = (orderId: string, user: string) => call('GET', `/api/orders/${orderId}`, { user });
+const pay = (orderId: string, user: string) => call('POST', `/api/orders/${orderId}/pay`, { user });
 
 /** Queues winners straight through the purchase script (the HTTP path is covered elsewhere). */
 async function queueWinners(saleId: string, n: number): Promise<string[]> {
@@ -76,7 +69,8 @@ async function queueWinners(saleId: string, n: number): Promise<string[]> {
 
 describe('order writer', () => {
   test('every accepted purchase becomes exactly one order, shown as pending_payment with its deadline', async () => {
-    const s = await sale({ stock: 300, paymentWindowSeconds: 300 });
+    // An hour: its orders must not expire while the later tests run (a replay there restores nothing).
+    const s = await sale({ stock: 300, paymentWindowSeconds: 3600 });
     const wins = await runConcurrently(300, 100, (i) => buy(s.id, `w-${i}`));
     assert.ok(wins.every((r) => r.status === 202));
     // No writer yet: the orders exist only in Redis.
@@ -89,15 +83,15 @@ describe('order writer', () => {
     await waitFor('300 orders', async () => (await orderCount(env, s.id)) === 300);
     const rows = await env.pool.query('select id, user_id, qty, status, expires_at - created_at as window from orders where sale_id = $1', [s.id]);
     assert.deepEqual(new Set(rows.rows.map((r) => r.id)), new Set(wins.map((r) => r.body.orderId)));
-    assert.ok(rows.rows.every((r) => r.status === 'pending' && r.window.minutes === 5));
+    assert.ok(rows.rows.every((r) => r.status === 'pending' && r.window.hours === 1));
     const view = await order(wins[0]!.body.orderId, 'w-0');
     assert.equal(view.body.status, 'pending_payment');
-    assert.ok(Date.parse(view.body.expiresAt) > Date.now() + 290_000);
+    assert.ok(Date.parse(view.body.expiresAt) > Date.now() + 3_590_000);
     const k = saleKeys(s.id);
     assert.equal(await env.redis.hlen(k.queued), 0);
     assert.equal(await env.redis.llen(k.winners), 0);
     const ttl = await env.redis.pttl(k.expiry(wins[0]!.body.orderId));
-    assert.ok(ttl > 290_000 && ttl <= 300_000, `expiry key ttl ${ttl}`);
+    assert.ok(ttl > 3_590_000 && ttl <= 3_600_000, `expiry key ttl ${ttl}`);
   });
 
   test('SIGKILL the writer again and again while it drains 20,000 winners: exactly 20,000 orders', async () => {
@@ -148,7 +142,7 @@ describe('order writer', () => {
 
 describe('payment and expiry', () => {
   test('paid orders stay paid; unpaid ones close after the window, give stock and quota back once, and can be bought again', async () => {
-    const s = await sale({ stock: 4, paymentWindowSeconds: 1 });
+    const s = await sale({ stock: 4, paymentWindowSeconds: 3600 });
     writer();
     const l = await listener();
     const won = await Promise.all(['p1', 'p2', 'u1', 'u2'].map((u) => buy(s.id, u)));
@@ -159,6 +153,7 @@ describe('payment and expiry', () => {
     assert.deepEqual((await pay(won[0]!.body.orderId, 'p1')).body, { orderId: won[0]!.body.orderId, status: 'paid' }, 'paying twice is fine');
     assert.equal((await pay(won[1]!.body.orderId, 'p2')).status, 200);
     assert.equal((await pay(won[2]!.body.orderId, 'p1')).status, 404, 'another user\'s order is not found');
+    assert.equal((await deadlineNow(env, s.id)).length, 2, 'the window of the unpaid orders ends');
     await waitFor('two orders expired', async () => (await orderCount(env, s.id, 'expired')) === 2, 10_000);
     await waitFor('stock back', async () => (await env.redis.get(saleKeys(s.id).available)) === '2');
     assert.equal(await orderCount(env, s.id, 'paid'), 2);
@@ -182,7 +177,7 @@ describe('payment and expiry', () => {
   });
 
   test('an order past its deadline refuses payment before anything closed it; a queued one is not ready', async () => {
-    const s = await sale({ stock: 2, paymentWindowSeconds: 1 });
+    const s = await sale({ stock: 2, paymentWindowSeconds: 3600 });
     const a = await buy(s.id, 'a');
     const early = await pay(a.body.orderId, 'a');
     assert.equal(early.status, 409);
@@ -190,7 +185,7 @@ describe('payment and expiry', () => {
     const w = writer();
     await waitFor('written', async () => w.written === 1);
     await stops.pop()!();
-    await new Promise((r) => setTimeout(r, 1100));
+    assert.deepEqual(await deadlineNow(env, s.id), [a.body.orderId]);
     assert.equal(await orderCount(env, s.id, 'pending'), 1, 'nothing closed it yet');
     const res = await pay(a.body.orderId, 'a');
     assert.equal(res.status, 409);
@@ -203,11 +198,11 @@ describe('payment and expiry', () => {
 
 describe('expiry listener and replay', () => {
   test('with the listener stopped, the replay closes every overdue order and restores each once', async () => {
-    const s = await sale({ stock: 200, paymentWindowSeconds: 1 });
+    const s = await sale({ stock: 200, paymentWindowSeconds: 3600 });
     await queueWinners(s.id, 200);
     const w = writer();
     await waitFor('written', async () => w.written === 200);
-    await new Promise((r) => setTimeout(r, 1100));
+    assert.equal((await deadlineNow(env, s.id)).length, 200);
     const first = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
     assert.equal(first.closed, 200);
     assert.equal(first.restored, 200);
@@ -275,11 +270,11 @@ describe('expiry listener and replay', () => {
   });
 
   test('a crash between the Postgres close and the Redis restore is finished by the replay, once', async () => {
-    const s = await sale({ stock: 20, paymentWindowSeconds: 1 });
+    const s = await sale({ stock: 20, paymentWindowSeconds: 3600 });
     const ids = await queueWinners(s.id, 20);
     const w = writer();
     await waitFor('written', async () => w.written === 20);
-    await new Promise((r) => setTimeout(r, 1100));
+    assert.equal((await deadlineNow(env, s.id)).length, 20);
     // The listener's first half only: Postgres says expired, Redis never heard.
     const closed = await closeDue(env.pool, ids);
     assert.equal(closed.length, 20);
@@ -333,7 +328,7 @@ describe('expiry listener and replay', () => {
 });
 
 describe('where an order id is kept in Redis', () => {
-  const cancel = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/cancel`, { user });
+  const cancel = (orderId: string, user: string) => call('POST', `/api/orders/${orderId}/cancel`, { user });
   const resend = (saleId: string, orderId: string, userId: string) =>
     purchaseScript(env.redis, { saleId, userId, qty: 1, orderId, buyCountTtlSeconds: 3600 });
 
@@ -361,7 +356,7 @@ describe('where an order id is kept in Redis', () => {
   }
 
   test('an id is in exactly one of purchased and deadlines at each stage, and a purchase resent at any stage changes nothing', async () => {
-    const s = await sale({ stock: 3, paymentWindowSeconds: 3 });
+    const s = await sale({ stock: 3, paymentWindowSeconds: 3600 });
     const users = ['paid', 'cancelled', 'expired'];
     const ids = users.map(() => newOrderId(s.id));
     const resendAll = async (stage: string) => {
@@ -387,6 +382,7 @@ describe('where an order id is kept in Redis', () => {
 
     // The listener's nudger finds the expired order's key gone and moves its id back.
     await listener();
+    assert.deepEqual(await deadlineNow(env, s.id, [ids[2]!]), [ids[2]!]);
     await waitFor('expired and restored', async () => (await orderCount(env, s.id, 'expired')) === 1 && (await env.redis.get(saleKeys(s.id).available)) === '2', 10_000);
     await waitFor('id back in purchased', async () => (await place(s.id, ids[2]!)) === 'purchased', 5_000);
     assert.equal(await env.redis.zcard(saleKeys(s.id).deadlines), 0);
@@ -396,14 +392,14 @@ describe('where an order id is kept in Redis', () => {
   });
 
   test('an order whose deadline passed before the writer acknowledged it keeps its id in purchased and is closed and restored once', async () => {
-    const s = await sale({ stock: 1, paymentWindowSeconds: 1 });
+    const s = await sale({ stock: 1, paymentWindowSeconds: 3600 });
     const k = saleKeys(s.id);
     const id = newOrderId(s.id);
     assert.equal((await resend(s.id, id, 'slow'))[0], 1);
     // A writer that inserted the row and died before its ack: the entry is still in Redis.
     const [entry] = await env.redis.lrange(k.winners, 0, -1);
     assert.equal((await writeOrders(env.pool, s.id, [parseWinner(entry!)])).length, 1);
-    await new Promise((r) => setTimeout(r, 1100));
+    assert.deepEqual(await deadlineNow(env, s.id), [id]);
     const w = writer();
     await waitFor('written', async () => w.written === 1);
     await waitFor('closed and restored', async () => (await orderCount(env, s.id, 'expired')) === 1 && (await env.redis.get(k.available)) === '1');
@@ -416,7 +412,7 @@ describe('where an order id is kept in Redis', () => {
   });
 
   test('an order with a uuid id whose deadlines entry an older writer left (the expiry key name) still pays or closes, restores once, and a resent purchase changes nothing', async () => {
-    const s = await sale({ stock: 2, paymentWindowSeconds: 2 });
+    const s = await sale({ stock: 2, paymentWindowSeconds: 3600 });
     const k = saleKeys(s.id);
     const [expiring, paid] = [`${s.id}.${randomUUID()}`, `${s.id}.${randomUUID()}`];
     assert.equal((await resend(s.id, expiring, 'old-1'))[0], 1);
@@ -434,6 +430,7 @@ describe('where an order id is kept in Redis', () => {
     assert.equal(await place(s.id, paid), 'purchased');
 
     await listener();
+    assert.deepEqual(await deadlineNow(env, s.id), [expiring]);
     await waitFor('expired and restored', async () => (await orderCount(env, s.id, 'expired')) === 1 && (await env.redis.get(k.available)) === '1', 10_000);
     await waitFor('old entry gone', async () => (await env.redis.zcard(k.deadlines)) === 0, 5_000);
     assert.equal(await place(s.id, expiring), 'purchased');

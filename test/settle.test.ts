@@ -9,7 +9,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Cluster as RedisCluster } from 'ioredis';
 import { pino } from 'pino';
-import { startApi } from '../daemons/api.js';
 import { cancelOrder } from '../shared/orders/cancel.js';
 import { closeOrders, restore } from '../shared/orders/close.js';
 import { closeDue, type ClosedOrder } from '../shared/orders/queries.js';
@@ -27,10 +26,11 @@ import { loadSaleIntoRedis, parseSaleInput, type Sale } from '../shared/sales/sa
 import { settleSales } from '../shared/sales/settle.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import { startCluster } from '../tools/redis-cluster.js';
+import { buildTestApp } from './support/api.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { countBy, newSale, runConcurrently, SALE_PRICE, waitFor } from './support/fixtures.js';
-import { http, outcome } from './support/http.js';
+import { injector, outcome } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
 
@@ -381,10 +381,11 @@ test('settle: once its reconciliation holds, a settled sale\'s buyer counts, res
 });
 
 test('settle: 1,000 buy-cancel cycles, the sale ended and settled: its Redis memory is back under 1 KB; it still reads, refuses purchases as ended and answers its orders', async () => {
-  const api = await startApi(env.config, env.logger);
+  const api = await buildTestApp(env);
+  const inject = injector(api.app);
   try {
     const sale = await newSale(env, { stock: 400, perUserLimit: 1, paymentWindowSeconds: 3600, startsAt: iso(Date.now() - HOUR), endsAt: iso(Date.now() + HOUR) });
-    const call = (method: string, path: string, user?: string) => http(api.port, method, path, { user, ...(method === 'POST' && path.endsWith('/purchases') ? { body: { qty: 1 } } : {}) });
+    const call = (method: string, path: string, user?: string) => inject(method, path, { user, ...(method === 'POST' && path.endsWith('/purchases') ? { body: { qty: 1 } } : {}) });
     const buyOne = async (user: string) => {
       const r = await call('POST', `/api/sales/${sale.id}/purchases`, user);
       assert.equal(r.status, 202, outcome(r));
@@ -413,7 +414,7 @@ test('settle: 1,000 buy-cancel cycles, the sale ended and settled: its Redis mem
     await drain();
     for (const [i, id] of paid.entries()) assert.equal(outcome(await call('POST', `/api/orders/${id}/pay`, payers[i])), '200 paid');
 
-    const ended = await http(api.port, 'POST', `/api/sales/${sale.id}/end`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const ended = await inject('POST', `/api/sales/${sale.id}/end`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     assert.equal(ended.status, 200, outcome(ended));
     await env.pool.query(`update sales set ends_at = now() - interval '61 seconds' where id = $1`, [sale.id]);
     const before = await saleMemory(env, sale.id);
@@ -435,7 +436,7 @@ test('settle: 1,000 buy-cancel cycles, the sale ended and settled: its Redis mem
     assert.deepEqual((await saleMemory(env, sale.id)).keys, settledKeys(sale.id), 'answering them wrote nothing');
     assert.deepEqual((await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 5000 })).violations, []);
   } finally {
-    await api.stop();
+    await api.close();
   }
 });
 

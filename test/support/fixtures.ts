@@ -136,6 +136,25 @@ export async function orderCount(env: TestEnv, saleId: string, status?: string):
   return res.rows[0]!.n;
 }
 
+/**
+ * The payment deadline of a sale's pending orders (or of `ids` among them) comes now: in Postgres
+ * (what payment and the close check), in the deadlines index (what the listener's nudger reads) and
+ * by each expiry key in Redis, whose `expired` event a listener closes it on. A test ends a long
+ * window when it is ready instead of racing a short one.
+ */
+export async function deadlineNow(env: TestEnv, saleId: string, ids?: string[]): Promise<string[]> {
+  const moved = await env.pool.query<{ id: string; ms: string }>(
+    `update orders set expires_at = now() where sale_id = $1 and status = 'pending' and ($2::text[] is null or id = any($2))
+     returning id, (extract(epoch from expires_at) * 1000)::int8 as ms`, [saleId, ids ?? null]);
+  const k = saleKeys(saleId);
+  await Promise.all(moved.rows.map(async (r) => {
+    // Older writers indexed the expiry key's name instead of the id: whichever is there moves.
+    await env.redis.multi().zadd(k.deadlines, 'XX', r.ms, r.id).zadd(k.deadlines, 'XX', r.ms, k.expiry(r.id)).exec();
+    await env.redis.pexpire(k.expiry(r.id), 1);
+  }));
+  return moved.rows.map((r) => r.id);
+}
+
 /** Waits until every purchase the sale accepted is written to Postgres (none left queued in Redis). */
 export async function written(env: TestEnv, saleId: string, what = 'accepted purchases written'): Promise<void> {
   await waitFor(what, async () => (await env.redis.hlen(saleKeys(saleId).queued)) === 0);

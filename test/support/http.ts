@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { Agent, request } from 'node:http';
 import { connect as netConnect } from 'node:net';
+import type { FastifyInstance } from 'fastify';
 import { token } from './tokens.js';
 
 export interface Reply {
@@ -46,14 +47,20 @@ export function answersFromNow(): () => Record<string, number> {
   return () => Object.fromEntries(Object.entries(answered).map(([s, n]) => [s, n - (start[s] ?? 0)] as const).filter(([, n]) => n > 0));
 }
 
-/** One HTTP request to 127.0.0.1:`port`; it never rejects. */
-export function http(port: number, method: string, path: string, opts: HttpOptions = {}): Promise<Reply> {
-  const payload = opts.chunks || opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
-  const headers: Record<string, string | number> = {
+const bodyText = (opts: HttpOptions) => (opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body));
+
+function requestHeaders(opts: HttpOptions, payload: string | undefined): Record<string, string | number> {
+  return {
     ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}),
     ...(opts.user !== undefined ? { authorization: `Bearer ${token(opts.user)}` } : {}),
     ...opts.headers,
   };
+}
+
+/** One HTTP request to 127.0.0.1:`port`; it never rejects. */
+export function http(port: number, method: string, path: string, opts: HttpOptions = {}): Promise<Reply> {
+  const payload = opts.chunks ? undefined : bodyText(opts);
+  const headers = requestHeaders(opts, payload);
   const timeoutMs = opts.timeoutMs ?? 30_000;
   const started = performance.now();
   const failed = (error: string): Reply => (count('none'), { status: 0, body: null, headers: {}, ms: performance.now() - started, error });
@@ -76,6 +83,19 @@ export function http(port: number, method: string, path: string, opts: HttpOptio
     if (opts.end === false) req.flushHeaders();
     else req.end();
   });
+}
+
+/** `http()` without a socket: the same request answered by the app's `inject`. */
+export type Inject = (method: string, path: string, opts?: Pick<HttpOptions, 'body' | 'user' | 'headers' | 'from'>) => Promise<Reply>;
+
+export function injector(app: FastifyInstance): Inject {
+  return async (method, path, opts = {}) => {
+    const payload = bodyText(opts);
+    const started = performance.now();
+    const res = await app.inject({ method: method as 'GET', url: path, headers: requestHeaders(opts, payload), payload, remoteAddress: opts.from });
+    count(String(res.statusCode));
+    return { status: res.statusCode, body: parse(res.payload), headers: res.headers as Reply['headers'], ms: performance.now() - started };
+  };
 }
 
 function parse(text: string): unknown {
