@@ -260,7 +260,8 @@ describe('cancel', () => {
       if (byPay[p] !== status && !lateBehindCancel) problems.push(`${id}: pay answered ${p}, is ${status}`);
       if (status !== 'paid' && !restored) problems.push(`${id}: ${status}, not restored`);
     });
-    const tally = final.rows.reduce<Record<string, number>>((t, r) => ({ ...t, [r.status]: (t[r.status] ?? 0) + 1 }), {});
+    const tally: Record<string, number> = {};
+    for (const r of final.rows) tally[r.status] = (tally[r.status] ?? 0) + 1;
     console.log(`# cancel/pay/expiry race: ${JSON.stringify(tally)}`);
     assert.deepEqual(problems, []);
     const closed = final.rows.filter((r) => r.status !== 'paid').length;

@@ -139,7 +139,7 @@ describe('purchase', () => {
     assert.equal(await restoreStock(env.redis, { saleId: sale.id, orderId, userId: 'a', qty: 1 }), true);
     assert.equal(await restoreStock(env.redis, { saleId: sale.id, orderId, userId: 'a', qty: 1 }), false, 'a second restore of the same order is refused');
     assert.equal(await env.redis.get(saleKeys(sale.id).available), '1');
-    let again;
+    let again: Awaited<ReturnType<typeof buy>> | undefined;
     for (let i = 0; i < 50; i++) {
       again = await buy(sale.id, 'b');
       if (again.status === 202) break;

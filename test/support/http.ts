@@ -63,7 +63,10 @@ export function http(port: number, method: string, path: string, opts: HttpOptio
   const headers = requestHeaders(opts, payload);
   const timeoutMs = opts.timeoutMs ?? 30_000;
   const started = performance.now();
-  const failed = (error: string): Reply => (count('none'), { status: 0, body: null, headers: {}, ms: performance.now() - started, error });
+  const failed = (error: string): Reply => {
+    count('none');
+    return { status: 0, body: null, headers: {}, ms: performance.now() - started, error };
+  };
   return new Promise((resolve) => {
     const req = request({
       host: '127.0.0.1', port, method, path, headers, agent: opts.agent ?? sharedAgent, timeout: timeoutMs, localAddress: opts.from,
