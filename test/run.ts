@@ -16,27 +16,27 @@ import { createTemplate, TEMPLATE_ENV } from './support/template.js';
  * order, then the others by name: started last, a long file leaves the other lane idle at the end.
  */
 const LONGEST = [
-  // Seconds each took in two whole runs on the shared 2-core machine (13 and 14 minutes).
-  'test/cli.test.ts', // 147
-  'test/reliability/redis-cluster.test.ts', // 100
-  'test/lifecycle.test.ts', // 90
-  'test/page.test.ts', // 80
-  'test/pipeline.test.ts', // 76
-  'test/reliability/network-and-clock.test.ts', // 61
-  'test/reliability/waiting-room.test.ts', // 58
-  'test/admin-page.test.ts', // 50
-  'test/reliability/server-restarts.test.ts', // 48
-  'test/draw.test.ts', // 48
-  'test/reliability/redis-sentinel.test.ts', // 48
-  'test/reliability/draw.test.ts', // 46
-  'test/docs-commands.test.ts', // 38
-  'test/secrets.test.ts', // 34
-  'test/payments.test.ts', // 32
-  'test/reliability/master-lost.test.ts', // 30
+  // Seconds each took in the last whole run on the shared 2-core machine, or as measured since.
+  'test/lifecycle.test.ts', // 113, fewer processes since
+  'test/page.test.ts', // 81
+  'test/reliability/redis-cluster.test.ts', // 99, 40% less CPU since
+  'test/reliability/network-and-clock.test.ts', // 53
+  'test/reliability/waiting-room.test.ts', // 53
+  'test/reliability/redis-sentinel.test.ts', // 44
+  'test/reliability/draw.test.ts', // 43
+  'test/admin-page.test.ts', // 43
+  'test/reliability/server-restarts.test.ts', // 38
+  'test/reliability/races.test.ts', // 36
+  'test/reliability/master-lost.test.ts', // 31
+  'test/secrets.test.ts', // 30
+  'test/reliability/crashes.test.ts', // 30
   'test/pm2.test.ts', // 29
-  'test/reliability/races.test.ts', // 29
-  'test/reliability/crashes.test.ts', // 26
-  'test/startup.test.ts', // 26
+  'test/topology.test.ts', // 28
+  'test/pipeline.test.ts', // 39, less than half the CPU since
+  'test/draw.test.ts', // 25
+  'test/startup.test.ts', // 25
+  'test/replication.test.ts', // 21
+  'test/local-stack.test.ts', // 21
 ];
 
 function longestFirst(list: string[]): string[] {
