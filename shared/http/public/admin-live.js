@@ -129,7 +129,9 @@ export async function endSale() {
   if (!sale || !confirm(`End "${sale.name}" now? No one can buy from it after this; pending orders stay payable until their deadline.`)) return;
   $('end-sale').disabled = true;
   try {
-    renderSaleHead(await api('POST', `/api/sales/${encodeURIComponent(sale.id)}/end`));
+    const ended = await api('POST', `/api/sales/${encodeURIComponent(sale.id)}/end`);
+    live.asked++; // a poll asked before this answer may read the sale from before the end: dropped
+    renderSaleHead(ended);
     void loadSales();
   } catch (err) {
     failed(err);
