@@ -261,27 +261,12 @@ describe('GET /api/sales/:saleId/live', () => {
   });
 });
 
-const WINDOW = { width: 1200, height: 900 };
-/** A blank window of its own (a context: storage of its own). */
-async function newWindow(viewport: { width: number; height: number }): Promise<Page> {
+/** The page at `path` in a window of its own; with `clock`, one the test can move forward (page.clock.fastForward). */
+async function open(path: string, viewport = { width: 1200, height: 900 }, clock = false): Promise<Page> {
   const context = await browser.newContext({ viewport, locale: 'en-US' });
   context.setDefaultTimeout(5000);
   context.setDefaultNavigationTimeout(30_000); // a first load on a busy machine; the waits after it keep 5 s
-  return context.newPage();
-}
-/** The next window, started while a test runs: a renderer takes seconds to start on a busy machine. */
-let spare: Promise<Page> | undefined;
-
-/** The page at `path` in a window of its own; with `clock`, one the test can move forward (page.clock.fastForward). */
-async function open(path: string, viewport: { width: number; height: number } = WINDOW, clock = false): Promise<Page> {
-  let page: Page;
-  if (viewport !== WINDOW) {
-    page = await newWindow(viewport);
-  } else {
-    page = await (spare ?? newWindow(WINDOW));
-    spare = newWindow(WINDOW);
-    spare.catch(() => {}); // the browser closed first
-  }
+  const page = await context.newPage();
   if (clock) await page.clock.install({ time: Date.now() });
   page.on('pageerror', (err) => pageErrors.push(err.message));
   page.on('console', (msg) => {
