@@ -71,29 +71,15 @@ function writer(): void {
   stops.push(() => w.stop());
 }
 
-/** A blank window of its own (a context: storage of its own). */
-async function newWindow(viewport = { width: 520, height: 820 }): Promise<Page> {
-  const context = await browser.newContext({ viewport, locale: 'en-US' });
+/** A buyer's own browser window (its own context: storage and, if asked, a paused clock or one the test can move forward). */
+async function open(path: string, opts: { port?: number; pausedClock?: boolean; movableClock?: boolean; viewport?: { width: number; height: number } } = {}): Promise<Page> {
+  const context = await browser.newContext({ viewport: opts.viewport ?? { width: 520, height: 820 }, locale: 'en-US' });
   context.setDefaultTimeout(5000);
   // A new window's first load (its renderer started, the page's scripts run) takes seconds on a busy
   // machine; what a test then waits for keeps the 5 s.
   context.setDefaultNavigationTimeout(30_000);
-  return context.newPage();
-}
-/** The next window, started while a test runs: a renderer takes seconds to start on a busy machine. */
-let spare: Promise<Page> | undefined;
-
-/** A buyer's own browser window (its own context: storage and, if asked, a paused clock or one the test can move forward). */
-async function open(path: string, opts: { port?: number; pausedClock?: boolean; movableClock?: boolean; viewport?: { width: number; height: number } } = {}): Promise<Page> {
-  let page: Page;
-  if (opts.viewport) {
-    page = await newWindow(opts.viewport);
-  } else {
-    page = await (spare ?? newWindow());
-    spare = newWindow();
-    spare.catch(() => {}); // the browser closed first
-  }
-  stops.push(() => page.context().close());
+  stops.push(() => context.close());
+  const page = await context.newPage();
   page.on('pageerror', (err) => pageErrors.push(`${path}: ${err.message}`));
   page.on('console', (msg) => {
     // Chromium logs every 4xx fetch; the refusals are expected, anything else is not.
