@@ -260,10 +260,13 @@ describe('GET /api/sales/:saleId/live', () => {
   });
 });
 
-async function open(path: string, viewport = { width: 1200, height: 900 }): Promise<Page> {
+/** The page at `path` in a window of its own; with `clock`, one the test can move forward (page.clock.fastForward). */
+async function open(path: string, viewport = { width: 1200, height: 900 }, clock = false): Promise<Page> {
   const context = await browser.newContext({ viewport, locale: 'en-US' });
   context.setDefaultTimeout(5000);
+  context.setDefaultNavigationTimeout(30_000); // a first load on a busy machine; the waits after it keep 5 s
   const page = await context.newPage();
+  if (clock) await page.clock.install({ time: Date.now() });
   page.on('pageerror', (err) => pageErrors.push(err.message));
   page.on('console', (msg) => {
     if (msg.type() === 'error' && !/the server responded with a status of 4\d\d/.test(msg.text())) pageErrors.push(msg.text());
@@ -587,7 +590,7 @@ describe('operator page', () => {
     for (let i = have; i < 60; i++) await sale({ name: `Batch ${i}`, stock: 1 });
     const all = (await env.pool.query<{ id: string }>('select id from sales')).rows.map((r) => r.id).sort();
     const rows = async (page: Page) => (await page.locator('[data-testid="sale-row"]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.sale!))).sort();
-    const page = await open('/admin');
+    const page = await open('/admin', undefined, true);
     await signIn(page);
     await page.getByTestId('sales-more').waitFor({ state: 'visible' });
     assert.equal((await rows(page)).length, 50);
@@ -595,8 +598,11 @@ describe('operator page', () => {
     await page.getByTestId('sales-more').waitFor({ state: 'hidden' });
     await waitFor('every sale listed', async () => (await rows(page)).length === all.length, 5000, 100);
     assert.deepEqual(await rows(page), all, 'each sale once');
-    // The next refresh reads both pages again.
-    await page.waitForTimeout(5500); // admin.js refreshes the list every 5 s (SALES_POLL_MS)
+    // The next refresh reads both pages again: admin.js refreshes the list every 5 s (SALES_POLL_MS),
+    // and draws every row anew, so once no marked row is left, the rows are the refresh's.
+    await page.locator('[data-testid="sale-row"]').evaluateAll((els) => els.forEach((e) => ((e as HTMLElement).dataset.drawn = 'before')));
+    await page.clock.fastForward(5000);
+    await page.locator('[data-testid="sale-row"][data-drawn]').first().waitFor({ state: 'detached' });
     assert.deepEqual(await rows(page), all);
     await page.context().close();
   });

@@ -10,6 +10,7 @@ import { buildApp } from '../shared/http/app.js';
 import { startOpsServer } from '../shared/runtime/ops-server.js';
 import { Purchaser } from '../shared/purchase/purchaser.js';
 import { freePort } from '../tools/local-stack.js';
+import { unusedPort } from '../tools/redis-cluster.js';
 import { exited, ready, spawnCli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { http } from './support/http.js';
@@ -38,9 +39,10 @@ function open(host: string, port: number): Promise<{ socket: Socket; text: () =>
   });
 }
 
+// Ports no other API of this file was given: two of them may start side by side.
 async function withApi(vars: Record<string, string>, fn: (opsPort: number) => Promise<void>): Promise<void> {
-  const opsPort = await freePort();
-  const api = spawnCli(env, ['api'], { PORT: String(await freePort()), OPS_PORT: String(opsPort), ...vars });
+  const opsPort = await unusedPort();
+  const api = spawnCli(env, ['api'], { PORT: String(await unusedPort()), OPS_PORT: String(opsPort), ...vars });
   try {
     await ready(api, 'the api');
     await fn(opsPort);
@@ -52,15 +54,17 @@ async function withApi(vars: Record<string, string>, fn: (opsPort: number) => Pr
 }
 
 test('ops port: loopback only by default, even with the API on every address; OPS_HOST moves it', async () => {
-  await withApi({ HOST: '0.0.0.0' }, async (opsPort) => {
-    assert.deepEqual(listening(opsPort), [`127.0.0.1:${opsPort}`]);
-    assert.equal((await http(opsPort, 'GET', '/healthz')).status, 200);
-  });
-  await withApi({ OPS_HOST: '127.0.0.2' }, async (opsPort) => {
-    assert.deepEqual(listening(opsPort), [`127.0.0.2:${opsPort}`]);
-    assert.equal((await fetch(`http://127.0.0.2:${opsPort}/healthz`)).status, 200);
-    await assert.rejects(open('127.0.0.1', opsPort), /ECONNREFUSED/);
-  });
+  await Promise.all([
+    withApi({ HOST: '0.0.0.0' }, async (opsPort) => {
+      assert.deepEqual(listening(opsPort), [`127.0.0.1:${opsPort}`]);
+      assert.equal((await http(opsPort, 'GET', '/healthz')).status, 200);
+    }),
+    withApi({ OPS_HOST: '127.0.0.2' }, async (opsPort) => {
+      assert.deepEqual(listening(opsPort), [`127.0.0.2:${opsPort}`]);
+      assert.equal((await fetch(`http://127.0.0.2:${opsPort}/healthz`)).status, 200);
+      await assert.rejects(open('127.0.0.1', opsPort), /ECONNREFUSED/);
+    }),
+  ]);
 });
 
 test('ops port: one address past MAX_CONNECTIONS_PER_CLIENT is answered 429 busy and closed; the others still answer', async () => {

@@ -74,6 +74,9 @@ function writer(): void {
 async function open(path: string, opts: { port?: number; pausedClock?: boolean; movableClock?: boolean; viewport?: { width: number; height: number } } = {}): Promise<Page> {
   const context = await browser.newContext({ viewport: opts.viewport ?? { width: 520, height: 820 }, locale: 'en-US' });
   context.setDefaultTimeout(5000);
+  // A new window's first load (its renderer started, the page's scripts run) takes seconds on a busy
+  // machine; what a test then waits for keeps the 5 s.
+  context.setDefaultNavigationTimeout(30_000);
   stops.push(() => context.close());
   const page = await context.newPage();
   page.on('pageerror', (err) => pageErrors.push(`${path}: ${err.message}`));
@@ -768,12 +771,14 @@ describe('buyer page accessibility', () => {
       await see(page, 'order-status', 'Waiting for payment');
       await audit(page, `${size}, waiting for payment`, found);
       if (size === 'phone') await shot(page, 'a11y-phone-order');
+      await page.context().close(); // done with: its polling would only slow the windows that follow
 
       const inRoom = await open(`/?sale=${room.id}`, { viewport });
       await inRoom.getByTestId('user-id').fill(`a11y-${size}`);
       await inRoom.getByTestId('join').click();
       await see(inRoom, 'queue-status', /^(You are in the waiting room|You are number 1)$/);
       await audit(inRoom, `${size}, in a waiting room`, found);
+      await inRoom.context().close();
 
       const entered = await open(`/?sale=${draw.id}`, { viewport });
       await entered.getByTestId('user-id').fill(`a11y-${size}`);
@@ -781,6 +786,7 @@ describe('buyer page accessibility', () => {
       await entered.getByTestId('enter').click();
       await see(entered, 'draw-status', 'You\'re in the draw');
       await audit(entered, `${size}, in a draw`, found);
+      await entered.context().close();
     }
     assert.deepEqual(found, {}, `accessibility and fit:\n${JSON.stringify(found, null, 2)}`);
     await waitFor('drained', async () => (await env.redis.hlen(saleKeys(open1.id).queued)) === 0);

@@ -30,11 +30,13 @@ function scrapeConfig(opsBase: number): string {
 before(async () => {
   env = await testEnv();
   deployment = await pm2Deployment(env);
-  await deployment.start();
-  prometheus = await startPrometheus({
+  // Prometheus starts beside the deployment: the test waits until it has scraped every target up.
+  const [deployed, started] = await Promise.allSettled([deployment.start(), startPrometheus({
     'prometheus.yml': scrapeConfig(deployment.opsBase),
     'alerts.yml': readFileSync(join(DEPLOY, 'prometheus/alerts.yml'), 'utf8'),
-  });
+  })]);
+  if (started.status === 'fulfilled') prometheus = started.value; // after() stops it, whichever failed
+  for (const r of [deployed, started]) if (r.status === 'rejected') throw r.reason;
 });
 after(async () => {
   await prometheus?.stop();
