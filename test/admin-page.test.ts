@@ -600,7 +600,9 @@ describe('operator page', () => {
     assert.deepEqual(await rows(page), all, 'each sale once');
     // The next refresh reads both pages again: admin.js refreshes the list every 5 s (SALES_POLL_MS),
     // and draws every row anew, so once no marked row is left, the rows are the refresh's.
-    await page.locator('[data-testid="sale-row"]').evaluateAll((els) => els.forEach((e) => ((e as HTMLElement).dataset.drawn = 'before')));
+    await page.locator('[data-testid="sale-row"]').evaluateAll((els) => {
+      for (const e of els) (e as HTMLElement).dataset.drawn = 'before';
+    });
     await page.clock.fastForward(5000);
     await page.locator('[data-testid="sale-row"][data-drawn]').first().waitFor({ state: 'detached' });
     assert.deepEqual(await rows(page), all);

@@ -35,7 +35,14 @@ async function replica(name: string): Promise<{ link: Redis; pid: number; stop()
   const link = createRedis(server.url);
   let stopped: Promise<void> | undefined;
   // Woken first: a paused server would never take its SIGTERM.
-  const stop = () => (stopped ??= (link.disconnect(), server.child.kill('SIGCONT'), server.stop()));
+  const stop = () => {
+    if (!stopped) {
+      link.disconnect();
+      server.child.kill('SIGCONT');
+      stopped = server.stop();
+    }
+    return stopped;
+  };
   stops.push(stop);
   await inSync(link);
   return { link, pid: server.child.pid!, stop };
@@ -47,9 +54,12 @@ async function replica(name: string): Promise<{ link: Redis; pid: number; stop()
  * replica's first acknowledgement (up to a second later); until then a WAIT after a write fails. A
  * PUBLISH is replicated, and WAIT covers it.
  */
-const inSync = (link: Redis) => waitFor('the replica in sync', async () =>
-  /master_link_status:up/.test(await link.info('replication')) && /connected_slaves:1\b[\s\S]*state=online/.test(await env.redis.info('replication'))
-  && (await env.redis.publish('test:replica-sync', '1'), await env.redis.wait(1, 100)) === 1, 20_000, 100);
+const inSync = (link: Redis) => waitFor('the replica in sync', async () => {
+  if (!/master_link_status:up/.test(await link.info('replication'))) return false;
+  if (!/connected_slaves:1\b[\s\S]*state=online/.test(await env.redis.info('replication'))) return false;
+  await env.redis.publish('test:replica-sync', '1');
+  return (await env.redis.wait(1, 100)) === 1;
+}, 20_000, 100);
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'flashsale-replica-'));
@@ -122,7 +132,9 @@ test('a restore a connected replica has not confirmed is not recorded; the liste
   // refuses, reserving nothing.
   const res = await waitFor('a purchase answered 202', async () => {
     const r = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 2 }, user: 'bob' });
-    return r.status === 202 ? r : (assert.match(String(r.body.message), /nothing was reserved/), undefined);
+    if (r.status === 202) return r;
+    assert.match(String(r.body.message), /nothing was reserved/);
+    return undefined;
   }, 10_000, 100);
   assert.equal(await env.redis.get(saleKeys(sale.id).available), '8');
   const writer = new OrderWriter({ pool: env.pool, redis: env.redis, replicaAcks: env.replicaAcks, logger: env.logger, config: { ...env.config, writerId: 'replica-test-2' } });
