@@ -7,7 +7,8 @@
 const local = !process.env.DATABASE_URL || !process.env.REDIS_URL;
 
 /** The operator's settings passed through as they are: unset stays unset. */
-const given = (...names) => Object.fromEntries(names.filter((n) => process.env[n] !== undefined).map((n) => [n, process.env[n]]));
+const given = (...names) =>
+  Object.fromEntries(names.filter((n) => process.env[n] !== undefined).map((n) => [n, process.env[n]]));
 const pgPort = process.env.LOCAL_PG_PORT ?? '54329';
 const redisPort = process.env.LOCAL_REDIS_PORT ?? '6389';
 
@@ -21,7 +22,16 @@ const env = {
   LOCAL_REDIS_PORT: redisPort,
   FLASHSALE_DATA_DIR: process.env.FLASHSALE_DATA_DIR ?? '.data',
   FLASHSALE_LOCAL_STACK: local ? '1' : '0',
-  ...given('JWT_SECRET', 'JWT_JWKS_URL', 'JWT_ISSUER', 'JWT_AUDIENCE', 'ADMIN_TOKEN', 'PAYMENT_WEBHOOK_SECRET', 'DIRECT_PAY', 'DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING'),
+  ...given(
+    'JWT_SECRET',
+    'JWT_JWKS_URL',
+    'JWT_ISSUER',
+    'JWT_AUDIENCE',
+    'ADMIN_TOKEN',
+    'PAYMENT_WEBHOOK_SECRET',
+    'DIRECT_PAY',
+    'DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING',
+  ),
   AUTH_MODE: process.env.AUTH_MODE ?? 'jwt',
   HOST: process.env.HOST ?? '127.0.0.1',
   PORT: process.env.PORT ?? '3000',

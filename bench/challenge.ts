@@ -22,11 +22,18 @@ import { startRedis } from '../tools/local-stack.js';
 import { challengeTable, type ChallengeResults } from './document.js';
 import { machine } from './machine.js';
 
-const { values: flags } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, seconds: { type: 'string', default: '1' }, solves: { type: 'string', default: '20' } } });
+const { values: flags } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '3' },
+    seconds: { type: 'string', default: '1' },
+    solves: { type: 'string', default: '20' },
+  },
+});
 const rounds = Number(flags.rounds);
 const seconds = Number(flags.seconds);
 const solves = Number(flags.solves);
-if (![rounds, seconds, solves].every((n) => Number.isFinite(n) && n > 0)) throw new Error('--rounds, --seconds and --solves must be positive numbers');
+if (![rounds, seconds, solves].every((n) => Number.isFinite(n) && n > 0))
+  throw new Error('--rounds, --seconds and --solves must be positive numbers');
 
 const dir = mkdtempSync(join(tmpdir(), 'flashsale-bench-challenge-'));
 const server = await startRedis(dir);
@@ -47,7 +54,11 @@ try {
   const payloads: string[] = [];
   for (let i = 0; i < 2000 + rounds * seconds * 10_000; i++) {
     const challenge = await challenges.challenge(easy, `b${i % 50}`);
-    payloads.push(Buffer.from(JSON.stringify({ challenge, solution: await solveChallenge({ challenge: challenge as Challenge, deriveKey }) })).toString('base64'));
+    payloads.push(
+      Buffer.from(
+        JSON.stringify({ challenge, solution: await solveChallenge({ challenge: challenge as Challenge, deriveKey }) }),
+      ).toString('base64'),
+    );
   }
   let used = 0;
   const unused = () => {
@@ -56,12 +67,18 @@ try {
   };
 
   const cases = {
-    check: { what: 'purchase token check (every purchase)', run: () => challenges.check(sale.id, 'bench-buyer', token) },
+    check: {
+      what: 'purchase token check (every purchase)',
+      run: () => challenges.check(sale.id, 'bench-buyer', token),
+    },
     issue: { what: 'issue a challenge (once per purchase)', run: () => challenges.challenge(sale, 'bench-buyer') },
-    exchange: { what: 'verify a solution, mark it used, sign a token (once per purchase)', run: (_i: number) => {
-      const { user, payload } = unused();
-      return challenges.exchange(easy, user, payload, 1);
-    } },
+    exchange: {
+      what: 'verify a solution, mark it used, sign a token (once per purchase)',
+      run: (_i: number) => {
+        const { user, payload } = unused();
+        return challenges.exchange(easy, user, payload, 1);
+      },
+    },
   };
   type Name = keyof typeof cases;
   const measure = async (name: Name) => {
@@ -70,7 +87,10 @@ try {
     const t0 = performance.now();
     while (performance.now() - t0 < seconds * 1000) await cases[name].run(n++);
     const cpu = process.cpuUsage(cpu0);
-    return { perSec: Math.round((n / (performance.now() - t0)) * 1000), cpuUsPerOp: Math.round(((cpu.user + cpu.system) / n) * 100) / 100 };
+    return {
+      perSec: Math.round((n / (performance.now() - t0)) * 1000),
+      cpuUsPerOp: Math.round(((cpu.user + cpu.system) / n) * 100) / 100,
+    };
   };
   for (const name of Object.keys(cases) as Name[]) for (let i = 0; i < 2000; i++) await cases[name].run(i);
   const raw: Record<Name, { perSec: number; cpuUsPerOp: number }[]> = { check: [], issue: [], exchange: [] };
@@ -86,9 +106,15 @@ try {
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const out: ChallengeResults = {
-    at: new Date().toISOString(), settings: { rounds, secondsPerRound: seconds, complexity: DEFAULT_COMPLEXITY }, machine: machine({}),
+    at: new Date().toISOString(),
+    settings: { rounds, secondsPerRound: seconds, complexity: DEFAULT_COMPLEXITY },
+    machine: machine({}),
     results: (Object.keys(cases) as Name[]).map((name) => ({
-      name, what: cases[name].what, perSec: median(raw[name].map((m) => m.perSec)), cpuUsPerOp: median(raw[name].map((m) => m.cpuUsPerOp)), rounds: raw[name],
+      name,
+      what: cases[name].what,
+      perSec: median(raw[name].map((m) => m.perSec)),
+      cpuUsPerOp: median(raw[name].map((m) => m.cpuUsPerOp)),
+      rounds: raw[name],
     })),
     solveMs: { median: median(solveMs), max: Math.max(...solveMs), all: solveMs },
   };

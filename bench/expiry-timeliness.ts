@@ -31,25 +31,42 @@ import { lateness, redisCounters, summarize, type Summary } from './stats.js';
 const { values: flags } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
-    orders: { type: 'string' }, 'window-s': { type: 'string' }, noise: { type: 'string' },
-    'baseline-orders': { type: 'string' }, 'baseline-window-s': { type: 'string' },
-    'grace-s': { type: 'string' }, 'lead-s': { type: 'string' },
+    orders: { type: 'string' },
+    'window-s': { type: 'string' },
+    noise: { type: 'string' },
+    'baseline-orders': { type: 'string' },
+    'baseline-window-s': { type: 'string' },
+    'grace-s': { type: 'string' },
+    'lead-s': { type: 'string' },
   },
 });
 const preset = flags.quick
   ? { orders: 20_000, windowS: 60, noise: 200_000, baselineOrders: 5_000, baselineWindowS: 20, graceS: 30, leadS: 5 }
-  : { orders: 100_000, windowS: 300, noise: 1_000_000, baselineOrders: 10_000, baselineWindowS: 60, graceS: 60, leadS: 10 };
+  : {
+      orders: 100_000,
+      windowS: 300,
+      noise: 1_000_000,
+      baselineOrders: 10_000,
+      baselineWindowS: 60,
+      graceS: 60,
+      leadS: 10,
+    };
 function num(name: keyof typeof flags, fallback: number): number {
   const raw = flags[name];
   if (raw === undefined) return fallback;
   const n = Number(raw);
-  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw new Error(`--${name} must be a positive integer, got ${JSON.stringify(raw)}`);
   return n;
 }
 const opts = {
-  orders: num('orders', preset.orders), windowS: num('window-s', preset.windowS), noise: num('noise', preset.noise),
-  baselineOrders: num('baseline-orders', preset.baselineOrders), baselineWindowS: num('baseline-window-s', preset.baselineWindowS),
-  graceS: num('grace-s', preset.graceS), leadS: num('lead-s', preset.leadS),
+  orders: num('orders', preset.orders),
+  windowS: num('window-s', preset.windowS),
+  noise: num('noise', preset.noise),
+  baselineOrders: num('baseline-orders', preset.baselineOrders),
+  baselineWindowS: num('baseline-window-s', preset.baselineWindowS),
+  graceS: num('grace-s', preset.graceS),
+  leadS: num('lead-s', preset.leadS),
 };
 const custom = Object.keys(flags).some((f) => f !== 'quick');
 const mode = custom ? 'custom' : flags.quick ? 'quick' : 'full';
@@ -72,21 +89,42 @@ async function fillNoise(redis: Redis, n: number, ttlS: number): Promise<void> {
  * and a deadlines entry each. Deadlines are evenly spaced over the window; each was bought one
  * payment window before its deadline.
  */
-async function seedOrders(pool: Pool, redis: Redis, saleId: string, n: number, firstDeadline: number, windowMs: number, paymentWindowS: number): Promise<void> {
+async function seedOrders(
+  pool: Pool,
+  redis: Redis,
+  saleId: string,
+  n: number,
+  firstDeadline: number,
+  windowMs: number,
+  paymentWindowS: number,
+): Promise<void> {
   for (let from = 0; from < n; from += SEED_BATCH) {
     const batch = Array.from({ length: Math.min(SEED_BATCH, n - from) }, (_, j) => {
       const i = from + j;
-      return { orderId: `${saleId}.${randomUUID()}`, userId: `user-${i}`, seq: i + 1, expiresAt: firstDeadline + Math.floor((i * windowMs) / n) };
+      return {
+        orderId: `${saleId}.${randomUUID()}`,
+        userId: `user-${i}`,
+        seq: i + 1,
+        expiresAt: firstDeadline + Math.floor((i * windowMs) / n),
+      };
     });
     await pool.query(
       `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at)
        select t.id, $1, t.user_id, 1, 'pending', t.seq, e.at - make_interval(secs => $6), e.at - make_interval(secs => $6), e.at
        from unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[]) as t(id, user_id, seq, expires_ms)
        cross join lateral (select timestamptz 'epoch' + t.expires_ms * interval '1 millisecond' as at) e`,
-      [saleId, batch.map((o) => o.orderId), batch.map((o) => o.userId), batch.map((o) => o.seq), batch.map((o) => o.expiresAt), paymentWindowS],
+      [
+        saleId,
+        batch.map((o) => o.orderId),
+        batch.map((o) => o.userId),
+        batch.map((o) => o.seq),
+        batch.map((o) => o.expiresAt),
+        paymentWindowS,
+      ],
     );
     const set = (await acknowledgeBatch(redis, saleId, 'bench-seed', batch, [])).set;
-    if (set !== batch.length) throw new Error(`seeding overran the first deadline (${set} of ${batch.length} keys set): raise --lead-s`);
+    if (set !== batch.length)
+      throw new Error(`seeding overran the first deadline (${set} of ${batch.length} keys set): raise --lead-s`);
   }
   const k = saleKeys(saleId);
   await redis.multi().decrby(k.available, n).set(k.seq, n).exec();
@@ -95,15 +133,28 @@ async function seedOrders(pool: Pool, redis: Redis, saleId: string, n: number, f
 async function openOrders(pool: Pool, saleId: string): Promise<{ pending: number; unrestored: number }> {
   const res = await pool.query<{ pending: number; unrestored: number }>(
     `select count(*) filter (where status = 'pending')::int as pending, count(*) filter (where restored_at is null)::int as unrestored
-     from orders where sale_id = $1`, [saleId],
+     from orders where sale_id = $1`,
+    [saleId],
   );
   return res.rows[0]!;
 }
 
-interface Phase { id: string; label: string; orders: number; windowS: number; nudgeMs: number }
+interface Phase {
+  id: string;
+  label: string;
+  orders: number;
+  windowS: number;
+  nudgeMs: number;
+}
 
 async function runPhase(pool: Pool, redis: Redis, p: Phase): Promise<Summary> {
-  const sale = parseSaleInput({ id: `bench-${p.id}`, name: `bench ${p.label}`, stock: p.orders, ...BENCH_PRICE, paymentWindowSeconds: p.windowS });
+  const sale = parseSaleInput({
+    id: `bench-${p.id}`,
+    name: `bench ${p.label}`,
+    stock: p.orders,
+    ...BENCH_PRICE,
+    paymentWindowSeconds: p.windowS,
+  });
   await createSale(pool, redis, sale);
   const listener = new ExpiryListener({ pool, redis, logger, config: { expiryNudgeMs: p.nudgeMs } });
   await listener.start();
@@ -118,16 +169,23 @@ async function runPhase(pool: Pool, redis: Redis, p: Phase): Promise<Summary> {
   for (let tick = 1; Date.now() < cutoff && open.unrestored > 0; tick++) {
     await delay(1000);
     open = await openOrders(pool, sale.id);
-    if (tick % 15 === 0) progress(`[${p.label}] ${p.orders - open.pending}/${p.orders} closed, ${open.unrestored} not restored`);
+    if (tick % 15 === 0)
+      progress(`[${p.label}] ${p.orders - open.pending}/${p.orders} closed, ${open.unrestored} not restored`);
   }
   await listener.stop();
   const after = await redisCounters(redis);
   const available = Number(await redis.get(saleKeys(sale.id).available));
   const rows = await lateness(pool, sale.id);
-  return summarize(p, rows, Math.min(Date.now(), cutoff), { closedByListener: listener.closed, events: listener.events, available, redis: { before, after } });
+  return summarize(p, rows, Math.min(Date.now(), cutoff), {
+    closedByListener: listener.closed,
+    events: listener.events,
+    available,
+    redis: { before, after },
+  });
 }
 
-const fmt = (v: number | null, lowerBound: boolean) => (v === null ? 'n/a' : `${lowerBound ? '>= ' : ''}${Math.round(v)}`);
+const fmt = (v: number | null, lowerBound: boolean) =>
+  v === null ? 'n/a' : `${lowerBound ? '>= ' : ''}${Math.round(v)}`;
 
 function table(results: Summary[]): string {
   const lines = [
@@ -137,7 +195,9 @@ function table(results: Summary[]): string {
   for (const r of results) {
     const lb = r.lowerBound;
     const l = r.lateMs;
-    lines.push(`| ${r.label} | ${r.orders} | ${r.windowS} | ${r.nudgeMs} | ${r.closed} | ${r.closedEarly} | ${fmt(l.p50, lb)} | ${fmt(l.p90, lb)} | ${fmt(l.p99, lb)} | ${fmt(l.max, lb)} | ${fmt(r.stockBackP99Ms, r.restored < r.orders)} | ${r.closesPerSecond.mean} / ${r.closesPerSecond.peak} | ${r.closedByListener} | ${r.available}/${r.orders} |`);
+    lines.push(
+      `| ${r.label} | ${r.orders} | ${r.windowS} | ${r.nudgeMs} | ${r.closed} | ${r.closedEarly} | ${fmt(l.p50, lb)} | ${fmt(l.p90, lb)} | ${fmt(l.p99, lb)} | ${fmt(l.max, lb)} | ${fmt(r.stockBackP99Ms, r.restored < r.orders)} | ${r.closesPerSecond.mean} / ${r.closesPerSecond.peak} | ${r.closedByListener} | ${r.available}/${r.orders} |`,
+    );
   }
   return lines.join('\n');
 }
@@ -146,9 +206,12 @@ function table(results: Summary[]): string {
 const pgDir = mkdtempSync(join(tmpdir(), 'flashsale-bench-pg-'));
 const redisDir = mkdtempSync(join(tmpdir(), 'flashsale-bench-redis-'));
 const steps: [string, () => Promise<unknown> | unknown][] = [];
-const cleanup = () => closeAll(logger, steps.splice(0).reverse())
-  .finally(() => { for (const d of [pgDir, redisDir]) rmSync(d, { recursive: true, force: true }); });
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void cleanup().finally(() => process.exit(130)));
+const cleanup = () =>
+  closeAll(logger, steps.splice(0).reverse()).finally(() => {
+    for (const d of [pgDir, redisDir]) rmSync(d, { recursive: true, force: true });
+  });
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.once(signal, () => void cleanup().finally(() => process.exit(130)));
 
 try {
   progress(`mode ${mode}: ${JSON.stringify(opts)}`);
@@ -170,11 +233,27 @@ try {
 
   const nudgeMs = loadConfig().expiryNudgeMs;
   const results = [
-    await runPhase(pool, redis, { id: 'nudged', label: 'nudger on', orders: opts.orders, windowS: opts.windowS, nudgeMs }),
+    await runPhase(pool, redis, {
+      id: 'nudged',
+      label: 'nudger on',
+      orders: opts.orders,
+      windowS: opts.windowS,
+      nudgeMs,
+    }),
     // The nudger sleeps through the run: only Redis's own (lazy and sampled) expiry emits events.
-    await runPhase(pool, redis, { id: 'baseline', label: 'baseline: nudger off', orders: opts.baselineOrders, windowS: opts.baselineWindowS, nudgeMs: 600_000 }),
+    await runPhase(pool, redis, {
+      id: 'baseline',
+      label: 'baseline: nudger off',
+      orders: opts.baselineOrders,
+      windowS: opts.baselineWindowS,
+      nudgeMs: 600_000,
+    }),
   ];
-  const keyspace = (await redis.info('keyspace')).split('\n').find((l) => l.startsWith('db0:'))?.trim() ?? '';
+  const keyspace =
+    (await redis.info('keyspace'))
+      .split('\n')
+      .find((l) => l.startsWith('db0:'))
+      ?.trim() ?? '';
 
   const out = [
     `## Expiry timeliness (${mode}): ${opts.noise} unrelated TTL keys, grace ${opts.graceS} s after the last deadline`,
@@ -185,7 +264,10 @@ try {
     `The baseline uses a shorter window (${opts.baselineWindowS} s, ${opts.baselineOrders} orders) and the same Redis; its orders are not closed by anything but Redis's own expiry.`,
     '',
     `Redis at the end: ${keyspace}`,
-    ...results.map((r) => `- ${r.label}: expired_keys +${r.redis.expiredKeys}, events seen ${r.events}, touch_due EXISTS calls ${r.redis.existsCalls}, expired_stale_perc ${r.redis.staleperc}, time_cap_reached ${r.redis.timeCapReached}, load avg ${r.loadAvg1m}`),
+    ...results.map(
+      (r) =>
+        `- ${r.label}: expired_keys +${r.redis.expiredKeys}, events seen ${r.events}, touch_due EXISTS calls ${r.redis.existsCalls}, expired_stale_perc ${r.redis.staleperc}, time_cap_reached ${r.redis.timeCapReached}, load avg ${r.loadAvg1m}`,
+    ),
   ].join('\n');
   process.stdout.write(`${out}\n`);
 
@@ -196,7 +278,10 @@ try {
   writeFileSync(file, `${JSON.stringify(saved, null, 2)}\n`);
   writeDocuments();
   progress(`written ${file.pathname}, BENCHMARKS.md and the README's headline`);
-  process.exitCode = results[0]!.closedEarly === 0 && results[0]!.closed === opts.orders && (results[0]!.lateMs.p99 ?? Infinity) <= 1000 ? 0 : 1;
+  process.exitCode =
+    results[0]!.closedEarly === 0 && results[0]!.closed === opts.orders && (results[0]!.lateMs.p99 ?? Infinity) <= 1000
+      ? 0
+      : 1;
 } finally {
   await cleanup();
 }

@@ -27,12 +27,21 @@ export class Cleanup {
   }
   async run(): Promise<void> {
     for (const step of this.steps.splice(0).reverse()) {
-      try { await step(); } catch (err) { progress(`cleanup: ${(err as Error).message}`); }
+      try {
+        await step();
+      } catch (err) {
+        progress(`cleanup: ${(err as Error).message}`);
+      }
     }
   }
 }
 
-export interface BenchPostgres { url: string; pid: number; version: string; stop(): Promise<void> }
+export interface BenchPostgres {
+  url: string;
+  pid: number;
+  version: string;
+  stop(): Promise<void>;
+}
 
 /**
  * Postgres with fsync on and a server default of synchronous_commit off, as many tuned servers run;
@@ -43,9 +52,24 @@ export async function startBenchPostgres(cleanup: Cleanup): Promise<BenchPostgre
   const dir = mkdtempSync(join(tmpdir(), 'flashsale-bench-pg-'));
   const port = await freePort();
   const server = new EmbeddedPostgres({
-    databaseDir: dir, port, user: 'postgres', password: 'bench', persistent: false, createPostgresUser: true,
-    onLog: () => {}, onError: () => {},
-    postgresFlags: ['-c', 'max_connections=400', '-c', 'fsync=on', '-c', 'synchronous_commit=off', '-c', 'shared_buffers=256MB'],
+    databaseDir: dir,
+    port,
+    user: 'postgres',
+    password: 'bench',
+    persistent: false,
+    createPostgresUser: true,
+    onLog: () => {},
+    onError: () => {},
+    postgresFlags: [
+      '-c',
+      'max_connections=400',
+      '-c',
+      'fsync=on',
+      '-c',
+      'synchronous_commit=off',
+      '-c',
+      'shared_buffers=256MB',
+    ],
   });
   await server.initialise();
   await server.start();
@@ -74,7 +98,13 @@ export async function freshDatabase(adminUrl: string, name: string): Promise<{ u
   return { url, pool };
 }
 
-export interface BenchRedis { url: string; redis: Redis; pid: number; version: string; stop(): Promise<void> }
+export interface BenchRedis {
+  url: string;
+  redis: Redis;
+  pid: number;
+  version: string;
+  stop(): Promise<void>;
+}
 
 /** A redis-server of its own (AOF everysec, expired events, noeviction: the product's settings). */
 export async function freshRedis(cleanup: Cleanup): Promise<BenchRedis> {
@@ -95,10 +125,20 @@ export async function freshRedis(cleanup: Cleanup): Promise<BenchRedis> {
   return { url: server.url, redis, pid: Number(field('process_id')), version: field('redis_version'), stop };
 }
 
-export interface Proc { name: string; child: ChildProcess; pid: number; stop(): Promise<void> }
+export interface Proc {
+  name: string;
+  child: ChildProcess;
+  pid: number;
+  stop(): Promise<void>;
+}
 
 /** Polls `done` every `everyMs` until it holds; throws, naming `what`, after `timeoutMs`. */
-export async function until(what: string, timeoutMs: number, done: () => Promise<boolean>, everyMs = 50): Promise<void> {
+export async function until(
+  what: string,
+  timeoutMs: number,
+  done: () => Promise<boolean>,
+  everyMs = 50,
+): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!(await done())) {
     if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
@@ -107,25 +147,44 @@ export async function until(what: string, timeoutMs: number, done: () => Promise
 }
 
 /** Every service refuses to start without secrets of its own; these are the bench's throwaway ones. */
-const BENCH_SECRETS = { JWT_SECRET: 'bench-secret-0123456789', ADMIN_TOKEN: 'bench-admin-token-0123456789', PAYMENT_WEBHOOK_SECRET: 'bench-webhook-secret-0123456789' };
+const BENCH_SECRETS = {
+  JWT_SECRET: 'bench-secret-0123456789',
+  ADMIN_TOKEN: 'bench-admin-token-0123456789',
+  PAYMENT_WEBHOOK_SECRET: 'bench-webhook-secret-0123456789',
+};
 
 /** The environment of every process under test, whether the bench spawns it or PM2 does: quiet logs, production, the bench's secrets, then `env`. */
-export const benchEnv = (env: Record<string, string>): NodeJS.ProcessEnv => ({ ...process.env, LOG_LEVEL: 'warn', NODE_ENV: 'production', ...BENCH_SECRETS, ...env });
+export const benchEnv = (env: Record<string, string>): NodeJS.ProcessEnv => ({
+  ...process.env,
+  LOG_LEVEL: 'warn',
+  NODE_ENV: 'production',
+  ...BENCH_SECRETS,
+  ...env,
+});
 
 /**
  * Spawns a Node process under test and resolves once it reports ready over IPC (the product's
  * daemons do, as PM2's wait_ready hears it; the baselines do the same). BENCH_CPU_PROF=1 adds
  * --cpu-prof, profiles under bench/results/profiles/<name>-<time>/.
  */
-export async function spawnNode(name: string, args: string[], env: Record<string, string>, cleanup: Cleanup): Promise<Proc> {
+export async function spawnNode(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+  cleanup: Cleanup,
+): Promise<Proc> {
   // One directory per process: tsx's loader thread writes a profile of its own beside the main one.
-  const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', `bench/results/profiles/${name}-${Date.now()}`] : [];
+  const prof = process.env.BENCH_CPU_PROF
+    ? ['--cpu-prof', '--cpu-prof-dir', `bench/results/profiles/${name}-${Date.now()}`]
+    : [];
   const child = spawn(process.execPath, [...prof, ...args], {
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     env: benchEnv(env),
   });
   let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => { stderr = (stderr + c.toString()).slice(-4000); });
+  child.stderr!.on('data', (c: Buffer) => {
+    stderr = (stderr + c.toString()).slice(-4000);
+  });
   const exited = new Promise<void>((res) => child.once('exit', () => res()));
   const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -136,8 +195,14 @@ export async function spawnNode(name: string, args: string[], env: Record<string
   };
   cleanup.add(stop);
   await new Promise<void>((resolve, reject) => {
-    const early = (code: number | null) => { clearTimeout(timer); reject(new Error(`${name} exited with ${code} before ready: ${stderr}`)); };
-    const timer = setTimeout(() => { child.off('exit', early); reject(new Error(`${name} did not become ready in 60 s: ${stderr}`)); }, 60_000);
+    const early = (code: number | null) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited with ${code} before ready: ${stderr}`));
+    };
+    const timer = setTimeout(() => {
+      child.off('exit', early);
+      reject(new Error(`${name} did not become ready in 60 s: ${stderr}`));
+    }, 60_000);
     child.on('message', (m) => {
       if (m !== 'ready') return;
       clearTimeout(timer);
@@ -146,7 +211,10 @@ export async function spawnNode(name: string, args: string[], env: Record<string
     });
     child.once('exit', early);
   });
-  child.once('exit', (code, signal) => { if (code !== 0 && signal !== 'SIGTERM' && signal !== 'SIGKILL') progress(`${name} exited with ${code ?? signal}: ${stderr}`); });
+  child.once('exit', (code, signal) => {
+    if (code !== 0 && signal !== 'SIGTERM' && signal !== 'SIGKILL')
+      progress(`${name} exited with ${code ?? signal}: ${stderr}`);
+  });
   return { name, child, pid: child.pid!, stop };
 }
 

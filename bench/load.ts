@@ -30,8 +30,13 @@ export interface LoadResult {
 }
 
 interface WrkJson {
-  cpu_ticks: number; answered: number; first_us: number; last_us: number; statuses: Record<string, number>;
-  errors: LoadResult['errors']; latency_us: Record<keyof LoadResult['latencyMs'], number>;
+  cpu_ticks: number;
+  answered: number;
+  first_us: number;
+  last_us: number;
+  statuses: Record<string, number>;
+  errors: LoadResult['errors'];
+  latency_us: Record<keyof LoadResult['latencyMs'], number>;
 }
 
 /**
@@ -42,14 +47,44 @@ interface WrkJson {
  * script with the same arguments and report (default bench/wrk/purchase.lua). `idWidth`: every buyer id
  * padded to that many characters; `passesFile`: line n is buyer n's purchase token (a pass).
  */
-export async function runLoad(url: string, opts: { buyers: number; connections: number; prefix: string; watch: Watched[]; holdMs?: number; script?: string; idWidth?: number; passesFile?: string }): Promise<LoadResult> {
+export async function runLoad(
+  url: string,
+  opts: {
+    buyers: number;
+    connections: number;
+    prefix: string;
+    watch: Watched[];
+    holdMs?: number;
+    script?: string;
+    idWidth?: number;
+    passesFile?: string;
+  },
+): Promise<LoadResult> {
   const hold = opts.holdMs ?? 1000;
-  const args = ['-t1', `-c${opts.connections}`, '-d900s', '--timeout', '30s', '-s', opts.script ?? SCRIPT, url, '--', String(opts.buyers), opts.prefix, String(opts.connections), String(hold),
-    ...(opts.idWidth || opts.passesFile ? [String(opts.idWidth ?? 0), opts.passesFile ?? ''] : [])];
+  const args = [
+    '-t1',
+    `-c${opts.connections}`,
+    '-d900s',
+    '--timeout',
+    '30s',
+    '-s',
+    opts.script ?? SCRIPT,
+    url,
+    '--',
+    String(opts.buyers),
+    opts.prefix,
+    String(opts.connections),
+    String(hold),
+    ...(opts.idWidth || opts.passesFile ? [String(opts.idWidth ?? 0), opts.passesFile ?? ''] : []),
+  ];
   const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
-  child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
-  child.stderr.on('data', (c: Buffer) => { out += c.toString(); });
+  child.stdout.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  child.stderr.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
   const exited = new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
   // wrk would outlive a bench that exits mid-run (its signal handler exits without waiting): up to -d900s.
   const killWrk = () => child.kill('SIGKILL');
@@ -76,9 +111,15 @@ export async function runLoad(url: string, opts: { buyers: number; connections: 
   const ms = (us: number) => Math.round(us / 100) / 10;
   const l = r.latency_us;
   return {
-    buyers: opts.buyers, connections: opts.connections, answered: r.answered, seconds: Math.round(seconds * 100) / 100,
-    rps: Math.round(r.answered / seconds), statuses: r.statuses, errors: r.errors,
+    buyers: opts.buyers,
+    connections: opts.connections,
+    answered: r.answered,
+    seconds: Math.round(seconds * 100) / 100,
+    rps: Math.round(r.answered / seconds),
+    statuses: r.statuses,
+    errors: r.errors,
     latencyMs: { p50: ms(l.p50), p90: ms(l.p90), p99: ms(l.p99), p999: ms(l.p999), max: ms(l.max), mean: ms(l.mean) },
-    procs, machineCpuPct,
+    procs,
+    machineCpuPct,
   };
 }

@@ -42,10 +42,28 @@ function pm2(vars: NodeJS.ProcessEnv, ...args: string[]): Promise<{ stdout: stri
   return p;
 }
 
-interface Pm2Process { name: string; pid: number; pm2_env: { status: string; NODE_APP_INSTANCE?: number; exit_code?: number; pm_out_log_path: string; pm_err_log_path: string } }
+interface Pm2Process {
+  name: string;
+  pid: number;
+  pm2_env: {
+    status: string;
+    NODE_APP_INSTANCE?: number;
+    exit_code?: number;
+    pm_out_log_path: string;
+    pm_err_log_path: string;
+  };
+}
 
-export interface Pm2App { name: string; instance: number; pid: number }
-export interface Pm2Daemon { home: string; pid: number; apps: Pm2App[] }
+export interface Pm2App {
+  name: string;
+  instance: number;
+  pid: number;
+}
+export interface Pm2Daemon {
+  home: string;
+  pid: number;
+  apps: Pm2App[];
+}
 
 const tail = (file: string) => {
   try {
@@ -60,7 +78,12 @@ const tail = (file: string) => {
  * "launching" until it reports ready: wait_ready). An app that exits first fails the start with
  * the end of its logs.
  */
-export async function startPm2(ecosystem: string, count: number, env: Record<string, string>, cleanup: Cleanup): Promise<Pm2Daemon> {
+export async function startPm2(
+  ecosystem: string,
+  count: number,
+  env: Record<string, string>,
+  cleanup: Cleanup,
+): Promise<Pm2Daemon> {
   const home = mkdtempSync(join(tmpdir(), 'flashsale-bench-pm2-'));
   const vars = benchEnv({ ...env, PM2_HOME: home });
   cleanup.add(() => rmSync(home, { recursive: true, force: true }));
@@ -74,8 +97,13 @@ export async function startPm2(ecosystem: string, count: number, env: Record<str
   let procs: Pm2Process[] = [];
   await until(`${count} PM2 apps of ${ecosystem} online`, 90_000, async () => {
     procs = JSON.parse((await pm2(vars, 'jlist')).stdout) as Pm2Process[];
-    const dead = procs.find((p) => ['errored', 'stopped'].includes(p.pm2_env.status) || p.pm2_env.exit_code !== undefined);
-    if (dead) throw new Error(`${dead.name} exited (${dead.pm2_env.status}, code ${dead.pm2_env.exit_code}):\n${tail(dead.pm2_env.pm_err_log_path)}\n${tail(dead.pm2_env.pm_out_log_path)}`);
+    const dead = procs.find(
+      (p) => ['errored', 'stopped'].includes(p.pm2_env.status) || p.pm2_env.exit_code !== undefined,
+    );
+    if (dead)
+      throw new Error(
+        `${dead.name} exited (${dead.pm2_env.status}, code ${dead.pm2_env.exit_code}):\n${tail(dead.pm2_env.pm_err_log_path)}\n${tail(dead.pm2_env.pm_out_log_path)}`,
+      );
     return procs.length === count && procs.every((p) => p.pm2_env.status === 'online' && p.pid > 0);
   });
   return {
@@ -92,5 +120,8 @@ export async function startPm2(ecosystem: string, count: number, env: Record<str
 export function pm2Watch(d: Pm2Daemon): Watched[] {
   const short = (name: string) => name.replace(/^(flashsale|bench)-/, '');
   const many = (name: string) => d.apps.filter((a) => a.name === name).length > 1;
-  return [{ name: 'pm2', pid: d.pid }, ...d.apps.map((a) => ({ name: many(a.name) ? `${short(a.name)}-${a.instance}` : short(a.name), pid: a.pid }))];
+  return [
+    { name: 'pm2', pid: d.pid },
+    ...d.apps.map((a) => ({ name: many(a.name) ? `${short(a.name)}-${a.instance}` : short(a.name), pid: a.pid })),
+  ];
 }

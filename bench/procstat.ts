@@ -6,7 +6,11 @@ import { cpus } from 'node:os';
 
 const TICKS_PER_S = 100;
 
-export interface Watched { name: string; pid: number; tree?: boolean }
+export interface Watched {
+  name: string;
+  pid: number;
+  tree?: boolean;
+}
 
 function stat(pid: number): { ppid: number; ticks: number; childTicks: number } | null {
   try {
@@ -45,7 +49,11 @@ function cpuTicks(w: Watched, members: number[]): number {
   return base + members.reduce((n, pid) => n + (stat(pid)?.ticks ?? 0), 0);
 }
 
-export interface ProcCost { name: string; cpuPct: number; rssMaxMb: number }
+export interface ProcCost {
+  name: string;
+  cpuPct: number;
+  rssMaxMb: number;
+}
 
 /** Samples memory every `everyMs` between start() and stop(); CPU is the difference of totals. */
 export class Monitor {
@@ -54,7 +62,10 @@ export class Monitor {
   private timer: NodeJS.Timeout | undefined;
   private startedAt = 0;
 
-  constructor(private readonly watched: Watched[], private readonly everyMs = 500) {}
+  constructor(
+    private readonly watched: Watched[],
+    private readonly everyMs = 500,
+  ) {}
 
   start(): void {
     this.startedAt = performance.now();
@@ -65,7 +76,9 @@ export class Monitor {
 
   private sample(): void {
     for (const w of this.watched) {
-      const kb = w.tree ? [w.pid, ...childrenOf(w.pid)].reduce((n, pid) => n + memKb(pid, 'Pss'), 0) : memKb(w.pid, 'Rss');
+      const kb = w.tree
+        ? [w.pid, ...childrenOf(w.pid)].reduce((n, pid) => n + memKb(pid, 'Pss'), 0)
+        : memKb(w.pid, 'Rss');
       this.rssMax.set(w.name, Math.max(this.rssMax.get(w.name) ?? 0, kb));
     }
   }
@@ -76,7 +89,11 @@ export class Monitor {
     const seconds = (performance.now() - this.startedAt) / 1000;
     return this.watched.map((w) => {
       const ticks = cpuTicks(w, w.tree ? childrenOf(w.pid) : []) - (this.startTicks.get(w.name) ?? 0);
-      return { name: w.name, cpuPct: Math.round((ticks / TICKS_PER_S / seconds) * 100), rssMaxMb: Math.round((this.rssMax.get(w.name) ?? 0) / 1024) };
+      return {
+        name: w.name,
+        cpuPct: Math.round((ticks / TICKS_PER_S / seconds) * 100),
+        rssMaxMb: Math.round((this.rssMax.get(w.name) ?? 0) / 1024),
+      };
     });
   }
 }

@@ -4,8 +4,16 @@
 //   node --import tsx bench/profile.ts <file.cpuprofile> [top=30]
 import { readFileSync } from 'node:fs';
 
-interface Frame { functionName: string; url: string; lineNumber: number }
-interface Profile { nodes: { id: number; callFrame: Frame }[]; samples: number[]; timeDeltas: number[] }
+interface Frame {
+  functionName: string;
+  url: string;
+  lineNumber: number;
+}
+interface Profile {
+  nodes: { id: number; callFrame: Frame }[];
+  samples: number[];
+  timeDeltas: number[];
+}
 
 function packageOf(f: Frame): string {
   const url = f.url;
@@ -32,8 +40,19 @@ export function summarize(file: string, top = 30): string {
     byFunction.set(fn, (byFunction.get(fn) ?? 0) + dt);
   });
   const list = (m: Map<string, number>, k: number) =>
-    [...m].sort((a, b) => b[1] - a[1]).slice(0, k).map(([name, us]) => `${((us / busy) * 100).toFixed(1).padStart(5)}%  ${name}`);
-  return [`busy ${(busy / 1e6).toFixed(1)} s`, '', 'by package:', ...list(byPackage, 15), '', 'by function (self):', ...list(byFunction, top)].join('\n');
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, k)
+      .map(([name, us]) => `${((us / busy) * 100).toFixed(1).padStart(5)}%  ${name}`);
+  return [
+    `busy ${(busy / 1e6).toFixed(1)} s`,
+    '',
+    'by package:',
+    ...list(byPackage, 15),
+    '',
+    'by function (self):',
+    ...list(byFunction, top),
+  ].join('\n');
 }
 
 if (process.argv[1]?.endsWith('profile.ts')) console.log(summarize(process.argv[2]!, Number(process.argv[3] ?? 30)));

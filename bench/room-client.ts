@@ -17,7 +17,17 @@ export interface ClientReport {
   ticks: [number, number, number, number][];
 }
 
-export type ClientMessage = { type: 'opened'; opened: number; failed: number; retries: number; refusals: Record<string, number>; sample: string; ms: number } | ClientReport;
+export type ClientMessage =
+  | {
+      type: 'opened';
+      opened: number;
+      failed: number;
+      retries: number;
+      refusals: Record<string, number>;
+      sample: string;
+      ms: number;
+    }
+  | ClientReport;
 
 const byWaiting = new Map<number, [number, number, number]>();
 const sockets = new Set<Socket>();
@@ -46,7 +56,11 @@ function stream(port: number, path: string, buyer: string, localAddress: string)
     let started = false;
     let rest = '';
     s.setNoDelay(true);
-    s.on('connect', () => s.write(`GET ${path} HTTP/1.1\r\nHost: bench\r\nX-User-Id: ${buyer}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n`));
+    s.on('connect', () =>
+      s.write(
+        `GET ${path} HTTP/1.1\r\nHost: bench\r\nX-User-Id: ${buyer}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n`,
+      ),
+    );
     s.on('data', (chunk: Buffer) => {
       const at = Date.now();
       let text = chunk.toString('latin1');
@@ -95,21 +109,35 @@ process.on('message', async (m: ClientRequest) => {
     let next = 0;
     let retries = 0;
     let failed = 0;
-    await Promise.all(Array.from({ length: m.concurrency }, async () => {
-      while (next < m.buyers.length) {
-        const i = next++;
-        const port = m.ports[i % m.ports.length]!;
-        // A refused stream (load shedding while thousands open at once) is tried again.
-        for (let tries = 0; !(await stream(port, `/api/sales/${m.saleId}/queue/events`, m.buyers[i]!, m.localAddress)); tries++) {
-          if (tries === 20) {
-            failed++;
-            break;
+    await Promise.all(
+      Array.from({ length: m.concurrency }, async () => {
+        while (next < m.buyers.length) {
+          const i = next++;
+          const port = m.ports[i % m.ports.length]!;
+          // A refused stream (load shedding while thousands open at once) is tried again.
+          for (
+            let tries = 0;
+            !(await stream(port, `/api/sales/${m.saleId}/queue/events`, m.buyers[i]!, m.localAddress));
+            tries++
+          ) {
+            if (tries === 20) {
+              failed++;
+              break;
+            }
+            retries++;
+            await new Promise((r) => setTimeout(r, 50));
           }
-          retries++;
-          await new Promise((r) => setTimeout(r, 50));
         }
-      }
-    }));
-    send({ type: 'opened', opened: open, failed, retries, refusals: Object.fromEntries(refusals), sample: lastRefusal, ms: Math.round(performance.now() - t0) });
+      }),
+    );
+    send({
+      type: 'opened',
+      opened: open,
+      failed,
+      retries,
+      refusals: Object.fromEntries(refusals),
+      sample: lastRefusal,
+      ms: Math.round(performance.now() - t0),
+    });
   }
 });

@@ -66,7 +66,13 @@ class Client {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 
 export async function runFanout(opts: {
-  loop: AdmissionLoop; redis: Redis; saleId: string; buyers: string[]; apis: { port: number; pid: number }[]; clients: number; ticks: number;
+  loop: AdmissionLoop;
+  redis: Redis;
+  saleId: string;
+  buyers: string[];
+  apis: { port: number; pid: number }[];
+  clients: number;
+  ticks: number;
 }): Promise<FanoutResult> {
   const { loop, saleId, buyers, apis } = opts;
   // A subscriber of our own, as each API has: when the tick's message was delivered.
@@ -77,17 +83,34 @@ export async function runFanout(opts: {
     if (t.saleId === saleId) heard.set(t.waiting, Date.now());
   });
   await sub.subscribe(ADMISSION_CHANNEL);
-  const clients = Array.from({ length: opts.clients }, () => new Client(fork(CLIENT, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })));
+  const clients = Array.from(
+    { length: opts.clients },
+    () =>
+      new Client(fork(CLIENT, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })),
+  );
   try {
-    progress(`fan-out: opening ${buyers.length} streams over ${apis.length} API process(es) from ${clients.length} client processes`);
+    progress(
+      `fan-out: opening ${buyers.length} streams over ${apis.length} API process(es) from ${clients.length} client processes`,
+    );
     const t0 = performance.now();
     const per = Math.ceil(buyers.length / clients.length);
-    const opened = await Promise.all(clients.map((c, i) => c.ask<Extract<ClientMessage, { type: 'opened' }>>({
-      type: 'open', ports: apis.map((a) => a.port), saleId, buyers: buyers.slice(i * per, (i + 1) * per), localAddress: `127.0.0.${i + 2}`, concurrency: 64,
-    })));
+    const opened = await Promise.all(
+      clients.map((c, i) =>
+        c.ask<Extract<ClientMessage, { type: 'opened' }>>({
+          type: 'open',
+          ports: apis.map((a) => a.port),
+          saleId,
+          buyers: buyers.slice(i * per, (i + 1) * per),
+          localAddress: `127.0.0.${i + 2}`,
+          concurrency: 64,
+        }),
+      ),
+    );
     const openS = Math.round((performance.now() - t0) / 100) / 10;
     const streams = opened.reduce((n, o) => n + o.opened, 0);
-    progress(`  ${streams} streams open in ${openS} s (${opened.reduce((n, o) => n + o.retries, 0)} retries, ${opened.reduce((n, o) => n + o.failed, 0)} failed)${opened.some((o) => o.sample) ? `; refusals ${opened.map((o) => JSON.stringify(o.refusals)).join(' ')}: ${opened.find((o) => o.sample)!.sample.replace(/\s+/g, ' ')}` : ''}`);
+    progress(
+      `  ${streams} streams open in ${openS} s (${opened.reduce((n, o) => n + o.retries, 0)} retries, ${opened.reduce((n, o) => n + o.failed, 0)} failed)${opened.some((o) => o.sample) ? `; refusals ${opened.map((o) => JSON.stringify(o.refusals)).join(' ')}: ${opened.find((o) => o.sample)!.sample.replace(/\s+/g, ' ')}` : ''}`,
+    );
     const reports = () => Promise.all(clients.map((c) => c.ask<ClientReport>({ type: 'report' })));
     const watch: Watched[] = apis.map((a, i) => ({ name: `api${i + 1}`, pid: a.pid }));
     let rss: ProcCost[] = [];
@@ -107,7 +130,9 @@ export async function runFanout(opts: {
       const deadline = Date.now() + 30_000;
       while (Date.now() < deadline) {
         await sleep(50);
-        const got = (await reports()).map((r) => r.ticks.find(([w]) => w === tick.waiting)).filter((t) => t !== undefined);
+        const got = (await reports())
+          .map((r) => r.ticks.find(([w]) => w === tick.waiting))
+          .filter((t) => t !== undefined);
         received = got.reduce((n, t) => n + t[1], 0);
         first = Math.min(...got.map((t) => t[2]));
         last = Math.max(...got.map((t) => t[3]));
@@ -120,17 +145,36 @@ export async function runFanout(opts: {
       const cpuS = cpu.reduce((n, p) => n + (p.cpuPct / 100) * busyS, 0);
       const at = heard.get(tick.waiting) ?? start;
       const t: FanoutTick = {
-        owed, received, admitted: tick.admitted, firstMs: first - start, lagMs, publishedMs: at - start, afterPublishMs: last - at,
-        updatesPerS: Math.round(received / (lagMs / 1000)), apiCpuPct: cpu.map((p) => p.cpuPct), apiCpuUsPerUpdate: Math.round((cpuS * 1e6) / Math.max(1, received)),
+        owed,
+        received,
+        admitted: tick.admitted,
+        firstMs: first - start,
+        lagMs,
+        publishedMs: at - start,
+        afterPublishMs: last - at,
+        updatesPerS: Math.round(received / (lagMs / 1000)),
+        apiCpuPct: cpu.map((p) => p.cpuPct),
+        apiCpuUsPerUpdate: Math.round((cpuS * 1e6) / Math.max(1, received)),
       };
-      progress(`  tick ${i + 1}/${opts.ticks}: ${received}/${owed} streams updated, published ${t.publishedMs} ms, first ${t.firstMs} ms, last ${lagMs} ms (${t.afterPublishMs} ms after the message), ${t.updatesPerS} updates/s, API CPU ${t.apiCpuPct.join('/')}%`);
+      progress(
+        `  tick ${i + 1}/${opts.ticks}: ${received}/${owed} streams updated, published ${t.publishedMs} ms, first ${t.firstMs} ms, last ${lagMs} ms (${t.afterPublishMs} ms after the message), ${t.updatesPerS} updates/s, API CPU ${t.apiCpuPct.join('/')}%`,
+      );
       ticks.push(t);
       await sleep(Math.max(0, last + AFTER_LAST_MS - Date.now()));
     }
     return {
-      streams, apis: apis.length, clients: clients.length, openS, openRetries: opened.reduce((n, o) => n + o.retries, 0), openFailed: opened.reduce((n, o) => n + o.failed, 0),
-      apiRssMb: rss.map((p) => p.rssMaxMb), ticks,
-      lagMs: median(ticks.map((t) => t.lagMs)), afterPublishMs: median(ticks.map((t) => t.afterPublishMs)), updatesPerS: median(ticks.map((t) => t.updatesPerS)), apiCpuUsPerUpdate: median(ticks.map((t) => t.apiCpuUsPerUpdate)),
+      streams,
+      apis: apis.length,
+      clients: clients.length,
+      openS,
+      openRetries: opened.reduce((n, o) => n + o.retries, 0),
+      openFailed: opened.reduce((n, o) => n + o.failed, 0),
+      apiRssMb: rss.map((p) => p.rssMaxMb),
+      ticks,
+      lagMs: median(ticks.map((t) => t.lagMs)),
+      afterPublishMs: median(ticks.map((t) => t.afterPublishMs)),
+      updatesPerS: median(ticks.map((t) => t.updatesPerS)),
+      apiCpuUsPerUpdate: median(ticks.map((t) => t.apiCpuUsPerUpdate)),
     };
   } finally {
     sub.disconnect();

@@ -9,11 +9,33 @@ import { saleKeys } from '../shared/redis/keys.js';
 import type { Pool } from '../shared/runtime/db.js';
 import { PURCHASE_QUEUE } from './baselines/common.js';
 import { ROWLOCK_SCHEMA } from './baselines/rowlock-tx.js';
-import { BENCH_PRICE, Cleanup, cli, freePortBase, freePort, freshDatabase, freshRedis, spawnNode, tsScript, until, type BenchPostgres, type BenchRedis, type Proc } from './harness.js';
+import {
+  BENCH_PRICE,
+  Cleanup,
+  cli,
+  freePortBase,
+  freePort,
+  freshDatabase,
+  freshRedis,
+  spawnNode,
+  tsScript,
+  until,
+  type BenchPostgres,
+  type BenchRedis,
+  type Proc,
+} from './harness.js';
 import { pm2Watch, startPm2 } from './pm2.js';
 import type { Watched } from './procstat.js';
 
-export type Design = 'flashsale' | 'hello' | 'rowlock' | 'enqueue' | 'flashsale-nomem' | 'rowlock-nomem' | 'pm2-hello' | 'pm2-flashsale';
+export type Design =
+  | 'flashsale'
+  | 'hello'
+  | 'rowlock'
+  | 'enqueue'
+  | 'flashsale-nomem'
+  | 'rowlock-nomem'
+  | 'pm2-hello'
+  | 'pm2-flashsale';
 
 export const DESIGNS: Record<Design, string> = {
   flashsale: 'flashsale (this endpoint)',
@@ -60,13 +82,24 @@ async function outcome(pool: Pool, saleId: string, left: number): Promise<Outcom
     `select count(*)::int as orders, coalesce(sum(qty), 0)::int as units,
             coalesce(extract(epoch from max(purchased_at) - min(purchased_at)), 0)::float8 as sellout_s,
             coalesce((select max(n) from (select sum(qty) as n from orders where sale_id = $1 group by user_id) t), 0)::int as max_per_user
-     from orders where sale_id = $1`, [saleId]);
+     from orders where sale_id = $1`,
+    [saleId],
+  );
   const r = res.rows[0]!;
-  return { orders: r.orders, units: r.units, maxPerUser: r.max_per_user, selloutS: Math.round(r.sellout_s * 100) / 100, left };
+  return {
+    orders: r.orders,
+    units: r.units,
+    maxPerUser: r.max_per_user,
+    selloutS: Math.round(r.sellout_s * 100) / 100,
+    left,
+  };
 }
 
 async function insertRowLockSale(pool: Pool, id: string, stock: number): Promise<void> {
-  await pool.query(`insert into sales (id, name, stock, payment_window_seconds) values ($1, $1, $2, 3600)`, [id, stock]);
+  await pool.query(`insert into sales (id, name, stock, payment_window_seconds) values ($1, $1, $2, 3600)`, [
+    id,
+    stock,
+  ]);
   await pool.query('insert into bench_stock (sale_id, stock) values ($1, $2)', [id, stock]);
 }
 
@@ -78,7 +111,11 @@ const ECOSYSTEM = fileURLToPath(new URL('../ecosystem.config.js', import.meta.ur
 const stockLeft = async (pool: Pool, id: string) =>
   (await pool.query<{ stock: number }>('select stock from bench_stock where sale_id = $1', [id])).rows[0]?.stock ?? -1;
 
-export async function startStack(design: Design, pg: BenchPostgres, opts: { productEnv?: Record<string, string> } = {}): Promise<Stack> {
+export async function startStack(
+  design: Design,
+  pg: BenchPostgres,
+  opts: { productEnv?: Record<string, string> } = {},
+): Promise<Stack> {
   const cleanup = new Cleanup();
   const port = await freePort();
   const pgWatch: Watched = { name: 'postgres', pid: pg.pid, tree: true };
@@ -86,15 +123,27 @@ export async function startStack(design: Design, pg: BenchPostgres, opts: { prod
     if (design === 'hello') {
       const server = await spawnNode('hello', tsScript('bench/baselines/hello.ts'), { PORT: String(port) }, cleanup);
       return {
-        design, port, procs: [server], watch: [{ name: 'server', pid: server.pid }],
-        createSale: async () => {}, settle: async () => {}, outcome: async () => null, stop: () => cleanup.run(),
+        design,
+        port,
+        procs: [server],
+        watch: [{ name: 'server', pid: server.pid }],
+        createSale: async () => {},
+        settle: async () => {},
+        outcome: async () => null,
+        stop: () => cleanup.run(),
       };
     }
     if (design === 'pm2-hello') {
       const pm2 = await startPm2(HELLO_ECOSYSTEM, CORES, { PORT: String(port), API_INSTANCES: String(CORES) }, cleanup);
       return {
-        design, port, procs: [], watch: pm2Watch(pm2),
-        createSale: async () => {}, settle: async () => {}, outcome: async () => null, stop: () => cleanup.run(),
+        design,
+        port,
+        procs: [],
+        watch: pm2Watch(pm2),
+        createSale: async () => {},
+        settle: async () => {},
+        outcome: async () => null,
+        stop: () => cleanup.run(),
       };
     }
     const db = await freshDatabase(pg.url, `bench_${design}`);
@@ -104,7 +153,10 @@ export async function startStack(design: Design, pg: BenchPostgres, opts: { prod
       const env = { PORT: String(port), DATABASE_URL: db.url, ...(design === 'rowlock-nomem' ? NO_MEMORY : {}) };
       const server = await spawnNode(design, tsScript('bench/baselines/rowlock.ts'), env, cleanup);
       return {
-        design, port, procs: [server], watch: [{ name: 'server', pid: server.pid }, pgWatch],
+        design,
+        port,
+        procs: [server],
+        watch: [{ name: 'server', pid: server.pid }, pgWatch],
         createSale: (id, stock) => insertRowLockSale(db.pool, id, stock),
         settle: async () => {},
         outcome: async (id) => outcome(db.pool, id, await stockLeft(db.pool, id)),
@@ -125,25 +177,42 @@ export async function startStack(design: Design, pg: BenchPostgres, opts: { prod
       const queue = new Queue(PURCHASE_QUEUE, { connection });
       cleanup.add(() => queue.close());
       return {
-        design, port, procs: [server, worker], redis,
+        design,
+        port,
+        procs: [server, worker],
+        redis,
         watch: [{ name: 'server', pid: server.pid }, { name: 'worker', pid: worker.pid }, redisWatch, pgWatch],
         createSale: (id, stock) => insertRowLockSale(db.pool, id, stock),
-        settle: (_id, timeoutMs = 600_000) => until('the purchase queue to drain', timeoutMs, async () => {
-          const c = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
-          return Object.values(c).every((n) => n === 0);
-        }),
+        settle: (_id, timeoutMs = 600_000) =>
+          until('the purchase queue to drain', timeoutMs, async () => {
+            const c = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
+            return Object.values(c).every((n) => n === 0);
+          }),
         outcome: async (id) => outcome(db.pool, id, await stockLeft(db.pool, id)),
         stop: () => cleanup.run(),
       };
     }
-    const env = { PORT: String(port), DATABASE_URL: db.url, REDIS_URL: redis.url, ...PRODUCT_ENV, ...(design === 'flashsale-nomem' ? NO_MEMORY : {}), ...opts.productEnv };
+    const env = {
+      PORT: String(port),
+      DATABASE_URL: db.url,
+      REDIS_URL: redis.url,
+      ...PRODUCT_ENV,
+      ...(design === 'flashsale-nomem' ? NO_MEMORY : {}),
+      ...opts.productEnv,
+    };
     const sale: Pick<Stack, 'createSale' | 'settle' | 'outcome' | 'stop'> = {
-      createSale: (id, stock) => createSale(db.pool, redis.redis, parseSaleInput({ id, name: id, stock, ...BENCH_PRICE, paymentWindowSeconds: 3600 })),
-      settle: (id, timeoutMs = 600_000) => until('the order writer to drain', timeoutMs, async () => {
-        const k = saleKeys(id);
-        const [winners, queued] = await Promise.all([redis.redis.llen(k.winners), redis.redis.hlen(k.queued)]);
-        return winners === 0 && queued === 0;
-      }),
+      createSale: (id, stock) =>
+        createSale(
+          db.pool,
+          redis.redis,
+          parseSaleInput({ id, name: id, stock, ...BENCH_PRICE, paymentWindowSeconds: 3600 }),
+        ),
+      settle: (id, timeoutMs = 600_000) =>
+        until('the order writer to drain', timeoutMs, async () => {
+          const k = saleKeys(id);
+          const [winners, queued] = await Promise.all([redis.redis.llen(k.winners), redis.redis.hlen(k.queued)]);
+          return winners === 0 && queued === 0;
+        }),
       outcome: async (id) => outcome(db.pool, id, Number(await redis.redis.get(saleKeys(id).available))),
       stop: () => cleanup.run(),
     };
@@ -151,15 +220,29 @@ export async function startStack(design: Design, pg: BenchPostgres, opts: { prod
       // The real ecosystem file with real servers (no `servers` app) and the bench's secrets; ops ports that are free.
       // The API's CORES instances and four daemons (order-writer, expiry-listener, replay, admission).
       const opsBase = await freePortBase([1, 2, 3, 4, ...Array.from({ length: CORES }, (_, i) => 10 + i)]);
-      const pm2 = await startPm2(ECOSYSTEM, CORES + 4, { ...env, OPS_PORT_BASE: String(opsBase), API_INSTANCES: String(CORES) }, cleanup);
+      const pm2 = await startPm2(
+        ECOSYSTEM,
+        CORES + 4,
+        { ...env, OPS_PORT_BASE: String(opsBase), API_INSTANCES: String(CORES) },
+        cleanup,
+      );
       return { design, port, procs: [], redis, watch: [...pm2Watch(pm2), redisWatch, pgWatch], ...sale };
     }
     const api = await spawnNode('api', cli('api'), env, cleanup);
     const writer = await spawnNode('order-writer', cli('order-writer'), env, cleanup);
     const listener = await spawnNode('expiry-listener', cli('expiry-listener'), env, cleanup);
     return {
-      design, port, procs: [api, writer, listener], redis,
-      watch: [{ name: 'server', pid: api.pid }, { name: 'writer', pid: writer.pid }, { name: 'listener', pid: listener.pid }, redisWatch, pgWatch],
+      design,
+      port,
+      procs: [api, writer, listener],
+      redis,
+      watch: [
+        { name: 'server', pid: api.pid },
+        { name: 'writer', pid: writer.pid },
+        { name: 'listener', pid: listener.pid },
+        redisWatch,
+        pgWatch,
+      ],
       ...sale,
     };
   } catch (err) {

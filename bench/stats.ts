@@ -15,7 +15,8 @@ export async function lateness(pool: Pool, saleId: string): Promise<OrderTiming[
   const res = await pool.query<{ e: number; c: number | null; r: number | null }>(
     `select (extract(epoch from expires_at) * 1000)::float8 as e, (extract(epoch from closed_at) * 1000)::float8 as c,
             (extract(epoch from restored_at) * 1000)::float8 as r
-     from orders where sale_id = $1`, [saleId],
+     from orders where sale_id = $1`,
+    [saleId],
   );
   return res.rows.map((row) => ({ expiresMs: row.e, closedMs: row.c, restoredMs: row.r }));
 }
@@ -42,14 +43,20 @@ export async function redisCounters(redis: Redis): Promise<RedisCounters> {
   };
 }
 
-export interface Percentiles { p50: number | null; p90: number | null; p99: number | null; max: number | null }
+export interface Percentiles {
+  p50: number | null;
+  p90: number | null;
+  p99: number | null;
+  max: number | null;
+}
 
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
 /** Nearest-rank percentiles. */
 function percentiles(values: number[]): Percentiles {
   const sorted = [...values].sort((a, b) => a - b);
-  const at = (q: number) => (sorted.length === 0 ? null : round(sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!));
+  const at = (q: number) =>
+    sorted.length === 0 ? null : round(sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!);
   return { p50: at(0.5), p90: at(0.9), p99: at(0.99), max: at(1) };
 }
 
@@ -76,8 +83,14 @@ export interface Summary {
 
 export function summarize(
   { label, orders, windowS, nudgeMs }: { label: string; orders: number; windowS: number; nudgeMs: number },
-  rows: OrderTiming[], cutoff: number,
-  seen: { closedByListener: number; events: number; available: number; redis: { before: RedisCounters; after: RedisCounters } },
+  rows: OrderTiming[],
+  cutoff: number,
+  seen: {
+    closedByListener: number;
+    events: number;
+    available: number;
+    redis: { before: RedisCounters; after: RedisCounters };
+  },
 ): Summary {
   const closed = rows.filter((r) => r.closedMs !== null).map((r) => r.closedMs!);
   const late = rows.map((r) => (r.closedMs ?? cutoff) - r.expiresMs);
@@ -89,14 +102,20 @@ export function summarize(
   const spanS = closed.length > 1 ? (last - first) / 1000 : 0;
   const { before, after } = seen.redis;
   return {
-    label, orders, windowS, nudgeMs,
+    label,
+    orders,
+    windowS,
+    nudgeMs,
     closed: closed.length,
     restored: rows.filter((r) => r.restoredMs !== null).length,
     closedEarly: rows.filter((r) => r.closedMs !== null && r.closedMs < r.expiresMs).length,
     lateMs: percentiles(late),
     lowerBound: closed.length < orders,
     stockBackP99Ms: percentiles(stockBack).p99,
-    closesPerSecond: { mean: spanS > 0 ? Math.round(closed.length / spanS) : closed.length, peak: [...perSecond.values()].reduce((a, b) => Math.max(a, b), 0) },
+    closesPerSecond: {
+      mean: spanS > 0 ? Math.round(closed.length / spanS) : closed.length,
+      peak: [...perSecond.values()].reduce((a, b) => Math.max(a, b), 0),
+    },
     closedByListener: seen.closedByListener,
     events: seen.events,
     loadAvg1m: round(loadavg()[0]!),

@@ -19,6 +19,11 @@ export async function startAdmission(config: Config, logger: Logger): Promise<St
   return {
     loop,
     failed: loop.failed,
-    stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['admission', () => loop.stop()], ['connections', close]])),
+    stop: () =>
+      (stopping ??= closeAll(log, [
+        ['ops', () => ops?.close()],
+        ['admission', () => loop.stop()],
+        ['connections', close],
+      ])),
   };
 }

@@ -20,7 +20,12 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   // would be a second order the buyer never heard of).
   const { pool, redis, replicaAcks, close } = await connect(config, log, {
     poolSize: 20,
-    redis: { enableAutoPipelining: true, enableOfflineQueue: false, autoResendUnfulfilledCommands: false, commandTimeout: 5000 },
+    redis: {
+      enableAutoPipelining: true,
+      enableOfflineQueue: false,
+      autoResendUnfulfilledCommands: false,
+      commandTimeout: 5000,
+    },
   });
   await migrate(pool, log);
   const purchaser = new Purchaser(redis, config, replicaAcks);
@@ -35,15 +40,39 @@ export async function startApi(config: Config, logger: Logger): Promise<Stoppabl
   // Instances in PM2 cluster mode share PORT, so its /metrics is whichever instance took the
   // request; each one's own ops port (OPS_PORT + its instance number) is what Prometheus scrapes.
   const ops = await startOpsServer(config, redis, pool);
-  const purchaseRate = { perBuyer: config.purchaseRatePerBuyer, perIp: config.purchaseRatePerIp, windowMs: config.purchaseRateWindowMs };
+  const purchaseRate = {
+    perBuyer: config.purchaseRatePerBuyer,
+    perIp: config.purchaseRatePerIp,
+    windowMs: config.purchaseRateWindowMs,
+  };
   const challengeRate = { perBuyer: config.challengeRatePerBuyer, windowMs: config.challengeRateWindowMs };
-  log.info({ port, opsPort: config.opsPort || undefined, host: config.host, opsHost: config.opsPort ? config.opsHost : undefined, authMode: config.authMode, purchaseRate, challengeRate }, 'api listening');
+  log.info(
+    {
+      port,
+      opsPort: config.opsPort || undefined,
+      host: config.host,
+      opsHost: config.opsPort ? config.opsHost : undefined,
+      authMode: config.authMode,
+      purchaseRate,
+      challengeRate,
+    },
+    'api listening',
+  );
   if (config.directPay && !config.development) {
-    log.warn({ directPay: true }, 'DIRECT_PAY is on: any buyer can mark an order paid without paying (DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING=yes); set DIRECT_PAY=off for real sales');
+    log.warn(
+      { directPay: true },
+      'DIRECT_PAY is on: any buyer can mark an order paid without paying (DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING=yes); set DIRECT_PAY=off for real sales',
+    );
   }
   let stopping: Promise<void> | undefined;
   return {
     port,
-    stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['http', () => app.close()], ['subscriber', () => quitRedis(subscriber)], ['connections', close]])),
+    stop: () =>
+      (stopping ??= closeAll(log, [
+        ['ops', () => ops?.close()],
+        ['http', () => app.close()],
+        ['subscriber', () => quitRedis(subscriber)],
+        ['connections', close],
+      ])),
   };
 }

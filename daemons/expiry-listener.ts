@@ -7,7 +7,10 @@ import { migrate } from '../shared/runtime/migrate.js';
 import { startOpsServer } from '../shared/runtime/ops-server.js';
 import { connect } from '../shared/runtime/services.js';
 
-export async function startExpiryListener(config: Config, logger: Logger): Promise<Stoppable & { listener: ExpiryListener }> {
+export async function startExpiryListener(
+  config: Config,
+  logger: Logger,
+): Promise<Stoppable & { listener: ExpiryListener }> {
   const log = logger.child({ daemon: 'expiry-listener' });
   const { pool, redis, replicaAcks, close } = await connect(config, log);
   await migrate(pool, log);
@@ -16,13 +19,21 @@ export async function startExpiryListener(config: Config, logger: Logger): Promi
   try {
     await listener.start();
   } catch (err) {
-    await closeAll(log, [['ops', () => ops?.close()], ['connections', close]]);
+    await closeAll(log, [
+      ['ops', () => ops?.close()],
+      ['connections', close],
+    ]);
     throw err;
   }
   let stopping: Promise<void> | undefined;
   return {
     listener,
     failed: listener.failed,
-    stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['listener', () => listener.stop()], ['connections', close]])),
+    stop: () =>
+      (stopping ??= closeAll(log, [
+        ['ops', () => ops?.close()],
+        ['listener', () => listener.stop()],
+        ['connections', close],
+      ])),
   };
 }

@@ -18,7 +18,12 @@ export async function startReplay(config: Config, logger: Logger): Promise<Stopp
   let stopping: Promise<void> | undefined;
   return {
     failed: replay.failed,
-    stop: () => (stopping ??= closeAll(log, [['ops', () => ops?.close()], ['replay', () => replay.stop()], ['connections', close]])),
+    stop: () =>
+      (stopping ??= closeAll(log, [
+        ['ops', () => ops?.close()],
+        ['replay', () => replay.stop()],
+        ['connections', close],
+      ])),
   };
 }
 

@@ -7,9 +7,18 @@ export async function startServers(config: Config, logger: Logger): Promise<Stop
   // Imported here only: the embedded Postgres package is needed by the local stack alone.
   const { startLocalServers } = await import('../tools/local-stack.js');
   const servers = await startLocalServers(config);
-  if (servers.orphansStopped.length > 0) logger.warn({ stopped: servers.orphansStopped }, 'stopped servers an earlier local stack left running');
+  if (servers.orphansStopped.length > 0)
+    logger.warn({ stopped: servers.orphansStopped }, 'stopped servers an earlier local stack left running');
   // The other apps of the PM2 local mode read the same file; the values are never logged.
   localSecrets(config.dataDir);
-  logger.info({ databaseUrl: servers.databaseUrl, redisUrl: servers.redisUrl, dataDir: config.dataDir, secrets: localSecretsFile(config.dataDir) }, 'local servers up');
+  logger.info(
+    {
+      databaseUrl: servers.databaseUrl,
+      redisUrl: servers.redisUrl,
+      dataDir: config.dataDir,
+      secrets: localSecretsFile(config.dataDir),
+    },
+    'local servers up',
+  );
   return servers;
 }

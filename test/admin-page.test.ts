@@ -20,11 +20,28 @@ import type { Sale } from '../shared/sales/sale.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import { axeViolations, serious, tooWide, VIEWPORTS, type Violation } from './support/axe.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
-import { closeEntries as closeEntriesOf, endBackfillIn, newSale, openDraw, redisNow, startedAgo, waitFor } from './support/fixtures.js';
+import {
+  closeEntries as closeEntriesOf,
+  endBackfillIn,
+  newSale,
+  openDraw,
+  redisNow,
+  startedAgo,
+  waitFor,
+} from './support/fixtures.js';
 import { http } from './support/http.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
 
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync'];
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const SCREENSHOTS = fileURLToPath(new URL('../test-output/screenshots/', import.meta.url));
 const DOCS = fileURLToPath(new URL('../docs/', import.meta.url));
 
@@ -38,7 +55,13 @@ const pageErrors: string[] = [];
 before(async () => {
   mkdirSync(SCREENSHOTS, { recursive: true });
   env = await testEnv();
-  app = buildApp({ config: env.config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, env.config), logger: env.logger });
+  app = buildApp({
+    config: env.config,
+    pool: env.pool,
+    redis: env.redis,
+    purchaser: new Purchaser(env.redis, env.config),
+    logger: env.logger,
+  });
   await app.listen({ port: 0, host: '127.0.0.1' });
   port = (app.server.address() as { port: number }).port;
   browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
@@ -54,9 +77,12 @@ afterEach(async () => {
 });
 
 const ADMIN = { authorization: `Bearer ${ADMIN_TOKEN}` };
-const live = (saleId: string, headers: Record<string, string> = ADMIN) => http(port, 'GET', `/api/sales/${saleId}/live`, { headers });
-const buy = (saleId: string, user: string) => http(port, 'POST', `/api/sales/${saleId}/purchases`, { user, body: { qty: 1 } });
-const orderAction = (orderId: string, user: string, action: 'pay' | 'cancel') => http(port, 'POST', `/api/orders/${orderId}/${action}`, { user });
+const live = (saleId: string, headers: Record<string, string> = ADMIN) =>
+  http(port, 'GET', `/api/sales/${saleId}/live`, { headers });
+const buy = (saleId: string, user: string) =>
+  http(port, 'POST', `/api/sales/${saleId}/purchases`, { user, body: { qty: 1 } });
+const orderAction = (orderId: string, user: string, action: 'pay' | 'cancel') =>
+  http(port, 'POST', `/api/orders/${orderId}/${action}`, { user });
 
 async function sale(fields: Record<string, unknown>): Promise<Sale> {
   const s = await newSale(env, fields);
@@ -66,7 +92,12 @@ async function sale(fields: Record<string, unknown>): Promise<Sale> {
 
 /** Writes every queued winner, as the order writer would. */
 async function drain(): Promise<void> {
-  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: 'w-admin-page', writerLeaseMs: 1 } });
+  const writer = new OrderWriter({
+    pool: env.pool,
+    redis: env.redis,
+    logger: env.logger,
+    config: { ...env.config, writerId: 'w-admin-page', writerLeaseMs: 1 },
+  });
   while ((await writer.drainOnce()) > 0);
 }
 
@@ -99,7 +130,16 @@ async function oneBuysOneNoShow(s: Sale): Promise<void> {
   const k = saleKeys(s.id);
   const [buyer, noShow] = await env.redis.zrange(k.queue, '0', '1');
   const pass = (await queueMe(s.id, buyer!)).body.pass as string;
-  assert.equal((await http(port, 'POST', `/api/sales/${s.id}/purchases`, { user: buyer!, body: { qty: 1 }, headers: { [PURCHASE_TOKEN_HEADER]: pass } })).status, 202);
+  assert.equal(
+    (
+      await http(port, 'POST', `/api/sales/${s.id}/purchases`, {
+        user: buyer!,
+        body: { qty: 1 },
+        headers: { [PURCHASE_TOKEN_HEADER]: pass },
+      })
+    ).status,
+    202,
+  );
   await env.redis.zadd(k.passes, await redisNow(env.redis), noShow!);
 }
 const join = (saleId: string, user: string) => http(port, 'POST', `/api/sales/${saleId}/queue`, { user });
@@ -111,7 +151,10 @@ const closeEntries = (s: Sale) => closeEntriesOf(env, s);
 const enter = (saleId: string, user: string) => http(port, 'POST', `/api/sales/${saleId}/entries`, { user });
 /** The draw's entries by status, read from Postgres directly. */
 async function entryCounts(saleId: string): Promise<Record<string, number>> {
-  const res = await env.pool.query<{ status: string; n: number }>('select status, count(*)::int as n from draw_entries where sale_id = $1 group by status', [saleId]);
+  const res = await env.pool.query<{ status: string; n: number }>(
+    'select status, count(*)::int as n from draw_entries where sale_id = $1 group by status',
+    [saleId],
+  );
   return Object.fromEntries(res.rows.map((r) => [r.status, r.n]));
 }
 
@@ -120,7 +163,7 @@ async function outcomes(saleId: string): Promise<Record<string, number>> {
 }
 
 describe('GET /api/sales/:saleId/live', () => {
-  test('live: the units are the reconciliation\'s, purchases Redis\'s counter, writer lag the oldest waiting winner\'s age', async () => {
+  test("live: the units are the reconciliation's, purchases Redis's counter, writer lag the oldest waiting winner's age", async () => {
     const s = await sale({ stock: 10, paymentWindowSeconds: 600 });
     for (const user of ['a1', 'a2']) assert.equal((await buy(s.id, user)).status, 202);
     await drain();
@@ -134,7 +177,8 @@ describe('GET /api/sales/:saleId/live', () => {
     const { saleId: _, ...units } = rec;
     assert.deepEqual(res.body.reconciliation, units);
     assert.deepEqual(
-      [rec.available, rec.queued, rec.pending, rec.holds], [7, 1, 2, true],
+      [rec.available, rec.queued, rec.pending, rec.holds],
+      [7, 1, 2, true],
       'the case this checks: one winner queued, two written',
     );
     assert.equal(res.body.purchases, 3);
@@ -156,7 +200,7 @@ describe('GET /api/sales/:saleId/live', () => {
     assert.equal((await live(s.id)).body.writerLagMs, null);
   });
 
-  test('live: expiry lateness is the p50/p99 of closed_at - expires_at over the sale\'s expired orders of the last minute', async () => {
+  test("live: expiry lateness is the p50/p99 of closed_at - expires_at over the sale's expired orders of the last minute", async () => {
     const s = await sale({ stock: 10, perUserLimit: 1, paymentWindowSeconds: 600 });
     const ids: string[] = [];
     for (const user of ['b1', 'b2', 'b3', 'b4']) ids.push((await buy(s.id, user)).body.orderId);
@@ -168,29 +212,38 @@ describe('GET /api/sales/:saleId/live', () => {
     assert.equal((await orderAction(ids[3]!, 'b4', 'cancel')).status, 200);
 
     const { lateness, reconciliation } = (await live(s.id)).body;
-    const late = (await env.pool.query<{ ms: number }>(
-      `select extract(epoch from closed_at - expires_at) * 1000 as ms from orders where id = any($1) order by 1`, [ids.slice(0, 2)],
-    )).rows.map((r) => Number(r.ms));
+    const late = (
+      await env.pool.query<{ ms: number }>(
+        `select extract(epoch from closed_at - expires_at) * 1000 as ms from orders where id = any($1) order by 1`,
+        [ids.slice(0, 2)],
+      )
+    ).rows.map((r) => Number(r.ms));
     assert.ok(late[0]! >= 2000 && late[1]! >= 4000, `backdated: ${late.join(', ')}`);
     // percentile_cont between two values: linear interpolation.
     assert.deepEqual(lateness, {
-      closes: 2, p50Ms: Math.round(late[0]! + 0.5 * (late[1]! - late[0]!)), p99Ms: Math.round(late[0]! + 0.99 * (late[1]! - late[0]!)),
+      closes: 2,
+      p50Ms: Math.round(late[0]! + 0.5 * (late[1]! - late[0]!)),
+      p99Ms: Math.round(late[0]! + 0.99 * (late[1]! - late[0]!)),
     });
-    assert.deepEqual([reconciliation.expired, reconciliation.cancelled, reconciliation.available, reconciliation.holds], [3, 1, 10, true]);
+    assert.deepEqual(
+      [reconciliation.expired, reconciliation.cancelled, reconciliation.available, reconciliation.holds],
+      [3, 1, 10, true],
+    );
   });
 
-  test('live: refusals are this instance\'s counters, by reason', async () => {
+  test("live: refusals are this instance's counters, by reason", async () => {
     const s = await sale({ stock: 1, perUserLimit: 1 });
     const before = await outcomes(s.id);
     assert.equal((await buy(s.id, 'c1')).status, 202);
     assert.equal((await buy(s.id, 'c1')).body.error, 'limit_reached');
     assert.equal((await buy(s.id, 'c2')).body.error, 'sold_out');
     const after = await outcomes(s.id);
-    for (const outcome of ['queued', 'limit_reached', 'sold_out']) assert.equal((after[outcome] ?? 0) - (before[outcome] ?? 0), 1, outcome);
+    for (const outcome of ['queued', 'limit_reached', 'sold_out'])
+      assert.equal((after[outcome] ?? 0) - (before[outcome] ?? 0), 1, outcome);
     await drain();
   });
 
-  test('live: a queue sale\'s room: joined, waiting, admitted, passes outstanding, used and expired as Redis holds them, and the no-show rate', async () => {
+  test("live: a queue sale's room: joined, waiting, admitted, passes outstanding, used and expired as Redis holds them, and the no-show rate", async () => {
     const plain = await sale({ stock: 1 });
     assert.equal((await live(plain.id)).body.room, null, 'a first-come sale has no room');
 
@@ -199,7 +252,14 @@ describe('GET /api/sales/:saleId/live', () => {
     const before = await live(s.id);
     assert.equal(before.status, 200, JSON.stringify(before.body));
     assert.deepEqual(before.body.room, {
-      open: false, joined: 4, waiting: 4, admitted: 0, passesOutstanding: 0, passesUsed: 0, passesExpired: 0, noShowRate: null,
+      open: false,
+      joined: 4,
+      waiting: 4,
+      admitted: 0,
+      passesOutstanding: 0,
+      passesUsed: 0,
+      passesExpired: 0,
+      noShowRate: null,
     });
 
     // Opened: three passes, one per unit (overbook 1). One buys, one runs out unused. The passes are
@@ -208,13 +268,27 @@ describe('GET /api/sales/:saleId/live', () => {
     const k = saleKeys(s.id);
     // Not yet swept by the loop: already counted expired.
     assert.deepEqual((await live(s.id)).body.room, {
-      open: true, joined: 4, waiting: 1, admitted: 3, passesOutstanding: 1, passesUsed: 1, passesExpired: 1, noShowRate: 0.5,
+      open: true,
+      joined: 4,
+      waiting: 1,
+      admitted: 3,
+      passesOutstanding: 1,
+      passesUsed: 1,
+      passesExpired: 1,
+      noShowRate: 0.5,
     });
     // The loop sweeps it and gives its unit's slot to the last in line.
     await admit();
     const { room } = (await live(s.id)).body;
     assert.deepEqual(room, {
-      open: true, joined: 4, waiting: 0, admitted: 4, passesOutstanding: 2, passesUsed: 1, passesExpired: 1, noShowRate: 0.5,
+      open: true,
+      joined: 4,
+      waiting: 0,
+      admitted: 4,
+      passesOutstanding: 2,
+      passesUsed: 1,
+      passesExpired: 1,
+      noShowRate: 0.5,
     });
     // The same figures read from Redis directly.
     assert.equal(await env.redis.zcard(k.queue), room.joined);
@@ -225,21 +299,46 @@ describe('GET /api/sales/:saleId/live', () => {
     await drain();
   });
 
-  test('live: a draw sale\'s draw: entries, drawn, awarded, waiting, lost and over as Postgres records them; null for other sales', async () => {
+  test("live: a draw sale's draw: entries, drawn, awarded, waiting, lost and over as Postgres records them; null for other sales", async () => {
     assert.equal((await live((await sale({ stock: 1 })).id)).body.draw, null, 'a first-come sale has no draw');
     let s = await drawSale({ stock: 2 });
     for (const user of ['e1', 'e2', 'e3', 'e4', 'e5']) assert.equal((await enter(s.id, user)).status, 200);
-    assert.deepEqual((await live(s.id)).body.draw, { entries: 5, drawn: false, drawnAt: null, awarded: 0, waiting: 0, lost: 0, over: false });
+    assert.deepEqual((await live(s.id)).body.draw, {
+      entries: 5,
+      drawn: false,
+      drawnAt: null,
+      awarded: 0,
+      waiting: 0,
+      lost: 0,
+      over: false,
+    });
     s = await closeEntries(s);
     await admit(Date.now());
     const drawn = (await live(s.id)).body.draw;
-    const drawnAt = (await env.pool.query<{ drawn_at: Date }>('select drawn_at from sales where id = $1', [s.id])).rows[0]!.drawn_at;
-    assert.deepEqual(drawn, { entries: 5, drawn: true, drawnAt: drawnAt.toISOString(), awarded: 2, waiting: 3, lost: 0, over: false });
+    const drawnAt = (await env.pool.query<{ drawn_at: Date }>('select drawn_at from sales where id = $1', [s.id]))
+      .rows[0]!.drawn_at;
+    assert.deepEqual(drawn, {
+      entries: 5,
+      drawn: true,
+      drawnAt: drawnAt.toISOString(),
+      awarded: 2,
+      waiting: 3,
+      lost: 0,
+      over: false,
+    });
     assert.deepEqual(await entryCounts(s.id), { won: 2, waiting: 3 });
     // Backfill ends by Postgres's clock, which judges it.
     s = await endBackfillIn(env, s);
     await admit(Date.now());
-    assert.deepEqual((await live(s.id)).body.draw, { entries: 5, drawn: true, drawnAt: drawnAt.toISOString(), awarded: 2, waiting: 0, lost: 3, over: true });
+    assert.deepEqual((await live(s.id)).body.draw, {
+      entries: 5,
+      drawn: true,
+      drawnAt: drawnAt.toISOString(),
+      awarded: 2,
+      waiting: 0,
+      lost: 3,
+      over: true,
+    });
     assert.deepEqual(await entryCounts(s.id), { won: 2, lost: 3 });
     await drain();
   });
@@ -249,13 +348,19 @@ describe('GET /api/sales/:saleId/live', () => {
     const none = await live(s.id, {});
     assert.deepEqual([none.status, none.body.error], [401, 'unauthorized']);
     const wrong = await live(s.id, { authorization: 'Bearer not-the-admin-token' });
-    assert.deepEqual([wrong.status, wrong.body.error, wrong.body.message], [403, 'forbidden', 'This token is not the admin token.']);
+    assert.deepEqual(
+      [wrong.status, wrong.body.error, wrong.body.message],
+      [403, 'forbidden', 'This token is not the admin token.'],
+    );
     // Who asks comes first: a malformed id is 401 to a stranger.
     assert.equal((await live('bad!id', {})).status, 401);
     const malformed = await live('bad!id');
     assert.deepEqual([malformed.status, malformed.body.error], [400, 'invalid_id']);
     const unknown = await live('no-such-sale');
-    assert.deepEqual([unknown.status, unknown.body.error, unknown.body.message], [404, 'sale_not_found', 'No sale with id "no-such-sale".']);
+    assert.deepEqual(
+      [unknown.status, unknown.body.error, unknown.body.message],
+      [404, 'sale_not_found', 'No sale with id "no-such-sale".'],
+    );
     assert.equal((await http(port, 'POST', `/api/sales/${s.id}/live`, { headers: ADMIN })).status, 405);
   });
 });
@@ -269,7 +374,8 @@ async function open(path: string, viewport = { width: 1200, height: 900 }, clock
   if (clock) await page.clock.install({ time: Date.now() });
   page.on('pageerror', (err) => pageErrors.push(err.message));
   page.on('console', (msg) => {
-    if (msg.type() === 'error' && !/the server responded with a status of 4\d\d/.test(msg.text())) pageErrors.push(msg.text());
+    if (msg.type() === 'error' && !/the server responded with a status of 4\d\d/.test(msg.text()))
+      pageErrors.push(msg.text());
   });
   // Served by this app alone: no CDN, nothing from elsewhere.
   page.on('request', (req) => {
@@ -283,9 +389,15 @@ async function open(path: string, viewport = { width: 1200, height: 900 }, clock
 async function see(page: Page, testId: string, text: string | RegExp, timeout = 5000): Promise<void> {
   const pattern = typeof text === 'string' ? new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`) : text;
   const el = page.getByTestId(testId);
-  await el.filter({ hasText: pattern }).first().waitFor({ state: 'visible', timeout }).catch(async () => {
-    assert.fail(`[data-testid=${testId}] should show ${pattern}; it shows ${JSON.stringify(await el.first().textContent())}`);
-  });
+  await el
+    .filter({ hasText: pattern })
+    .first()
+    .waitFor({ state: 'visible', timeout })
+    .catch(async () => {
+      assert.fail(
+        `[data-testid=${testId}] should show ${pattern}; it shows ${JSON.stringify(await el.first().textContent())}`,
+      );
+    });
 }
 
 /** A screenshot for the test's output; with UPDATE_SCREENSHOTS=1, also the copy docs/operations.md shows. */
@@ -311,10 +423,14 @@ async function fillSaleForm(page: Page, inputs: Record<string, string>): Promise
 
 const saleRow = (page: Page, id: string) => page.locator(`[data-testid="sale-row"][data-sale="${id}"]`);
 const storedToken = (page: Page) => page.evaluate(() => sessionStorage.getItem('flashsale.adminToken'));
-const orderOf = async (saleId: string, user: string) => (await env.pool.query<{ id: string }>('select id from orders where sale_id = $1 and user_id = $2', [saleId, user])).rows[0]!.id;
+const orderOf = async (saleId: string, user: string) =>
+  (await env.pool.query<{ id: string }>('select id from orders where sale_id = $1 and user_id = $2', [saleId, user]))
+    .rows[0]!.id;
 
 describe('operator page', () => {
-  test('admin page: the token is asked for, a wrong one refused, the right one kept for the session; sales are listed; a bad sale definition is refused as the server says', { timeout: 60_000 }, async () => {
+  test('admin page: the token is asked for, a wrong one refused, the right one kept for the session; sales are listed; a bad sale definition is refused as the server says', {
+    timeout: 60_000,
+  }, async () => {
     const existing = await sale({ name: 'Spring restock', stock: 40 });
     const page = await open('/admin');
     await see(page, 'sign-in-button', 'Sign in');
@@ -327,7 +443,11 @@ describe('operator page', () => {
 
     await signIn(page);
     await saleRow(page, existing.id).getByText('Spring restock').waitFor();
-    assert.equal(await saleRow(page, existing.id).locator('td').nth(2).innerText(), '€19.99', 'the price, in its currency');
+    assert.equal(
+      await saleRow(page, existing.id).locator('td').nth(2).innerText(),
+      '€19.99',
+      'the price, in its currency',
+    );
     assert.equal(await saleRow(page, existing.id).locator('td').nth(3).innerText(), '40 of 40');
     // The sale's id, and a link to its buyer's page, which opens on that sale.
     const row = saleRow(page, existing.id);
@@ -348,7 +468,11 @@ describe('operator page', () => {
     await fillSaleForm(page, { name: 'Too generous', stock: '5', price: '500', currency: 'EUR', 'max-per-order': '3' });
     await page.getByTestId('create-button').click();
     // In the form's own words: its labels, not the API's field names.
-    await see(page, 'create-message', '“Max per order” (3) must not be above “Per-user limit” (1): raise “Per-user limit” or lower “Max per order”');
+    await see(
+      page,
+      'create-message',
+      '“Max per order” (3) must not be above “Per-user limit” (1): raise “Per-user limit” or lower “Max per order”',
+    );
     assert.equal((await env.pool.query('select id from sales')).rowCount, salesBefore, 'no sale created');
     await shot(page, 'admin-01-sales', 'admin-sales.png');
 
@@ -358,11 +482,12 @@ describe('operator page', () => {
     await page.context().close();
   });
 
-  test('admin page: the form creates a waiting room (for verified emails only) and a draw with their settings; a draw without its close is refused as the server says, in the form\'s labels', async () => {
+  test("admin page: the form creates a waiting room (for verified emails only) and a draw with their settings; a draw without its close is refused as the server says, in the form's labels", async () => {
     const page = await open('/admin');
     await signIn(page);
     await page.getByTestId('create-form').waitFor();
-    const fillBasics = (id: string) => fillSaleForm(page, { name: `Admission ${id}`, id, stock: '5', price: '500', currency: 'EUR' });
+    const fillBasics = (id: string) =>
+      fillSaleForm(page, { name: `Admission ${id}`, id, stock: '5', price: '500', currency: 'EUR' });
     // The form's times are local time, to the second (the browser runs in this process's time zone).
     const local = (ms: number) => {
       const d = new Date(ms);
@@ -379,7 +504,8 @@ describe('operator page', () => {
     const DRAW_INPUTS = ['entries-open', 'entries-close', 'backfill-until'];
     const shown = async () => {
       const visible: string[] = [];
-      for (const name of [...QUEUE_INPUTS, ...DRAW_INPUTS]) if (await page.getByTestId(`create-${name}`).isVisible()) visible.push(name);
+      for (const name of [...QUEUE_INPUTS, ...DRAW_INPUTS])
+        if (await page.getByTestId(`create-${name}`).isVisible()) visible.push(name);
       return visible;
     };
     assert.equal(await page.getByTestId('create-admission').inputValue(), 'first-come');
@@ -398,8 +524,22 @@ describe('operator page', () => {
     await page.getByTestId('create-buyers').selectOption('verified-email');
     await page.getByTestId('create-button').click();
     await see(page, 'live-name', 'Admission form-room');
-    assert.deepEqual((await env.pool.query("select admission, admit_rate_per_second, admit_overbook, pass_seconds, buyers from sales where id = 'form-room'")).rows,
-      [{ admission: 'queue', admit_rate_per_second: 20, admit_overbook: 1.5, pass_seconds: 45, buyers: 'verified-email' }]);
+    assert.deepEqual(
+      (
+        await env.pool.query(
+          "select admission, admit_rate_per_second, admit_overbook, pass_seconds, buyers from sales where id = 'form-room'",
+        )
+      ).rows,
+      [
+        {
+          admission: 'queue',
+          admit_rate_per_second: 20,
+          admit_overbook: 1.5,
+          pass_seconds: 45,
+          buyers: 'verified-email',
+        },
+      ],
+    );
     sales.push({ id: 'form-room', stock: 5 } as Sale);
     assert.deepEqual(await shown(), [], 'the form is reset to first come');
 
@@ -414,12 +554,20 @@ describe('operator page', () => {
     assert.deepEqual(await shown(), DRAW_INPUTS);
     await page.getByTestId('create-button').click();
     await see(page, 'create-message', /^“Entries close \(draw\)” is required for “Admission” draw/);
-    assert.deepEqual(Object.keys(posted.at(-1)!).filter((k) => k.startsWith('admit') || k === 'passSeconds'), [], 'no waiting room setting sent');
+    assert.deepEqual(
+      Object.keys(posted.at(-1)!).filter((k) => k.startsWith('admit') || k === 'passSeconds'),
+      [],
+      'no waiting room setting sent',
+    );
     assert.equal((await env.pool.query('select id from sales')).rowCount, refusedBefore, 'no sale created');
     await page.getByTestId('create-entries-close').fill(local(close));
     await page.getByTestId('create-button').click();
     await see(page, 'live-name', 'Admission form-draw');
-    const [draw] = (await env.pool.query("select admission, entries_open_at, entries_close_at, backfill_until, starts_at, buyers from sales where id = 'form-draw'")).rows;
+    const [draw] = (
+      await env.pool.query(
+        "select admission, entries_open_at, entries_close_at, backfill_until, starts_at, buyers from sales where id = 'form-draw'",
+      )
+    ).rows;
     assert.equal(draw.admission, 'draw');
     assert.equal(posted.at(-1)!.admitRatePerSecond, undefined, 'the hidden setting was not sent');
     assert.equal(draw.buyers, 'anyone', 'the form left at Anyone');
@@ -430,11 +578,20 @@ describe('operator page', () => {
     await page.context().close();
   });
 
-  test('admin page: a sale created from the form, followed live through purchases, payment, expiry and cancel, then ended', { timeout: 90_000 }, async () => {
+  test('admin page: a sale created from the form, followed live through purchases, payment, expiry and cancel, then ended', {
+    timeout: 90_000,
+  }, async () => {
     const page = await open('/admin');
     await signIn(page);
     await page.getByTestId('create-form').waitFor();
-    await fillSaleForm(page, { name: 'Launch day drop', id: 'launch-day', stock: '5', price: '2500', currency: 'JPY', 'payment-window': '600' });
+    await fillSaleForm(page, {
+      name: 'Launch day drop',
+      id: 'launch-day',
+      stock: '5',
+      price: '2500',
+      currency: 'JPY',
+      'payment-window': '600',
+    });
     await page.getByTestId('create-button').click();
 
     await see(page, 'live-name', 'Launch day drop');
@@ -442,12 +599,27 @@ describe('operator page', () => {
     assert.equal(await page.getByTestId('live-page').getAttribute('href'), '/?sale=launch-day');
     await see(page, 'live-state', 'Open');
     await see(page, 'live-available', '5');
-    const created = (await env.pool.query('select stock, price, currency, per_user_limit, payment_window_seconds, ends_at from sales where id = $1', ['launch-day'])).rows;
-    assert.deepEqual(created, [{ stock: 5, price: 2500, currency: 'JPY', per_user_limit: 1, payment_window_seconds: 600, ends_at: null }]);
+    const created = (
+      await env.pool.query(
+        'select stock, price, currency, per_user_limit, payment_window_seconds, ends_at from sales where id = $1',
+        ['launch-day'],
+      )
+    ).rows;
+    assert.deepEqual(created, [
+      { stock: 5, price: 2500, currency: 'JPY', per_user_limit: 1, payment_window_seconds: 600, ends_at: null },
+    ]);
     sales.push({ id: 'launch-day', stock: 5 } as Sale);
     await saleRow(page, 'launch-day').waitFor();
-    assert.equal(await saleRow(page, 'launch-day').locator('td').nth(2).innerText(), '¥2,500', 'a currency without minor units');
-    assert.equal(await page.evaluate(() => typeof (window as unknown as { uPlot?: unknown }).uPlot), 'function', 'the chart library loaded');
+    assert.equal(
+      await saleRow(page, 'launch-day').locator('td').nth(2).innerText(),
+      '¥2,500',
+      'a currency without minor units',
+    );
+    assert.equal(
+      await page.evaluate(() => typeof (window as unknown as { uPlot?: unknown }).uPlot),
+      'function',
+      'the chart library loaded',
+    );
 
     // Buyers, by HTTP; no writer yet: the winners wait in Redis.
     for (const user of ['u1', 'u2', 'u3']) assert.equal((await buy('launch-day', user)).status, 202);
@@ -479,28 +651,37 @@ describe('operator page', () => {
     const points = Number(await page.getByTestId('chart').getAttribute('data-points'));
     assert.ok(points >= 3, `the chart holds the samples so far: ${points}`);
     assert.equal(await page.locator('[data-testid="chart"] canvas').count(), 1, 'the chart is drawn');
-    assert.equal(await page.locator('[data-testid="chart-closed"] canvas').count(), 1, 'so is the closed units\' chart');
+    assert.equal(await page.locator('[data-testid="chart-closed"] canvas').count(), 1, "so is the closed units' chart");
     // Stacked, so no line hides another: the legends name each unit once, top of the stack first.
-    const legend = (chart: string) => page.locator(`[data-testid="${chart}"] .u-legend .u-series .u-label`).allTextContents();
+    const legend = (chart: string) =>
+      page.locator(`[data-testid="${chart}"] .u-legend .u-series .u-label`).allTextContents();
     assert.deepEqual(await legend('chart'), ['available', 'restoring', 'queued', 'pending', 'paid']);
     assert.deepEqual(await legend('chart-closed'), ['cancelled', 'expired']);
     // Ticks at whole seconds (the x axis is in seconds) and at whole units.
     for (const chart of ['chart', 'chart-closed']) {
       for (const axis of ['x', 'y']) {
         const ticks = (await page.getByTestId(chart).getAttribute(`data-${axis}-ticks`))!.split(' ').map(Number);
-        assert.ok(ticks.length >= 2 && ticks.every(Number.isInteger), `${chart} ${axis} ticks are whole: ${ticks.join(', ')}`);
+        assert.ok(
+          ticks.length >= 2 && ticks.every(Number.isInteger),
+          `${chart} ${axis} ticks are whole: ${ticks.join(', ')}`,
+        );
       }
     }
     await saleRow(page, 'launch-day').getByText('4 of 5').waitFor({ timeout: 10_000 }); // the list follows too
-    const counts = await saleRow(page, 'launch-day').locator('td').evaluateAll((tds) => tds.slice(4, 8).map((td) => (td as HTMLElement).innerText));
-    assert.deepEqual(counts, ['0', '1', '1', '1'], 'the list\'s orders: pending, paid, expired, cancelled');
+    const counts = await saleRow(page, 'launch-day')
+      .locator('td')
+      .evaluateAll((tds) => tds.slice(4, 8).map((td) => (td as HTMLElement).innerText));
+    assert.deepEqual(counts, ['0', '1', '1', '1'], "the list's orders: pending, paid, expired, cancelled");
     await shot(page, 'admin-02-live', 'admin-live.png');
 
     // Ending asks first: declined, nothing changes.
     page.once('dialog', (d) => void d.dismiss());
     await page.getByTestId('end-sale').click();
     await see(page, 'live-state', 'Open');
-    assert.equal((await env.pool.query('select ends_at from sales where id = $1', ['launch-day'])).rows[0].ends_at, null);
+    assert.equal(
+      (await env.pool.query('select ends_at from sales where id = $1', ['launch-day'])).rows[0].ends_at,
+      null,
+    );
 
     page.once('dialog', (d) => void d.accept());
     const clicked = Date.now();
@@ -508,16 +689,29 @@ describe('operator page', () => {
     await see(page, 'live-state', 'Ended');
     assert.equal(await page.getByTestId('end-sale').isHidden(), true, 'nothing left to end');
     await see(page, 'live-available', '4');
-    const endsAt = (await env.pool.query<{ ends_at: Date }>('select ends_at from sales where id = $1', ['launch-day'])).rows[0]!.ends_at;
-    assert.ok(endsAt && endsAt.getTime() >= clicked - 1000 && endsAt.getTime() <= Date.now(), `ended now: ${endsAt?.toISOString()}`);
+    const endsAt = (await env.pool.query<{ ends_at: Date }>('select ends_at from sales where id = $1', ['launch-day']))
+      .rows[0]!.ends_at;
+    assert.ok(
+      endsAt && endsAt.getTime() >= clicked - 1000 && endsAt.getTime() <= Date.now(),
+      `ended now: ${endsAt?.toISOString()}`,
+    );
     assert.equal((await buy('launch-day', 'u9')).body.error, 'ended');
     await saleRow(page, 'launch-day').locator('td[data-state="ended"]').waitFor({ timeout: 10_000 });
     await shot(page, 'admin-03-ended');
     await page.context().close();
   });
 
-  test('admin page: a queue sale shows its waiting room (in line, admitted, passes used and expired, no-show rate) as Redis holds it', { timeout: 60_000 }, async () => {
-    const s = await sale({ name: 'Queue drop', stock: 2, admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60 });
+  test('admin page: a queue sale shows its waiting room (in line, admitted, passes used and expired, no-show rate) as Redis holds it', {
+    timeout: 60_000,
+  }, async () => {
+    const s = await sale({
+      name: 'Queue drop',
+      stock: 2,
+      admission: 'queue',
+      admitRatePerSecond: 1000,
+      admitOverbook: 1,
+      passSeconds: 60,
+    });
     const buyers = Array.from({ length: 7 }, (_, i) => `r${i}`);
     for (const user of buyers) assert.equal((await join(s.id, user)).status, 200);
     const page = await open(`/admin#${s.id}`);
@@ -540,7 +734,7 @@ describe('operator page', () => {
     await see(page, 'room-expired', '1');
     await see(page, 'room-no-show', '50.0%');
     // The figures shown are Redis's.
-    assert.equal(await env.redis.zcard(k.queue) - Number(await env.redis.hget(k.room, 'admitted')), 4);
+    assert.equal((await env.redis.zcard(k.queue)) - Number(await env.redis.hget(k.room, 'admitted')), 4);
     assert.equal(Number(await env.redis.hget(k.room, 'admitted')), 3);
     assert.equal(await env.redis.zcount(k.passes, 0, 0), 1);
     assert.equal(Number(await env.redis.hget(k.room, 'expired')), 1);
@@ -550,7 +744,9 @@ describe('operator page', () => {
     await page.context().close();
   });
 
-  test('admin page: a draw sale shows its draw (entries, awarded, waiting, lost) as Postgres records it', { timeout: 60_000 }, async () => {
+  test('admin page: a draw sale shows its draw (entries, awarded, waiting, lost) as Postgres records it', {
+    timeout: 60_000,
+  }, async () => {
     let s = await drawSale({ name: 'Draw drop', stock: 2 });
     for (const user of ['d1', 'd2', 'd3', 'd4', 'd5', 'd6']) assert.equal((await enter(s.id, user)).status, 200);
     const page = await open(`/admin#${s.id}`);
@@ -585,11 +781,18 @@ describe('operator page', () => {
     await page.context().close();
   });
 
-  test('admin page: past 50 sales, "More sales" lists the next page, and every refresh keeps what was asked for', { timeout: 60_000 }, async () => {
+  test('admin page: past 50 sales, "More sales" lists the next page, and every refresh keeps what was asked for', {
+    timeout: 60_000,
+  }, async () => {
     const have = (await env.pool.query('select id from sales')).rowCount!;
     for (let i = have; i < 60; i++) await sale({ name: `Batch ${i}`, stock: 1 });
     const all = (await env.pool.query<{ id: string }>('select id from sales')).rows.map((r) => r.id).sort();
-    const rows = async (page: Page) => (await page.locator('[data-testid="sale-row"]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.sale!))).sort();
+    const rows = async (page: Page) =>
+      (
+        await page
+          .locator('[data-testid="sale-row"]')
+          .evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.sale!))
+      ).sort();
     const page = await open('/admin', undefined, true);
     await signIn(page);
     await page.getByTestId('sales-more').waitFor({ state: 'visible' });
@@ -611,7 +814,9 @@ describe('operator page', () => {
 });
 
 describe('operator page accessibility', () => {
-  test('admin page: axe-core finds no serious or critical violation at desktop and phone sizes (signing in, the sales, a sale followed live), and none at all; no wider than a 390 px phone', { timeout: 90_000 }, async () => {
+  test('admin page: axe-core finds no serious or critical violation at desktop and phone sizes (signing in, the sales, a sale followed live), and none at all; no wider than a 390 px phone', {
+    timeout: 90_000,
+  }, async () => {
     const s = await sale({ name: 'Accessible console', stock: 3, paymentWindowSeconds: 600 });
     assert.equal((await buy(s.id, 'x1')).status, 202);
     await drain();
@@ -636,7 +841,8 @@ describe('operator page accessibility', () => {
       await page.context().close();
     }
     const barriers: Record<string, Violation[]> = {};
-    for (const [where, violations] of Object.entries(found)) if (serious(violations).length > 0) barriers[where] = serious(violations);
+    for (const [where, violations] of Object.entries(found))
+      if (serious(violations).length > 0) barriers[where] = serious(violations);
     assert.deepEqual(barriers, {}, `serious or critical:\n${JSON.stringify(barriers, null, 2)}`);
     assert.deepEqual(found, {}, `every violation:\n${JSON.stringify(found, null, 2)}`);
     assert.deepEqual(wide, {}, 'the page is no wider than the window (the sales table scrolls in its panel)');

@@ -26,7 +26,13 @@ let app: FastifyInstance;
 before(async () => {
   env = await testEnv();
   const config = { ...env.config, authMode: 'jwt' as const, jwtSecret: JWT_SECRET, jwtJwksUrl: undefined };
-  app = buildApp({ config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, config), logger: env.logger });
+  app = buildApp({
+    config,
+    pool: env.pool,
+    redis: env.redis,
+    purchaser: new Purchaser(env.redis, config),
+    logger: env.logger,
+  });
   await app.ready();
 });
 
@@ -46,12 +52,22 @@ async function buy(s: Sale, user: string): Promise<string> {
 /** What a refused buyer must leave as it was. */
 const redisState = async (s: Sale) => {
   const k = saleKeys(s.id);
-  return { available: await env.redis.get(k.available), winners: await env.redis.llen(k.winners), counts: await env.redis.hgetall(k.buyCounts), seq: await env.redis.get(k.seq) };
+  return {
+    available: await env.redis.get(k.available),
+    winners: await env.redis.llen(k.winners),
+    counts: await env.redis.hgetall(k.buyCounts),
+    seq: await env.redis.get(k.seq),
+  };
 };
 
 describe('admission mode from a fixture: invitation only', () => {
   test('the API takes a sale of the registered mode, and its input refuses a mode nobody registered', async () => {
-    const made = await app.inject({ method: 'POST', url: '/api/sales', headers: admin, payload: { name: 'Drop', stock: 2, price: 500, currency: 'EUR', admission: 'invite' } });
+    const made = await app.inject({
+      method: 'POST',
+      url: '/api/sales',
+      headers: admin,
+      payload: { name: 'Drop', stock: 2, price: 500, currency: 'EUR', admission: 'invite' },
+    });
     assert.equal(made.statusCode, 201, made.body);
     assert.equal(made.json().admission, 'invite');
     // Not seeded: no seed to commit to.
@@ -60,7 +76,12 @@ describe('admission mode from a fixture: invitation only', () => {
     assert.deepEqual(row.rows[0], { admission: 'invite', seed: null });
     assert.equal(await env.redis.hget(saleKeys(made.json().id).meta, 'gate'), 'member');
 
-    const refused = await app.inject({ method: 'POST', url: '/api/sales', headers: admin, payload: { name: 'Drop', stock: 2, price: 500, currency: 'EUR', admission: 'lottery' } });
+    const refused = await app.inject({
+      method: 'POST',
+      url: '/api/sales',
+      headers: admin,
+      payload: { name: 'Drop', stock: 2, price: 500, currency: 'EUR', admission: 'lottery' },
+    });
     assert.equal(refused.statusCode, 400);
     assert.equal(refused.json().error, 'invalid_sale');
     assert.match(refused.json().message, /admission must be one of first-come, queue, draw, invite/);
@@ -68,7 +89,12 @@ describe('admission mode from a fixture: invitation only', () => {
 
   test('it sells to invited buyers alone; an uninvited buyer is refused not_admitted and changes nothing', async () => {
     const s = await newSale(env, { admission: 'invite', stock: 3 });
-    const invite = await app.inject({ method: 'PUT', url: `/api/sales/${s.id}/invitations`, headers: admin, payload: { buyers: ['ann', 'cat'] } });
+    const invite = await app.inject({
+      method: 'PUT',
+      url: `/api/sales/${s.id}/invitations`,
+      headers: admin,
+      payload: { buyers: ['ann', 'cat'] },
+    });
     assert.equal(invite.statusCode, 200, invite.body);
     assert.deepEqual(invite.json(), { invited: 2 });
 
@@ -95,10 +121,34 @@ describe('admission mode from a fixture: invitation only', () => {
     const args = { saleId: s.id, qty: 1, buyCountTtlSeconds: 60 };
     const before = await redisState(s);
     assert.deepEqual(await purchaseScript(env.redis, { ...args, userId: 'ann', orderId: 'o-none' }), [-16, 0]);
-    assert.deepEqual(await purchaseScript(env.redis, { ...args, userId: 'ann', orderId: 'o-pass', gate: { kind: 'pass', expiresAt: Date.now() + 60_000 } }), [-16, 0]);
-    assert.deepEqual(await purchaseScript(env.redis, { ...args, userId: 'bob', orderId: 'o-bob', gate: { kind: 'member', mode: 'invite' } }), [-16, 0]);
+    assert.deepEqual(
+      await purchaseScript(env.redis, {
+        ...args,
+        userId: 'ann',
+        orderId: 'o-pass',
+        gate: { kind: 'pass', expiresAt: Date.now() + 60_000 },
+      }),
+      [-16, 0],
+    );
+    assert.deepEqual(
+      await purchaseScript(env.redis, {
+        ...args,
+        userId: 'bob',
+        orderId: 'o-bob',
+        gate: { kind: 'member', mode: 'invite' },
+      }),
+      [-16, 0],
+    );
     assert.deepEqual(await redisState(s), before);
-    assert.deepEqual(await purchaseScript(env.redis, { ...args, userId: 'ann', orderId: 'o-ann', gate: { kind: 'member', mode: 'invite' } }), [1, 2]);
+    assert.deepEqual(
+      await purchaseScript(env.redis, {
+        ...args,
+        userId: 'ann',
+        orderId: 'o-ann',
+        gate: { kind: 'member', mode: 'invite' },
+      }),
+      [1, 2],
+    );
   });
 
   test('purchase.lua judges a sale an older release loaded (no gate in its meta) by its admission, and one it does not know sells to nobody', async () => {
@@ -107,9 +157,21 @@ describe('admission mode from a fixture: invitation only', () => {
     assert.equal(await env.redis.hget(meta, 'gate'), 'none');
     await env.redis.hdel(meta, 'gate');
     let n = 0;
-    const attempt = () => purchaseScript(env.redis, { saleId: s.id, userId: 'ann', qty: 1, orderId: `o-old-${++n}`, buyCountTtlSeconds: 60 });
+    const attempt = () =>
+      purchaseScript(env.redis, {
+        saleId: s.id,
+        userId: 'ann',
+        qty: 1,
+        orderId: `o-old-${++n}`,
+        buyCountTtlSeconds: 60,
+      });
     const before = await redisState(s);
-    for (const [fields, code] of [[{ admission: 'queue' }, -11], [{ admission: 'draw' }, -10], [{ admission: 'lottery' }, -16], [{ admission: 'first-come', challenge: 'pow' }, -8]] as const) {
+    for (const [fields, code] of [
+      [{ admission: 'queue' }, -11],
+      [{ admission: 'draw' }, -10],
+      [{ admission: 'lottery' }, -16],
+      [{ admission: 'first-come', challenge: 'pow' }, -8],
+    ] as const) {
       await env.redis.hset(meta, fields);
       assert.deepEqual(await attempt(), [code, 0], JSON.stringify(fields));
     }
@@ -118,10 +180,11 @@ describe('admission mode from a fixture: invitation only', () => {
     assert.deepEqual(await attempt(), [1, 2]);
   });
 
-  test('the invitation route is the mode\'s own: admin only, and only on a sale of the mode', async () => {
+  test("the invitation route is the mode's own: admin only, and only on a sale of the mode", async () => {
     const s = await newSale(env, { admission: 'invite' });
     const other = await newSale(env);
-    const put = (id: string, headers: Record<string, string>) => app.inject({ method: 'PUT', url: `/api/sales/${id}/invitations`, headers, payload: { buyers: ['ann'] } });
+    const put = (id: string, headers: Record<string, string>) =>
+      app.inject({ method: 'PUT', url: `/api/sales/${id}/invitations`, headers, payload: { buyers: ['ann'] } });
     assert.equal((await put(s.id, buyer('ann'))).statusCode, 403);
     const wrong = await put(other.id, admin);
     assert.equal(wrong.statusCode, 400);
@@ -129,7 +192,7 @@ describe('admission mode from a fixture: invitation only', () => {
     assert.equal(await env.redis.exists(saleKeys(other.id).modeList('invite')), 0);
   });
 
-  test('nothing in shared/ or daemons/ names the mode, and only the built-in modes\' own files name theirs', () => {
+  test("nothing in shared/ or daemons/ names the mode, and only the built-in modes' own files name theirs", () => {
     const root = new URL('..', import.meta.url).pathname;
     const files: string[] = [];
     const walk = (dir: string) => {
@@ -141,15 +204,33 @@ describe('admission mode from a fixture: invitation only', () => {
     walk('shared');
     walk('daemons');
     const text = (f: string) => readFileSync(join(root, f), 'utf8');
-    assert.deepEqual(files.filter((f) => /'invite'|"invite"/.test(text(f))), []);
+    assert.deepEqual(
+      files.filter((f) => /'invite'|"invite"/.test(text(f))),
+      [],
+    );
     // A branch on a built-in mode's name lives in that mode's own files (its folder, its routes, its
     // rule, its part of the buyer's page): the generic page asks the part (public/mode.js) instead.
-    const OWN = ['shared/admission/room/', 'shared/admission/draw/', 'shared/http/routes/admission/', 'shared/purchase/rules/admission-pass.ts', 'shared/purchase/rules/draw-only.ts', 'shared/http/public/queue.js', 'shared/http/public/draw.js'];
-    const branching = files.filter((f) => /admission [!=]== '(queue|draw)'/.test(text(f)) && !OWN.some((own) => f.startsWith(own)));
+    const OWN = [
+      'shared/admission/room/',
+      'shared/admission/draw/',
+      'shared/http/routes/admission/',
+      'shared/purchase/rules/admission-pass.ts',
+      'shared/purchase/rules/draw-only.ts',
+      'shared/http/public/queue.js',
+      'shared/http/public/draw.js',
+    ];
+    const branching = files.filter(
+      (f) => /admission [!=]== '(queue|draw)'/.test(text(f)) && !OWN.some((own) => f.startsWith(own)),
+    );
     assert.deepEqual(branching, []);
-    assert.ok(files.includes('shared/http/public/buy.js') && files.includes('shared/sales/definition.ts'), 'the walk reached the page and the definition');
+    assert.ok(
+      files.includes('shared/http/public/buy.js') && files.includes('shared/sales/definition.ts'),
+      'the walk reached the page and the definition',
+    );
     // A mode's settings are its folder's (admission/<mode>/fields.ts): the sale's definition, its input and its scripts only take them.
-    const settings = files.filter((f) => /only: '(queue|draw)'|admission: '(queue|draw)'/.test(text(f)) && !OWN.some((own) => f.startsWith(own)));
+    const settings = files.filter(
+      (f) => /only: '(queue|draw)'|admission: '(queue|draw)'/.test(text(f)) && !OWN.some((own) => f.startsWith(own)),
+    );
     assert.deepEqual(settings, []);
     assert.match(text('shared/admission/room/fields.ts'), /only: 'queue'/);
     assert.match(text('shared/admission/draw/fields.ts'), /only: 'draw'/);

@@ -13,7 +13,9 @@ const read = (path: string) => readFileSync(join(DEPLOY, path), 'utf8');
 
 /** Each alert's block of alerts.yml, by name. */
 function alertBlocks(): Map<string, string> {
-  const blocks = read('prometheus/alerts.yml').split(/^\s*- alert: /m).slice(1);
+  const blocks = read('prometheus/alerts.yml')
+    .split(/^\s*- alert: /m)
+    .slice(1);
   return new Map(blocks.map((b) => [b.slice(0, b.indexOf('\n')).trim(), b]));
 }
 
@@ -21,8 +23,14 @@ function alertBlocks(): Map<string, string> {
 function seriesIn(promql: string): string[] {
   return [...promql.matchAll(/\bflashsale_[a-z0-9_]+/g)].map((m) => m[0]);
 }
-const exported = () => new Set(registry.getMetricsAsArray().flatMap((m) =>
-  String(m.type) === 'histogram' ? [`${m.name}_bucket`, `${m.name}_count`, `${m.name}_sum`] : [m.name]));
+const exported = () =>
+  new Set(
+    registry
+      .getMetricsAsArray()
+      .flatMap((m) =>
+        String(m.type) === 'histogram' ? [`${m.name}_bucket`, `${m.name}_count`, `${m.name}_sum`] : [m.name],
+      ),
+  );
 
 test('promtool: the alerting rules and the scrape config check clean, and the rules pass their unit tests', async () => {
   const rules = await promtool(['check', 'rules', 'prometheus/alerts.yml']);
@@ -39,28 +47,62 @@ test('alerts: each has an expression, a for, a severity, a summary and a runbook
   assert.ok(alerts.size >= 8, [...alerts.keys()].join(', '));
   const tests = read('prometheus/alerts.test.yml');
   for (const [name, block] of alerts) {
-    for (const field of [/\n\s+expr: \S/, /\n\s+for: \d+[smh]\n/, /\n\s+severity: (critical|warning)\n/, /\n\s+summary: \S/, /\n\s+description: \S/]) {
+    for (const field of [
+      /\n\s+expr: \S/,
+      /\n\s+for: \d+[smh]\n/,
+      /\n\s+severity: (critical|warning)\n/,
+      /\n\s+summary: \S/,
+      /\n\s+description: \S/,
+    ]) {
       assert.match(block, field, `${name} has ${field.source}`);
     }
     const cases = [...tests.matchAll(new RegExp(`alertname: ${name}\\n\\s+exp_alerts:( \\[\\])?\\n`, 'g'))];
-    assert.ok(cases.some((c) => c[1] === undefined), `${name} has a unit test where it fires`);
-    assert.ok(cases.some((c) => c[1] !== undefined), `${name} has a unit test where it does not`);
+    assert.ok(
+      cases.some((c) => c[1] === undefined),
+      `${name} has a unit test where it fires`,
+    );
+    assert.ok(
+      cases.some((c) => c[1] !== undefined),
+      `${name} has a unit test where it does not`,
+    );
   }
 });
 
 test('alerts and the Grafana board name only series shared/runtime/metrics.ts exports', async () => {
   const known = exported();
-  for (const name of new Set(seriesIn(read('prometheus/alerts.yml')))) assert.ok(known.has(name), `alerts.yml: ${name} is exported`);
+  for (const name of new Set(seriesIn(read('prometheus/alerts.yml'))))
+    assert.ok(known.has(name), `alerts.yml: ${name} is exported`);
 
   const board = JSON.parse(read('grafana/flashsale.json')) as {
-    schemaVersion: number; __inputs: { name: string }[];
-    panels: { type: string; title: string; datasource?: { uid: string }; targets?: { expr: string; datasource: { uid: string } }[] }[];
+    schemaVersion: number;
+    __inputs: { name: string }[];
+    panels: {
+      type: string;
+      title: string;
+      datasource?: { uid: string };
+      targets?: { expr: string; datasource: { uid: string } }[];
+    }[];
   };
   assert.ok(board.schemaVersion >= 39, 'schemaVersion');
-  assert.deepEqual(board.__inputs.map((i) => i.name), ['DS_PROMETHEUS']);
+  assert.deepEqual(
+    board.__inputs.map((i) => i.name),
+    ['DS_PROMETHEUS'],
+  );
   const graphs = board.panels.filter((p) => p.type !== 'row');
-  for (const want of ['Purchases/s by outcome', 'Where the units are', 'Writer lag', 'Expiry lateness', 'Orders closed/s by daemon', 'Load shedding', 'Redis and Postgres unavailable', 'Payments by outcome']) {
-    assert.ok(graphs.some((p) => p.title.startsWith(want)), `a panel "${want}"`);
+  for (const want of [
+    'Purchases/s by outcome',
+    'Where the units are',
+    'Writer lag',
+    'Expiry lateness',
+    'Orders closed/s by daemon',
+    'Load shedding',
+    'Redis and Postgres unavailable',
+    'Payments by outcome',
+  ]) {
+    assert.ok(
+      graphs.some((p) => p.title.startsWith(want)),
+      `a panel "${want}"`,
+    );
   }
   // Grafana's placeholder for the datasource chosen on import, written as such in the JSON.
   const DS_INPUT = '$' + '{DS_PROMETHEUS}';
@@ -75,8 +117,9 @@ test('alerts and the Grafana board name only series shared/runtime/metrics.ts ex
     }
   }
   // Every query is valid PromQL: promtool parses each as a recording rule.
-  const asRules = `groups:\n  - name: board\n    rules:\n${exprs.map((e, i) =>
-    `      - record: board:q${i}\n        expr: ${JSON.stringify(e.replaceAll('$sale', '.*'))}\n`).join('')}`;
+  const asRules = `groups:\n  - name: board\n    rules:\n${exprs
+    .map((e, i) => `      - record: board:q${i}\n        expr: ${JSON.stringify(e.replaceAll('$sale', '.*'))}\n`)
+    .join('')}`;
   const dir = mkdtempSync(join(tmpdir(), 'flashsale-board-'));
   try {
     writeFileSync(join(dir, 'board.rules.yml'), asRules);

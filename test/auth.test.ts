@@ -32,7 +32,13 @@ const nowSeconds = () => Math.floor(Date.now() / 1000);
 const idp = { keys: [] as JWK[], hits: 0, failing: false, url: '' };
 let idpServer: Server;
 
-interface SigningKey { alg: 'RS256' | 'ES256'; kid: string; privateKey: CryptoKey; publicKey: CryptoKey; jwk: JWK }
+interface SigningKey {
+  alg: 'RS256' | 'ES256';
+  kid: string;
+  privateKey: CryptoKey;
+  publicKey: CryptoKey;
+  jwk: JWK;
+}
 async function signingKey(alg: 'RS256' | 'ES256', kid: string): Promise<SigningKey> {
   const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
   return { alg, kid, privateKey, publicKey, jwk: { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' } };
@@ -44,7 +50,11 @@ let ec1: SigningKey;
 before(async () => {
   env = await testEnv();
   sale = await newSale(env, { stock: 10_000 });
-  [rsa1, rsa2, ec1] = await Promise.all([signingKey('RS256', 'rsa-1'), signingKey('RS256', 'rsa-2'), signingKey('ES256', 'ec-1')]);
+  [rsa1, rsa2, ec1] = await Promise.all([
+    signingKey('RS256', 'rsa-1'),
+    signingKey('RS256', 'rsa-2'),
+    signingKey('ES256', 'ec-1'),
+  ]);
   idpServer = createServer((_req, res) => {
     idp.hits++;
     if (idp.failing) return void res.writeHead(500).end();
@@ -64,12 +74,22 @@ after(async () => {
 /** The real app (routes, error mapping, verifier) with these settings. */
 async function appWith(overrides: Partial<Config>): Promise<FastifyInstance> {
   const config = { ...env.config, ...overrides };
-  const app = buildApp({ config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, config), logger: env.logger });
+  const app = buildApp({
+    config,
+    pool: env.pool,
+    redis: env.redis,
+    purchaser: new Purchaser(env.redis, config),
+    logger: env.logger,
+  });
   apps.push(app);
   await app.ready();
   return app;
 }
-const jwksConfig = (extra: Partial<Config> = {}): Partial<Config> => ({ jwtSecret: undefined, jwtJwksUrl: idp.url, ...extra });
+const jwksConfig = (extra: Partial<Config> = {}): Partial<Config> => ({
+  jwtSecret: undefined,
+  jwtJwksUrl: idp.url,
+  ...extra,
+});
 
 /** A fresh JWKS app whose key-set fetches are counted from zero. */
 async function jwksApp(extra: Partial<Config> = {}): Promise<FastifyInstance> {
@@ -80,20 +100,40 @@ async function jwksApp(extra: Partial<Config> = {}): Promise<FastifyInstance> {
 }
 
 /** A compact JWS over exactly this payload text (so `1e400` reaches the server as written). */
-async function sign(key: SigningKey | string | Uint8Array, payload: string | Record<string, unknown>, header: Record<string, unknown> = {}): Promise<string> {
+async function sign(
+  key: SigningKey | string | Uint8Array,
+  payload: string | Record<string, unknown>,
+  header: Record<string, unknown> = {},
+): Promise<string> {
   const text = typeof payload === 'string' ? payload : JSON.stringify(payload);
   const asymmetric = typeof key === 'object' && 'alg' in key;
   const protectedHeader = asymmetric ? { alg: key.alg, kid: key.kid, ...header } : { alg: 'HS256', ...header };
   const secret = asymmetric ? key.privateKey : typeof key === 'string' ? new TextEncoder().encode(key) : key;
-  const crit = Array.isArray(header.crit) ? Object.fromEntries((header.crit as string[]).map((c) => [c, true])) : undefined;
-  return new CompactSign(new TextEncoder().encode(text)).setProtectedHeader(protectedHeader as { alg: string }).sign(secret, { crit });
+  const crit = Array.isArray(header.crit)
+    ? Object.fromEntries((header.crit as string[]).map((c) => [c, true]))
+    : undefined;
+  return new CompactSign(new TextEncoder().encode(text))
+    .setProtectedHeader(protectedHeader as { alg: string })
+    .sign(secret, { crit });
 }
 
 let buyers = 0;
-const claims = (extra: Record<string, unknown> = {}) => ({ sub: `buyer-${++buyers}`, iat: nowSeconds(), exp: nowSeconds() + 600, ...extra });
+const claims = (extra: Record<string, unknown> = {}) => ({
+  sub: `buyer-${++buyers}`,
+  iat: nowSeconds(),
+  exp: nowSeconds() + 600,
+  ...extra,
+});
 
-async function buy(app: FastifyInstance, token: string): Promise<{ status: number; body: { error?: string; message?: string; status?: string } }> {
-  const res = await app.inject({ method: 'POST', url: `/api/sales/${sale.id}/purchases`, headers: { authorization: `Bearer ${token}` } });
+async function buy(
+  app: FastifyInstance,
+  token: string,
+): Promise<{ status: number; body: { error?: string; message?: string; status?: string } }> {
+  const res = await app.inject({
+    method: 'POST',
+    url: `/api/sales/${sale.id}/purchases`,
+    headers: { authorization: `Bearer ${token}` },
+  });
   return { status: res.statusCode, body: res.json() };
 }
 async function assertBuys(app: FastifyInstance, token: string, what: string): Promise<void> {
@@ -125,7 +165,12 @@ describe('RS256 and ES256 tokens from a JWKS', () => {
     const app = await jwksApp();
     await assertRefused(app, await sign({ ...rsa1, kid: 'no-such-kid' }, claims()), /kid/, 'unknown kid');
     // rsa-2 signs, but under rsa-1's kid: the published rsa-1 key does not verify it.
-    await assertRefused(app, await sign({ ...rsa2, kid: 'rsa-1' }, claims()), /signature is invalid/, 'foreign key, known kid');
+    await assertRefused(
+      app,
+      await sign({ ...rsa2, kid: 'rsa-1' }, claims()),
+      /signature is invalid/,
+      'foreign key, known kid',
+    );
     await assertRefused(app, await sign({ ...ec1, kid: 'rsa-1' }, claims()), /kid/, 'ES256 under an RSA kid');
   });
 
@@ -133,22 +178,38 @@ describe('RS256 and ES256 tokens from a JWKS', () => {
     const app = await jwksApp();
     const pem = await exportSPKI(rsa1.publicKey);
     const jwkText = JSON.stringify(rsa1.jwk);
-    for (const [what, secret] of [['the public key PEM', pem], ['the public JWK', jwkText], ['the modulus', rsa1.jwk.n!], ['JWT_SECRET', JWT_SECRET]] as const) {
+    for (const [what, secret] of [
+      ['the public key PEM', pem],
+      ['the public JWK', jwkText],
+      ['the modulus', rsa1.jwk.n!],
+      ['JWT_SECRET', JWT_SECRET],
+    ] as const) {
       await assertRefused(app, await sign(secret, claims(), { kid: 'rsa-1' }), /RS256 or ES256/, `HS256 with ${what}`);
     }
-    await assertRefused(app, await sign(new TextEncoder().encode(pem), claims(), { alg: 'HS512', kid: 'rsa-1' }), /RS256 or ES256/, 'HS512');
+    await assertRefused(
+      app,
+      await sign(new TextEncoder().encode(pem), claims(), { alg: 'HS512', kid: 'rsa-1' }),
+      /RS256 or ES256/,
+      'HS512',
+    );
     const unsigned = `${Buffer.from(JSON.stringify({ alg: 'none', kid: 'rsa-1' })).toString('base64url')}.${Buffer.from(JSON.stringify(claims())).toString('base64url')}.`;
     await assertRefused(app, unsigned, /RS256 or ES256/, 'alg none');
     // PS256 and ES384 are real asymmetric algorithms, but not the ones this configuration allows.
     const ps = await generateKeyPair('PS256');
-    await assertRefused(app, await sign({ ...rsa1, alg: 'PS256' as 'RS256', privateKey: ps.privateKey }, claims()), /RS256 or ES256/, 'PS256');
+    await assertRefused(
+      app,
+      await sign({ ...rsa1, alg: 'PS256' as 'RS256', privateKey: ps.privateKey }, claims()),
+      /RS256 or ES256/,
+      'PS256',
+    );
   });
 
   test('unknown kids refetch the key set at most once per cooldown (30 s), however many arrive', async () => {
     const app = await jwksApp();
     await assertBuys(app, await sign(rsa1, claims()), 'warm');
     assert.equal(idp.hits, 1);
-    const burst = () => runConcurrently(100, 100, async () => buy(app, await sign({ ...rsa1, kid: randomUUID() }, claims())));
+    const burst = () =>
+      runConcurrently(100, 100, async () => buy(app, await sign({ ...rsa1, kid: randomUUID() }, claims())));
     // Just fetched: 100 unknown kids cost the identity provider nothing.
     for (const r of await burst()) assert.equal(r.status, 401);
     assert.equal(idp.hits, 1);
@@ -216,7 +277,9 @@ describe('verified-token cache (JWKS mode)', () => {
       return realVerify.apply(this, args);
     };
   });
-  after(() => { crypto.subtle.verify = realVerify; });
+  after(() => {
+    crypto.subtle.verify = realVerify;
+  });
 
   /** A JWKS verifier over a fresh served set, with its own cache; its first fetch done. */
   async function verifierWith(cache: VerifiedTokens, extra: Partial<Config> = {}) {
@@ -228,7 +291,10 @@ describe('verified-token cache (JWKS mode)', () => {
     return verify;
   }
   const refused = (promise: Promise<unknown>, reason: RegExp) =>
-    assert.rejects(promise, (err: { code?: string; message?: string }) => err.code === 'unauthorized' && reason.test(err.message ?? ''));
+    assert.rejects(
+      promise,
+      (err: { code?: string; message?: string }) => err.code === 'unauthorized' && reason.test(err.message ?? ''),
+    );
 
   test('a repeat of a verified token is answered without checking its signature again', async () => {
     const cache = new VerifiedTokens();
@@ -248,7 +314,7 @@ describe('verified-token cache (JWKS mode)', () => {
     assert.equal(cache.size, 2);
   });
 
-  test('the API\'s default verifier caches too', async () => {
+  test("the API's default verifier caches too", async () => {
     idp.keys = [rsa1.jwk, ec1.jwk];
     const verify = createVerifier({ ...env.config, ...jwksConfig() });
     const c = claims();
@@ -309,7 +375,10 @@ describe('verified-token cache (JWKS mode)', () => {
     const forged = await sign({ ...rsa2, kid: 'rsa-1' }, c);
     assert.equal(forged.slice(0, forged.lastIndexOf('.')), token.slice(0, token.lastIndexOf('.')));
     await refused(verify(forged), /signature is invalid/);
-    await refused(verify(`${token.slice(0, token.lastIndexOf('.'))}.${forged.slice(forged.lastIndexOf('.') + 1)}`), /signature is invalid/);
+    await refused(
+      verify(`${token.slice(0, token.lastIndexOf('.'))}.${forged.slice(forged.lastIndexOf('.') + 1)}`),
+      /signature is invalid/,
+    );
     assert.equal(cache.size, 1);
     assert.equal(cache.hits, 0);
   });
@@ -349,9 +418,16 @@ const MODES = [
 
 for (const mode of MODES) {
   describe(`claims of ${mode.name} tokens`, () => {
-    const rules = { jwtIssuer: 'https://idp.example.test/', jwtAudience: 'flashsale', jwtClockToleranceSeconds: 5, jwtRequireExp: true };
-    const good = (extra: Record<string, unknown> = {}) => claims({ iss: rules.jwtIssuer, aud: rules.jwtAudience, ...extra });
-    const tok = (payload: string | Record<string, unknown>, header?: Record<string, unknown>) => sign(mode.key(), payload, header);
+    const rules = {
+      jwtIssuer: 'https://idp.example.test/',
+      jwtAudience: 'flashsale',
+      jwtClockToleranceSeconds: 5,
+      jwtRequireExp: true,
+    };
+    const good = (extra: Record<string, unknown> = {}) =>
+      claims({ iss: rules.jwtIssuer, aud: rules.jwtAudience, ...extra });
+    const tok = (payload: string | Record<string, unknown>, header?: Record<string, unknown>) =>
+      sign(mode.key(), payload, header);
 
     test('issuer and audience are checked when set', async () => {
       const app = await mode.config(rules);
@@ -374,22 +450,42 @@ for (const mode of MODES) {
 
     test('a token without exp is refused with JWT_REQUIRE_EXP, accepted without it', async () => {
       await assertRefused(await mode.config(rules), await tok(good({ exp: undefined })), /no exp/, 'no exp, required');
-      await assertBuys(await mode.config({ ...rules, jwtRequireExp: false }), await tok(good({ exp: undefined })), 'no exp, not required');
+      await assertBuys(
+        await mode.config({ ...rules, jwtRequireExp: false }),
+        await tok(good({ exp: undefined })),
+        'no exp, not required',
+      );
     });
 
     test('exp and nbf that are not finite numbers (1e400 parses to Infinity) are refused', async () => {
       const app = await mode.config(rules);
       const { sub } = claims();
-      const raw = (timeClaims: string) => tok(`{"sub":"${sub}","iss":"${rules.jwtIssuer}","aud":"flashsale",${timeClaims}}`);
+      const raw = (timeClaims: string) =>
+        tok(`{"sub":"${sub}","iss":"${rules.jwtIssuer}","aud":"flashsale",${timeClaims}}`);
       await assertRefused(app, await raw('"exp":1e400'), /exp must be a finite number/, 'exp 1e400');
-      await assertRefused(app, await raw(`"exp":${nowSeconds() + 600},"nbf":-1e400`), /nbf must be a finite number/, 'nbf -1e400');
-      await assertRefused(app, await raw(`"exp":${nowSeconds() + 600},"iat":1e400`), /iat must be a finite number/, 'iat 1e400');
+      await assertRefused(
+        app,
+        await raw(`"exp":${nowSeconds() + 600},"nbf":-1e400`),
+        /nbf must be a finite number/,
+        'nbf -1e400',
+      );
+      await assertRefused(
+        app,
+        await raw(`"exp":${nowSeconds() + 600},"iat":1e400`),
+        /iat must be a finite number/,
+        'iat 1e400',
+      );
       await assertRefused(app, await raw('"exp":"9999999999"'), /exp must be a finite number/, 'exp a string');
     });
 
     test('an unknown critical header extension (crit) is refused', async () => {
       const app = await mode.config(rules);
-      await assertRefused(app, await tok(good(), { crit: ['x-tenant-binding'], 'x-tenant-binding': 'acme' }), /crit|not recognized/, 'unknown crit');
+      await assertRefused(
+        app,
+        await tok(good(), { crit: ['x-tenant-binding'], 'x-tenant-binding': 'acme' }),
+        /crit|not recognized/,
+        'unknown crit',
+      );
     });
 
     test('the sub must still be a valid user id', async () => {
@@ -404,8 +500,22 @@ for (const mode of MODES) {
 describe('settings', () => {
   test('JWT_SECRET and JWT_JWKS_URL both set is a ConfigError naming both, from the verifier and from the app', async () => {
     const both = { ...env.config, jwtSecret: JWT_SECRET, jwtJwksUrl: idp.url };
-    assert.throws(() => createVerifier(both), (err: unknown) => err instanceof ConfigError && /JWT_SECRET/.test(err.message) && /JWT_JWKS_URL/.test(err.message));
-    assert.throws(() => buildApp({ config: both, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, both), logger: env.logger }), ConfigError);
+    assert.throws(
+      () => createVerifier(both),
+      (err: unknown) =>
+        err instanceof ConfigError && /JWT_SECRET/.test(err.message) && /JWT_JWKS_URL/.test(err.message),
+    );
+    assert.throws(
+      () =>
+        buildApp({
+          config: both,
+          pool: env.pool,
+          redis: env.redis,
+          purchaser: new Purchaser(env.redis, both),
+          logger: env.logger,
+        }),
+      ConfigError,
+    );
   });
 
   test('flashsale api with both set exits 2', async () => {
@@ -414,14 +524,27 @@ describe('settings', () => {
   });
 
   test('a JWKS URL that is not https (except on loopback) or not a URL is a ConfigError', () => {
-    for (const url of ['http://idp.example.com/jwks.json', 'ftp://127.0.0.1/jwks.json', 'not a url', 'file:///etc/jwks.json']) {
-      assert.throws(() => createVerifier({ ...env.config, jwtSecret: undefined, jwtJwksUrl: url }), (err: unknown) => err instanceof ConfigError && /JWT_JWKS_URL/.test(err.message), url);
+    for (const url of [
+      'http://idp.example.com/jwks.json',
+      'ftp://127.0.0.1/jwks.json',
+      'not a url',
+      'file:///etc/jwks.json',
+    ]) {
+      assert.throws(
+        () => createVerifier({ ...env.config, jwtSecret: undefined, jwtJwksUrl: url }),
+        (err: unknown) => err instanceof ConfigError && /JWT_JWKS_URL/.test(err.message),
+        url,
+      );
     }
   });
 
   test('trusted-header mode builds no verifier: neither setting is needed', async () => {
     const app = await appWith({ authMode: 'trusted-header', jwtSecret: undefined, jwtJwksUrl: undefined });
-    const res = await app.inject({ method: 'POST', url: `/api/sales/${sale.id}/purchases`, headers: { 'x-user-id': `buyer-${++buyers}` } });
+    const res = await app.inject({
+      method: 'POST',
+      url: `/api/sales/${sale.id}/purchases`,
+      headers: { 'x-user-id': `buyer-${++buyers}` },
+    });
     assert.equal(res.statusCode, 202);
   });
 });

@@ -13,21 +13,73 @@ import type { BenchResults } from '../bench/report.js';
 import type { Design } from '../bench/stacks.js';
 import type { WriterResult } from '../bench/writer.js';
 
-const machine = { cpu: 'test', cores: 2, memoryGb: 1, kernel: 'test', os: 'test', node: 'test', versions: {}, loadAvgAtStart: [0, 0, 0] };
+const machine = {
+  cpu: 'test',
+  cores: 2,
+  memoryGb: 1,
+  kernel: 'test',
+  os: 'test',
+  node: 'test',
+  versions: {},
+  loadAvgAtStart: [0, 0, 0],
+};
 const settings: PurchaseSettings = { stock: 10, buyers: 100, connections: 500, rounds: 1, warmupBuyers: 0 };
 const load = (rps: number, p99: number): LoadResult => ({
-  buyers: 100, connections: 500, answered: 100, seconds: 1, rps, statuses: {}, errors: { connect: 0, read: 0, write: 0, timeout: 0 },
-  latencyMs: { p50: p99 / 2, p90: p99, p99, p999: p99, max: p99, mean: p99 / 2 }, procs: [],
+  buyers: 100,
+  connections: 500,
+  answered: 100,
+  seconds: 1,
+  rps,
+  statuses: {},
+  errors: { connect: 0, read: 0, write: 0, timeout: 0 },
+  latencyMs: { p50: p99 / 2, p90: p99, p99, p999: p99, max: p99, mean: p99 / 2 },
+  procs: [],
 });
-const design = (d: Design, rps: number, p99: number): DesignResult =>
-  ({ design: d, label: d, load: load(rps, p99), accepted: 100, settleS: 0, outcome: null, correct: true, loadAvg: 0, rounds: [rps] });
+const design = (d: Design, rps: number, p99: number): DesignResult => ({
+  design: d,
+  label: d,
+  load: load(rps, p99),
+  accepted: 100,
+  settleS: 0,
+  outcome: null,
+  correct: true,
+  loadAvg: 0,
+  rounds: [rps],
+});
 /** A sold-out crowd: the hello-world route and the product, whose req/s and p99 the caller picks. */
-const purchase = (hello: number, flashsale: number, p99 = 40): BenchResults['purchase'] =>
-  ({ settings, crowd: [design('hello', hello, 5), design('flashsale', flashsale, p99)], allWin: [], allWinSettings: settings });
-const writer = (perSecond: number): WriterResult =>
-  ({ label: 'batch 1000', batchSize: 1000, concurrency: 2, orders: 1000, seconds: 1, perSecond, expiryKeys: 1000, correct: true, procs: [], rounds: [perSecond], loadAvg: 0 });
-const memory = (bytes: number, withEnd: boolean): MemoryResult => ({ winners: 100, withEnd, bytesPerQueuedWinner: bytes, bytesPerPendingOrder: bytes, keys: {} });
-const run = (mode: 'quick' | 'full', at: string, parts: Partial<BenchResults>): BenchResults => ({ mode, at, seconds: 1, machine, ...parts });
+const purchase = (hello: number, flashsale: number, p99 = 40): BenchResults['purchase'] => ({
+  settings,
+  crowd: [design('hello', hello, 5), design('flashsale', flashsale, p99)],
+  allWin: [],
+  allWinSettings: settings,
+});
+const writer = (perSecond: number): WriterResult => ({
+  label: 'batch 1000',
+  batchSize: 1000,
+  concurrency: 2,
+  orders: 1000,
+  seconds: 1,
+  perSecond,
+  expiryKeys: 1000,
+  correct: true,
+  procs: [],
+  rounds: [perSecond],
+  loadAvg: 0,
+});
+const memory = (bytes: number, withEnd: boolean): MemoryResult => ({
+  winners: 100,
+  withEnd,
+  bytesPerQueuedWinner: bytes,
+  bytesPerPendingOrder: bytes,
+  keys: {},
+});
+const run = (mode: 'quick' | 'full', at: string, parts: Partial<BenchResults>): BenchResults => ({
+  mode,
+  at,
+  seconds: 1,
+  machine,
+  ...parts,
+});
 const stored = (bench: StoredResults['bench']): StoredResults => ({ bench });
 
 /** The cells of the one row whose first cell starts with `what`. */
@@ -48,34 +100,81 @@ test('bench headline: README.md and docs/benchmarks.md hold the table the commit
     assert.ok(doc.includes(`${headline}\n`), file);
   }
   // Every target issue 22 set is in it, each with a verdict.
-  for (const what of ['purchase throughput, sold-out crowd', 'purchase throughput, every buyer wins', 'purchase p99 at concurrency 500, sold-out crowd',
-    'purchase p99 at concurrency 500, every buyer wins', 'order writer drain', 'Redis memory per pending order']) {
+  for (const what of [
+    'purchase throughput, sold-out crowd',
+    'purchase throughput, every buyer wins',
+    'purchase p99 at concurrency 500, sold-out crowd',
+    'purchase p99 at concurrency 500, every buyer wins',
+    'order writer drain',
+    'Redis memory per pending order',
+  ]) {
     assert.match(row(headline, what)[RESULT]!, /^(met|\*\*missed\*\*)$/, what);
   }
 });
 
 test('bench headline: a figure short of its target reads missed, one past it met, at least and at most', () => {
   const at = '2026-01-02T10:00:00.000Z';
-  const slow = headlineTable(stored({ quick: run('quick', at, { purchase: purchase(10_000, 8_000, 60), writer: [writer(59_000)], cost: { memory: memory(300, false), memoryWithEnd: memory(401, true), growth: [] } }) }));
-  const fast = headlineTable(stored({ quick: run('quick', at, { purchase: purchase(10_000, 9_000, 50), writer: [writer(61_000)], cost: { memory: memory(300, false), memoryWithEnd: memory(400, true), growth: [] } }) }));
+  const slow = headlineTable(
+    stored({
+      quick: run('quick', at, {
+        purchase: purchase(10_000, 8_000, 60),
+        writer: [writer(59_000)],
+        cost: { memory: memory(300, false), memoryWithEnd: memory(401, true), growth: [] },
+      }),
+    }),
+  );
+  const fast = headlineTable(
+    stored({
+      quick: run('quick', at, {
+        purchase: purchase(10_000, 9_000, 50),
+        writer: [writer(61_000)],
+        cost: { memory: memory(300, false), memoryWithEnd: memory(400, true), growth: [] },
+      }),
+    }),
+  );
 
-  assert.deepEqual(row(slow, 'purchase throughput, sold-out crowd').slice(1, 4), ['80% (rounds 80%; median req/s 8,000 / 10,000)', '>= 85%', '**missed**']);
-  assert.deepEqual(row(fast, 'purchase throughput, sold-out crowd').slice(1, 4), ['90% (rounds 90%; median req/s 9,000 / 10,000)', '>= 85%', 'met']);
-  assert.deepEqual(row(slow, 'purchase p99 at concurrency 500, sold-out crowd').slice(1, 4), ['60 ms (p50 30 ms)', '<= 50 ms', '**missed**']);
-  assert.deepEqual(row(fast, 'purchase p99 at concurrency 500, sold-out crowd').slice(1, 4), ['50 ms (p50 25 ms)', '<= 50 ms', 'met']);
-  assert.deepEqual(row(slow, 'order writer drain').slice(1, 4), ['59,000 orders/s', '>= 60,000 orders/s', '**missed**']);
+  assert.deepEqual(row(slow, 'purchase throughput, sold-out crowd').slice(1, 4), [
+    '80% (rounds 80%; median req/s 8,000 / 10,000)',
+    '>= 85%',
+    '**missed**',
+  ]);
+  assert.deepEqual(row(fast, 'purchase throughput, sold-out crowd').slice(1, 4), [
+    '90% (rounds 90%; median req/s 9,000 / 10,000)',
+    '>= 85%',
+    'met',
+  ]);
+  assert.deepEqual(row(slow, 'purchase p99 at concurrency 500, sold-out crowd').slice(1, 4), [
+    '60 ms (p50 30 ms)',
+    '<= 50 ms',
+    '**missed**',
+  ]);
+  assert.deepEqual(row(fast, 'purchase p99 at concurrency 500, sold-out crowd').slice(1, 4), [
+    '50 ms (p50 25 ms)',
+    '<= 50 ms',
+    'met',
+  ]);
+  assert.deepEqual(row(slow, 'order writer drain').slice(1, 4), [
+    '59,000 orders/s',
+    '>= 60,000 orders/s',
+    '**missed**',
+  ]);
   assert.deepEqual(row(fast, 'order writer drain').slice(1, 4), ['61,000 orders/s', '>= 60,000 orders/s', 'met']);
   // The target is for a sale with an end: 300 B without one does not make 401 B with one pass.
   assert.equal(row(slow, 'Redis memory per pending order')[RESULT], '**missed**');
   assert.equal(row(fast, 'Redis memory per pending order')[RESULT], 'met');
 });
 
-test('bench headline: each row comes from the newest run that measured it, beside that run\'s hello-world ceiling', () => {
+test("bench headline: each row comes from the newest run that measured it, beside that run's hello-world ceiling", () => {
   // The full run measured the purchase on the 2nd; the quick run's purchase is older (the 1st), but its writer
   // was run again with --only on the 3rd.
-  const full = run('full', '2026-01-02T10:00:00.000Z', { purchase: purchase(40_000, 36_000), writer: [writer(70_000)] });
-  const quick = { ...run('quick', '2026-01-01T10:00:00.000Z', { purchase: purchase(5_000, 4_000), writer: [writer(30_000)] }),
-    reruns: [{ parts: ['writer'], at: '2026-01-03T10:00:00.000Z', seconds: 1, loadAvgAtStart: [0, 0, 0] }] };
+  const full = run('full', '2026-01-02T10:00:00.000Z', {
+    purchase: purchase(40_000, 36_000),
+    writer: [writer(70_000)],
+  });
+  const quick = {
+    ...run('quick', '2026-01-01T10:00:00.000Z', { purchase: purchase(5_000, 4_000), writer: [writer(30_000)] }),
+    reruns: [{ parts: ['writer'], at: '2026-01-03T10:00:00.000Z', seconds: 1, loadAvgAtStart: [0, 0, 0] }],
+  };
   const table = headlineTable(stored({ full, quick }));
 
   const crowd = row(table, 'purchase throughput, sold-out crowd');

@@ -47,6 +47,10 @@ test('build: an asset is copied when it is missing or changed, and left alone ot
   assert.equal(readFileSync(join(to, 'restore.lua'), 'utf8'), 'return 2\n');
   writeFileSync(join(from, 'restore.lua'), 'return 10\n');
   dated(join(from, 'restore.lua'), 1_000);
-  assert.deepEqual(syncDir(from, to), [join(to, 'restore.lua')], 'another size, even dated earlier (a checkout of an older version)');
+  assert.deepEqual(
+    syncDir(from, to),
+    [join(to, 'restore.lua')],
+    'another size, even dated earlier (a checkout of an older version)',
+  );
   assert.equal(readFileSync(join(to, 'restore.lua'), 'utf8'), 'return 10\n');
 });

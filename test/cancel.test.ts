@@ -30,7 +30,11 @@ let api: ApiEnv['api'];
 apiEnv((s) => ({ env, api } = s));
 afterEach(async () => {
   await assertConserved(env, sales);
-  assert.deepEqual((await checkInvariants(env.pool, env.redis, { saleIds: sales.map((s) => s.id), replayIntervalMs: 3_600_000 })).violations, []);
+  assert.deepEqual(
+    (await checkInvariants(env.pool, env.redis, { saleIds: sales.map((s) => s.id), replayIntervalMs: 3_600_000 }))
+      .violations,
+    [],
+  );
 });
 
 async function sale(fields: Record<string, unknown> = {}): Promise<Sale> {
@@ -46,23 +50,43 @@ async function buy(s: Sale, user: string): Promise<string> {
 }
 
 const drain = async (s: Sale) => {
-  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: `w-${s.id}`, writerLeaseMs: 1 } });
+  const writer = new OrderWriter({
+    pool: env.pool,
+    redis: env.redis,
+    logger: env.logger,
+    config: { ...env.config, writerId: `w-${s.id}`, writerLeaseMs: 1 },
+  });
   while ((await writer.drainOnce()) > 0);
 };
 const cancel = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/cancel`, { user });
 const pay = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/pay`, { user });
 const available = async (s: Sale) => Number(await env.redis.get(saleKeys(s.id).available));
 const quota = (s: Sale, user: string) => buyCount(env.redis, s.id, user);
-const row = async (id: string) => (await env.pool.query<{ status: string; closed: boolean; restored: boolean }>(
-  'select status, closed_at is not null as closed, restored_at is not null as restored from orders where id = $1', [id])).rows[0];
-const closedByCancel = async () => (await metrics.ordersClosed.get()).values.find((v) => v.labels.by === 'cancel')?.value ?? 0;
+const row = async (id: string) =>
+  (
+    await env.pool.query<{ status: string; closed: boolean; restored: boolean }>(
+      'select status, closed_at is not null as closed, restored_at is not null as restored from orders where id = $1',
+      [id],
+    )
+  ).rows[0];
+const closedByCancel = async () =>
+  (await metrics.ordersClosed.get()).values.find((v) => v.labels.by === 'cancel')?.value ?? 0;
 const deliver = (orderId: string) => {
-  const raw = JSON.stringify({ id: `evt_${randomUUID()}`, type: 'payment.succeeded', orderId, amount: 1999, currency: 'EUR' });
-  return http(api.port, 'POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, raw) } });
+  const raw = JSON.stringify({
+    id: `evt_${randomUUID()}`,
+    type: 'payment.succeeded',
+    orderId,
+    amount: 1999,
+    currency: 'EUR',
+  });
+  return http(api.port, 'POST', '/api/payments/webhook', {
+    body: raw,
+    headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, raw) },
+  });
 };
 
 describe('cancel', () => {
-  test('cancel: a pending order becomes cancelled; its unit and the buyer\'s quota are back at once, once; cancelling again changes nothing', async () => {
+  test("cancel: a pending order becomes cancelled; its unit and the buyer's quota are back at once, once; cancelling again changes nothing", async () => {
     const s = await sale();
     const id = await buy(s, 'ann');
     await drain(s);
@@ -78,7 +102,12 @@ describe('cancel', () => {
     assert.equal(await env.redis.sismember(saleKeys(s.id).restored, id), 1);
     assert.equal(await env.redis.exists(saleKeys(s.id).expiry(id)), 0, 'no expiry left to fire');
     assert.equal(await closedByCancel(), counted + 1);
-    assert.deepEqual((await http(api.port, 'GET', `/api/orders/${id}`, { user: 'ann' })).body, { orderId: id, saleId: s.id, qty: 1, status: 'cancelled' });
+    assert.deepEqual((await http(api.port, 'GET', `/api/orders/${id}`, { user: 'ann' })).body, {
+      orderId: id,
+      saleId: s.id,
+      qty: 1,
+      status: 'cancelled',
+    });
 
     const state = await stateSnapshot(env);
     const again = await runConcurrently(5, 5, () => cancel(id, 'ann'));
@@ -97,7 +126,11 @@ describe('cancel', () => {
     assert.deepEqual(r.body, { orderId: id, status: 'cancelled' });
     assert.deepEqual(await row(id), { status: 'cancelled', closed: true, restored: true });
     assert.deepEqual([await available(s), await quota(s, 'bea')], [10, 0]);
-    assert.equal((await http(api.port, 'GET', `/api/orders/${id}`, { user: 'bea' })).body.status, 'cancelled', 'not "queued" any more');
+    assert.equal(
+      (await http(api.port, 'GET', `/api/orders/${id}`, { user: 'bea' })).body.status,
+      'cancelled',
+      'not "queued" any more',
+    );
     await assertConserved(env, [s]);
 
     await drain(s);
@@ -107,7 +140,7 @@ describe('cancel', () => {
     assert.equal(await available(s), 10, 'restored once');
   });
 
-  test('cancel: a purchase\'s winner entry, its buyer holding \'|\', is read by the one parser and cancelled for that buyer only', async () => {
+  test("cancel: a purchase's winner entry, its buyer holding '|', is read by the one parser and cancelled for that buyer only", async () => {
     const s = await sale();
     const [before] = await env.redis.time();
     const id = await buy(s, 'pipe|ann|1');
@@ -115,27 +148,42 @@ describe('cancel', () => {
     const k = saleKeys(s.id);
     const entry = (await env.redis.hget(k.queued, id))!;
     const winner = parseWinner(entry);
-    assert.deepEqual({ ...winner, purchasedAt: 0 }, { orderId: id, seq: 1, qty: 1, purchasedAt: 0, userId: 'pipe|ann|1' });
-    assert.ok(winner.purchasedAt >= Number(before) * 1000 && winner.purchasedAt < (Number(after) + 1) * 1000, 'stamped by Redis\'s TIME');
+    assert.deepEqual(
+      { ...winner, purchasedAt: 0 },
+      { orderId: id, seq: 1, qty: 1, purchasedAt: 0, userId: 'pipe|ann|1' },
+    );
+    assert.ok(
+      winner.purchasedAt >= Number(before) * 1000 && winner.purchasedAt < (Number(after) + 1) * 1000,
+      "stamped by Redis's TIME",
+    );
     assert.equal(await env.redis.lindex(k.winners, 0), entry, 'the writer reads the same entry');
 
     // cancel.lua compares the entry whole: one that is not the queued one (written meanwhile) notes nothing.
     assert.equal(await run(env.redis, 'cancel', [k.queued, k.cancels], [id, `${entry}x`]), 0);
-    for (const other of ['pipe', 'pipe|ann', '1']) assert.equal(outcome(await cancel(id, other)), '404 order_not_found', other);
+    for (const other of ['pipe', 'pipe|ann', '1'])
+      assert.equal(outcome(await cancel(id, other)), '404 order_not_found', other);
     assert.equal(await env.redis.hlen(k.cancels), 0, 'no cancel noted');
 
     assert.deepEqual((await cancel(id, 'pipe|ann|1')).body, { orderId: id, status: 'cancelled' });
-    assert.deepEqual((await env.pool.query('select user_id, qty, status from orders where id = $1', [id])).rows, [{ user_id: 'pipe|ann|1', qty: 1, status: 'cancelled' }]);
+    assert.deepEqual((await env.pool.query('select user_id, qty, status from orders where id = $1', [id])).rows, [
+      { user_id: 'pipe|ann|1', qty: 1, status: 'cancelled' },
+    ]);
     assert.equal(await env.redis.hexists(k.cancels, id), 1, 'the cancel was noted');
     assert.deepEqual([await available(s), await quota(s, 'pipe|ann|1')], [10, 0]);
     await drain(s);
   });
 
-  test('cancel: another buyer\'s, a paid, an expired, an overdue, an unknown or a malformed order is refused and nothing changes', async () => {
+  test("cancel: another buyer's, a paid, an expired, an overdue, an unknown or a malformed order is refused and nothing changes", async () => {
     const s = await sale();
-    const [queued, pending, paid, expired, overdue] = [await buy(s, 'cy'), await buy(s, 'cal'), await buy(s, 'cat'), await buy(s, 'cob'), await buy(s, 'cid')];
+    const [queued, pending, paid, expired, overdue] = [
+      await buy(s, 'cy'),
+      await buy(s, 'cal'),
+      await buy(s, 'cat'),
+      await buy(s, 'cob'),
+      await buy(s, 'cid'),
+    ];
     await env.redis.rpop(saleKeys(s.id).winners); // leave the first purchase queued: the writer never sees it
-    const held = (await env.redis.lrange(saleKeys(s.id).winners, 0, -1));
+    const held = await env.redis.lrange(saleKeys(s.id).winners, 0, -1);
     await drain(s);
     assert.equal((await pay(paid, 'cat')).status, 200);
     await env.pool.query(`update orders set expires_at = now() where id = any($1::text[])`, [[expired, overdue]]);
@@ -144,8 +192,8 @@ describe('cancel', () => {
 
     const state = await stateSnapshot(env);
     const cases: [string, string, string, string][] = [
-      ['another buyer\'s queued order', queued, 'eve', '404 order_not_found'],
-      ['another buyer\'s pending order', pending, 'eve', '404 order_not_found'],
+      ["another buyer's queued order", queued, 'eve', '404 order_not_found'],
+      ["another buyer's pending order", pending, 'eve', '404 order_not_found'],
       ['a paid order', paid, 'cat', '409 order_paid'],
       ['an expired order', expired, 'cob', '409 order_expired'],
       ['a pending order past its deadline', overdue, 'cid', '409 order_expired'],
@@ -169,16 +217,29 @@ describe('cancel', () => {
     const s = await sale();
     const [a, b] = [await buy(s, 'dot'), await buy(s, 'dan')];
     await drain(s);
-    for (const [id, user] of [[a, 'dot'], [b, 'dan']] as const) assert.equal((await cancel(id!, user)).status, 200);
+    for (const [id, user] of [
+      [a, 'dot'],
+      [b, 'dan'],
+    ] as const)
+      assert.equal((await cancel(id!, user)).status, 200);
     const stock = await available(s);
     const webhook = await deliver(a!);
     assert.equal(webhook.status, 200);
     assert.equal(webhook.body.outcome, 'refund_due');
     assert.equal(outcome(await pay(b!, 'dan')), '409 order_cancelled');
-    assert.deepEqual([await row(a!), await row(b!)].map((r) => r!.status), ['cancelled', 'cancelled']);
-    const payments = await env.pool.query<{ outcome: string }>('select outcome from payments where order_id = any($1::text[])', [[a, b]]);
+    assert.deepEqual(
+      [await row(a!), await row(b!)].map((r) => r!.status),
+      ['cancelled', 'cancelled'],
+    );
+    const payments = await env.pool.query<{ outcome: string }>(
+      'select outcome from payments where order_id = any($1::text[])',
+      [[a, b]],
+    );
     // The provider took a's money; the demo route never charged b's.
-    assert.deepEqual(payments.rows.map((p) => p.outcome), ['refund_due']);
+    assert.deepEqual(
+      payments.rows.map((p) => p.outcome),
+      ['refund_due'],
+    );
     assert.equal(await available(s), stock, 'no stock moved');
   });
 
@@ -191,7 +252,10 @@ describe('cancel', () => {
     await writing;
     await drain(s);
     assert.deepEqual(answers.map(outcome), Array(60).fill('200 cancelled'));
-    const rows = await env.pool.query<{ n: number }>(`select count(*)::int as n from orders where sale_id = $1 and status = 'cancelled' and restored_at is not null`, [s.id]);
+    const rows = await env.pool.query<{ n: number }>(
+      `select count(*)::int as n from orders where sale_id = $1 and status = 'cancelled' and restored_at is not null`,
+      [s.id],
+    );
     assert.equal(rows.rows[0]!.n, 60);
     assert.equal(await available(s), 60);
     assert.equal(Number(await env.redis.get(saleKeys(s.id).restoredQty)), 60);
@@ -212,7 +276,14 @@ describe('cancel', () => {
       await payment.query('begin');
       await lockOrder(payment, id);
       assert.equal(await markPaid(payment, id, 'late'), true);
-      await insertPayment(payment, { id: `evt-${id}`, orderId: id, outcome: 'applied', amount: 1999, currency: 'EUR', raw: Buffer.from('{}') });
+      await insertPayment(payment, {
+        id: `evt-${id}`,
+        orderId: id,
+        outcome: 'applied',
+        amount: 1999,
+        currency: 'EUR',
+        raw: Buffer.from('{}'),
+      });
       await new Promise((r) => setTimeout(r, 400));
       const answer = cancel(id, 'late');
       await new Promise((r) => setTimeout(r, 200));
@@ -232,22 +303,42 @@ describe('cancel', () => {
     await drain(s);
     // Deadlines spread over 1.5 s from half a second on; cancel, pay and the expiry all fire within
     // 30 ms of each order's deadline, so every pair of them meets.
-    const deadlines = new Map((await env.pool.query<{ id: string; ms: number }>(
-      `update orders set expires_at = now() + ((seq % 30) * interval '50 milliseconds') + interval '500 milliseconds'
-       where sale_id = $1 returning id, extract(epoch from expires_at) * 1000 as ms`, [s.id])).rows.map((r) => [r.id, Number(r.ms)]));
+    const deadlines = new Map(
+      (
+        await env.pool.query<{ id: string; ms: number }>(
+          `update orders set expires_at = now() + ((seq % 30) * interval '50 milliseconds') + interval '500 milliseconds'
+       where sale_id = $1 returning id, extract(epoch from expires_at) * 1000 as ms`,
+          [s.id],
+        )
+      ).rows.map((r) => [r.id, Number(r.ms)]),
+    );
     const answers = await runConcurrently(90, 90, async (i) => {
       const offset = ((i * 7) % 61) - 30;
       await new Promise((r) => setTimeout(r, Math.max(0, deadlines.get(ids[i]!)! + offset - Date.now())));
-      const [c, p] = await Promise.all([cancel(ids[i]!, users[i]!), pay(ids[i]!, users[i]!), closeOrders(env.pool, env.redis, [ids[i]!], 'listener')]);
+      const [c, p] = await Promise.all([
+        cancel(ids[i]!, users[i]!),
+        pay(ids[i]!, users[i]!),
+        closeOrders(env.pool, env.redis, [ids[i]!], 'listener'),
+      ]);
       return { c: outcome(c), p: outcome(p) };
     });
     await sweepOverdue(env.pool, env.redis, 'replay');
     const final = await env.pool.query<{ id: string; status: string; restored: boolean }>(
-      'select id, status, restored_at is not null as restored from orders where sale_id = $1', [s.id]);
+      'select id, status, restored_at is not null as restored from orders where sale_id = $1',
+      [s.id],
+    );
     const byId = new Map(final.rows.map((r) => [r.id, r]));
     // What each answer says the order became.
-    const byCancel: Record<string, string> = { '200 cancelled': 'cancelled', '409 order_paid': 'paid', '409 order_expired': 'expired' };
-    const byPay: Record<string, string> = { '200 paid': 'paid', '409 order_cancelled': 'cancelled', '409 order_expired': 'expired' };
+    const byCancel: Record<string, string> = {
+      '200 cancelled': 'cancelled',
+      '409 order_paid': 'paid',
+      '409 order_expired': 'expired',
+    };
+    const byPay: Record<string, string> = {
+      '200 paid': 'paid',
+      '409 order_cancelled': 'cancelled',
+      '409 order_expired': 'expired',
+    };
     const problems: string[] = [];
     ids.forEach((id, i) => {
       const { c, p } = answers[i]!;
@@ -265,11 +356,11 @@ describe('cancel', () => {
     console.log(`# cancel/pay/expiry race: ${JSON.stringify(tally)}`);
     assert.deepEqual(problems, []);
     const closed = final.rows.filter((r) => r.status !== 'paid').length;
-    assert.equal(await available(s), closed, 'each closed order\'s unit back once');
+    assert.equal(await available(s), closed, "each closed order's unit back once");
     assert.equal(Number(await env.redis.get(saleKeys(s.id).restoredQty)), closed);
   });
 
-  test('cancel: a cancel whose restore a crash interrupted is finished by the replay\'s sweep', async () => {
+  test("cancel: a cancel whose restore a crash interrupted is finished by the replay's sweep", async () => {
     const s = await sale();
     const id = await buy(s, 'fin');
     await drain(s);
@@ -296,8 +387,13 @@ describe('cancel', () => {
 describe('cancel limit', () => {
   const MAX = 3;
   const queuedIds = async (s: Sale) => (await env.redis.hkeys(saleKeys(s.id).queued)).sort();
-  const cancelledOf = async (s: Sale, user: string) => (await env.pool.query<{ id: string }>(
-    `select id from orders where sale_id = $1 and user_id = $2 and status = 'cancelled' order by id`, [s.id, user])).rows.map((r) => r.id);
+  const cancelledOf = async (s: Sale, user: string) =>
+    (
+      await env.pool.query<{ id: string }>(
+        `select id from orders where sale_id = $1 and user_id = $2 and status = 'cancelled' order by id`,
+        [s.id, user],
+      )
+    ).rows.map((r) => r.id);
 
   test('cancel limit: a buyer cancels at most MAX_CANCELS_PER_SALE orders of a sale, queued or pending; past it 409 cancel_limit and nothing changes', async () => {
     assert.equal(env.config.maxCancelsPerSale, MAX, 'the default');
@@ -345,7 +441,7 @@ describe('cancel limit', () => {
     assert.equal((await row(stillQueued))?.status, 'pending', 'written by the writer as any order');
   });
 
-  test('cancel limit: 10 concurrent cancels of one buyer\'s 10 orders through two API processes: exactly MAX cancelled, the rest 409 cancel_limit; it holds after a restart', async () => {
+  test("cancel limit: 10 concurrent cancels of one buyer's 10 orders through two API processes: exactly MAX cancelled, the rest 409 cancel_limit; it holds after a restart", async () => {
     const second = await startApi(env.config, env.logger);
     try {
       for (const round of [0, 1, 2]) {
@@ -356,8 +452,14 @@ describe('cancel limit', () => {
         for (let i = 0; i < 5; i++) ids.push(await buy(s, user));
         await drain(s);
         for (let i = 0; i < 5; i++) ids.push(await buy(s, user));
-        const answers = await runConcurrently(10, 10, (i) => http(i % 2 ? second.port : api.port, 'POST', `/api/orders/${ids[i]}/cancel`, { user }));
-        assert.deepEqual(countBy(answers, outcome), { '200 cancelled': MAX, '409 cancel_limit': 10 - MAX }, `round ${round}`);
+        const answers = await runConcurrently(10, 10, (i) =>
+          http(i % 2 ? second.port : api.port, 'POST', `/api/orders/${ids[i]}/cancel`, { user }),
+        );
+        assert.deepEqual(
+          countBy(answers, outcome),
+          { '200 cancelled': MAX, '409 cancel_limit': 10 - MAX },
+          `round ${round}`,
+        );
         const won = ids.filter((_, i) => answers[i]!.status === 200);
         assert.deepEqual(await cancelledOf(s, user), [...won].sort(), 'the orders answered 200 are the cancelled ones');
         assert.equal(await available(s), MAX, 'only the cancelled units came back');
@@ -365,16 +467,26 @@ describe('cancel limit', () => {
         const refused = ids.filter((_, i) => answers[i]!.status === 409);
         for (const id of refused) {
           const r = await row(id);
-          assert.ok(r === undefined ? await env.redis.hexists(saleKeys(s.id).queued, id) : r.status === 'pending', `${id} stays as it was`);
+          assert.ok(
+            r === undefined ? await env.redis.hexists(saleKeys(s.id).queued, id) : r.status === 'pending',
+            `${id} stays as it was`,
+          );
         }
-        assert.equal(await env.redis.hlen(saleKeys(s.id).cancels), won.filter((id) => ids.indexOf(id) >= 5).length, 'no note left by a refused cancel');
+        assert.equal(
+          await env.redis.hlen(saleKeys(s.id).cancels),
+          won.filter((id) => ids.indexOf(id) >= 5).length,
+          'no note left by a refused cancel',
+        );
         await drain(s);
         // Postgres keeps the count: a fresh API process refuses the next cancel too.
         if (round === 2) {
           await second.stop();
           const again = await startApi(env.config, env.logger);
           try {
-            assert.equal(outcome(await http(again.port, 'POST', `/api/orders/${refused[0]}/cancel`, { user })), '409 cancel_limit');
+            assert.equal(
+              outcome(await http(again.port, 'POST', `/api/orders/${refused[0]}/cancel`, { user })),
+              '409 cancel_limit',
+            );
           } finally {
             await again.stop();
           }
@@ -424,7 +536,8 @@ describe('unpaid limit', () => {
 
   test('unpaid limit: cancels and paid orders are not unpaid expiries; the buyer buys again after them', async () => {
     const s = await sale({ stock: 10, perUserLimit: 1 });
-    for (let i = 0; i < 2; i++) assert.equal(outcome(await cancel(await buy(s, 'undecided'), 'undecided')), '200 cancelled');
+    for (let i = 0; i < 2; i++)
+      assert.equal(outcome(await cancel(await buy(s, 'undecided'), 'undecided')), '200 cancelled');
     const paid = await buy(s, 'undecided');
     await drain(s);
     assert.equal((await pay(paid, 'undecided')).status, 200);
@@ -442,7 +555,7 @@ describe('unpaid limit', () => {
 });
 
 describe('my orders', () => {
-  test('me/orders: the buyer\'s own orders, newest first, a page at a time, of one sale if asked; bad queries are 400', async () => {
+  test("me/orders: the buyer's own orders, newest first, a page at a time, of one sale if asked; bad queries are 400", async () => {
     const [s1, s2] = [await sale({ perUserLimit: 5 }), await sale({ perUserLimit: 5 })];
     const mine: string[] = [];
     for (const s of [s1, s2, s1, s2, s1]) {
@@ -457,7 +570,10 @@ describe('my orders', () => {
     const list = async (query: string, user = 'hal') => http(api.port, 'GET', `/api/me/orders${query}`, { user });
     const all = await list('');
     assert.equal(all.status, 200, outcome(all));
-    assert.deepEqual(all.body.orders.map((o: { orderId: string }) => o.orderId), mine);
+    assert.deepEqual(
+      all.body.orders.map((o: { orderId: string }) => o.orderId),
+      mine,
+    );
     assert.equal(all.body.next, null);
     assert.deepEqual(Object.keys(all.body.orders[0]).sort(), ['orderId', 'purchasedAt', 'qty', 'saleId', 'status']);
     assert.equal(all.body.orders[0].status, 'cancelled');
@@ -474,15 +590,24 @@ describe('my orders', () => {
     }
     assert.deepEqual(pages, mine, 'pages of 2 walk every order once, in order');
     const ofSale = await list(`?sale=${s2.id}`);
-    assert.deepEqual(ofSale.body.orders.map((o: { saleId: string }) => o.saleId), [s2.id, s2.id]);
+    assert.deepEqual(
+      ofSale.body.orders.map((o: { saleId: string }) => o.saleId),
+      [s2.id, s2.id],
+    );
     assert.deepEqual((await list('', 'nobody')).body, { orders: [], next: null });
 
     for (const [query, expected] of [
-      ['?limit=0', '400 bad_request'], ['?limit=101', '400 bad_request'], ['?limit=x', '400 bad_request'], ['?when=now', '400 bad_request'],
-      ['?before=nope', '400 bad_request'], ['?sale=a%20b', '400 invalid_id'], [`?before=${s1.id}.${randomUUID()}`, '404 order_not_found'],
-    ]) assert.equal(outcome(await list(query!)), expected, query);
+      ['?limit=0', '400 bad_request'],
+      ['?limit=101', '400 bad_request'],
+      ['?limit=x', '400 bad_request'],
+      ['?when=now', '400 bad_request'],
+      ['?before=nope', '400 bad_request'],
+      ['?sale=a%20b', '400 invalid_id'],
+      [`?before=${s1.id}.${randomUUID()}`, '404 order_not_found'],
+    ])
+      assert.equal(outcome(await list(query!)), expected, query);
     const ivys = (await list('', 'ivy')).body.orders[0].orderId as string;
-    assert.equal(outcome(await list(`?before=${ivys}`)), '404 order_not_found', 'another buyer\'s order is no cursor');
+    assert.equal(outcome(await list(`?before=${ivys}`)), '404 order_not_found', "another buyer's order is no cursor");
     assert.equal((await http(api.port, 'GET', '/api/me/orders')).status, 401);
   });
 });

@@ -20,7 +20,8 @@ let api: ApiEnv['api'];
 // Many challenges per buyer here: the challenge limits have their own tests (rate-limit.test.ts).
 apiEnv((s) => ({ env, api } = s), { challengeRatePerBuyer: 0 });
 
-const powSale = (fields: Record<string, unknown> = {}) => newSale(env, { challenge: 'pow', challengeComplexity: 1000, ...fields });
+const powSale = (fields: Record<string, unknown> = {}) =>
+  newSale(env, { challenge: 'pow', challengeComplexity: 1000, ...fields });
 const challengeFor = (s: Sale, user: string) => pow.challengeFor(api.port, s, user);
 const exchange = (s: Sale, user: string, payload: string) => pow.exchange(api.port, s, user, payload);
 const buy = (s: Sale, user: string, token?: string) => pow.buy(api.port, s, user, token);
@@ -70,8 +71,16 @@ describe('proof-of-work sales', () => {
     assert.equal(outcome(await buy(s, 'ann', 'not-a-token')), '403 invalid_purchase_token');
     assert.deepEqual(await redisState(s, ['ann', 'bob']), before);
     // The check reads the expiry the token carries; the script that spends it judges it, by Redis's clock (test/clock.test.ts).
-    const checked = await new Challenges(env.redis).check(s.id, 'ann', annToken, Date.now() + (PURCHASE_TOKEN_SECONDS + 1) * 1000);
-    assert.equal(checked.kind === 'token' && checked.expiresAt, JSON.parse(Buffer.from(body!, 'base64url').toString()).e);
+    const checked = await new Challenges(env.redis).check(
+      s.id,
+      'ann',
+      annToken,
+      Date.now() + (PURCHASE_TOKEN_SECONDS + 1) * 1000,
+    );
+    assert.equal(
+      checked.kind === 'token' && checked.expiresAt,
+      JSON.parse(Buffer.from(body!, 'base64url').toString()).e,
+    );
 
     // Ann's solved challenge does not earn Bob a token, nor a token for another sale.
     const c = await challengeFor(s, 'ann');
@@ -79,15 +88,41 @@ describe('proof-of-work sales', () => {
     assert.equal(outcome(await exchange(s, 'bob', payload)), '403 challenge_failed');
     assert.equal(outcome(await exchange(other, 'ann', payload)), '403 challenge_failed');
     // A wrong answer, a tampered challenge and garbage are refused.
-    const solved = JSON.parse(Buffer.from(payload, 'base64').toString()) as { challenge: Challenge; solution: { derivedKey: string } };
+    const solved = JSON.parse(Buffer.from(payload, 'base64').toString()) as {
+      challenge: Challenge;
+      solution: { derivedKey: string };
+    };
     const key = solved.solution.derivedKey;
-    const wrong = { ...solved, solution: { ...solved.solution, derivedKey: `${key.slice(0, -1)}${key.endsWith('0') ? '1' : '0'}` } };
-    assert.equal(outcome(await exchange(s, 'ann', Buffer.from(JSON.stringify(wrong)).toString('base64'))), '403 challenge_failed');
-    const easier = { ...solved, challenge: { ...solved.challenge, parameters: { ...solved.challenge.parameters, keyPrefix: '0' } } };
-    assert.equal(outcome(await exchange(s, 'ann', Buffer.from(JSON.stringify(easier)).toString('base64'))), '403 challenge_failed');
+    const wrong = {
+      ...solved,
+      solution: { ...solved.solution, derivedKey: `${key.slice(0, -1)}${key.endsWith('0') ? '1' : '0'}` },
+    };
+    assert.equal(
+      outcome(await exchange(s, 'ann', Buffer.from(JSON.stringify(wrong)).toString('base64'))),
+      '403 challenge_failed',
+    );
+    const easier = {
+      ...solved,
+      challenge: { ...solved.challenge, parameters: { ...solved.challenge.parameters, keyPrefix: '0' } },
+    };
+    assert.equal(
+      outcome(await exchange(s, 'ann', Buffer.from(JSON.stringify(easier)).toString('base64'))),
+      '403 challenge_failed',
+    );
     assert.equal(outcome(await exchange(s, 'ann', 'bm90IGpzb24')), '403 challenge_failed');
-    assert.equal(outcome(await http(api.port, 'POST', `/api/sales/${s.id}/purchase-token`, { user: 'ann', body: { payload: 'x', extra: 1 } })), '400 bad_request');
-    assert.equal(outcome(await http(api.port, 'POST', `/api/sales/${s.id}/purchase-token`, { body: { payload } })), '401 unauthorized');
+    assert.equal(
+      outcome(
+        await http(api.port, 'POST', `/api/sales/${s.id}/purchase-token`, {
+          user: 'ann',
+          body: { payload: 'x', extra: 1 },
+        }),
+      ),
+      '400 bad_request',
+    );
+    assert.equal(
+      outcome(await http(api.port, 'POST', `/api/sales/${s.id}/purchase-token`, { body: { payload } })),
+      '401 unauthorized',
+    );
     // The honest exchange still works.
     assert.equal(outcome(await exchange(s, 'ann', payload)), '200');
   });
@@ -109,7 +144,11 @@ describe('proof-of-work sales', () => {
   });
 
   test('a sale definition with a bad challenge or complexity is refused', async () => {
-    const create = (fields: Record<string, unknown>) => http(api.port, 'POST', '/api/sales', { body: { name: 'x', stock: 1, price: 500, currency: 'EUR', ...fields }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const create = (fields: Record<string, unknown>) =>
+      http(api.port, 'POST', '/api/sales', {
+        body: { name: 'x', stock: 1, price: 500, currency: 'EUR', ...fields },
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      });
     assert.equal(outcome(await create({ challenge: 'captcha' })), '400 invalid_sale');
     assert.equal(outcome(await create({ challenge: 'pow', challengeComplexity: 10 })), '400 invalid_sale');
     const made = await create({ challenge: 'pow', challengeComplexity: 20_000 });

@@ -42,7 +42,13 @@ after(async () => {
 
 /** `flashsale <kind>` whose clock is `offset` off (libfaketime: '-600s', '+30s'), ready. */
 async function shifted(kind: string, offset: string, vars: Record<string, string> = {}): Promise<ChildProcess> {
-  const child = spawnCli(env, [kind], { LD_PRELOAD: FAKETIME_LIB, FAKETIME: offset, FAKETIME_DONT_FAKE_MONOTONIC: '1', OPS_PORT: '0', ...vars });
+  const child = spawnCli(env, [kind], {
+    LD_PRELOAD: FAKETIME_LIB,
+    FAKETIME: offset,
+    FAKETIME_DONT_FAKE_MONOTONIC: '1',
+    OPS_PORT: '0',
+    ...vars,
+  });
   children.push(child);
   await ready(child, `${kind} at ${offset}`);
   return child;
@@ -55,16 +61,20 @@ async function redisNow(): Promise<number> {
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-test('clock: an API 10 min slow or 10 min fast judges a sale\'s window by Redis\'s clock, not its own', async () => {
+test("clock: an API 10 min slow or 10 min fast judges a sale's window by Redis's clock, not its own", async () => {
   const [slowPort, fastPort] = [await freePort(), await freePort()];
-  await Promise.all([shifted('api', '-600s', { PORT: String(slowPort) }), shifted('api', '+600s', { PORT: String(fastPort) })]);
+  await Promise.all([
+    shifted('api', '-600s', { PORT: String(slowPort) }),
+    shifted('api', '+600s', { PORT: String(fastPort) }),
+  ]);
   const now = await redisNow();
   // By Redis: open since 2 s, ended 2 s ago, starting in 5 min, ending in 5 min.
   const open = await newSale(env, { startsAt: iso(now - 2000), endsAt: iso(now + 30 * MINUTE) });
   const ended = await newSale(env, { startsAt: iso(now - 30 * MINUTE), endsAt: iso(now - 2000) });
   const upcoming = await newSale(env, { startsAt: iso(now + 5 * MINUTE), endsAt: iso(now + 30 * MINUTE) });
   const ending = await newSale(env, { startsAt: iso(now - 2000), endsAt: iso(now + 5 * MINUTE) });
-  const buy = (port: number, saleId: string) => http(port, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty: 1 }, user: `buyer-${randomUUID()}` });
+  const buy = (port: number, saleId: string) =>
+    http(port, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty: 1 }, user: `buyer-${randomUUID()}` });
   const available = async (saleId: string) => Number(await env.redis.get(saleKeys(saleId).available));
 
   // The slow API's clock says `open` starts in 10 min and `ended` is open for another 10.
@@ -79,37 +89,62 @@ test('clock: an API 10 min slow or 10 min fast judges a sale\'s window by Redis\
   assert.equal(d.status, 202, JSON.stringify(d.body));
   assert.deepEqual(
     [await available(open.id), await available(ended.id), await available(upcoming.id), await available(ending.id)],
-    [9, 10, 10, 9], 'a unit taken for each purchase accepted, none for a refusal',
+    [9, 10, 10, 9],
+    'a unit taken for each purchase accepted, none for a refusal',
   );
 });
 
-test('clock: a writer 10 min fast still sets each order\'s expiry key at its deadline (ack.lua judges by Redis\'s clock)', async () => {
+test("clock: a writer 10 min fast still sets each order's expiry key at its deadline (ack.lua judges by Redis's clock)", async () => {
   // A payment window of 5 min: by the writer's clock every deadline it writes is past.
   const sale = await newSale(env, { stock: 5, paymentWindowSeconds: 300 });
   const orderIds: string[] = [];
   for (let i = 0; i < 3; i++) {
     const orderId = `${sale.id}.${randomUUID()}`;
-    const [code] = await purchaseScript(env.redis, { saleId: sale.id, userId: `w${i}`, qty: 1, orderId, buyCountTtlSeconds: 3600 });
+    const [code] = await purchaseScript(env.redis, {
+      saleId: sale.id,
+      userId: `w${i}`,
+      qty: 1,
+      orderId,
+      buyCountTtlSeconds: 3600,
+    });
     assert.equal(code, 1);
     orderIds.push(orderId);
   }
   await shifted('order-writer', '+600s');
   const k = saleKeys(sale.id);
   // Written and acknowledged: every id has left the purchased set (ack.lua) or stayed in it for a close.
-  await waitFor('the writer to acknowledge the batch', async () => (await env.redis.hlen(k.queued)) === 0 && (await env.redis.llen(k.winners)) === 0);
-  const rows = (await env.pool.query<{ id: string; status: string; ms: string }>(
-    `select id, status, (extract(epoch from expires_at) * 1000)::int8 as ms from orders where sale_id = $1 order by id`, [sale.id])).rows;
-  assert.deepEqual(rows.map((r) => r.status), ['pending', 'pending', 'pending'], 'no order closed early');
+  await waitFor(
+    'the writer to acknowledge the batch',
+    async () => (await env.redis.hlen(k.queued)) === 0 && (await env.redis.llen(k.winners)) === 0,
+  );
+  const rows = (
+    await env.pool.query<{ id: string; status: string; ms: string }>(
+      `select id, status, (extract(epoch from expires_at) * 1000)::int8 as ms from orders where sale_id = $1 order by id`,
+      [sale.id],
+    )
+  ).rows;
+  assert.deepEqual(
+    rows.map((r) => r.status),
+    ['pending', 'pending', 'pending'],
+    'no order closed early',
+  );
   for (const r of rows) {
-    assert.equal(Number(await env.redis.pexpiretime(k.expiry(r.id))), Number(r.ms), `${r.id}: its key fires at its deadline`);
+    assert.equal(
+      Number(await env.redis.pexpiretime(k.expiry(r.id))),
+      Number(r.ms),
+      `${r.id}: its key fires at its deadline`,
+    );
     assert.equal(Number(await env.redis.zscore(k.deadlines, r.id)), Number(r.ms), `${r.id}: indexed by its deadline`);
     assert.equal(await env.redis.sismember(k.purchased, r.id), 0);
   }
 });
 
-test('clock: a challenge is exchanged by Redis\'s clock: an API 30 s fast refuses a sale not started by Redis, one 30 s slow gives a token for a sale open by Redis, the token lasting from Redis\'s now', async () => {
+test("clock: a challenge is exchanged by Redis's clock: an API 30 s fast refuses a sale not started by Redis, one 30 s slow gives a token for a sale open by Redis, the token lasting from Redis's now", async () => {
   const [slowPort, fastPort] = [await freePort(), await freePort()];
-  await Promise.all([shifted('api', '-30s', { PORT: String(slowPort) }), shifted('api', '+30s', { PORT: String(fastPort) })]);
+  await Promise.all([
+    shifted('api', '-30s', { PORT: String(slowPort) }),
+    shifted('api', '+30s', { PORT: String(fastPort) }),
+  ]);
   const now = await redisNow();
   const pow = { challenge: 'pow', challengeComplexity: 1000, endsAt: iso(now + 30 * MINUTE) };
   // By Redis: `open` opened 2 s ago (the slow API's clock says in 28 s), `upcoming` opens in 10 s (the fast API's says 20 s ago).
@@ -124,21 +159,31 @@ test('clock: a challenge is exchanged by Redis\'s clock: an API 30 s fast refuse
   const after = await redisNow();
   assert.equal(t.status, 200, JSON.stringify(t.body));
   const expiresAt = Date.parse(t.body.expiresAt);
-  assert.ok(expiresAt >= before + PURCHASE_TOKEN_SECONDS * 1000 && expiresAt <= after + PURCHASE_TOKEN_SECONDS * 1000,
-    `the token expires ${PURCHASE_TOKEN_SECONDS} s after Redis's now (${before}..${after}), not the API's: ${expiresAt}`);
+  assert.ok(
+    expiresAt >= before + PURCHASE_TOKEN_SECONDS * 1000 && expiresAt <= after + PURCHASE_TOKEN_SECONDS * 1000,
+    `the token expires ${PURCHASE_TOKEN_SECONDS} s after Redis's now (${before}..${after}), not the API's: ${expiresAt}`,
+  );
 });
 
-test('clock: exchange.lua refuses a challenge past its expiry by Redis\'s clock and spends a live one once', async () => {
+test("clock: exchange.lua refuses a challenge past its expiry by Redis's clock and spends a live one once", async () => {
   const sale = await newSale(env, { challenge: 'pow', challengeComplexity: 1000 });
   const now = await redisNow();
-  assert.equal((await exchangeScript(env.redis, sale.id, 'sig-old', now - 1))[0], -14, 'expired by Redis\'s clock');
-  assert.equal(await env.redis.exists(saleKeys(sale.id).challengeUsed('sig-old')), 0, 'an expired challenge is not spent');
+  assert.equal((await exchangeScript(env.redis, sale.id, 'sig-old', now - 1))[0], -14, "expired by Redis's clock");
+  assert.equal(
+    await env.redis.exists(saleKeys(sale.id).challengeUsed('sig-old')),
+    0,
+    'an expired challenge is not spent',
+  );
   assert.equal((await exchangeScript(env.redis, sale.id, 'sig-live', now + MINUTE))[0], 1);
   assert.equal((await exchangeScript(env.redis, sale.id, 'sig-live', now + MINUTE))[0], -9, 'one solution, one token');
 });
 
 /** A purchase token as exchange gives one, signed with the key the APIs share, expiring at `expiresAt` (ms). */
-async function purchaseToken(saleId: string, userId: string, expiresAt: number): Promise<{ token: string; id: string }> {
+async function purchaseToken(
+  saleId: string,
+  userId: string,
+  expiresAt: number,
+): Promise<{ token: string; id: string }> {
   await env.redis.set(CHALLENGE_KEY, randomBytes(32).toString('hex'), 'NX');
   const key = (await env.redis.get(CHALLENGE_KEY))!;
   const id = randomBytes(12).toString('base64url');
@@ -147,11 +192,15 @@ async function purchaseToken(saleId: string, userId: string, expiresAt: number):
 }
 
 const entryCount = async (saleId: string) =>
-  (await env.pool.query<{ n: number }>('select count(*)::int as n from draw_entries where sale_id = $1', [saleId])).rows[0]!.n;
+  (await env.pool.query<{ n: number }>('select count(*)::int as n from draw_entries where sale_id = $1', [saleId]))
+    .rows[0]!.n;
 
-test('clock: a pow draw\'s entry judges its purchase token by Redis\'s clock: an API 10 min slow refuses a token expired by Redis, one 10 min fast takes a token live by Redis', async () => {
+test("clock: a pow draw's entry judges its purchase token by Redis's clock: an API 10 min slow refuses a token expired by Redis, one 10 min fast takes a token live by Redis", async () => {
   const [slowPort, fastPort] = [await freePort(), await freePort()];
-  await Promise.all([shifted('api', '-600s', { PORT: String(slowPort) }), shifted('api', '+600s', { PORT: String(fastPort) })]);
+  await Promise.all([
+    shifted('api', '-600s', { PORT: String(slowPort) }),
+    shifted('api', '+600s', { PORT: String(fastPort) }),
+  ]);
   const sale = await newSale(env, { ...openDraw(), challenge: 'pow', challengeComplexity: 1000 });
   const now = await redisNow();
   const enter = (port: number, user: string, token: string) =>
@@ -170,13 +219,17 @@ test('clock: a pow draw\'s entry judges its purchase token by Redis\'s clock: an
   assert.equal(await entryCount(sale.id), 1);
   assert.equal(outcome(await enter(fastPort, 'fay', live.token)), '200', 'the buyer gets their entry back');
   const again = await purchaseToken(sale.id, 'fay', now + 5 * MINUTE);
-  assert.equal(outcome(await enter(slowPort, 'gus', again.token)), '403 invalid_purchase_token', 'a token is bound to its buyer');
+  assert.equal(
+    outcome(await enter(slowPort, 'gus', again.token)),
+    '403 invalid_purchase_token',
+    'a token is bound to its buyer',
+  );
 });
 
-test('clock: spend_token.lua refuses a token past its expiry by Redis\'s clock and spends a live one once', async () => {
+test("clock: spend_token.lua refuses a token past its expiry by Redis's clock and spends a live one once", async () => {
   const sale = await newSale(env, { ...openDraw(), challenge: 'pow', challengeComplexity: 1000 });
   const now = await redisNow();
-  assert.equal(await spendTokenScript(env.redis, sale.id, 'tok-old', now - 1), -14, 'expired by Redis\'s clock');
+  assert.equal(await spendTokenScript(env.redis, sale.id, 'tok-old', now - 1), -14, "expired by Redis's clock");
   assert.equal(await env.redis.exists(saleKeys(sale.id).tokenUsed('tok-old')), 0, 'an expired token is not spent');
   assert.equal(await spendTokenScript(env.redis, sale.id, 'tok-live', now + MINUTE), 1);
   assert.equal(await spendTokenScript(env.redis, sale.id, 'tok-live', now + MINUTE), -9, 'one token, one entry');
@@ -197,10 +250,14 @@ async function drawnDraw(): Promise<Sale> {
   return sale;
 }
 const statuses = async (saleId: string) =>
-  (await env.pool.query<{ status: string }>('select status from draw_entries where sale_id = $1 order by draw_rank', [saleId])).rows.map((r) => r.status);
+  (
+    await env.pool.query<{ status: string }>('select status from draw_entries where sale_id = $1 order by draw_rank', [
+      saleId,
+    ])
+  ).rows.map((r) => r.status);
 const backfillUntil = (sale: Sale, interval: string) => endBackfillIn(env, sale, interval);
 
-test('clock: a draw\'s backfill ends by Postgres\'s clock: a caller whose clock is 10 min fast ends none early, one 10 min slow awards none late', async () => {
+test("clock: a draw's backfill ends by Postgres's clock: a caller whose clock is 10 min fast ends none early, one 10 min slow awards none late", async () => {
   const early = await backfillUntil(await drawnDraw(), '5 minutes');
   // Backfill runs 5 more minutes by Postgres; the caller's clock says it ended 5 min ago.
   assert.equal(await endBackfill(deps(), early, (await redisNow()) + 10 * MINUTE), 0);
@@ -217,25 +274,31 @@ test('clock: a draw\'s backfill ends by Postgres\'s clock: a caller whose clock 
   await env.redis.decr(saleKeys(late.id).available);
 });
 
-test('clock: an admission loop 10 min slow ends a draw\'s backfill at Postgres\'s backfillUntil, not its own', async () => {
+test("clock: an admission loop 10 min slow ends a draw's backfill at Postgres's backfillUntil, not its own", async () => {
   const sale = await backfillUntil(await drawnDraw(), '-1 second');
   // By the loop's clock backfill has 10 min left; its next tick ends it all the same.
   const loop = await shifted('admission', '-600s');
-  await waitFor('the slow loop to end backfill', async () =>
-    (await env.pool.query('select 1 from sales where id = $1 and draw_over_at is not null', [sale.id])).rowCount === 1);
+  await waitFor(
+    'the slow loop to end backfill',
+    async () =>
+      (await env.pool.query('select 1 from sales where id = $1 and draw_over_at is not null', [sale.id])).rowCount ===
+      1,
+  );
   assert.deepEqual(await statuses(sale.id), ['won', 'lost']);
   // No loop leads for the tests after this one.
   loop.kill('SIGTERM');
   assert.equal(await exited(loop), 0);
 });
 
-test('clock: a replay pass 10 min fast does not settle a sale whose writer lease is live by Redis\'s clock', async () => {
+test("clock: a replay pass 10 min fast does not settle a sale whose writer lease is live by Redis's clock", async () => {
   const now = await redisNow();
   const ended = { stock: 10, startsAt: iso(now - 2 * 60 * MINUTE), endsAt: iso(now - 60 * MINUTE) };
   const [idle, leased] = [await newSale(env, ended), await newSale(env, ended)];
   // Live for 5 min by Redis: by the pass's clock it ran out 5 min ago.
   await env.redis.zadd(saleKeys(leased.id).writers, now + 5 * MINUTE, 'w-alive');
-  const settledAt = async (id: string) => (await env.pool.query<{ settled_at: Date | null }>('select settled_at from sales where id = $1', [id])).rows[0]!.settled_at;
+  const settledAt = async (id: string) =>
+    (await env.pool.query<{ settled_at: Date | null }>('select settled_at from sales where id = $1', [id])).rows[0]!
+      .settled_at;
   const faked = { LD_PRELOAD: FAKETIME_LIB, FAKETIME: '+600s', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
   const pass = await cli(env, ['replay', '--once'], faked);
   assert.equal(pass.code, 0, pass.out);
@@ -251,35 +314,59 @@ test('clock: a replay pass 10 min fast does not settle a sale whose writer lease
 
 // A waiting room is judged by Redis's TIME too: its opening and its passes (admit.lua).
 
-test('clock: an admission loop 30 s fast opens no room before its start by Redis\'s clock, and stamps each pass Redis\'s now plus its lifetime', async () => {
+test("clock: an admission loop 30 s fast opens no room before its start by Redis's clock, and stamps each pass Redis's now plus its lifetime", async () => {
   const ticks: RoomTick[] = [];
   const sub = duplicateRedis(env.redis);
   try {
     await sub.subscribe(ADMISSION_CHANNEL);
     sub.on('message', (_channel: string, message: string) => ticks.push(JSON.parse(message) as RoomTick));
     const before = await redisNow();
-    const room = { admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60, endsAt: iso(before + 30 * MINUTE) };
+    const room = {
+      admission: 'queue',
+      admitRatePerSecond: 1000,
+      admitOverbook: 1,
+      passSeconds: 60,
+      endsAt: iso(before + 30 * MINUTE),
+    };
     // By Redis: `open` opened 2 s ago; `upcoming` opens in 28 s, which the loop's clock says was 2 s ago.
     const open = await newSale(env, { ...room, startsAt: iso(before - 2000) });
     const upcoming = await newSale(env, { ...room, startsAt: iso(before + 28_000) });
     for (const b of ['q1', 'q2', 'q3']) await joinQueue(env.redis, open.id, b);
     await joinQueue(env.redis, upcoming.id, 'q4');
     const loop = await shifted('admission', '+30s');
-    const first = await waitFor('the loop\'s first tick of the upcoming room', async () => ticks.find((t) => t.saleId === upcoming.id));
-    const admitting = await waitFor('the tick that admits the open room', async () => ticks.find((t) => t.saleId === open.id && t.admitted === 3));
+    const first = await waitFor("the loop's first tick of the upcoming room", async () =>
+      ticks.find((t) => t.saleId === upcoming.id),
+    );
+    const admitting = await waitFor('the tick that admits the open room', async () =>
+      ticks.find((t) => t.saleId === open.id && t.admitted === 3),
+    );
     const after = await redisNow();
-    assert.equal(first.phase, Phase.NotStarted, `a room opening at ${upcoming.startsAt.getTime()} by Redis, stepped at ${first.at}`);
-    assert.ok(first.at >= before && first.at <= after, `the tick's time is Redis's (${before}..${after}), not the loop's: ${first.at}`);
+    assert.equal(
+      first.phase,
+      Phase.NotStarted,
+      `a room opening at ${upcoming.startsAt.getTime()} by Redis, stepped at ${first.at}`,
+    );
+    assert.ok(
+      first.at >= before && first.at <= after,
+      `the tick's time is Redis's (${before}..${after}), not the loop's: ${first.at}`,
+    );
     const k = saleKeys(upcoming.id);
     assert.equal(await env.redis.hget(k.room, 'phase'), null, 'the room is still shut');
     assert.equal(await env.redis.zscore(k.passes, 'q4'), null, 'nobody admitted');
     // Each pass lasts 60 s from the Redis time of its step, which lies between the two readings.
-    assert.ok(admitting.at >= before && admitting.at <= after, `admitted at ${admitting.at}, by Redis ${before}..${after}`);
+    assert.ok(
+      admitting.at >= before && admitting.at <= after,
+      `admitted at ${admitting.at}, by Redis ${before}..${after}`,
+    );
     assert.equal(admitting.passExpiresAt, admitting.at + 60_000);
-    for (const b of ['q1', 'q2', 'q3']) assert.equal(Number(await env.redis.zscore(saleKeys(open.id).passes, b)), admitting.passExpiresAt, b);
+    for (const b of ['q1', 'q2', 'q3'])
+      assert.equal(Number(await env.redis.zscore(saleKeys(open.id).passes, b)), admitting.passExpiresAt, b);
     // The same loop opens the room once its start has come by Redis's clock.
     await startedAgo(env, upcoming, 1000);
-    await waitFor('the upcoming room to open and admit q4', async () => (await env.redis.zscore(k.passes, 'q4')) !== null);
+    await waitFor(
+      'the upcoming room to open and admit q4',
+      async () => (await env.redis.zscore(k.passes, 'q4')) !== null,
+    );
     assert.equal(await env.redis.hget(k.room, 'phase'), 'open');
     // No loop admits for the tests after this one.
     loop.kill('SIGTERM');
@@ -289,11 +376,18 @@ test('clock: an admission loop 30 s fast opens no room before its start by Redis
   }
 });
 
-test('clock: an API 30 s slow tells a buyer their pass has expired once Redis\'s clock is past it, and the sale ended once Redis\'s clock is past its end', async () => {
+test("clock: an API 30 s slow tells a buyer their pass has expired once Redis's clock is past it, and the sale ended once Redis's clock is past its end", async () => {
   const port = await freePort();
   await shifted('api', '-30s', { PORT: String(port) });
   const now = await redisNow();
-  const s = await newSale(env, { admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60, startsAt: iso(now - 2000), endsAt: iso(now + 30 * MINUTE) });
+  const s = await newSale(env, {
+    admission: 'queue',
+    admitRatePerSecond: 1000,
+    admitOverbook: 1,
+    passSeconds: 60,
+    startsAt: iso(now - 2000),
+    endsAt: iso(now + 30 * MINUTE),
+  });
   for (const b of ['v1', 'v2']) await joinQueue(env.redis, s.id, b);
   // One step of the room (no loop runs here: the previous test stopped its own).
   assert.equal((await admitStep(env.redis, s, 1000)).admitted, 2);
@@ -301,13 +395,17 @@ test('clock: an API 30 s slow tells a buyer their pass has expired once Redis\'s
   // v1's pass ran out 10 s ago by Redis (the API's clock says it has 20 s left).
   const [first] = await env.redis.zrange(k.queue, '0', '0');
   await env.redis.zadd(k.passes, (await redisNow()) - 10_000, first!);
-  const state = async (user: string) => (await http(port, 'GET', `/api/sales/${s.id}/queue/me`, { user })).body.state as string;
+  const state = async (user: string) =>
+    (await http(port, 'GET', `/api/sales/${s.id}/queue/me`, { user })).body.state as string;
   assert.equal(await state(first!), 'expired');
   const second = first === 'v1' ? 'v2' : 'v1';
   assert.equal(await state(second), 'admitted');
   // The sale ended 10 s ago by Redis (the API's clock says in 20 s): a buyer still in line is told so.
   await joinQueue(env.redis, s.id, 'v3');
   await env.redis.hset(k.meta, 'endsAt', (await redisNow()) - 10_000);
-  await env.pool.query('update sales set ends_at = to_timestamp($2::float8 / 1000) where id = $1', [s.id, (await redisNow()) - 10_000]);
+  await env.pool.query('update sales set ends_at = to_timestamp($2::float8 / 1000) where id = $1', [
+    s.id,
+    (await redisNow()) - 10_000,
+  ]);
   await waitFor('the API to see the end', async () => (await state('v3')) === 'ended');
 });

@@ -5,7 +5,12 @@ import { ConfigError, intValue } from '../shared/config/values.js';
 
 test('settings: a whole number is plain decimal digits; hex, binary, octal, exponents, dots and spaces are refused', () => {
   for (const raw of ['0x10', '0b11', '0o17', '1e3', '12.', '12.0', ' 12', '12 ', '+12', '-1', '012', 'eighty']) {
-    assert.throws(() => intValue('PORT', raw, 3000, 0), (err: unknown) => err instanceof ConfigError && err.message === `PORT must be an integer >= 0, got ${JSON.stringify(raw)}`, raw);
+    assert.throws(
+      () => intValue('PORT', raw, 3000, 0),
+      (err: unknown) =>
+        err instanceof ConfigError && err.message === `PORT must be an integer >= 0, got ${JSON.stringify(raw)}`,
+      raw,
+    );
   }
   assert.throws(() => intValue('MAX_INFLIGHT', '0', 50, 1), /MAX_INFLIGHT must be an integer >= 1, got "0"/);
   assert.equal(intValue('PORT', '16', 3000, 0), 16);

@@ -16,12 +16,17 @@ const logger = pathToFileURL(join(process.cwd(), 'shared/runtime/logger.ts')).hr
 function runService(body: string): Promise<RunResult> {
   const dir = mkdtempSync(join(tmpdir(), 'flashsale-failures-'));
   const file = join(dir, 'service.ts');
-  writeFileSync(file, `import { failureSignal, runUntilSignal } from '${daemon}';
+  writeFileSync(
+    file,
+    `import { failureSignal, runUntilSignal } from '${daemon}';
 import { createLogger } from '${logger}';
 const log = createLogger({ logLevel: 'info', development: false });
 ${body}
-`);
-  return runNode(['--import', 'tsx', file], process.env, 20_000).finally(() => rmSync(dir, { recursive: true, force: true }));
+`,
+  );
+  return runNode(['--import', 'tsx', file], process.env, 20_000).finally(() =>
+    rmSync(dir, { recursive: true, force: true }),
+  );
 }
 
 test('lifecycle: a service whose failed promise rejects is stopped, then its process exits 1 with a fatal line', async () => {

@@ -56,5 +56,8 @@ test('import circles: a tree whose imports all lead one way has none', () => {
 
 test('import circles: none in shared/ and daemons/', () => {
   const circles = findCircles(importGraph(DEFAULT_ROOTS, fileURLToPath(new URL('..', import.meta.url))));
-  assert.deepEqual(circles.map((c) => c.join(' -> ')), []);
+  assert.deepEqual(
+    circles.map((c) => c.join(' -> ')),
+    [],
+  );
 });

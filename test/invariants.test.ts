@@ -27,18 +27,33 @@ after(async () => {
 });
 
 /** A sale with `n` orders of one unit written to Postgres (pending), plus `queued` more left in Redis. */
-async function saleWithOrders(n: number, queued = 0, fields: Record<string, unknown> = {}): Promise<{ sale: Sale; ids: string[] }> {
+async function saleWithOrders(
+  n: number,
+  queued = 0,
+  fields: Record<string, unknown> = {},
+): Promise<{ sale: Sale; ids: string[] }> {
   const sale = await newSale(env, { stock: 10, perUserLimit: 2, paymentWindowSeconds: 3600, ...fields });
   const ids: string[] = [];
   const buy = async (i: number) => {
     const orderId = `${sale.id}.${randomUUID()}`;
-    const [code] = await purchaseScript(env.redis, { saleId: sale.id, userId: `u${i}`, qty: 1, orderId, buyCountTtlSeconds: 3600 });
+    const [code] = await purchaseScript(env.redis, {
+      saleId: sale.id,
+      userId: `u${i}`,
+      qty: 1,
+      orderId,
+      buyCountTtlSeconds: 3600,
+    });
     assert.equal(code, 1);
     ids.push(orderId);
   };
   for (let i = 0; i < n; i++) await buy(i);
   // The writer drains every sale; winners an earlier test left queued get written too, harmlessly.
-  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: `w-${sale.id}` } });
+  const writer = new OrderWriter({
+    pool: env.pool,
+    redis: env.redis,
+    logger: env.logger,
+    config: { ...env.config, writerId: `w-${sale.id}` },
+  });
   while ((await writer.drainOnce()) > 0);
   assert.equal((await env.pool.query('select 1 from orders where sale_id = $1', [sale.id])).rowCount, n);
   for (let i = n; i < n + queued; i++) await buy(i);
@@ -46,7 +61,12 @@ async function saleWithOrders(n: number, queued = 0, fields: Record<string, unkn
 }
 
 /** Paid as a buyer pays: a signed event through the webhook path (DIRECT_PAY), recorded. */
-const pay = (orderId: string, user: string) => payOrder({ pool: env.pool, redis: env.redis, signed: new SignedWebhook(PAYMENT_WEBHOOK_SECRET), logger: env.logger }, orderId, user);
+const pay = (orderId: string, user: string) =>
+  payOrder(
+    { pool: env.pool, redis: env.redis, signed: new SignedWebhook(PAYMENT_WEBHOOK_SECRET), logger: env.logger },
+    orderId,
+    user,
+  );
 
 async function broken(sale: Sale, accepted?: string[]): Promise<string[]> {
   const r = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted, replayIntervalMs: 1000 });
@@ -75,19 +95,28 @@ test('invariants: stock made up or lost breaks conservation; below zero, stock_n
   assert.deepEqual(await broken(b.sale), ['conservation', 'stock_never_negative']);
   const check = await cli(env, ['check', '--sale', b.sale.id]);
   assert.equal(check.code, 3);
-  assert.match(check.stdout, /^9 checks, 2 violations\n {2}VIOLATED conservation \(sale .+\): available -1 \+ queued 0 \+ pending 2/);
+  assert.match(
+    check.stdout,
+    /^9 checks, 2 violations\n {2}VIOLATED conservation \(sale .+\): available -1 \+ queued 0 \+ pending 2/,
+  );
 });
 
 test('invariants: an order pending past its deadline beyond the replay interval, or expired with its stock never back', async () => {
   const { sale, ids } = await saleWithOrders(3);
   await env.pool.query(`update orders set expires_at = now() - interval '2.1 seconds' where id = $1`, [ids[0]]);
-  assert.deepEqual(await broken(sale), ['no_overdue_pending'], '2.1 s past the deadline is past interval (1 s) + grace (1 s)');
+  assert.deepEqual(
+    await broken(sale),
+    ['no_overdue_pending'],
+    '2.1 s past the deadline is past interval (1 s) + grace (1 s)',
+  );
   await env.pool.query(`update orders set expires_at = now() - interval '1 second' where id = $1`, [ids[0]]);
   assert.deepEqual(await broken(sale), [], 'within the interval and its grace');
   await env.pool.query(`update orders set expires_at = now() + interval '1 hour' where id = $1`, [ids[0]]);
   // Closed in Postgres a minute ago, never restored in Redis: conservation holds (it is "restoring"), but late.
   await env.pool.query(
-    `update orders set status = 'expired', expires_at = now() - interval '1 minute', closed_at = now() - interval '1 minute' where id = $1`, [ids[1]]);
+    `update orders set status = 'expired', expires_at = now() - interval '1 minute', closed_at = now() - interval '1 minute' where id = $1`,
+    [ids[1]],
+  );
   assert.deepEqual(await broken(sale), ['no_overdue_restore']);
 });
 
@@ -101,7 +130,10 @@ test('invariants: a buyer holding more than the limit, counting winners not yet 
     await env.redis.hset(k.queued, id, `${id}|${seq}|1|${Date.now()}|u0`);
   }
   const r = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 1000 });
-  assert.deepEqual(r.violations.map((v) => [v.invariant, v.detail]), [['per_user_limit', 'above 2: u0 holds 3']]);
+  assert.deepEqual(
+    r.violations.map((v) => [v.invariant, v.detail]),
+    [['per_user_limit', 'above 2: u0 holds 3']],
+  );
 });
 
 test('invariants: stock restored for an order that is paid', async () => {
@@ -116,21 +148,32 @@ test('invariants: payments and orders that disagree (paid without a payment, app
   await pay(ids[0]!, 'u0');
   assert.deepEqual(await broken(sale), []);
   const applied = (id: string, outcome = 'applied') =>
-    env.pool.query(`insert into payments (id, order_id, outcome, reason, raw) values ($1, $2, $3, $4, '\\x7b7d')`,
-      [`evt_${randomUUID()}`, id, outcome, outcome === 'refund_due' ? 'already_paid' : null]);
-  const paidBySql = (id: string) => env.pool.query(`update orders set status = 'paid', paid_at = now() where id = $1`, [id]);
+    env.pool.query(`insert into payments (id, order_id, outcome, reason, raw) values ($1, $2, $3, $4, '\\x7b7d')`, [
+      `evt_${randomUUID()}`,
+      id,
+      outcome,
+      outcome === 'refund_due' ? 'already_paid' : null,
+    ]);
+  const paidBySql = (id: string) =>
+    env.pool.query(`update orders set status = 'paid', paid_at = now() where id = $1`, [id]);
   await paidBySql(ids[1]!);
   assert.deepEqual(await broken(sale), ['payments_match_orders'], 'paid without a payment');
   await applied(ids[1]!);
   assert.deepEqual(await broken(sale), []);
   await applied(ids[2]!);
   const r = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 1000 });
-  assert.deepEqual(r.violations.map((v) => [v.invariant, v.detail]), [['payments_match_orders', `payments and orders disagree: ${ids[2]} (applied payment, order pending)`]]);
+  assert.deepEqual(
+    r.violations.map((v) => [v.invariant, v.detail]),
+    [['payments_match_orders', `payments and orders disagree: ${ids[2]} (applied payment, order pending)`]],
+  );
   await paidBySql(ids[2]!);
   await applied(ids[3]!, 'refund_due');
   await paidBySql(ids[3]!);
   const again = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 1000 });
-  assert.deepEqual(again.violations.map((v) => v.detail), [`payments and orders disagree: ${ids[3]} (refund due, yet paid)`]);
+  assert.deepEqual(
+    again.violations.map((v) => v.detail),
+    [`payments and orders disagree: ${ids[3]} (refund due, yet paid)`],
+  );
 });
 
 test('invariants: a 202 without an order, or the same order answered twice', async () => {
@@ -139,22 +182,41 @@ test('invariants: a 202 without an order, or the same order answered twice', asy
   assert.deepEqual(await broken(sale, ids), [], 'written and queued orders both count');
   assert.deepEqual(await broken(sale, [...ids, lost]), ['accepted_has_one_order']);
   assert.deepEqual(await broken(sale, [...ids, ids[0]!]), ['accepted_has_one_order']);
-  const r = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], accepted: [...ids, lost, ids[0]!], replayIntervalMs: 1000 });
+  const r = await checkInvariants(env.pool, env.redis, {
+    saleIds: [sale.id],
+    accepted: [...ids, lost, ids[0]!],
+    replayIntervalMs: 1000,
+  });
   assert.equal(r.violations[0]!.detail, `answered 202 but no order: ${lost}; answered 202 twice: ${ids[0]}`);
 });
 
 test('invariants: an unknown sale is reported, not skipped', async () => {
   const r = await checkInvariants(env.pool, env.redis, { saleIds: ['no-such-sale'], replayIntervalMs: 1000 });
-  assert.deepEqual(r, { checks: 1, violations: [{ sale: 'no-such-sale', invariant: 'sale_exists', detail: 'no such sale in Postgres' }] });
+  assert.deepEqual(r, {
+    checks: 1,
+    violations: [{ sale: 'no-such-sale', invariant: 'sale_exists', detail: 'no such sale in Postgres' }],
+  });
 });
 
 test('invariants: with REDIS_MIN_REPLICAS_ACK, a sale whose master has fewer replicas online is named (replicated), and check exits 3 for it', async () => {
   // The test server has no replica: with 0 asked for it is no problem, with 1 every sale is in the degraded mode.
   const { sale } = await saleWithOrders(1);
   assert.deepEqual(await broken(sale, []), []);
-  const r = await checkInvariants(env.pool, env.redis, { saleIds: [sale.id], replayIntervalMs: 1000, minReplicasAck: 1 });
-  assert.deepEqual(r.violations.map((v) => [v.sale, v.invariant]), [[sale.id, 'replicated']]);
-  assert.match(r.violations[0]!.detail, new RegExp(`its master 127\\.0\\.0\\.1:${env.redisServer.port} has 0 of the 1 replicas REDIS_MIN_REPLICAS_ACK asks for`));
+  const r = await checkInvariants(env.pool, env.redis, {
+    saleIds: [sale.id],
+    replayIntervalMs: 1000,
+    minReplicasAck: 1,
+  });
+  assert.deepEqual(
+    r.violations.map((v) => [v.sale, v.invariant]),
+    [[sale.id, 'replicated']],
+  );
+  assert.match(
+    r.violations[0]!.detail,
+    new RegExp(
+      `its master 127\\.0\\.0\\.1:${env.redisServer.port} has 0 of the 1 replicas REDIS_MIN_REPLICAS_ACK asks for`,
+    ),
+  );
   const check = await cli(env, ['check', '--sale', sale.id], { REDIS_MIN_REPLICAS_ACK: '1' });
   assert.equal(check.code, 3, check.out);
   assert.match(check.stdout, new RegExp(`VIOLATED replicated \\(sale ${sale.id}\\)`));

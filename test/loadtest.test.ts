@@ -34,7 +34,9 @@ describe('loadtest', () => {
     assert.equal(r.won, 1000);
     assert.equal(r.settled, true);
     assert.deepEqual(r.orders, { total: 1000, pending: 1000, paid: 0, expired: 0 });
-    const rows = await env.pool.query<{ n: number }>('select count(*)::int as n from orders where sale_id = $1', [r.saleId]);
+    const rows = await env.pool.query<{ n: number }>('select count(*)::int as n from orders where sale_id = $1', [
+      r.saleId,
+    ]);
     assert.equal(rows.rows[0]!.n, 1000);
     assert.equal(r.reconciliation?.holds, true);
     assert.equal(r.reconciliation?.available, 0);
@@ -70,11 +72,29 @@ describe('loadtest', () => {
   });
 
   test('the CLI prints the table and exits 0 when conservation holds', async () => {
-    const { code, stdout, stderr } = await cli(undefined, [
-      'loadtest', '--url', url, '--stock', '50', '--buyers', '300', '--concurrency', '50',
-      '--jwt-secret', JWT_SECRET, '--admin-token', ADMIN_TOKEN,
-      '--database-url', env.config.databaseUrl!, '--redis-url', env.config.redisUrl!,
-    ], { LOG_LEVEL: 'info', JWT_SECRET: undefined, ADMIN_TOKEN: undefined });
+    const { code, stdout, stderr } = await cli(
+      undefined,
+      [
+        'loadtest',
+        '--url',
+        url,
+        '--stock',
+        '50',
+        '--buyers',
+        '300',
+        '--concurrency',
+        '50',
+        '--jwt-secret',
+        JWT_SECRET,
+        '--admin-token',
+        ADMIN_TOKEN,
+        '--database-url',
+        env.config.databaseUrl!,
+        '--redis-url',
+        env.config.redisUrl!,
+      ],
+      { LOG_LEVEL: 'info', JWT_SECRET: undefined, ADMIN_TOKEN: undefined },
+    );
     assert.equal(code, 0, stderr);
     assert.match(stdout, /^ {2}202 queued +50$/m);
     assert.match(stdout, /^ {2}409 sold_out +250$/m);

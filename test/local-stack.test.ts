@@ -19,7 +19,12 @@ import { http } from './support/http.js';
 
 const mode = (path: string) => statSync(path).mode & 0o777;
 
-interface Secrets { redisPassword: string; postgresPassword: string; jwtSecret: string; adminToken: string }
+interface Secrets {
+  redisPassword: string;
+  postgresPassword: string;
+  jwtSecret: string;
+  adminToken: string;
+}
 
 /** Redis's reply to one command from a client that never authenticated. */
 function anonymousReply(port: number, command: string): Promise<string> {
@@ -49,7 +54,11 @@ async function assertLockedDown(dataDir: string, vars: Vars): Promise<void> {
   assert.equal(mode(join(dataDir, 'redis', 'appendonlydir')), 0o700);
   assert.equal(mode(join(dataDir, 'redis', 'auth.conf')), 0o600);
   assert.ok([0o700, 0o750].includes(mode(join(dataDir, 'pg'))), mode(join(dataDir, 'pg')).toString(8));
-  assert.ok(secrets.redisPassword.length >= 32 && secrets.postgresPassword.length >= 32 && secrets.redisPassword !== secrets.postgresPassword);
+  assert.ok(
+    secrets.redisPassword.length >= 32 &&
+      secrets.postgresPassword.length >= 32 &&
+      secrets.redisPassword !== secrets.postgresPassword,
+  );
 
   const redisPort = Number(vars.LOCAL_REDIS_PORT);
   assert.match(await anonymousReply(redisPort, 'SET stolen 1'), /^-NOAUTH /);
@@ -57,7 +66,8 @@ async function assertLockedDown(dataDir: string, vars: Vars): Promise<void> {
   assert.equal(await authed.ping(), 'PONG');
   authed.disconnect();
 
-  const pgUrl = (password: string) => `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${vars.LOCAL_PG_PORT}/postgres`;
+  const pgUrl = (password: string) =>
+    `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${vars.LOCAL_PG_PORT}/postgres`;
   const old = new pg.Client({ connectionString: pgUrl('flashsale') });
   await assert.rejects(old.connect(), (err: { code?: string }) => err.code === '28P01');
   const own = new pg.Client({ connectionString: pgUrl(secrets.postgresPassword) });
@@ -80,8 +90,14 @@ test('local stack: dev keeps its data to itself, its servers take only the rando
     // A one-shot command (run in this process) given no servers finds this stack by itself, and says which in one line.
     const listed = await cliHere(undefined, ['sale', 'list', '--json'], vars);
     assert.equal(listed.code, 0, listed.out);
-    assert.deepEqual((JSON.parse(listed.stdout) as { id: string }[]).map((s) => s.id), ['demo']);
-    assert.equal(listed.stderr, `flashsale: using the local stack running on ${dataDir} (pid ${dev.pid}): Postgres 127.0.0.1:${vars.LOCAL_PG_PORT}, Redis 127.0.0.1:${vars.LOCAL_REDIS_PORT}\n`);
+    assert.deepEqual(
+      (JSON.parse(listed.stdout) as { id: string }[]).map((s) => s.id),
+      ['demo'],
+    );
+    assert.equal(
+      listed.stderr,
+      `flashsale: using the local stack running on ${dataDir} (pid ${dev.pid}): Postgres 127.0.0.1:${vars.LOCAL_PG_PORT}, Redis 127.0.0.1:${vars.LOCAL_REDIS_PORT}\n`,
+    );
     // A service never does: without servers it refuses to start, as it must in production.
     const writer = await cli(undefined, ['order-writer'], vars);
     assert.equal(writer.code, 2, writer.out);
@@ -124,8 +140,13 @@ test('local stack: a second dev on the same data dir is refused, exit 1 naming t
     assert.equal(second.code, 1, second.out);
     assert.match(second.out, new RegExp(`another local stack \\(pid ${first.pid}\\) is running on ${dataDir}`));
     assert.equal((await http(port, 'GET', '/readyz')).status, 200, 'the first one still has its servers');
-    const { token } = (await http(port, 'POST', '/api/dev/token', { body: { userId: 'still-served' } })).body as { token: string };
-    const bought = await http(port, 'POST', '/api/sales/demo/purchases', { body: { qty: 1 }, headers: { authorization: `Bearer ${token}` } });
+    const { token } = (await http(port, 'POST', '/api/dev/token', { body: { userId: 'still-served' } })).body as {
+      token: string;
+    };
+    const bought = await http(port, 'POST', '/api/sales/demo/purchases', {
+      body: { qty: 1 },
+      headers: { authorization: `Bearer ${token}` },
+    });
     assert.equal(bought.status, 202, JSON.stringify(bought.body));
     first.kill('SIGINT');
     assert.equal(await exited(first), 0);

@@ -10,40 +10,63 @@ import { declaredKeyCount } from '../shared/redis/scripts.js';
 import { keyCountProblems, undeclaredKeys } from './support/lua-keys.js';
 
 const LUA_DIR = new URL('../shared/lua/', import.meta.url);
-const scripts = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua')).sort();
+const scripts = readdirSync(LUA_DIR)
+  .filter((f) => f.endsWith('.lua'))
+  .sort();
 
 test('lua keys: every redis.call in shared/lua/ takes its key from KEYS', () => {
   assert.ok(scripts.length >= 15, `found the scripts (${scripts.join(', ')})`);
   for (const file of scripts) {
-    assert.deepEqual(undeclaredKeys(readFileSync(new URL(file, LUA_DIR), 'utf8')), [], `${file}: keys not taken from KEYS`);
+    assert.deepEqual(
+      undeclaredKeys(readFileSync(new URL(file, LUA_DIR), 'utf8')),
+      [],
+      `${file}: keys not taken from KEYS`,
+    );
   }
 });
 
 test('lua keys: each script says how many keys it takes, as its header lists them and it reads them', () => {
-  const counts = Object.fromEntries(scripts.map((file) => {
-    const src = readFileSync(new URL(file, LUA_DIR), 'utf8');
-    const count = declaredKeyCount(src, file);
-    assert.deepEqual(keyCountProblems(src, count), [], file);
-    return [file, count];
-  }));
+  const counts = Object.fromEntries(
+    scripts.map((file) => {
+      const src = readFileSync(new URL(file, LUA_DIR), 'utf8');
+      const count = declaredKeyCount(src, file);
+      assert.deepEqual(keyCountProblems(src, count), [], file);
+      return [file, count];
+    }),
+  );
   // The counts the loader reads, as ioredis is told them: the scripts taking a key per order or writer say so.
   assert.equal(counts['purchase.lua'], 12);
   assert.equal(counts['settle_sale.lua'], 13);
-  for (const perCall of ['ack.lua', 'restore.lua', 'snapshot.lua', 'touch_due.lua']) assert.equal(counts[perCall], null, perCall);
+  for (const perCall of ['ack.lua', 'restore.lua', 'snapshot.lua', 'touch_due.lua'])
+    assert.equal(counts[perCall], null, perCall);
 });
 
 test('lua keys: the key count is refused when the header or the script says otherwise', () => {
-  const header = (...keys: string[]) => `--[[\n${keys.map((k) => `  KEYS[${k}] a key`).join('\n')}\n]]\nlocal rcall = redis.call\n`;
+  const header = (...keys: string[]) =>
+    `--[[\n${keys.map((k) => `  KEYS[${k}] a key`).join('\n')}\n]]\nlocal rcall = redis.call\n`;
   const fixed = `${header('1', '2')}rcall('GET', KEYS[1])\nrcall('GET', KEYS[2])`;
   const perCall = `${header('1', '1+i')}for i = 2, #KEYS do rcall('GET', KEYS[i]) end`;
   assert.deepEqual(keyCountProblems(fixed, 2), []);
   assert.deepEqual(keyCountProblems(perCall, null), []);
-  const refused = (src: string, count: number | null, why: RegExp) => assert.match(keyCountProblems(src, count).join('; '), why);
+  const refused = (src: string, count: number | null, why: RegExp) =>
+    assert.match(keyCountProblems(src, count).join('; '), why);
   refused(fixed, 3, /3 keys, but the header lists up to KEYS\[2\]; 3 keys, but the script reads up to KEYS\[2\]/);
-  refused(fixed, null, /per-call count, but the header lists no computed KEYS index.*per-call count, but the script reads no computed/);
+  refused(
+    fixed,
+    null,
+    /per-call count, but the header lists no computed KEYS index.*per-call count, but the script reads no computed/,
+  );
   refused(perCall, 1, /1 keys, but the header names a computed KEYS index/);
-  refused(`${header('1', '3')}rcall('GET', KEYS[1])\nrcall('GET', KEYS[3])`, 3, /the header lists KEYS 1, 3: not 1 to 3/);
-  refused(`${header('1')}rcall('GET', KEYS[1])\nrcall('GET', KEYS[2])`, 1, /1 keys, but the script reads up to KEYS\[2\]/);
+  refused(
+    `${header('1', '3')}rcall('GET', KEYS[1])\nrcall('GET', KEYS[3])`,
+    3,
+    /the header lists KEYS 1, 3: not 1 to 3/,
+  );
+  refused(
+    `${header('1')}rcall('GET', KEYS[1])\nrcall('GET', KEYS[2])`,
+    1,
+    /1 keys, but the script reads up to KEYS\[2\]/,
+  );
   assert.throws(() => declaredKeyCount(fixed, 'x.lua'), /x\.lua: the first line must say how many keys it takes/);
   assert.throws(() => declaredKeyCount(`-- keys: 0\n${fixed}`, 'x.lua'), /x\.lua/);
   assert.equal(declaredKeyCount(`-- keys: 2\n${fixed}`, 'x.lua'), 2);
@@ -78,7 +101,7 @@ for (const [what, src] of Object.entries(BAD)) {
 test('lua keys: the checker passes KEYS indexes, locals bound to them, and commands without a key', () => {
   const src = [
     HEAD,
-    '--[[ rcall(\'GET\', ARGV[1]) in a comment is not a call ]]',
+    "--[[ rcall('GET', ARGV[1]) in a comment is not a call ]]",
     "local t = rcall('TIME') -- rcall('GET', 'x')",
     'local a, b, c = KEYS[1], KEYS[2], KEYS[tonumber(ARGV[1])]',
     "rcall('GET', a)",

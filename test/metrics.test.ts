@@ -44,17 +44,33 @@ test('/metrics after a load test with payments and expiry shows real values for 
   // A fresh sale with an hour's window: create it through the API, then let the loadtest fire at it.
   // The window outlasts the load test however slow the machine (with 8 s, a loaded one saw orders
   // expire mid-run and their units sell again); the unpaid orders' deadline then comes now.
-  const created = await http(api.port, 'POST', '/api/sales', { body: { name: 'metrics', stock: 200, price: 500, currency: 'EUR', paymentWindowSeconds: 3600 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const created = await http(api.port, 'POST', '/api/sales', {
+    body: { name: 'metrics', stock: 200, price: 500, currency: 'EUR', paymentWindowSeconds: 3600 },
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+  });
   assert.equal(created.status, 201);
   const saleId = created.body.id as string;
-  const r = await runLoadtest({ url, saleId, buyers: 1000, concurrency: 100, qty: 1, payRatio: 0.5, jwtSecret: JWT_SECRET, db: env });
+  const r = await runLoadtest({
+    url,
+    saleId,
+    buyers: 1000,
+    concurrency: 100,
+    qty: 1,
+    payRatio: 0.5,
+    jwtSecret: JWT_SECRET,
+    db: env,
+  });
   assert.equal(r.won, 200);
   assert.equal(r.payments.paid, 100);
   // Acknowledged too (nothing left queued in Redis): the ack sets the expiry keys that deadlineNow moves.
   await waitFor('every order written', async () => (await orderCount(env, saleId)) === 200);
   await written(env, saleId);
   assert.equal((await deadlineNow(env, saleId)).length, 100, 'the unpaid orders');
-  await waitFor('unpaid orders expired and restored', async () => (await env.redis.get(`{sale:${saleId}}:available`)) === '100', 30_000);
+  await waitFor(
+    'unpaid orders expired and restored',
+    async () => (await env.redis.get(`{sale:${saleId}}:available`)) === '100',
+    30_000,
+  );
   await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
 
   // Requests no route takes count once each under route="unmatched"; a 405 under its path.
@@ -62,25 +78,50 @@ test('/metrics after a load test with payments and expiry shows real values for 
   assert.equal((await http(api.port, 'DELETE', `/api/sales/${saleId}/purchases`)).status, 405);
 
   const text = (await http(api.port, 'GET', '/metrics')).body as string;
-  assert.equal(sample(text, 'flashsale_http_request_duration_seconds_count{route="unmatched",method="GET",status="404"}'), 3);
-  assert.equal(sample(text, 'flashsale_http_request_duration_seconds_count{route="/api/sales/:saleId/purchases",method="DELETE",status="405"}'), 1);
+  assert.equal(
+    sample(text, 'flashsale_http_request_duration_seconds_count{route="unmatched",method="GET",status="404"}'),
+    3,
+  );
+  assert.equal(
+    sample(
+      text,
+      'flashsale_http_request_duration_seconds_count{route="/api/sales/:saleId/purchases",method="DELETE",status="405"}',
+    ),
+    1,
+  );
   assert.equal(sample(text, 'flashsale_purchases_total{outcome="queued"}'), 200);
   assert.equal(sample(text, 'flashsale_purchases_total{outcome="sold_out"}'), 800);
-  assert.equal(sample(text, 'flashsale_http_request_duration_seconds_count{route="/api/sales/:saleId/purchases",method="POST",status="202"}'), 200);
+  assert.equal(
+    sample(
+      text,
+      'flashsale_http_request_duration_seconds_count{route="/api/sales/:saleId/purchases",method="POST",status="202"}',
+    ),
+    200,
+  );
   assert.equal(sample(text, `flashsale_winners_queued{sale="${saleId}"}`), 0);
   assert.equal(sample(text, 'flashsale_orders_written_total'), 200);
   assert.ok(sample(text, 'flashsale_writer_batch_size_count') >= 1);
   assert.equal(sample(text, 'flashsale_writer_batch_size_sum'), 200);
   assert.ok(sample(text, 'flashsale_expiry_events_total') >= 1);
   const byListener = sample(text, 'flashsale_orders_closed_total{by="listener"}');
-  const byReplay = text.includes('flashsale_orders_closed_total{by="replay"}') ? sample(text, 'flashsale_orders_closed_total{by="replay"}') : 0;
+  const byReplay = text.includes('flashsale_orders_closed_total{by="replay"}')
+    ? sample(text, 'flashsale_orders_closed_total{by="replay"}')
+    : 0;
   assert.equal(byListener + byReplay, 100);
   assert.ok(byListener > 0, 'the listener closed orders');
   assert.equal(sample(text, 'flashsale_close_lateness_seconds_count'), 100);
   assert.equal(sample(text, 'flashsale_stock_restored_total'), 100);
   // The replay's pass: its heartbeat, and where the sale's units are as it reconciled them.
   assert.equal(sample(text, 'flashsale_replay_passes_total'), 1);
-  for (const [state, units] of Object.entries({ available: 100, queued: 0, pending: 0, paid: 100, expired: 100, cancelled: 0, restoring: 0 })) {
+  for (const [state, units] of Object.entries({
+    available: 100,
+    queued: 0,
+    pending: 0,
+    paid: 100,
+    expired: 100,
+    cancelled: 0,
+    restoring: 0,
+  })) {
     assert.equal(sample(text, `flashsale_sale_stock{sale="${saleId}",state="${state}"}`), units, state);
   }
   assert.match(text, /^# TYPE flashsale_reconciliation_failures_total counter$/m);
@@ -88,14 +129,27 @@ test('/metrics after a load test with payments and expiry shows real values for 
   assert.match(text, /^# TYPE flashsale_backend_errors_total counter$/m);
 });
 
-test('the request latency histogram (series bound once) writes the same text as prom-client\'s Histogram for the same observations', async () => {
+test("the request latency histogram (series bound once) writes the same text as prom-client's Histogram for the same observations", async () => {
   const { Histogram, Registry } = await import('prom-client');
   const { BoundHistogram } = await import('../shared/runtime/bound-histogram.js');
   const buckets = [0.001, 0.01, 0.1, 1];
   const [ours, theirs] = [new Registry(), new Registry()];
   const bound = new BoundHistogram('latency_seconds', 'help', ['route', 'status'], buckets, ours);
-  const reference = new Histogram({ name: 'latency_seconds', help: 'help', labelNames: ['route', 'status'], buckets, registers: [theirs] });
-  const seen: [string, string, number][] = [['/a', '202', 0.0005], ['/a', '202', 0.001], ['/a', '409', 0.05], ['/b', '202', 3], ['/a', '202', 0.2], ['/a', '202', 0.0105]];
+  const reference = new Histogram({
+    name: 'latency_seconds',
+    help: 'help',
+    labelNames: ['route', 'status'],
+    buckets,
+    registers: [theirs],
+  });
+  const seen: [string, string, number][] = [
+    ['/a', '202', 0.0005],
+    ['/a', '202', 0.001],
+    ['/a', '409', 0.05],
+    ['/b', '202', 3],
+    ['/a', '202', 0.2],
+    ['/a', '202', 0.0105],
+  ];
   for (const [route, status, v] of seen) {
     bound.of(route, status).observe(v);
     reference.labels({ route, status }).observe(v);

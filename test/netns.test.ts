@@ -14,7 +14,7 @@ test('netns: outside a namespace of its own, a partition is refused and no rule 
   assert.equal(inPrivateNetns(), false);
   await assert.rejects(new NetFaults().partition(1), /iptables refused/);
   await assert.rejects(new NetFaults().loss(1, 0.05), /iptables refused/);
-  assert.equal(await rules(), before, 'this namespace\'s rules are as they were');
+  assert.equal(await rules(), before, "this namespace's rules are as they were");
 });
 
 // Run inside the namespace: a server on its loopback, cut off, then healed.
@@ -50,7 +50,9 @@ process.exit(0);
 test('netns: inside a namespace of its own, a partition hangs a connection (no reset) and its heal lets the next one through', async () => {
   const before = await rules();
   const lines: string[] = [];
-  const code = await runInPrivateNetns(['--import', 'tsx', '--input-type=module', '-e', INSIDE], process.env, (l) => lines.push(l));
+  const code = await runInPrivateNetns(['--import', 'tsx', '--input-type=module', '-e', INSIDE], process.env, (l) =>
+    lines.push(l),
+  );
   assert.equal(code, 0, lines.join('\n'));
   const port = /--dport (\d+)/.exec(lines[0]!)?.[1];
   assert.deepEqual(lines, [
@@ -59,5 +61,5 @@ test('netns: inside a namespace of its own, a partition hangs a connection (no r
     'after the heal: hi',
     'rules left []',
   ]);
-  assert.equal(await rules(), before, 'the rules were made in the child\'s namespace, none here');
+  assert.equal(await rules(), before, "the rules were made in the child's namespace, none here");
 });

@@ -19,7 +19,13 @@ before(async () => {
   env = await testEnv();
   // Development and DIRECT_PAY: every optional route exists.
   const config = { ...env.config, development: true, directPay: true };
-  app = buildApp({ config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, config), logger: env.logger });
+  app = buildApp({
+    config,
+    pool: env.pool,
+    redis: env.redis,
+    purchaser: new Purchaser(env.redis, config),
+    logger: env.logger,
+  });
   await app.ready();
 });
 after(async () => {
@@ -46,10 +52,14 @@ function apiDocRows(): Row[] {
     assert.equal(cells.length, 3, `a row of three cells: ${line}`);
     const [route, , errors] = cells as [string, string, string];
     const routes = [...route.matchAll(/`(GET|POST|PUT|PATCH|DELETE) ([^`\s]+)`/g)].map(([, method, path]) => ({
-      method: method!.toLowerCase(), path: path!.replace(/\?.*$/, '').replace(/:(\w+)/g, '{$1}'),
+      method: method!.toLowerCase(),
+      path: path!.replace(/\?.*$/, '').replace(/:(\w+)/g, '{$1}'),
     }));
     assert.ok(routes.length > 0, `a row names its route: ${line}`);
-    rows.push({ routes, errors: [...errors.matchAll(/`(\d{3})(?: (\w+))?`/g)].map(([, status, code]) => ({ status: status!, code })) });
+    rows.push({
+      routes,
+      errors: [...errors.matchAll(/`(\d{3})(?: (\w+))?`/g)].map(([, status, code]) => ({ status: status!, code })),
+    });
   }
   assert.ok(rows.length >= 8, `the table has its rows (${rows.length})`);
   return rows;
@@ -58,13 +68,23 @@ function apiDocRows(): Row[] {
 interface Operation {
   tags?: string[];
   summary?: string;
-  responses: Record<string, { schema?: { properties?: { error?: { enum?: string[] } } }; content?: Record<string, { schema?: { properties?: { error?: { enum?: string[] } } } }> }>;
+  responses: Record<
+    string,
+    {
+      schema?: { properties?: { error?: { enum?: string[] } } };
+      content?: Record<string, { schema?: { properties?: { error?: { enum?: string[] } } } }>;
+    }
+  >;
 }
 
 test('every route and every error of the HTTP API table (docs/api.md) is in the OpenAPI document', async () => {
   const res = await app.inject({ method: 'GET', url: '/docs/json' });
   assert.equal(res.statusCode, 200);
-  const doc = res.json() as { openapi: string; paths: Record<string, Record<string, Operation>>; components: { securitySchemes: Record<string, unknown> } };
+  const doc = res.json() as {
+    openapi: string;
+    paths: Record<string, Record<string, Operation>>;
+    components: { securitySchemes: Record<string, unknown> };
+  };
   assert.match(doc.openapi, /^3\./);
   assert.deepEqual(Object.keys(doc.components.securitySchemes).sort(), ['admin', 'buyer', 'webhook']);
   let checked = 0;
@@ -78,7 +98,10 @@ test('every route and every error of the HTTP API table (docs/api.md) is in the 
         assert.ok(response, `${method.toUpperCase()} ${path} documents ${status}`);
         if (code === undefined) continue;
         const codes = response.content?.['application/json']?.schema?.properties?.error?.enum ?? [];
-        assert.ok(codes.includes(code), `${method.toUpperCase()} ${path} documents ${status} ${code} (has ${codes.join(', ')})`);
+        assert.ok(
+          codes.includes(code),
+          `${method.toUpperCase()} ${path} documents ${status} ${code} (has ${codes.join(', ')})`,
+        );
         checked++;
       }
     }
@@ -86,8 +109,10 @@ test('every route and every error of the HTTP API table (docs/api.md) is in the 
   assert.ok(checked > 30, `error codes checked: ${checked}`);
 });
 
-test('the 405 answers are no operations of their own; the docs\' routes keep 405 and 404 in our shape', async () => {
-  const doc = (await app.inject({ method: 'GET', url: '/docs/json' })).json() as { paths: Record<string, Record<string, unknown>> };
+test("the 405 answers are no operations of their own; the docs' routes keep 405 and 404 in our shape", async () => {
+  const doc = (await app.inject({ method: 'GET', url: '/docs/json' })).json() as {
+    paths: Record<string, Record<string, unknown>>;
+  };
   // GET and POST are real on /api/sales; DELETE there is only method-not-allowed's 405.
   assert.deepEqual(Object.keys(doc.paths['/api/sales']!).sort(), ['get', 'post']);
   assert.equal(doc.paths['/docs/json'], undefined);
@@ -115,7 +140,7 @@ test('/docs is the Swagger UI, served from the package (no network)', async () =
   }
 });
 
-test('the docs\' plugin after the error mapping and the request metrics, or the app does not start: its routes would answer outside our shape, unmeasured', async () => {
+test("the docs' plugin after the error mapping and the request metrics, or the app does not start: its routes would answer outside our shape, unmeasured", async () => {
   const onError = errorHandler(env.logger);
   for (const [missing, register] of [
     ['flashsale-errors', (a: FastifyInstance) => a.register(requestMetrics)],
@@ -124,7 +149,14 @@ test('the docs\' plugin after the error mapping and the request metrics, or the 
     const early = Fastify();
     void register(early);
     void early.register(docs);
-    await assert.rejects(async () => { await early.ready(); }, (err: Error & { code?: string }) => err.code === 'FST_ERR_PLUGIN_DEPENDENCY_NOT_REGISTERED' && err.message.includes(missing), missing);
+    await assert.rejects(
+      async () => {
+        await early.ready();
+      },
+      (err: Error & { code?: string }) =>
+        err.code === 'FST_ERR_PLUGIN_DEPENDENCY_NOT_REGISTERED' && err.message.includes(missing),
+      missing,
+    );
     await early.close().catch(() => {});
   }
   const inOrder = Fastify();

@@ -24,8 +24,12 @@ after(async () => {
 });
 
 /** The addresses listening on `port`, as the kernel has them. */
-const listening = (port: number) => execFileSync('ss', ['-ltnH', `sport = :${port}`], { encoding: 'utf8' })
-  .trim().split('\n').filter(Boolean).map((line) => line.split(/\s+/)[3]);
+const listening = (port: number) =>
+  execFileSync('ss', ['-ltnH', `sport = :${port}`], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.split(/\s+/)[3]);
 
 /** A connection to host:port, with everything it is sent collected, resolved once open. */
 function open(host: string, port: number): Promise<{ socket: Socket; text: () => string; closed: Promise<void> }> {
@@ -86,13 +90,22 @@ test('ops port: one address past MAX_CONNECTIONS_PER_CLIENT is answered 429 busy
 
 /** /readyz from both faces: the API's own route and a daemon's ops server. */
 async function readyz(pool = env.pool): Promise<{ status: number; body: any }[]> {
-  const app = buildApp({ config: env.config, pool, redis: env.redis, purchaser: new Purchaser(env.redis, env.config), logger: env.logger });
+  const app = buildApp({
+    config: env.config,
+    pool,
+    redis: env.redis,
+    purchaser: new Purchaser(env.redis, env.config),
+    logger: env.logger,
+  });
   const opsPort = await freePort();
   const ops = await startOpsServer({ ...env.config, opsPort }, env.redis, pool);
   try {
     const viaApi = await app.inject({ method: 'GET', url: '/readyz' });
     const viaOps = await http(opsPort, 'GET', '/readyz', { agent: false });
-    return [{ status: viaApi.statusCode, body: viaApi.json() }, { status: viaOps.status, body: viaOps.body }];
+    return [
+      { status: viaApi.statusCode, body: viaApi.json() },
+      { status: viaOps.status, body: viaOps.body },
+    ];
   } finally {
     ops?.close();
     await app.close();
@@ -102,7 +115,16 @@ async function readyz(pool = env.pool): Promise<{ status: number; body: any }[]>
 /** Nothing of the backend's own words: no host, port, user, database or driver message. */
 function assertNamesOnly(body: any, secrets: string[]): void {
   const text = JSON.stringify(body);
-  for (const s of ['127.0.0.1', 'localhost', 'ECONNREFUSED', 'connect', 'password', 'authentication', 'does not exist', ...secrets]) {
+  for (const s of [
+    '127.0.0.1',
+    'localhost',
+    'ECONNREFUSED',
+    'connect',
+    'password',
+    'authentication',
+    'does not exist',
+    ...secrets,
+  ]) {
     assert.ok(!text.includes(s), `${text} carries ${s}`);
   }
 }
@@ -113,7 +135,11 @@ test('readyz: Redis stopped: 503 naming redis, never its address or error', asyn
   try {
     for (const r of await readyz()) {
       assert.equal(r.status, 503);
-      assert.deepEqual(r.body, { error: 'unavailable', message: 'not ready: redis is not answering', failed: ['redis'] });
+      assert.deepEqual(r.body, {
+        error: 'unavailable',
+        message: 'not ready: redis is not answering',
+        failed: ['redis'],
+      });
       assertNamesOnly(r.body, [String(env.redisServer.port)]);
     }
   } finally {
@@ -131,7 +157,11 @@ test('readyz: Postgres with a wrong user and database: 503 naming postgres, neve
   try {
     for (const r of await readyz(pool)) {
       assert.equal(r.status, 503);
-      assert.deepEqual(r.body, { error: 'unavailable', message: 'not ready: postgres is not answering', failed: ['postgres'] });
+      assert.deepEqual(r.body, {
+        error: 'unavailable',
+        message: 'not ready: postgres is not answering',
+        failed: ['postgres'],
+      });
       assertNamesOnly(r.body, ['no_such_reader', 'no_such_database', pgPort]);
     }
   } finally {

@@ -14,7 +14,15 @@ import { OrderWriter } from '../shared/pipeline/writer.js';
 import { exited, ready, spawnCli } from './support/cli.js';
 import { apiSuite } from './support/api.js';
 import { assertConserved, type TestEnv } from './support/env.js';
-import { buyCount, deadlineNow, newSale, orderCount, runConcurrently, seededRandom, waitFor } from './support/fixtures.js';
+import {
+  buyCount,
+  deadlineNow,
+  newSale,
+  orderCount,
+  runConcurrently,
+  seededRandom,
+  waitFor,
+} from './support/fixtures.js';
 import type { Inject } from './support/http.js';
 
 let env: TestEnv;
@@ -36,7 +44,12 @@ async function sale(fields: Record<string, unknown>): Promise<Sale> {
 }
 
 function writer(id = `w-${randomUUID()}`): OrderWriter {
-  const w = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: id } });
+  const w = new OrderWriter({
+    pool: env.pool,
+    redis: env.redis,
+    logger: env.logger,
+    config: { ...env.config, writerId: id },
+  });
   w.start();
   stops.push(() => w.stop());
   return w;
@@ -51,7 +64,8 @@ async function listener(): Promise<ExpiryListener> {
   return l;
 }
 
-const buy = (saleId: string, user: string, body?: unknown) => call('POST', `/api/sales/${saleId}/purchases`, { body, user });
+const buy = (saleId: string, user: string, body?: unknown) =>
+  call('POST', `/api/sales/${saleId}/purchases`, { body, user });
 const order = (orderId: string, user: string) => call('GET', `/api/orders/${orderId}`, { user });
 const pay = (orderId: string, user: string) => call('POST', `/api/orders/${orderId}/pay`, { user });
 
@@ -60,7 +74,13 @@ async function queueWinners(saleId: string, n: number): Promise<string[]> {
   const ids: string[] = [];
   await runConcurrently(n, 200, async (i) => {
     const orderId = `${saleId}.${randomUUID()}`;
-    const [code] = await purchaseScript(env.redis, { saleId, userId: `bulk-${i}`, qty: 1, orderId, buyCountTtlSeconds: 3600 });
+    const [code] = await purchaseScript(env.redis, {
+      saleId,
+      userId: `bulk-${i}`,
+      qty: 1,
+      orderId,
+      buyCountTtlSeconds: 3600,
+    });
     assert.equal(code, 1);
     ids.push(orderId);
   });
@@ -74,14 +94,22 @@ describe('order writer', () => {
     const wins = await runConcurrently(300, 100, (i) => buy(s.id, `w-${i}`));
     assert.ok(wins.every((r) => r.status === 202));
     // No writer yet: the orders exist only in Redis.
-    assert.deepEqual((await order(wins[0]!.body.orderId, 'w-0')).body, { orderId: wins[0]!.body.orderId, saleId: s.id, qty: 1, status: 'queued' });
+    assert.deepEqual((await order(wins[0]!.body.orderId, 'w-0')).body, {
+      orderId: wins[0]!.body.orderId,
+      saleId: s.id,
+      qty: 1,
+      status: 'queued',
+    });
     assert.equal((await order(wins[0]!.body.orderId, 'w-1')).status, 404, 'only the owner sees an order');
     const notReady = await pay(wins[1]!.body.orderId, 'w-1');
     assert.equal(notReady.status, 409);
     assert.equal(notReady.body.error, 'order_not_ready');
     writer();
     await waitFor('300 orders', async () => (await orderCount(env, s.id)) === 300);
-    const rows = await env.pool.query('select id, user_id, qty, status, expires_at - created_at as window from orders where sale_id = $1', [s.id]);
+    const rows = await env.pool.query(
+      'select id, user_id, qty, status, expires_at - created_at as window from orders where sale_id = $1',
+      [s.id],
+    );
     assert.deepEqual(new Set(rows.rows.map((r) => r.id)), new Set(wins.map((r) => r.body.orderId)));
     assert.ok(rows.rows.every((r) => r.status === 'pending' && r.window.hours === 1));
     const view = await order(wins[0]!.body.orderId, 'w-0');
@@ -104,7 +132,9 @@ describe('order writer', () => {
     // Alternate a fixed id (the restart reclaims its own batch) with fresh ids (the lease recovers them).
     while ((await env.redis.llen(saleKeys(s.id).winners)) > 0 && kills < 40) {
       const child = spawnCli(env, ['order-writer'], {
-        WRITER_BATCH_SIZE: '200', WRITER_LEASE_MS: '1000', WRITER_ID: kills % 2 === 0 ? 'fixed-writer' : `writer-${kills}`,
+        WRITER_BATCH_SIZE: '200',
+        WRITER_LEASE_MS: '1000',
+        WRITER_ID: kills % 2 === 0 ? 'fixed-writer' : `writer-${kills}`,
       });
       await ready(child);
       await new Promise((r) => setTimeout(r, rand() * 400));
@@ -115,7 +145,12 @@ describe('order writer', () => {
     }
     const final = spawnCli(env, ['order-writer'], { WRITER_ID: 'final-writer', WRITER_LEASE_MS: '1000' });
     await ready(final);
-    await waitFor('20,000 orders', async () => (await orderCount(env, s.id)) === 20_000 && (await env.redis.hlen(saleKeys(s.id).queued)) === 0, 60_000, 100);
+    await waitFor(
+      '20,000 orders',
+      async () => (await orderCount(env, s.id)) === 20_000 && (await env.redis.hlen(saleKeys(s.id).queued)) === 0,
+      60_000,
+      100,
+    );
     final.kill('SIGTERM');
     assert.equal(await exited(final), 0, 'a writer stops cleanly on SIGTERM');
     assert.ok(kills >= 3, `only ${kills} kills happened`);
@@ -150,9 +185,13 @@ describe('payment and expiry', () => {
     assert.equal((await buy(s.id, 'late')).body.error, 'sold_out');
     await waitFor('orders written', async () => (await orderCount(env, s.id, 'pending')) === 4);
     assert.deepEqual((await pay(won[0]!.body.orderId, 'p1')).body, { orderId: won[0]!.body.orderId, status: 'paid' });
-    assert.deepEqual((await pay(won[0]!.body.orderId, 'p1')).body, { orderId: won[0]!.body.orderId, status: 'paid' }, 'paying twice is fine');
+    assert.deepEqual(
+      (await pay(won[0]!.body.orderId, 'p1')).body,
+      { orderId: won[0]!.body.orderId, status: 'paid' },
+      'paying twice is fine',
+    );
     assert.equal((await pay(won[1]!.body.orderId, 'p2')).status, 200);
-    assert.equal((await pay(won[2]!.body.orderId, 'p1')).status, 404, 'another user\'s order is not found');
+    assert.equal((await pay(won[2]!.body.orderId, 'p1')).status, 404, "another user's order is not found");
     assert.equal((await deadlineNow(env, s.id)).length, 2, 'the window of the unpaid orders ends');
     await waitFor('two orders expired', async () => (await orderCount(env, s.id, 'expired')) === 2, 10_000);
     await waitFor('stock back', async () => (await env.redis.get(saleKeys(s.id).available)) === '2');
@@ -239,7 +278,11 @@ describe('expiry listener and replay', () => {
     // enough on a loaded machine: 396 of the 500 were not yet counted, though Redis had them all.)
     for (const stop of stops.splice(0)) await stop();
     // With a 1 s window a writer slowed past it closes its batch's orders itself (overdue on arrival): they count too.
-    assert.equal(l1.restored + l2.restored + replays + w.restored, 500, `listener 1: ${l1.restored}, listener 2: ${l2.restored}, replay: ${replays}, writer: ${w.restored}`);
+    assert.equal(
+      l1.restored + l2.restored + replays + w.restored,
+      500,
+      `listener 1: ${l1.restored}, listener 2: ${l2.restored}, replay: ${replays}, writer: ${w.restored}`,
+    );
     assert.equal(await env.redis.get(saleKeys(s.id).available), '500');
     assert.equal(await env.redis.scard(saleKeys(s.id).restored), 500);
     assert.equal(Number(await env.redis.get(saleKeys(s.id).restoredQty)), 500);
@@ -253,11 +296,23 @@ describe('expiry listener and replay', () => {
     const w = writer();
     await waitFor('written', async () => w.written === 5000, 30_000);
     const spread = await env.pool.query<{ ms: number }>(
-      'select extract(epoch from max(expires_at) - min(expires_at)) * 1000 as ms from orders where sale_id = $1', [s.id]);
+      'select extract(epoch from max(expires_at) - min(expires_at)) * 1000 as ms from orders where sale_id = $1',
+      [s.id],
+    );
     assert.ok(Number(spread.rows[0]!.ms) < 1000, `deadlines spread over ${spread.rows[0]!.ms} ms`);
     const l = await listener();
-    await waitFor('all expired and restored', async () => (await env.pool.query(
-      `select 1 from orders where sale_id = $1 and (status <> 'expired' or restored_at is null)`, [s.id])).rowCount === 0, 30_000, 100);
+    await waitFor(
+      'all expired and restored',
+      async () =>
+        (
+          await env.pool.query(
+            `select 1 from orders where sale_id = $1 and (status <> 'expired' or restored_at is null)`,
+            [s.id],
+          )
+        ).rowCount === 0,
+      30_000,
+      100,
+    );
     await stops.pop()!();
     assert.equal(l.closed, 5000, 'the listener closed every order, the replay none');
     assert.equal(l.restored, 5000);
@@ -265,7 +320,7 @@ describe('expiry listener and replay', () => {
     assert.equal(await env.redis.get(k.available), '5000');
     assert.equal(await env.redis.get(k.restoredQty), '5000');
     assert.equal(await env.redis.scard(k.restored), 5000);
-    assert.equal(await env.redis.exists(k.buyCounts), 0, 'every buyer\'s quota back');
+    assert.equal(await env.redis.exists(k.buyCounts), 0, "every buyer's quota back");
     assert.deepEqual(await env.redis.keys(`${k.buys('')}*`), [], 'and no count in the older format');
   });
 
@@ -297,17 +352,26 @@ describe('expiry listener and replay', () => {
     await listener();
     await waitFor('written', async () => (await orderCount(env, s.id, 'pending')) === 300);
     const deadlines = await env.pool.query<{ id: string; user_id: string; ms: number }>(
-      `select id, user_id, extract(epoch from expires_at) * 1000 as ms from orders where sale_id = $1`, [s.id],
+      `select id, user_id, extract(epoch from expires_at) * 1000 as ms from orders where sale_id = $1`,
+      [s.id],
     );
     // Fire each payment from 150 ms before to 50 ms after its own deadline.
-    const results = await Promise.all(deadlines.rows.map(async (row, i) => {
-      const at = Number(row.ms) - 150 + (i % 201);
-      await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now())));
-      return { id: row.id, res: await pay(row.id, row.user_id) };
-    }));
+    const results = await Promise.all(
+      deadlines.rows.map(async (row, i) => {
+        const at = Number(row.ms) - 150 + (i % 201);
+        await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now())));
+        return { id: row.id, res: await pay(row.id, row.user_id) };
+      }),
+    );
     await waitFor('no pending left', async () => (await orderCount(env, s.id, 'pending')) === 0, 10_000);
-    const final = new Map((await env.pool.query<{ id: string; status: string; paid_at: Date | null; closed_at: Date | null }>(
-      'select id, status, paid_at, closed_at from orders where sale_id = $1', [s.id])).rows.map((r) => [r.id, r]));
+    const final = new Map(
+      (
+        await env.pool.query<{ id: string; status: string; paid_at: Date | null; closed_at: Date | null }>(
+          'select id, status, paid_at, closed_at from orders where sale_id = $1',
+          [s.id],
+        )
+      ).rows.map((r) => [r.id, r]),
+    );
     let paid = 0;
     for (const { id, res } of results) {
       const row = final.get(id)!;
@@ -321,7 +385,10 @@ describe('expiry listener and replay', () => {
         assert.equal(row.status, 'expired');
       }
     }
-    await waitFor('stock of expired orders back', async () => Number(await env.redis.get(saleKeys(s.id).available)) === 300 - paid);
+    await waitFor(
+      'stock of expired orders back',
+      async () => Number(await env.redis.get(saleKeys(s.id).available)) === 300 - paid,
+    );
     assert.equal(won.length, 300);
     console.log(`# deadline race: ${paid} paid, ${300 - paid} expired`);
   });
@@ -335,7 +402,10 @@ describe('where an order id is kept in Redis', () => {
   /** Where the id is: the purchased set, the deadlines zset (its score), or, wrongly, both or neither. */
   async function place(saleId: string, orderId: string): Promise<string> {
     const k = saleKeys(saleId);
-    const [purchased, deadline] = await Promise.all([env.redis.sismember(k.purchased, orderId), env.redis.zscore(k.deadlines, orderId)]);
+    const [purchased, deadline] = await Promise.all([
+      env.redis.sismember(k.purchased, orderId),
+      env.redis.zscore(k.deadlines, orderId),
+    ]);
     if (purchased === 1 && deadline === null) return 'purchased';
     if (purchased === 0 && deadline !== null) return `deadline ${deadline}`;
     return `purchased ${purchased}, deadline ${deadline}`;
@@ -345,13 +415,20 @@ describe('where an order id is kept in Redis', () => {
   async function reservations(saleId: string, users: string[]): Promise<unknown[]> {
     const k = saleKeys(saleId);
     return Promise.all([
-      env.redis.get(k.available), env.redis.get(k.seq), env.redis.llen(k.winners), env.redis.hlen(k.queued),
-      env.redis.get(k.restoredQty), ...users.map((u) => buyCount(env.redis, saleId, u)),
+      env.redis.get(k.available),
+      env.redis.get(k.seq),
+      env.redis.llen(k.winners),
+      env.redis.hlen(k.queued),
+      env.redis.get(k.restoredQty),
+      ...users.map((u) => buyCount(env.redis, saleId, u)),
     ]);
   }
 
   async function deadlineOf(orderId: string): Promise<string> {
-    const row = await env.pool.query<{ ms: string }>(`select (extract(epoch from expires_at) * 1000)::bigint::text as ms from orders where id = $1`, [orderId]);
+    const row = await env.pool.query<{ ms: string }>(
+      `select (extract(epoch from expires_at) * 1000)::bigint::text as ms from orders where id = $1`,
+      [orderId],
+    );
     return `deadline ${row.rows[0]!.ms}`;
   }
 
@@ -361,7 +438,8 @@ describe('where an order id is kept in Redis', () => {
     const ids = users.map(() => newOrderId(s.id));
     const resendAll = async (stage: string) => {
       const before = await reservations(s.id, users);
-      for (const [i, id] of ids.entries()) assert.equal((await resend(s.id, id, users[i]!))[0], 1, `${stage}: resent purchase of ${users[i]}`);
+      for (const [i, id] of ids.entries())
+        assert.equal((await resend(s.id, id, users[i]!))[0], 1, `${stage}: resent purchase of ${users[i]}`);
       assert.deepEqual(await reservations(s.id, users), before, `${stage}: a resent purchase changes nothing`);
     };
     for (const [i, id] of ids.entries()) assert.equal((await resend(s.id, id, users[i]!))[0], 1);
@@ -383,7 +461,12 @@ describe('where an order id is kept in Redis', () => {
     // The listener's nudger finds the expired order's key gone and moves its id back.
     await listener();
     assert.deepEqual(await deadlineNow(env, s.id, [ids[2]!]), [ids[2]!]);
-    await waitFor('expired and restored', async () => (await orderCount(env, s.id, 'expired')) === 1 && (await env.redis.get(saleKeys(s.id).available)) === '2', 10_000);
+    await waitFor(
+      'expired and restored',
+      async () =>
+        (await orderCount(env, s.id, 'expired')) === 1 && (await env.redis.get(saleKeys(s.id).available)) === '2',
+      10_000,
+    );
     await waitFor('id back in purchased', async () => (await place(s.id, ids[2]!)) === 'purchased', 5_000);
     assert.equal(await env.redis.zcard(saleKeys(s.id).deadlines), 0);
     await resendAll('closed');
@@ -402,7 +485,10 @@ describe('where an order id is kept in Redis', () => {
     assert.deepEqual(await deadlineNow(env, s.id), [id]);
     const w = writer();
     await waitFor('written', async () => w.written === 1);
-    await waitFor('closed and restored', async () => (await orderCount(env, s.id, 'expired')) === 1 && (await env.redis.get(k.available)) === '1');
+    await waitFor(
+      'closed and restored',
+      async () => (await orderCount(env, s.id, 'expired')) === 1 && (await env.redis.get(k.available)) === '1',
+    );
     assert.equal(await place(s.id, id), 'purchased');
     assert.equal(await env.redis.exists(k.expiry(id)), 0, 'no key set for a deadline already past');
     const before = await reservations(s.id, ['slow']);
@@ -431,7 +517,11 @@ describe('where an order id is kept in Redis', () => {
 
     await listener();
     assert.deepEqual(await deadlineNow(env, s.id), [expiring]);
-    await waitFor('expired and restored', async () => (await orderCount(env, s.id, 'expired')) === 1 && (await env.redis.get(k.available)) === '1', 10_000);
+    await waitFor(
+      'expired and restored',
+      async () => (await orderCount(env, s.id, 'expired')) === 1 && (await env.redis.get(k.available)) === '1',
+      10_000,
+    );
     await waitFor('old entry gone', async () => (await env.redis.zcard(k.deadlines)) === 0, 5_000);
     assert.equal(await place(s.id, expiring), 'purchased');
     // Nothing more for anyone to do: no second restore.

@@ -39,15 +39,24 @@ test('pm2 with real servers but no secrets: every app exits 2, shows stopped in 
   // Each app's refusal in its error log first: a wait that costs no process, where each `pm2 jlist`
   // below starts one.
   const logs = join(pm2Env.PM2_HOME!, 'logs');
-  const refusals = () => readdirSync(logs).filter((f) => f.includes('-error')).map((f) => readFileSync(join(logs, f), 'utf8'))
-    .join('').match(/^flashsale: cannot start: JWT_SECRET is not set/gm)?.length ?? 0;
+  const refusals = () =>
+    readdirSync(logs)
+      .filter((f) => f.includes('-error'))
+      .map((f) => readFileSync(join(logs, f), 'utf8'))
+      .join('')
+      .match(/^flashsale: cannot start: JWT_SECRET is not set/gm)?.length ?? 0;
   await waitFor('every app refused', async () => refusals() >= PM2_APPS, 60_000, 100).catch(() => {});
   // PM2 decides at the exit itself: an exit it restarts keeps its pid until the restart; one of
   // stop_exit_codes gets pid 0 and is never restarted.
-  const procs = await waitFor('every app stopped with exit 2', async () => {
-    const l = await list();
-    return l.length === PM2_APPS && l.every((p) => p.pm2_env.exit_code === 2 && p.pm2_env.status === 'stopped') && l;
-  }, 60_000, 200);
+  const procs = await waitFor(
+    'every app stopped with exit 2',
+    async () => {
+      const l = await list();
+      return l.length === PM2_APPS && l.every((p) => p.pm2_env.exit_code === 2 && p.pm2_env.status === 'stopped') && l;
+    },
+    60_000,
+    200,
+  );
   for (const p of procs) {
     assert.equal(p.pid, 0, `${p.name} is not running`);
     assert.equal(p.pm2_env.restart_time, 0, `${p.name} was not restarted`);
@@ -66,7 +75,12 @@ test('pm2 with real servers but no secrets: every app exits 2, shows stopped in 
 test('pm2 starts every process from ecosystem.config.js; a buyer buys and pays; reload loses no accepted purchase', async () => {
   const procs = await deployment.start();
   assert.deepEqual(procs.map((p) => p.name).sort(), [
-    'flashsale-admission', 'flashsale-api', 'flashsale-api', 'flashsale-expiry-listener', 'flashsale-order-writer', 'flashsale-replay',
+    'flashsale-admission',
+    'flashsale-api',
+    'flashsale-api',
+    'flashsale-expiry-listener',
+    'flashsale-order-writer',
+    'flashsale-replay',
   ]);
   assert.equal((await http(port, 'GET', '/readyz')).status, 200);
   for (const i of [1, 2, 3, 4, 10, 11]) {
@@ -76,17 +90,37 @@ test('pm2 starts every process from ecosystem.config.js; a buyer buys and pays; 
 
   // An hour to pay: on a busy machine the reloads take over a minute, and an order expired by then
   // would be neither pending nor paid in the count below.
-  const created = await http(port, 'POST', '/api/sales', { body: { id: 'pm2-sale', name: 'PM2 sale', stock: 3000, price: 500, currency: 'EUR', paymentWindowSeconds: 3600 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const created = await http(port, 'POST', '/api/sales', {
+    body: { id: 'pm2-sale', name: 'PM2 sale', stock: 3000, price: 500, currency: 'EUR', paymentWindowSeconds: 3600 },
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+  });
   assert.equal(created.status, 201);
   const won = await http(port, 'POST', '/api/sales/pm2-sale/purchases', { body: { qty: 1 }, user: 'first-buyer' });
   assert.equal(won.status, 202);
-  await waitFor('order pending', async () => (await http(port, 'GET', `/api/orders/${won.body.orderId}`, { user: 'first-buyer' })).body.status === 'pending_payment');
+  await waitFor(
+    'order pending',
+    async () =>
+      (await http(port, 'GET', `/api/orders/${won.body.orderId}`, { user: 'first-buyer' })).body.status ===
+      'pending_payment',
+  );
   // In production the payment provider pays, by signed webhook; the direct pay route is not there.
   assert.equal((await http(port, 'POST', `/api/orders/${won.body.orderId}/pay`, { user: 'first-buyer' })).status, 404);
-  const raw = JSON.stringify({ id: 'evt_pm2', type: 'payment.succeeded', orderId: won.body.orderId, amount: 500, currency: 'EUR' });
-  const paid = await http(port, 'POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, raw) } });
+  const raw = JSON.stringify({
+    id: 'evt_pm2',
+    type: 'payment.succeeded',
+    orderId: won.body.orderId,
+    amount: 500,
+    currency: 'EUR',
+  });
+  const paid = await http(port, 'POST', '/api/payments/webhook', {
+    body: raw,
+    headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, raw) },
+  });
   assert.deepEqual(paid.body, { id: 'evt_pm2', outcome: 'applied' });
-  assert.equal((await http(port, 'GET', `/api/orders/${won.body.orderId}`, { user: 'first-buyer' })).body.status, 'paid');
+  assert.equal(
+    (await http(port, 'GET', `/api/orders/${won.body.orderId}`, { user: 'first-buyer' })).body.status,
+    'paid',
+  );
 
   // Reload the API and the writer while buyers keep coming; every 202 must become an order.
   const results: Reply[] = [];
@@ -100,10 +134,15 @@ test('pm2 starts every process from ecosystem.config.js; a buyer buys and pays; 
   await buying;
   const accepted = results.filter((r) => r.status === 202).map((r) => r.body.orderId as string);
   assert.ok(accepted.length > 1000, `${accepted.length} purchases accepted during the reload`);
-  await waitFor('accepted purchases written', async () => {
-    const res = await env.pool.query('select count(*)::int as n from orders where id = any($1::text[])', [accepted]);
-    return res.rows[0].n === accepted.length;
-  }, 30_000, 100);
+  await waitFor(
+    'accepted purchases written',
+    async () => {
+      const res = await env.pool.query('select count(*)::int as n from orders where id = any($1::text[])', [accepted]);
+      return res.rows[0].n === accepted.length;
+    },
+    30_000,
+    100,
+  );
   const r = await reconcile(env.pool, env.redis, 'pm2-sale', 3000);
   assert.ok(r.holds, JSON.stringify(r));
   assert.equal(r.pending + r.paid, accepted.length + 1);
@@ -114,5 +153,8 @@ test('pm2 starts every process from ecosystem.config.js; a buyer buys and pays; 
 
   await pm2('stop', 'all');
   const stopped = await list();
-  assert.ok(stopped.every((p) => p.pm2_env.status === 'stopped'), JSON.stringify(stopped.map((p) => p.pm2_env.status)));
+  assert.ok(
+    stopped.every((p) => p.pm2_env.status === 'stopped'),
+    JSON.stringify(stopped.map((p) => p.pm2_env.status)),
+  );
 });

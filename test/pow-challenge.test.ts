@@ -20,23 +20,39 @@ before(async () => {
 after(() => env?.close());
 
 const COMPLEXITY = 1000;
-const sale = parseSaleInput({ id: 'pow-keys', name: 'pow', stock: 10, ...SALE_PRICE, challenge: 'pow', challengeComplexity: COMPLEXITY });
+const sale = parseSaleInput({
+  id: 'pow-keys',
+  name: 'pow',
+  stock: 10,
+  ...SALE_PRICE,
+  challenge: 'pow',
+  challengeComplexity: COMPLEXITY,
+});
 
 describe('the work', () => {
   test('the counter is uniform from 0 to twice the complexity: no public lower bound, about `complexity` hashes on average, and it verifies', async () => {
     const challenges = new Challenges(env.redis);
     const counters: number[] = [];
     for (let i = 0; i < 60; i++) counters.push(await counterOf(await challenges.challenge(sale, 'ann')));
-    assert.ok(counters.every((c) => c >= 0 && c < 2 * COMPLEXITY), `counters ${counters}`);
+    assert.ok(
+      counters.every((c) => c >= 0 && c < 2 * COMPLEXITY),
+      `counters ${counters}`,
+    );
     // With a range starting at complexity/2 (or ending at complexity) neither would ever happen;
     // uniform, all 60 miss either by chance once in 30 million runs.
-    assert.ok(counters.some((c) => c < COMPLEXITY / 2), `some counter below ${COMPLEXITY / 2}: ${counters}`);
-    assert.ok(counters.some((c) => c >= COMPLEXITY), `some counter at or above ${COMPLEXITY}: ${counters}`);
+    assert.ok(
+      counters.some((c) => c < COMPLEXITY / 2),
+      `some counter below ${COMPLEXITY / 2}: ${counters}`,
+    );
+    assert.ok(
+      counters.some((c) => c >= COMPLEXITY),
+      `some counter at or above ${COMPLEXITY}: ${counters}`,
+    );
     // The mean of 60 draws has a standard deviation of 75 here: 400 off is over five of them.
     const mean = counters.reduce((a, b) => a + b, 0) / counters.length;
     assert.ok(Math.abs(mean - COMPLEXITY) < 400, `mean counter ${mean}`);
 
-    const payload = await solve(await challenges.challenge(sale, 'ann') as Challenge);
+    const payload = await solve((await challenges.challenge(sale, 'ann')) as Challenge);
     const { token } = await challenges.exchange(sale, 'ann', payload);
     assert.deepEqual(Object.keys(await challenges.check(sale.id, 'ann', token)).sort(), ['expiresAt', 'id', 'kind']);
   });
@@ -45,7 +61,7 @@ describe('the work', () => {
 describe('the signing key', () => {
   /** A token earned from `by`, at `now`. */
   const earn = async (by: Challenges, user: string, now: number) => {
-    const payload = await solve(await by.challenge(sale, user, now) as Challenge);
+    const payload = await solve((await by.challenge(sale, user, now)) as Challenge);
     return (await by.exchange(sale, user, payload, now)).token;
   };
   const getCalls = async () => Number(/cmdstat_get:calls=(\d+)/.exec(await env.redis.info('commandstats'))?.[1] ?? 0);
@@ -67,7 +83,8 @@ describe('the signing key', () => {
       await a.check(sale.id, 'ann', old, t0 + KEY_REFRESH_MS - 1);
       await b.check(sale.id, 'ann', old, t0 + KEY_REFRESH_MS - 1);
       const t1 = t0 + KEY_REFRESH_MS;
-      for (const c of [a, b]) await assert.rejects(c.check(sale.id, 'ann', old, t1), { code: 'invalid_purchase_token' });
+      for (const c of [a, b])
+        await assert.rejects(c.check(sale.id, 'ann', old, t1), { code: 'invalid_purchase_token' });
       const fresh = await earn(a, 'ann', t1);
       await b.check(sale.id, 'ann', fresh, t1);
 
@@ -76,7 +93,8 @@ describe('the signing key', () => {
       const t2 = t1 + KEY_REFRESH_MS;
       const made = await earn(b, 'bob', t2);
       await a.check(sale.id, 'bob', made, t2);
-      for (const c of [a, b]) await assert.rejects(c.check(sale.id, 'ann', fresh, t2), { code: 'invalid_purchase_token' });
+      for (const c of [a, b])
+        await assert.rejects(c.check(sale.id, 'ann', fresh, t2), { code: 'invalid_purchase_token' });
       assert.notEqual(await env.redis.get(CHALLENGE_KEY), null);
     } finally {
       other.disconnect();

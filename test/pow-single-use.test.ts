@@ -23,7 +23,8 @@ let api: ApiEnv['api'];
 // Many challenges per buyer here: the challenge limits have their own tests (rate-limit.test.ts).
 apiEnv((s) => ({ env, api } = s), { challengeRatePerBuyer: 0 });
 
-const powSale = (fields: Record<string, unknown> = {}) => newSale(env, { challenge: 'pow', challengeComplexity: 1000, ...fields });
+const powSale = (fields: Record<string, unknown> = {}) =>
+  newSale(env, { challenge: 'pow', challengeComplexity: 1000, ...fields });
 const buy = (s: Sale, user: string, token?: string, qty = 1) => pow.buy(api.port, s, user, token, qty);
 const tokenFor = (s: Sale, user: string) => pow.tokenFor(api.port, s, user);
 const spentMark = (s: Sale, token: string) => env.redis.get(saleKeys(s.id).tokenUsed(pow.tokenId(token)));
@@ -114,7 +115,15 @@ describe('one token, one purchase', () => {
     const token = await new Challenges(env.redis).check(s.id, 'hal', await tokenFor(s, 'hal'));
     assert.ok(token.kind === 'token');
     const orderId = newOrderId(s.id);
-    const args = { saleId: s.id, userId: 'hal', qty: 1, orderId, now: Date.now(), buyCountTtlSeconds: 3600, gate: token };
+    const args = {
+      saleId: s.id,
+      userId: 'hal',
+      qty: 1,
+      orderId,
+      now: Date.now(),
+      buyCountTtlSeconds: 3600,
+      gate: token,
+    };
     assert.deepEqual(await purchaseScript(env.redis, args), [1, 9]);
     assert.deepEqual(await purchaseScript(env.redis, args), [1, 9]);
     assert.equal(await env.redis.llen(saleKeys(s.id).winners), 1);

@@ -31,10 +31,13 @@ before(async () => {
   env = await testEnv();
   deployment = await pm2Deployment(env);
   // Prometheus starts beside the deployment: the test waits until it has scraped every target up.
-  const [deployed, started] = await Promise.allSettled([deployment.start(), startPrometheus({
-    'prometheus.yml': scrapeConfig(deployment.opsBase),
-    'alerts.yml': readFileSync(join(DEPLOY, 'prometheus/alerts.yml'), 'utf8'),
-  })]);
+  const [deployed, started] = await Promise.allSettled([
+    deployment.start(),
+    startPrometheus({
+      'prometheus.yml': scrapeConfig(deployment.opsBase),
+      'alerts.yml': readFileSync(join(DEPLOY, 'prometheus/alerts.yml'), 'utf8'),
+    }),
+  ]);
   if (started.status === 'fulfilled') prometheus = started.value; // after() stops it, whichever failed
   for (const r of [deployed, started]) if (r.status === 'rejected') throw r.reason;
 });
@@ -54,10 +57,15 @@ async function sumBy(label: string, expr: string): Promise<Record<string, number
 async function settlesTo(what: string, query: () => Promise<unknown>, want: unknown): Promise<void> {
   let last: unknown;
   try {
-    await waitFor(what, async () => {
-      last = await query();
-      return JSON.stringify(last) === JSON.stringify(want);
-    }, 20_000, 250);
+    await waitFor(
+      what,
+      async () => {
+        last = await query();
+        return JSON.stringify(last) === JSON.stringify(want);
+      },
+      20_000,
+      250,
+    );
   } catch {
     assert.deepEqual(last, want, what);
   }
@@ -65,15 +73,37 @@ async function settlesTo(what: string, query: () => Promise<unknown>, want: unkn
 
 test('prometheus: every process of the PM2 deployment is a target, and purchases summed over the API instances equal what the load test was answered', async () => {
   const prom = prometheus!;
-  await waitFor('every target scraped and up', async () => (await prom.query('up{job=~"flashsale-.*"} == 1')).length === PM2_APPS, 20_000, 250);
+  await waitFor(
+    'every target scraped and up',
+    async () => (await prom.query('up{job=~"flashsale-.*"} == 1')).length === PM2_APPS,
+    20_000,
+    250,
+  );
   const jobs = await sumBy('job', 'up');
-  assert.deepEqual(jobs, { 'flashsale-admission': 1, 'flashsale-api': 2, 'flashsale-expiry-listener': 1, 'flashsale-order-writer': 1, 'flashsale-replay': 1 });
+  assert.deepEqual(jobs, {
+    'flashsale-admission': 1,
+    'flashsale-api': 2,
+    'flashsale-expiry-listener': 1,
+    'flashsale-order-writer': 1,
+    'flashsale-replay': 1,
+  });
 
   const { port } = deployment;
-  const created = await http(port, 'POST', '/api/sales', { body: { name: 'prometheus', stock: 300, price: 500, currency: 'EUR', paymentWindowSeconds: 60 }, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const created = await http(port, 'POST', '/api/sales', {
+    body: { name: 'prometheus', stock: 300, price: 500, currency: 'EUR', paymentWindowSeconds: 60 },
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+  });
   assert.equal(created.status, 201);
   const saleId = created.body.id as string;
-  const load = await runLoadtest({ url: `http://127.0.0.1:${port}`, saleId, buyers: 1500, concurrency: 50, qty: 1, payRatio: 0, jwtSecret: JWT_SECRET });
+  const load = await runLoadtest({
+    url: `http://127.0.0.1:${port}`,
+    saleId,
+    buyers: 1500,
+    concurrency: 50,
+    qty: 1,
+    payRatio: 0,
+    jwtSecret: JWT_SECRET,
+  });
   assert.equal(load.won, 300);
   // "202 queued" is counted as outcome queued, "409 sold_out" as sold_out: the code the buyer got.
   const answered: Record<string, number> = {};
@@ -81,30 +111,53 @@ test('prometheus: every process of the PM2 deployment is a target, and purchases
     assert.match(reply, /^\d{3} \w+$/, 'every buyer got an HTTP answer');
     answered[reply.split(' ')[1]!] = n;
   }
-  assert.equal(Object.values(answered).reduce((a, b) => a + b, 0), 1500);
+  assert.equal(
+    Object.values(answered).reduce((a, b) => a + b, 0),
+    1500,
+  );
   await settlesTo('purchases summed over instances', () => sumBy('outcome', 'flashsale_purchases_total'), answered);
 
   // Both instances took purchases, each scraped on its own port; the shared port shows only one of them.
   const perInstance = await prom.query('flashsale_purchases_total{outcome="queued"}');
   assert.equal(perInstance.length, 2, JSON.stringify(perInstance));
-  assert.ok(perInstance.every((r) => Number(r.value[1]) > 0 && Number(r.value[1]) < 300), JSON.stringify(perInstance));
+  assert.ok(
+    perInstance.every((r) => Number(r.value[1]) > 0 && Number(r.value[1]) < 300),
+    JSON.stringify(perInstance),
+  );
   const shared = (await http(port, 'GET', '/metrics')).body as string;
   const sharedQueued = Number(/^flashsale_purchases_total\{outcome="queued"\} (\d+)$/m.exec(shared)?.[1]);
-  assert.ok(perInstance.some((r) => Number(r.value[1]) === sharedQueued), `the shared port answered ${sharedQueued}: one instance's count`);
+  assert.ok(
+    perInstance.some((r) => Number(r.value[1]) === sharedQueued),
+    `the shared port answered ${sharedQueued}: one instance's count`,
+  );
 
   // The replay's view of the sale, and its heartbeat.
-  await settlesTo('the sale\'s stock as the replay reconciled it', () => sumBy('state', `flashsale_sale_stock{sale="${saleId}"}`),
-    { available: 0, cancelled: 0, expired: 0, paid: 0, pending: 300, queued: 0, restoring: 0 });
+  await settlesTo(
+    "the sale's stock as the replay reconciled it",
+    () => sumBy('state', `flashsale_sale_stock{sale="${saleId}"}`),
+    { available: 0, cancelled: 0, expired: 0, paid: 0, pending: 300, queued: 0, restoring: 0 },
+  );
   assert.ok(Number((await prom.query('sum(flashsale_replay_passes_total)'))[0]?.value[1]) > 0, 'replay passes counted');
 
   // The shipped rules load and evaluate against these series; none fires on a healthy deployment.
   type Rule = { name: string; health: string; lastError?: string };
-  const rules = await waitFor('every rule evaluated', async () => {
-    const all = (await prom.api<{ groups: { rules: Rule[] }[] }>('rules')).groups.flatMap((g) => g.rules);
-    return all.every((r) => r.health !== 'unknown') && all;
-  }, 10_000, 250);
+  const rules = await waitFor(
+    'every rule evaluated',
+    async () => {
+      const all = (await prom.api<{ groups: { rules: Rule[] }[] }>('rules')).groups.flatMap((g) => g.rules);
+      return all.every((r) => r.health !== 'unknown') && all;
+    },
+    10_000,
+    250,
+  );
   assert.ok(rules.length >= 8, `${rules.length} rules loaded`);
-  assert.deepEqual(rules.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.lastError}`), []);
+  assert.deepEqual(
+    rules.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.lastError}`),
+    [],
+  );
   const { alerts } = await prom.api<{ alerts: { labels: { alertname: string }; state: string }[] }>('alerts');
-  assert.deepEqual(alerts.filter((a) => a.state === 'firing').map((a) => a.labels.alertname), []);
+  assert.deepEqual(
+    alerts.filter((a) => a.state === 'firing').map((a) => a.labels.alertname),
+    [],
+  );
 });

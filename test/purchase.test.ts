@@ -22,7 +22,8 @@ after(async () => {
   await env.close();
 });
 
-const buy = (saleId: string, user: string, body?: unknown) => http(api.port, 'POST', `/api/sales/${saleId}/purchases`, { body, user });
+const buy = (saleId: string, user: string, body?: unknown) =>
+  http(api.port, 'POST', `/api/sales/${saleId}/purchases`, { body, user });
 
 async function purchaseMetric(outcome: string): Promise<number> {
   const text = (await http(api.port, 'GET', '/metrics')).body as string;
@@ -33,7 +34,11 @@ async function purchaseMetric(outcome: string): Promise<number> {
 describe('purchase', () => {
   test('/metrics counts purchases by outcome', async () => {
     const sale = await newSale(env, { stock: 3 });
-    const before = { queued: await purchaseMetric('queued'), sold_out: await purchaseMetric('sold_out'), limit: await purchaseMetric('limit_reached') };
+    const before = {
+      queued: await purchaseMetric('queued'),
+      sold_out: await purchaseMetric('sold_out'),
+      limit: await purchaseMetric('limit_reached'),
+    };
     await buy(sale.id, 'metric-0');
     await buy(sale.id, 'metric-0');
     await runConcurrently(4, 4, (i) => buy(sale.id, `metric-${i + 1}`));
@@ -41,7 +46,10 @@ describe('purchase', () => {
     assert.equal(await purchaseMetric('sold_out'), before.sold_out + 2);
     assert.equal(await purchaseMetric('limit_reached'), before.limit + 1);
     const text = (await http(api.port, 'GET', '/metrics')).body as string;
-    assert.match(text, /flashsale_http_request_duration_seconds_count\{route="\/api\/sales\/:saleId\/purchases",method="POST",status="202"\} \d+/);
+    assert.match(
+      text,
+      /flashsale_http_request_duration_seconds_count\{route="\/api\/sales\/:saleId\/purchases",method="POST",status="202"\} \d+/,
+    );
   });
 
   test('stock 1000, 10,000 distinct buyers at concurrency 500: exactly 1000 win, 9000 sold out, available 0', async () => {
@@ -62,7 +70,10 @@ describe('purchase', () => {
   test('a repeat click never burns stock: 200 concurrent purchases by one user with limit 1 give one 202', async () => {
     const sale = await newSale(env, { stock: 50 });
     const results = await runConcurrently(200, 200, () => buy(sale.id, 'eager'));
-    assert.deepEqual(countBy(results, (r) => `${r.status} ${r.body.status ?? r.body.error}`), { '202 queued': 1, '409 limit_reached': 199 });
+    assert.deepEqual(
+      countBy(results, (r) => `${r.status} ${r.body.status ?? r.body.error}`),
+      { '202 queued': 1, '409 limit_reached': 199 },
+    );
     assert.equal(await env.redis.get(saleKeys(sale.id).available), '49');
     assert.equal(await env.redis.llen(saleKeys(sale.id).winners), 1);
   });
@@ -106,7 +117,8 @@ describe('purchase', () => {
     assert.equal(early.body.error, 'not_started');
     assert.equal((await http(api.port, 'GET', `/api/sales/${later.id}`)).body.state, 'upcoming');
     const past = await newSale(env, {
-      startsAt: new Date(Date.now() - 60_000).toISOString(), endsAt: new Date(Date.now() - 1000).toISOString(),
+      startsAt: new Date(Date.now() - 60_000).toISOString(),
+      endsAt: new Date(Date.now() - 1000).toISOString(),
     });
     const late = await buy(past.id, 'u');
     assert.equal(late.status, 403);
@@ -117,8 +129,14 @@ describe('purchase', () => {
 
   test('sale input: an offset is honoured, the years 2000 and 9999 and maxPerOrder = perUserLimit are accepted', () => {
     const sale = parseSaleInput({
-      name: 'edges', stock: 1, price: 1, currency: 'EUR', perUserLimit: 2, maxPerOrder: 2,
-      startsAt: '2000-01-01T01:30:00+01:30', endsAt: '9999-12-31T23:59:59.999Z',
+      name: 'edges',
+      stock: 1,
+      price: 1,
+      currency: 'EUR',
+      perUserLimit: 2,
+      maxPerOrder: 2,
+      startsAt: '2000-01-01T01:30:00+01:30',
+      endsAt: '9999-12-31T23:59:59.999Z',
     });
     assert.equal(sale.startsAt.toISOString(), '2000-01-01T00:00:00.000Z');
     assert.equal(sale.endsAt!.toISOString(), '9999-12-31T23:59:59.999Z');
@@ -137,7 +155,11 @@ describe('purchase', () => {
     const [entry] = await env.redis.lrange(saleKeys(sale.id).winners, 0, 0);
     const orderId = entry!.split('|')[0]!;
     assert.equal(await restoreStock(env.redis, { saleId: sale.id, orderId, userId: 'a', qty: 1 }), true);
-    assert.equal(await restoreStock(env.redis, { saleId: sale.id, orderId, userId: 'a', qty: 1 }), false, 'a second restore of the same order is refused');
+    assert.equal(
+      await restoreStock(env.redis, { saleId: sale.id, orderId, userId: 'a', qty: 1 }),
+      false,
+      'a second restore of the same order is refused',
+    );
     assert.equal(await env.redis.get(saleKeys(sale.id).available), '1');
     let again: Awaited<ReturnType<typeof buy>> | undefined;
     for (let i = 0; i < 50; i++) {
@@ -158,14 +180,28 @@ describe('purchase', () => {
     assert.deepEqual([anonymous.status, anonymous.body.error], [401, 'unauthorized']);
     // A body still arriving after that answer must arrive within BODY_TIMEOUT_MS, as any body must:
     // the server closes the connection then, instead of waiting REQUEST_TIMEOUT_MS for it.
-    const headers = `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('d')}\r\n` +
+    const headers =
+      `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('d')}\r\n` +
       'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"q';
     // So must one refused before its body for want of a buyer.
-    const [trickled, unknown] = await Promise.all([headers, headers.replace(/Authorization: [^\r]*\r\n/, '')].map((text) => rawRequest(api.port, text, { timeoutMs: 30_000 })));
-    for (const [r, status, error] of [[trickled!, 409, 'sold_out'], [unknown!, 401, 'unauthorized']] as const) {
-      assert.deepEqual([r.status, (r.body as { error?: string }).error, r.closed], [status, error, true], JSON.stringify(r));
-      assert.ok(r.ms >= env.config.bodyTimeoutMs && r.ms < env.config.requestTimeoutMs,
-        `${status}: closed after ${r.ms} ms: at the body deadline (${env.config.bodyTimeoutMs} ms), not the request timeout (${env.config.requestTimeoutMs} ms)`);
+    const [trickled, unknown] = await Promise.all(
+      [headers, headers.replace(/Authorization: [^\r]*\r\n/, '')].map((text) =>
+        rawRequest(api.port, text, { timeoutMs: 30_000 }),
+      ),
+    );
+    for (const [r, status, error] of [
+      [trickled!, 409, 'sold_out'],
+      [unknown!, 401, 'unauthorized'],
+    ] as const) {
+      assert.deepEqual(
+        [r.status, (r.body as { error?: string }).error, r.closed],
+        [status, error, true],
+        JSON.stringify(r),
+      );
+      assert.ok(
+        r.ms >= env.config.bodyTimeoutMs && r.ms < env.config.requestTimeoutMs,
+        `${status}: closed after ${r.ms} ms: at the body deadline (${env.config.bodyTimeoutMs} ms), not the request timeout (${env.config.requestTimeoutMs} ms)`,
+      );
     }
     // Another sale, not sold out, still refuses the same body.
     const open = await newSale(env, { stock: 5 });
@@ -182,7 +218,11 @@ describe('purchase', () => {
     assert.equal(purchaser.soldOut(sale.id), true);
     const ran = Date.now() + 60;
     assert.equal(purchaser.soldOut(sale.id, ran), false, 'the memory has run out');
-    assert.deepEqual(Array.from({ length: 5 }, () => purchaser.answerSoldOut(sale.id, ran)), [false, true, true, true, true], 'one asks, the others wait for its answer');
+    assert.deepEqual(
+      Array.from({ length: 5 }, () => purchaser.answerSoldOut(sale.id, ran)),
+      [false, true, true, true, true],
+      'one asks, the others wait for its answer',
+    );
     // The one that asks learns the sale is still sold out: remembered again.
     await assert.rejects(purchaser.purchase(sale.id, 'third', 1), { code: 'sold_out' });
     assert.equal(purchaser.soldOut(sale.id), true);

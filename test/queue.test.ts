@@ -33,14 +33,26 @@ async function step(s: Sale, l = loop()) {
   await l.refreshSales();
   return (await l.tick()).find((t) => t.saleId === s.id) ?? null;
 }
-const join = (s: Sale, user: string, headers: Record<string, string> = {}) => http(api.port, 'POST', `/api/sales/${s.id}/queue`, { user, headers });
+const join = (s: Sale, user: string, headers: Record<string, string> = {}) =>
+  http(api.port, 'POST', `/api/sales/${s.id}/queue`, { user, headers });
 const me = (s: Sale, user: string) => http(api.port, 'GET', `/api/sales/${s.id}/queue/me`, { user });
 const buy = (s: Sale, user: string, pass?: string) =>
-  http(api.port, 'POST', `/api/sales/${s.id}/purchases`, { user, body: { qty: 1 }, headers: pass === undefined ? {} : { [PURCHASE_TOKEN_HEADER]: pass } });
+  http(api.port, 'POST', `/api/sales/${s.id}/purchases`, {
+    user,
+    body: { qty: 1 },
+    headers: pass === undefined ? {} : { [PURCHASE_TOKEN_HEADER]: pass },
+  });
 const iso = (ms: number) => new Date(ms).toISOString();
 /** A room started a second ago by Redis's clock (its first step has a second's worth of passes), unless `fields` say otherwise. */
 const queueSale = async (fields: Record<string, unknown> = {}) =>
-  newSale(env, { admission: 'queue', admitRatePerSecond: 1000, admitOverbook: 1, passSeconds: 60, startsAt: iso((await redisNow(env.redis)) - 1000), ...fields });
+  newSale(env, {
+    admission: 'queue',
+    admitRatePerSecond: 1000,
+    admitOverbook: 1,
+    passSeconds: 60,
+    startsAt: iso((await redisNow(env.redis)) - 1000),
+    ...fields,
+  });
 /** Starting in an hour by Redis's clock. */
 const later = async () => ({ startsAt: iso((await redisNow(env.redis)) + 3_600_000) });
 
@@ -77,7 +89,7 @@ describe('joining', () => {
     assert.equal(outcome(await http(api.port, 'POST', `/api/sales/${s.id}/queue`, {})), '401 unauthorized');
   });
 
-  test('a pow sale\'s room needs a purchase token to join, before the start too, and the token joins once', async () => {
+  test("a pow sale's room needs a purchase token to join, before the start too, and the token joins once", async () => {
     const s = await queueSale({ challenge: 'pow', challengeComplexity: 1000, ...(await later()) });
     assert.equal(outcome(await join(s, 'cat')), '403 purchase_token_required');
     const t = await pow.tokenFor(api.port, s, 'cat');
@@ -90,7 +102,7 @@ describe('joining', () => {
 });
 
 describe('admission', () => {
-  test('the pre-queue is admitted in the seed\'s shuffle, then later joiners in arrival order', async () => {
+  test("the pre-queue is admitted in the seed's shuffle, then later joiners in arrival order", async () => {
     const s = await queueSale({ stock: 100, ...(await later()) });
     const early = Array.from({ length: 30 }, (_, i) => `early-${i}`);
     for (const u of early) assert.equal(outcome(await join(s, u)), '200');
@@ -108,7 +120,7 @@ describe('admission', () => {
     assert.deepEqual(await admittedInOrder(s), [...shuffled, ...late]);
   });
 
-  test('the pre-queue\'s seed is never shown before the room opens; once open it is public and redoes the admitted order', async () => {
+  test("the pre-queue's seed is never shown before the room opens; once open it is public and redoes the admitted order", async () => {
     const s = await queueSale({ stock: 100, ...(await later()) });
     const early = Array.from({ length: 20 }, (_, i) => `seeded-${i}`);
     for (const u of early) assert.equal((await join(s, u)).body.seed, null);
@@ -146,9 +158,12 @@ describe('admission', () => {
     const from = (await redisNow(env.redis)) - 250;
     await refillRoom(env, s, 250);
     await step(s);
-    const most = Math.floor(((await redisNow(env.redis)) - from) * 4 / 1000);
+    const most = Math.floor((((await redisNow(env.redis)) - from) * 4) / 1000);
     const got = (await admitted()) - 4;
-    assert.ok(got >= 1 && got <= most, `a quarter second's refill admitted ${got} (1, or at most ${most} by Redis's clock)`);
+    assert.ok(
+      got >= 1 && got <= most,
+      `a quarter second's refill admitted ${got} (1, or at most ${most} by Redis's clock)`,
+    );
     // floor(5 x 1.5) = 7 outstanding at most, however much time passes.
     for (let i = 0; i < 3; i++) {
       await refillRoom(env, s, 1000);
@@ -171,7 +186,7 @@ describe('admission', () => {
     assert.equal((await me(s, (await admittedInOrder(s))[13]!)).body.state, 'admitted');
   });
 
-  test('a purchase needs a live pass of the buyer\'s own; a pass buys once', async () => {
+  test("a purchase needs a live pass of the buyer's own; a pass buys once", async () => {
     const s = await queueSale({ stock: 10, perUserLimit: 2 });
     await join(s, 'eve');
     await join(s, 'fay');
@@ -180,7 +195,11 @@ describe('admission', () => {
     await step(s);
     const pass = await passOf(s, 'eve');
     assert.equal(outcome(await buy(s, 'fay', pass)), '403 admission_pass_invalid');
-    const token = await pow.tokenFor(api.port, await newSale(env, { challenge: 'pow', challengeComplexity: 1000 }), 'eve');
+    const token = await pow.tokenFor(
+      api.port,
+      await newSale(env, { challenge: 'pow', challengeComplexity: 1000 }),
+      'eve',
+    );
     assert.equal(outcome(await buy(s, 'eve', token)), '403 invalid_purchase_token');
     const bought = await Promise.all(Array.from({ length: 5 }, () => buy(s, 'eve', pass)));
     assert.deepEqual(bought.map(outcome).sort(), ['202 queued', ...Array(4).fill('403 admission_pass_invalid')]);
@@ -231,7 +250,7 @@ describe('admission', () => {
 });
 
 describe('the stream', () => {
-  test('a waiting buyer\'s stream shows the place, then the pass when admitted, and ends; the pass buys', async () => {
+  test("a waiting buyer's stream shows the place, then the pass when admitted, and ends; the pass buys", async () => {
     const s = await queueSale({ stock: 5, admitRatePerSecond: 1 });
     // Opened before anyone joined, its bucket then held empty: three in line, nobody admitted yet.
     assert.equal((await step(s))!.phase, Phase.Open);
@@ -239,7 +258,11 @@ describe('the stream', () => {
     for (const u of ['c1', 'c2', 'c3']) await join(s, u);
     const third = (await line(s))[2]!;
     await step(s);
-    const { events, ended } = sseEvents<{ state: string; position: number | null; pass?: string }>(api.port, `/api/sales/${s.id}/queue/events`, { authorization: `Bearer ${token(third)}` });
+    const { events, ended } = sseEvents<{ state: string; position: number | null; pass?: string }>(
+      api.port,
+      `/api/sales/${s.id}/queue/events`,
+      { authorization: `Bearer ${token(third)}` },
+    );
     await waitFor('the first event', async () => events.length >= 1);
     assert.deepEqual([events[0]!.state, events[0]!.position], ['waiting', 3]);
     // A new position is written at most once a second (the loop publishes at least that often).
@@ -268,8 +291,11 @@ describe('metrics', () => {
     const of = async (m: { get(): Promise<{ values: { labels: Record<string, unknown>; value: number }[] }> }) =>
       (await m.get()).values.find((v) => v.labels.sale === s.id)?.value;
     return {
-      waiting: await of(metrics.queueWaiting), available: await of(metrics.queueAvailable), outstanding: await of(metrics.queuePassesOutstanding),
-      admittable: await of(metrics.queueAdmittable), admitted: await of(metrics.queueAdmitted),
+      waiting: await of(metrics.queueWaiting),
+      available: await of(metrics.queueAvailable),
+      outstanding: await of(metrics.queuePassesOutstanding),
+      admittable: await of(metrics.queueAdmittable),
+      admitted: await of(metrics.queueAdmitted),
     };
   }
 
@@ -294,7 +320,10 @@ describe('metrics', () => {
     assert.equal(await step(s), null);
     assert.equal(loop().leader, false);
     const gone = await exported(s);
-    assert.deepEqual([gone.waiting, gone.available, gone.outstanding, gone.admittable], [undefined, undefined, undefined, undefined]);
+    assert.deepEqual(
+      [gone.waiting, gone.available, gone.outstanding, gone.admittable],
+      [undefined, undefined, undefined, undefined],
+    );
     assert.equal(gone.admitted, 2, 'the admissions counter stays: Prometheus sums it over the loops');
     await env.redis.del(ADMISSION_LEASE);
   });

@@ -28,7 +28,10 @@ after(async () => {
 
 /** Another API process on the file's Redis and Postgres, with these limits. */
 async function api(limits: Partial<Config>): Promise<number> {
-  const started = await startApi({ ...env.config, purchaseRateWindowMs: LONG_WINDOW_MS, challengeRateWindowMs: LONG_WINDOW_MS, ...limits }, env.logger);
+  const started = await startApi(
+    { ...env.config, purchaseRateWindowMs: LONG_WINDOW_MS, challengeRateWindowMs: LONG_WINDOW_MS, ...limits },
+    env.logger,
+  );
   apis.push(started);
   return started.port;
 }
@@ -43,7 +46,10 @@ function assertRateLimited(r: Reply, maxSeconds: number): void {
   assert.deepEqual(Object.keys(r.body).sort(), ['error', 'message']);
   assert.equal(r.body.error, 'rate_limited');
   const seconds = Number(r.headers['retry-after']);
-  assert.ok(Number.isInteger(seconds) && seconds >= 1 && seconds <= maxSeconds, `Retry-After ${r.headers['retry-after']}`);
+  assert.ok(
+    Number.isInteger(seconds) && seconds >= 1 && seconds <= maxSeconds,
+    `Retry-After ${r.headers['retry-after']}`,
+  );
 }
 
 test('per buyer: past PURCHASE_RATE_PER_BUYER a buyer gets 429 rate_limited with Retry-After and changes nothing; another buyer still buys', async () => {
@@ -57,7 +63,7 @@ test('per buyer: past PURCHASE_RATE_PER_BUYER a buyer gets 429 rate_limited with
   const refused = [await buy(port, sale.id, 'greedy'), await buy(port, sale.id, 'greedy')];
   for (const r of refused) assertRateLimited(r, LONG_WINDOW_MS / 1000);
   assert.deepEqual(await stateSnapshot(env, skip), before, 'a refused purchase changed Redis or Postgres');
-  assert.equal(await env.redis.get(counter), '5', 'the counter is in Redis, in the sale\'s slot');
+  assert.equal(await env.redis.get(counter), '5', "the counter is in Redis, in the sale's slot");
   const ttl = await env.redis.pttl(counter);
   assert.ok(ttl > 0 && ttl <= LONG_WINDOW_MS, `the counter ends with its window (PTTL ${ttl})`);
 
@@ -80,7 +86,10 @@ test('per address: past PURCHASE_RATE_PER_IP distinct buyers from one address ge
   const sale = await newSale(env, { stock: 20 });
   const replies: Reply[] = [];
   for (let i = 0; i < 8; i++) replies.push(await buy(port, sale.id, `crowd-${i}`, '127.0.0.2'));
-  assert.deepEqual(replies.map((r) => r.status), [202, 202, 202, 202, 202, 429, 429, 429]);
+  assert.deepEqual(
+    replies.map((r) => r.status),
+    [202, 202, 202, 202, 202, 429, 429, 429],
+  );
   for (const r of replies.slice(5)) assertRateLimited(r, LONG_WINDOW_MS / 1000);
   assert.equal((await buy(port, sale.id, 'elsewhere', '127.0.0.3')).status, 202);
   assert.equal(await available(sale.id), 14);

@@ -31,7 +31,9 @@ const stops: (() => Promise<void>)[] = [];
 
 /** A replica of the env's server, in sync: a connection to it, its process, and its stop. */
 async function replica(name: string): Promise<{ link: Redis; pid: number; stop(): Promise<void> }> {
-  const server = await startRedis(join(dir, name), { args: ['--replicaof', '127.0.0.1', String(env.redisServer.port)] });
+  const server = await startRedis(join(dir, name), {
+    args: ['--replicaof', '127.0.0.1', String(env.redisServer.port)],
+  });
   const link = createRedis(server.url);
   let stopped: Promise<void> | undefined;
   // Woken first: a paused server would never take its SIGTERM.
@@ -54,12 +56,18 @@ async function replica(name: string): Promise<{ link: Redis; pid: number; stop()
  * replica's first acknowledgement (up to a second later); until then a WAIT after a write fails. A
  * PUBLISH is replicated, and WAIT covers it.
  */
-const inSync = (link: Redis) => waitFor('the replica in sync', async () => {
-  if (!/master_link_status:up/.test(await link.info('replication'))) return false;
-  if (!/connected_slaves:1\b[\s\S]*state=online/.test(await env.redis.info('replication'))) return false;
-  await env.redis.publish('test:replica-sync', '1');
-  return (await env.redis.wait(1, 100)) === 1;
-}, 20_000, 100);
+const inSync = (link: Redis) =>
+  waitFor(
+    'the replica in sync',
+    async () => {
+      if (!/master_link_status:up/.test(await link.info('replication'))) return false;
+      if (!/connected_slaves:1\b[\s\S]*state=online/.test(await env.redis.info('replication'))) return false;
+      await env.redis.publish('test:replica-sync', '1');
+      return (await env.redis.wait(1, 100)) === 1;
+    },
+    20_000,
+    100,
+  );
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'flashsale-replica-'));
@@ -92,7 +100,13 @@ test('the degraded mode: a master that loses its replica has its reservations wr
   const watch = new ReplicaWatch(env.redis, 1, env.logger);
   const acks = replicaAcksFor(env.redis, 1, 200, undefined, watch)!;
   const purchaser = new Purchaser(env.redis, env.config, acks);
-  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, replicaAcks: acks, logger: env.logger, config: { ...env.config, writerId: 'degraded-test' } });
+  const writer = new OrderWriter({
+    pool: env.pool,
+    redis: env.redis,
+    replicaAcks: acks,
+    logger: env.logger,
+    config: { ...env.config, writerId: 'degraded-test' },
+  });
   const unreplicated = async () => (await metrics.ordersUnreplicated.get()).values[0]?.value ?? 0;
 
   const first = await replica('replica-degraded-1');
@@ -101,15 +115,23 @@ test('the degraded mode: a master that loses its replica has its reservations wr
   const held = await purchaser.purchase(sale.id, 'carol', 1);
   // The replica is lost for good before the writer ran: the master holds the only copy.
   await first.stop();
-  await waitFor('the master without replicas', async () => /connected_slaves:0/.test(await env.redis.info('replication')));
+  await waitFor('the master without replicas', async () =>
+    /connected_slaves:0/.test(await env.redis.info('replication')),
+  );
   await watch.refresh();
   assert.equal(acks.unreplicated(sale.id), true);
-  await assert.rejects(purchaser.purchase(sale.id, 'dave', 1), (err) => err instanceof HttpError && err.code === 'unavailable' && /nothing was reserved/.test(err.message));
+  await assert.rejects(
+    purchaser.purchase(sale.id, 'dave', 1),
+    (err) => err instanceof HttpError && err.code === 'unavailable' && /nothing was reserved/.test(err.message),
+  );
   assert.equal(await env.redis.get(saleKeys(sale.id).available), '9', 'the refused purchase reserved nothing');
 
   const before = await unreplicated();
   assert.equal(await writer.drainOnce(), 1, 'written although no replica confirmed it: waiting could not help');
-  const rows = await env.pool.query<{ id: string; status: string }>('select id, status from orders where sale_id = $1', [sale.id]);
+  const rows = await env.pool.query<{ id: string; status: string }>(
+    'select id, status from orders where sale_id = $1',
+    [sale.id],
+  );
   assert.deepEqual(rows.rows, [{ id: held.orderId, status: 'pending' }]);
   assert.equal(await unreplicated(), before + 1);
 
@@ -130,26 +152,60 @@ test('a restore a connected replica has not confirmed is not recorded; the liste
   const { pid } = await replica('replica-2');
   // The API's look at the masters (every second) may not have seen the replica yet: until then it
   // refuses, reserving nothing.
-  const res = await waitFor('a purchase answered 202', async () => {
-    const r = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 2 }, user: 'bob' });
-    if (r.status === 202) return r;
-    assert.match(String(r.body.message), /nothing was reserved/);
-    return undefined;
-  }, 10_000, 100);
+  const res = await waitFor(
+    'a purchase answered 202',
+    async () => {
+      const r = await http(api.port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 2 }, user: 'bob' });
+      if (r.status === 202) return r;
+      assert.match(String(r.body.message), /nothing was reserved/);
+      return undefined;
+    },
+    10_000,
+    100,
+  );
   assert.equal(await env.redis.get(saleKeys(sale.id).available), '8');
-  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, replicaAcks: env.replicaAcks, logger: env.logger, config: { ...env.config, writerId: 'replica-test-2' } });
-  await waitFor('the order written', async () => (await writer.drainOnce()) > 0 || (await orderCount(env, sale.id)) > 0);
+  const writer = new OrderWriter({
+    pool: env.pool,
+    redis: env.redis,
+    replicaAcks: env.replicaAcks,
+    logger: env.logger,
+    config: { ...env.config, writerId: 'replica-test-2' },
+  });
+  await waitFor(
+    'the order written',
+    async () => (await writer.drainOnce()) > 0 || (await orderCount(env, sale.id)) > 0,
+  );
   // The replica stalls (paused): the master still counts it online, so this is no degraded mode,
   // and nothing the listener restores can be confirmed until it acknowledges again.
   process.kill(pid, 'SIGSTOP');
-  const listener = new ExpiryListener({ pool: env.pool, redis: env.redis, replicaAcks: env.replicaAcks, logger: env.logger, config: env.config });
+  const listener = new ExpiryListener({
+    pool: env.pool,
+    redis: env.redis,
+    replicaAcks: env.replicaAcks,
+    logger: env.logger,
+    config: env.config,
+  });
   await listener.start();
   stops.push(() => listener.stop());
-  const order = async () => (await env.pool.query<{ status: string; restored: boolean }>('select status, restored_at is not null as restored from orders where id = $1', [res.body.orderId])).rows[0];
+  const order = async () =>
+    (
+      await env.pool.query<{ status: string; restored: boolean }>(
+        'select status, restored_at is not null as restored from orders where id = $1',
+        [res.body.orderId],
+      )
+    ).rows[0];
   await waitFor('the order closed', async () => (await order())?.status === 'expired');
   await new Promise((r) => setTimeout(r, 1000));
-  assert.deepEqual(await order(), { status: 'expired', restored: false }, 'a restore is recorded only once a replica confirms it');
-  assert.match(await env.redis.info('replication'), /connected_slaves:1\b[\s\S]*state=online/, 'the paused replica still counts as online');
+  assert.deepEqual(
+    await order(),
+    { status: 'expired', restored: false },
+    'a restore is recorded only once a replica confirms it',
+  );
+  assert.match(
+    await env.redis.info('replication'),
+    /connected_slaves:1\b[\s\S]*state=online/,
+    'the paused replica still counts as online',
+  );
   // Back: the listener's retry records the restore, and the stock is back once.
   process.kill(pid, 'SIGCONT');
   await waitFor('the restore recorded', async () => (await order())?.restored, 20_000, 100);

@@ -48,8 +48,16 @@ function longestFirst(list: string[]): string[] {
 }
 
 const only = process.argv.slice(2);
-const testsIn = (dir: string) => readdirSync(dir).filter((f) => f.endsWith('.test.ts')).sort().map((f) => join(dir, f));
-const files = longestFirst((only.length > 0 ? only : ['test/reliability', 'test']).flatMap((a) => (statSync(a).isDirectory() ? testsIn(a) : [a])));
+const testsIn = (dir: string) =>
+  readdirSync(dir)
+    .filter((f) => f.endsWith('.test.ts'))
+    .sort()
+    .map((f) => join(dir, f));
+const files = longestFirst(
+  (only.length > 0 ? only : ['test/reliability', 'test']).flatMap((a) =>
+    statSync(a).isDirectory() ? testsIn(a) : [a],
+  ),
+);
 // Two files at a time: the machine this suite is timed on has two cores.
 const concurrency = Number(process.env.TEST_CONCURRENCY) || 2;
 const dir = mkdtempSync(join(tmpdir(), 'flashsale-test-pg-'));
@@ -68,8 +76,12 @@ try {
     const child = spawn(process.execPath, ['--import', 'tsx', '--test-timeout=300000', lanes, ...files], {
       stdio: 'inherit',
       env: {
-        ...process.env, FLASHSALE_TEST_PG: pg.url, [TEMPLATE_ENV]: template, FLASHSALE_REPORT_DIR: reportDir,
-        FLASHSALE_TEST_FILES: String(files.length), FLASHSALE_TEST_CONCURRENCY: String(concurrency),
+        ...process.env,
+        FLASHSALE_TEST_PG: pg.url,
+        [TEMPLATE_ENV]: template,
+        FLASHSALE_REPORT_DIR: reportDir,
+        FLASHSALE_TEST_FILES: String(files.length),
+        FLASHSALE_TEST_CONCURRENCY: String(concurrency),
       },
     });
     child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0)));
@@ -90,8 +102,13 @@ function closingNote(rows: Summary[]): void {
   const total = (i: number) => String(table.reduce((n, row) => n + Number(row[i]), 0));
   table.push(['total', '', total(2), total(3), total(4), total(5), total(6)]);
   const width = head.map((h, i) => Math.max(h.length, ...table.map((row) => row[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(width[i]!) : c.padStart(width[i]!))).join('  ');
-  console.log(`\nReliability scenarios (TEST_SEED=<seed> reproduces one's fault schedule):\n${[head, ...table].map(line).join('\n')}`);
-  for (const r of rows) console.log(`  ${r.scenario}: ${r.faultKinds}${r.answers ? `; answers by status ${JSON.stringify(r.answers)}` : ''}`);
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(width[i]!) : c.padStart(width[i]!))).join('  ');
+  console.log(
+    `\nReliability scenarios (TEST_SEED=<seed> reproduces one's fault schedule):\n${[head, ...table].map(line).join('\n')}`,
+  );
+  for (const r of rows)
+    console.log(
+      `  ${r.scenario}: ${r.faultKinds}${r.answers ? `; answers by status ${JSON.stringify(r.answers)}` : ''}`,
+    );
 }
-

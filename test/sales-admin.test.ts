@@ -21,7 +21,13 @@ let app: FastifyInstance;
 
 before(async () => {
   env = await testEnv();
-  app = buildApp({ config: env.config, pool: env.pool, redis: env.redis, purchaser: new Purchaser(env.redis, env.config), logger: env.logger });
+  app = buildApp({
+    config: env.config,
+    pool: env.pool,
+    redis: env.redis,
+    purchaser: new Purchaser(env.redis, env.config),
+    logger: env.logger,
+  });
   await app.ready();
 });
 after(async () => {
@@ -33,16 +39,25 @@ const ADMIN = { authorization: `Bearer ${ADMIN_TOKEN}` };
 const HOUR = 3_600_000;
 const iso = (ms: number) => new Date(ms).toISOString();
 
-const buy = (sale: Sale, user: string) => app.inject({ method: 'POST', url: `/api/sales/${sale.id}/purchases`, headers: auth(user), payload: { qty: 1 } });
-const end = (id: string, headers: Record<string, string> = ADMIN) => app.inject({ method: 'POST', url: `/api/sales/${id}/end`, headers });
-const list = (query = '', headers: Record<string, string> = ADMIN) => app.inject({ method: 'GET', url: `/api/sales${query}`, headers });
+const buy = (sale: Sale, user: string) =>
+  app.inject({ method: 'POST', url: `/api/sales/${sale.id}/purchases`, headers: auth(user), payload: { qty: 1 } });
+const end = (id: string, headers: Record<string, string> = ADMIN) =>
+  app.inject({ method: 'POST', url: `/api/sales/${id}/end`, headers });
+const list = (query = '', headers: Record<string, string> = ADMIN) =>
+  app.inject({ method: 'GET', url: `/api/sales${query}`, headers });
 
 async function drain(): Promise<void> {
-  const writer = new OrderWriter({ pool: env.pool, redis: env.redis, logger: env.logger, config: { ...env.config, writerId: 'w-admin', writerLeaseMs: 1 } });
+  const writer = new OrderWriter({
+    pool: env.pool,
+    redis: env.redis,
+    logger: env.logger,
+    config: { ...env.config, writerId: 'w-admin', writerLeaseMs: 1 },
+  });
   while ((await writer.drainOnce()) > 0);
 }
 
-const pgEnd = async (id: string) => (await env.pool.query<{ ends_at: Date | null }>('select ends_at from sales where id = $1', [id])).rows[0]!.ends_at;
+const pgEnd = async (id: string) =>
+  (await env.pool.query<{ ends_at: Date | null }>('select ends_at from sales where id = $1', [id])).rows[0]!.ends_at;
 const redisEnd = async (id: string) => Number(await env.redis.hget(saleKeys(id).meta, 'endsAt'));
 
 describe('ending a sale early', () => {
@@ -72,7 +87,9 @@ describe('ending a sale early', () => {
 
     // Alice's order keeps its deadline and is paid after the end.
     const orderId = won.json().orderId as string;
-    const deadline = (await env.pool.query<{ expires_at: Date }>('select expires_at from orders where id = $1', [orderId])).rows[0]!.expires_at;
+    const deadline = (
+      await env.pool.query<{ expires_at: Date }>('select expires_at from orders where id = $1', [orderId])
+    ).rows[0]!.expires_at;
     assert.ok(deadline.getTime() > Date.now() + HOUR / 2, 'the deadline was not brought forward');
     const paid = await app.inject({ method: 'POST', url: `/api/orders/${orderId}/pay`, headers: auth('alice') });
     assert.equal(paid.statusCode, 200, paid.body);
@@ -108,10 +125,15 @@ describe('ending a sale early', () => {
 
     assert.equal((await end(sale.id)).statusCode, 200);
     // The replay waits a minute past the end (SETTLE_AFTER_END_SECONDS): backdate the end instead.
-    await env.pool.query(`update sales set ends_at = ends_at - interval '2 minutes', starts_at = starts_at - interval '2 minutes' where id = $1`, [sale.id]);
+    await env.pool.query(
+      `update sales set ends_at = ends_at - interval '2 minutes', starts_at = starts_at - interval '2 minutes' where id = $1`,
+      [sale.id],
+    );
     const report = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });
     assert.equal(report.settled, 1);
-    assert.ok((await env.pool.query('select 1 from sales where id = $1 and settled_at is not null', [sale.id])).rowCount === 1);
+    assert.ok(
+      (await env.pool.query('select 1 from sales where id = $1 and settled_at is not null', [sale.id])).rowCount === 1,
+    );
     assert.equal(await env.redis.sismember(SALES_REGISTRY, sale.id), 0, 'out of the registry');
     // Ending a settled sale changes nothing either.
     const again = await end(sale.id);
@@ -122,8 +144,12 @@ describe('ending a sale early', () => {
     const sale = await newSale(env);
     const snapshot = await stateSnapshot(env);
     const cases: [string, Record<string, string>, number, string][] = [
-      [sale.id, {}, 401, 'unauthorized'], [sale.id, auth('mallory'), 403, 'forbidden'], [sale.id, { authorization: 'Bearer not-the-admin-token' }, 403, 'forbidden'],
-      ['bad%20id', ADMIN, 400, 'invalid_id'], ['no-such-sale', ADMIN, 404, 'sale_not_found'], ['bad%20id', {}, 401, 'unauthorized'],
+      [sale.id, {}, 401, 'unauthorized'],
+      [sale.id, auth('mallory'), 403, 'forbidden'],
+      [sale.id, { authorization: 'Bearer not-the-admin-token' }, 403, 'forbidden'],
+      ['bad%20id', ADMIN, 400, 'invalid_id'],
+      ['no-such-sale', ADMIN, 404, 'sale_not_found'],
+      ['bad%20id', {}, 401, 'unauthorized'],
     ];
     for (const [id, headers, status, code] of cases) {
       const res = await end(id, headers);
@@ -146,48 +172,129 @@ describe('listing sales', () => {
     const open = await newSale(env, { stock: 5, perUserLimit: 2, maxPerOrder: 2, paymentWindowSeconds: 3600 });
     assert.equal((await buy(soldOut, 'erin')).statusCode, 202);
     const paidOrder = (await buy(open, 'frank')).json().orderId as string;
-    assert.equal((await app.inject({ method: 'POST', url: `/api/sales/${open.id}/purchases`, headers: auth('grace'), payload: { qty: 2 } })).statusCode, 202);
+    assert.equal(
+      (
+        await app.inject({
+          method: 'POST',
+          url: `/api/sales/${open.id}/purchases`,
+          headers: auth('grace'),
+          payload: { qty: 2 },
+        })
+      ).statusCode,
+      202,
+    );
     const cancelledOrder = (await buy(open, 'hank')).json().orderId as string;
     await drain();
     await app.inject({ method: 'POST', url: `/api/orders/${paidOrder}/pay`, headers: auth('frank') });
-    assert.equal((await app.inject({ method: 'POST', url: `/api/orders/${cancelledOrder}/cancel`, headers: auth('hank') })).statusCode, 200);
+    assert.equal(
+      (await app.inject({ method: 'POST', url: `/api/orders/${cancelledOrder}/cancel`, headers: auth('hank') }))
+        .statusCode,
+      200,
+    );
 
     const all = await list();
     assert.equal(all.statusCode, 200, all.body);
     const page = all.json();
-    assert.deepEqual(page.sales.map((s: { id: string }) => s.id), [open.id, soldOut.id, past.id, upcoming.id]);
+    assert.deepEqual(
+      page.sales.map((s: { id: string }) => s.id),
+      [open.id, soldOut.id, past.id, upcoming.id],
+    );
     assert.equal(page.next, null);
     const first = page.sales[0];
-    assert.deepEqual({ state: first.state, available: first.available, pending: first.pending, paid: first.paid, expired: first.expired, cancelled: first.cancelled },
-      { state: 'open', available: 2, pending: 1, paid: 1, expired: 0, cancelled: 1 });
-    assert.deepEqual(Object.keys(first).sort(), ['admission', 'admitOverbook', 'admitRatePerSecond', 'available', 'backfillUntil', 'buyers', 'cancelled', 'challenge', 'challengeComplexity', 'currency',
-      'endsAt', 'entriesCloseAt', 'entriesOpenAt', 'expired', 'id', 'maxPerOrder', 'name', 'paid', 'passSeconds', 'paymentWindowSeconds', 'pending',
-      'perUserLimit', 'price', 'seed', 'seedSha256', 'startsAt', 'state', 'stock']);
+    assert.deepEqual(
+      {
+        state: first.state,
+        available: first.available,
+        pending: first.pending,
+        paid: first.paid,
+        expired: first.expired,
+        cancelled: first.cancelled,
+      },
+      { state: 'open', available: 2, pending: 1, paid: 1, expired: 0, cancelled: 1 },
+    );
+    assert.deepEqual(Object.keys(first).sort(), [
+      'admission',
+      'admitOverbook',
+      'admitRatePerSecond',
+      'available',
+      'backfillUntil',
+      'buyers',
+      'cancelled',
+      'challenge',
+      'challengeComplexity',
+      'currency',
+      'endsAt',
+      'entriesCloseAt',
+      'entriesOpenAt',
+      'expired',
+      'id',
+      'maxPerOrder',
+      'name',
+      'paid',
+      'passSeconds',
+      'paymentWindowSeconds',
+      'pending',
+      'perUserLimit',
+      'price',
+      'seed',
+      'seedSha256',
+      'startsAt',
+      'state',
+      'stock',
+    ]);
     assert.deepEqual([first.price, first.currency], [1999, 'EUR'], 'the admin list shows the price');
-    assert.deepEqual(page.sales.map((s: { state: string }) => s.state), ['open', 'sold_out', 'ended', 'upcoming']);
+    assert.deepEqual(
+      page.sales.map((s: { state: string }) => s.state),
+      ['open', 'sold_out', 'ended', 'upcoming'],
+    );
 
-    for (const [state, id] of [['upcoming', upcoming.id], ['ended', past.id], ['sold_out', soldOut.id], ['open', open.id]]) {
+    for (const [state, id] of [
+      ['upcoming', upcoming.id],
+      ['ended', past.id],
+      ['sold_out', soldOut.id],
+      ['open', open.id],
+    ]) {
       const res = (await list(`?state=${state}`)).json();
-      assert.deepEqual(res.sales.map((s: { id: string }) => s.id), [id], state);
+      assert.deepEqual(
+        res.sales.map((s: { id: string }) => s.id),
+        [id],
+        state,
+      );
     }
 
     const one = (await list('?limit=1')).json();
-    assert.deepEqual(one.sales.map((s: { id: string }) => s.id), [open.id]);
+    assert.deepEqual(
+      one.sales.map((s: { id: string }) => s.id),
+      [open.id],
+    );
     assert.equal(one.next, open.id);
     const two = (await list(`?limit=2&before=${one.next}`)).json();
-    assert.deepEqual(two.sales.map((s: { id: string }) => s.id), [soldOut.id, past.id]);
+    assert.deepEqual(
+      two.sales.map((s: { id: string }) => s.id),
+      [soldOut.id, past.id],
+    );
     const last = (await list(`?limit=2&before=${two.next}`)).json();
-    assert.deepEqual(last.sales.map((s: { id: string }) => s.id), [upcoming.id]);
+    assert.deepEqual(
+      last.sales.map((s: { id: string }) => s.id),
+      [upcoming.id],
+    );
     assert.equal(last.next, null);
   });
 
   test('bad queries are 400 bad_request, strangers 401 or 403, and change nothing', async () => {
     const snapshot = await stateSnapshot(env);
     const cases: [string, Record<string, string>, number, string][] = [
-      ['?state=closed', ADMIN, 400, 'bad_request'], ['?limit=0', ADMIN, 400, 'bad_request'], ['?limit=101', ADMIN, 400, 'bad_request'],
-      ['?limit=abc', ADMIN, 400, 'bad_request'], ['?limit=1&limit=2', ADMIN, 400, 'bad_request'], ['?before=bad%20id', ADMIN, 400, 'bad_request'],
-      ['?before=no-such-sale', ADMIN, 400, 'bad_request'], ['?sort=asc', ADMIN, 400, 'bad_request'],
-      ['', {}, 401, 'unauthorized'], ['', auth('mallory'), 403, 'forbidden'], ['?state=closed', {}, 401, 'unauthorized'],
+      ['?state=closed', ADMIN, 400, 'bad_request'],
+      ['?limit=0', ADMIN, 400, 'bad_request'],
+      ['?limit=101', ADMIN, 400, 'bad_request'],
+      ['?limit=abc', ADMIN, 400, 'bad_request'],
+      ['?limit=1&limit=2', ADMIN, 400, 'bad_request'],
+      ['?before=bad%20id', ADMIN, 400, 'bad_request'],
+      ['?before=no-such-sale', ADMIN, 400, 'bad_request'],
+      ['?sort=asc', ADMIN, 400, 'bad_request'],
+      ['', {}, 401, 'unauthorized'],
+      ['', auth('mallory'), 403, 'forbidden'],
+      ['?state=closed', {}, 401, 'unauthorized'],
     ];
     for (const [query, headers, status, code] of cases) {
       const res = await list(query, headers);
@@ -216,7 +323,10 @@ describe('the CLI', () => {
 
     const table = await cli(env, ['sale', 'list', '--state', 'ended']);
     assert.equal(table.code, 0, table.stderr);
-    assert.match(table.stdout, /^id +state +price +stock +available +pending +paid +expired +cancelled +starts +ends +name$/m);
+    assert.match(
+      table.stdout,
+      /^id +state +price +stock +available +pending +paid +expired +cancelled +starts +ends +name$/m,
+    );
     assert.match(table.stdout, new RegExp(`^${sale.id} +ended +1999 EUR +10 +10 +0 +0 +0 +0 .* CLI end$`, 'm'));
 
     const missing = await cli(env, ['sale', 'end', 'no-such-sale']);

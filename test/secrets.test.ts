@@ -24,32 +24,50 @@ after(async () => {
 const SERVICES = ['api', 'order-writer', 'expiry-listener', 'admission', 'replay'];
 
 /** `flashsale <args>` against this file's servers at info level, outside the local stack. */
-const run = (args: string[], vars: Vars) => cli(env, args, { LOG_LEVEL: 'info', FLASHSALE_LOCAL_STACK: undefined, ...vars });
+const run = (args: string[], vars: Vars) =>
+  cli(env, args, { LOG_LEVEL: 'info', FLASHSALE_LOCAL_STACK: undefined, ...vars });
 
 test('secrets: every service refuses to start without JWT_SECRET (or JWT_JWKS_URL) or ADMIN_TOKEN, exit 2 naming the variable', async () => {
   // Every service side by side, each a process of its own.
-  await Promise.all(SERVICES.map(async (service) => {
-    const [noJwt, noAdmin] = await Promise.all([run([service], { JWT_SECRET: undefined }), run([service], { ADMIN_TOKEN: undefined })]);
-    assert.equal(noJwt.code, 2, `${service} without JWT_SECRET: ${noJwt.out}`);
-    assert.match(noJwt.out, /JWT_SECRET is not set: set JWT_SECRET .* or JWT_JWKS_URL/);
-    assert.equal(noAdmin.code, 2, `${service} without ADMIN_TOKEN: ${noAdmin.out}`);
-    assert.match(noAdmin.out, /ADMIN_TOKEN is not set/);
-  }));
+  await Promise.all(
+    SERVICES.map(async (service) => {
+      const [noJwt, noAdmin] = await Promise.all([
+        run([service], { JWT_SECRET: undefined }),
+        run([service], { ADMIN_TOKEN: undefined }),
+      ]);
+      assert.equal(noJwt.code, 2, `${service} without JWT_SECRET: ${noJwt.out}`);
+      assert.match(noJwt.out, /JWT_SECRET is not set: set JWT_SECRET .* or JWT_JWKS_URL/);
+      assert.equal(noAdmin.code, 2, `${service} without ADMIN_TOKEN: ${noAdmin.out}`);
+      assert.match(noAdmin.out, /ADMIN_TOKEN is not set/);
+    }),
+  );
 });
 
 test('secrets: the API refuses to start without a PAYMENT_WEBHOOK_SECRET of its own, exit 2 naming it; the daemons do not need it', async () => {
   const cases: [Vars, RegExp][] = [
-    [{ PAYMENT_WEBHOOK_SECRET: undefined }, /PAYMENT_WEBHOOK_SECRET is not set: set it to the signing secret your payment provider/],
+    [
+      { PAYMENT_WEBHOOK_SECRET: undefined },
+      /PAYMENT_WEBHOOK_SECRET is not set: set it to the signing secret your payment provider/,
+    ],
     [{ PAYMENT_WEBHOOK_SECRET: 'short' }, /PAYMENT_WEBHOOK_SECRET is too short/],
-    [{ PAYMENT_WEBHOOK_SECRET: 'flashsale-development-secret' }, /PAYMENT_WEBHOOK_SECRET is a published development default/],
+    [
+      { PAYMENT_WEBHOOK_SECRET: 'flashsale-development-secret' },
+      /PAYMENT_WEBHOOK_SECRET is a published development default/,
+    ],
   ];
-  await Promise.all(cases.map(async ([setting, message]) => {
-    const r = await run(['api'], setting);
-    assert.equal(r.code, 2, `api with ${JSON.stringify(setting)}: ${r.out}`);
-    assert.match(r.out, message);
-  }));
+  await Promise.all(
+    cases.map(async ([setting, message]) => {
+      const r = await run(['api'], setting);
+      assert.equal(r.code, 2, `api with ${JSON.stringify(setting)}: ${r.out}`);
+      assert.match(r.out, message);
+    }),
+  );
   // A one-shot pass, in this process.
-  const replay = await cliHere(env, ['replay', '--once'], { LOG_LEVEL: 'info', FLASHSALE_LOCAL_STACK: undefined, PAYMENT_WEBHOOK_SECRET: undefined });
+  const replay = await cliHere(env, ['replay', '--once'], {
+    LOG_LEVEL: 'info',
+    FLASHSALE_LOCAL_STACK: undefined,
+    PAYMENT_WEBHOOK_SECRET: undefined,
+  });
   assert.equal(replay.code, 0, replay.out);
 });
 
@@ -69,16 +87,23 @@ test('secrets: a published development default or a short secret is refused by e
   ];
   for (const service of SERVICES) {
     // A service's cases side by side: each is a process of its own.
-    await Promise.all(cases.map(async ([setting, message]) => {
-      const r = await run([service], setting);
-      assert.equal(r.code, 2, `${service} with ${JSON.stringify(setting)}: ${r.out}`);
-      assert.match(r.out, message);
-    }));
+    await Promise.all(
+      cases.map(async ([setting, message]) => {
+        const r = await run([service], setting);
+        assert.equal(r.code, 2, `${service} with ${JSON.stringify(setting)}: ${r.out}`);
+        assert.match(r.out, message);
+      }),
+    );
   }
 });
 
 test('secrets: the local-stack mode refuses servers that are not on this machine', async () => {
-  const r = await run(['api'], { FLASHSALE_LOCAL_STACK: '1', JWT_SECRET: undefined, ADMIN_TOKEN: undefined, DATABASE_URL: 'postgres://u:p@db.example:5432/x' });
+  const r = await run(['api'], {
+    FLASHSALE_LOCAL_STACK: '1',
+    JWT_SECRET: undefined,
+    ADMIN_TOKEN: undefined,
+    DATABASE_URL: 'postgres://u:p@db.example:5432/x',
+  });
   assert.equal(r.code, 2, r.out);
   assert.match(r.out, /FLASHSALE_LOCAL_STACK=1 is for the local stack on this machine only/);
 });
@@ -86,20 +111,45 @@ test('secrets: the local-stack mode refuses servers that are not on this machine
 test('secrets: the PM2 local mode generates random secrets once, shared by every process, never a published one', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'flashsale-secrets-'));
   const port = await freePort();
-  const start = () => spawnCli(env, ['api'], {
-    JWT_SECRET: undefined, ADMIN_TOKEN: undefined, PAYMENT_WEBHOOK_SECRET: undefined, FLASHSALE_LOCAL_STACK: '1', FLASHSALE_DATA_DIR: dataDir, PORT: String(port),
-  });
+  const start = () =>
+    spawnCli(env, ['api'], {
+      JWT_SECRET: undefined,
+      ADMIN_TOKEN: undefined,
+      PAYMENT_WEBHOOK_SECRET: undefined,
+      FLASHSALE_LOCAL_STACK: '1',
+      FLASHSALE_DATA_DIR: dataDir,
+      PORT: String(port),
+    });
   const api = start();
   try {
     await ready(api);
     const file = join(dataDir, 'secrets.json');
     assert.equal(statSync(file).mode & 0o777, 0o600);
-    const secrets = JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret: string; adminToken: string; paymentWebhookSecret: string };
-    assert.ok(secrets.jwtSecret.length >= 32 && secrets.adminToken.length >= 24 && secrets.paymentWebhookSecret.length >= 32, JSON.stringify(secrets));
-    assert.equal(new Set(Object.values(secrets)).size, 5, 'five different secrets: three keys and two server passwords');
+    const secrets = JSON.parse(readFileSync(file, 'utf8')) as {
+      jwtSecret: string;
+      adminToken: string;
+      paymentWebhookSecret: string;
+    };
+    assert.ok(
+      secrets.jwtSecret.length >= 32 && secrets.adminToken.length >= 24 && secrets.paymentWebhookSecret.length >= 32,
+      JSON.stringify(secrets),
+    );
+    assert.equal(
+      new Set(Object.values(secrets)).size,
+      5,
+      'five different secrets: three keys and two server passwords',
+    );
     const body = { id: 'local-secrets', name: 'Local', stock: 1, price: 500, currency: 'EUR' };
-    assert.equal((await http(port, 'POST', '/api/sales', { body, headers: { authorization: 'Bearer local-admin-change-me' } })).status, 403);
-    assert.equal((await http(port, 'POST', '/api/sales', { body, headers: { authorization: `Bearer ${secrets.adminToken}` } })).status, 201);
+    assert.equal(
+      (await http(port, 'POST', '/api/sales', { body, headers: { authorization: 'Bearer local-admin-change-me' } }))
+        .status,
+      403,
+    );
+    assert.equal(
+      (await http(port, 'POST', '/api/sales', { body, headers: { authorization: `Bearer ${secrets.adminToken}` } }))
+        .status,
+      201,
+    );
     // A second process of the same stack reads the same file.
     api.kill('SIGINT');
     assert.equal(await exited(api), 0);
@@ -121,21 +171,39 @@ test('secrets: a local secrets file from before payment webhooks gets a webhook 
   writeFileSync(file, JSON.stringify(old), { mode: 0o600 });
   const port = await freePort();
   const api = spawnCli(env, ['api'], {
-    JWT_SECRET: undefined, ADMIN_TOKEN: undefined, PAYMENT_WEBHOOK_SECRET: undefined, FLASHSALE_LOCAL_STACK: '1', FLASHSALE_DATA_DIR: dataDir, PORT: String(port),
+    JWT_SECRET: undefined,
+    ADMIN_TOKEN: undefined,
+    PAYMENT_WEBHOOK_SECRET: undefined,
+    FLASHSALE_LOCAL_STACK: '1',
+    FLASHSALE_DATA_DIR: dataDir,
+    PORT: String(port),
   });
   try {
     await ready(api);
-    const secrets = JSON.parse(readFileSync(file, 'utf8')) as { jwtSecret: string; adminToken: string; paymentWebhookSecret: string };
+    const secrets = JSON.parse(readFileSync(file, 'utf8')) as {
+      jwtSecret: string;
+      adminToken: string;
+      paymentWebhookSecret: string;
+    };
     assert.equal(secrets.jwtSecret, old.jwtSecret);
     assert.equal(secrets.adminToken, old.adminToken);
     assert.ok(secrets.paymentWebhookSecret.length >= 32, JSON.stringify(secrets));
     assert.equal(statSync(file).mode & 0o777, 0o600);
     // The API verifies with the added secret (an event type it ignores: nothing is recorded).
     const raw = JSON.stringify({ id: 'evt_local', type: 'payment.refunded' });
-    const signed = await http(port, 'POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signPayload(secrets.paymentWebhookSecret, raw) } });
+    const signed = await http(port, 'POST', '/api/payments/webhook', {
+      body: raw,
+      headers: { 'flashsale-signature': signPayload(secrets.paymentWebhookSecret, raw) },
+    });
     assert.deepEqual(signed.body, { id: 'evt_local', outcome: 'ignored' });
     // Another process of the stack derives the same one and leaves the file as it is.
-    const again = await cli(env, ['replay', '--once'], { JWT_SECRET: undefined, ADMIN_TOKEN: undefined, PAYMENT_WEBHOOK_SECRET: undefined, FLASHSALE_LOCAL_STACK: '1', FLASHSALE_DATA_DIR: dataDir });
+    const again = await cli(env, ['replay', '--once'], {
+      JWT_SECRET: undefined,
+      ADMIN_TOKEN: undefined,
+      PAYMENT_WEBHOOK_SECRET: undefined,
+      FLASHSALE_LOCAL_STACK: '1',
+      FLASHSALE_DATA_DIR: dataDir,
+    });
     assert.equal(again.code, 0, again.out);
     assert.deepEqual(JSON.parse(readFileSync(file, 'utf8')), secrets);
     api.kill('SIGINT');

@@ -35,7 +35,12 @@ after(async () => {
 // connections the allowed-hosts test counts.
 describe('sentinel exposure', { concurrency: true }, () => {
   test('sentinel TLS: with REDIS_TLS the sentinels and the master are both reached over TLS', () => {
-    const config = loadConfig({ redisSentinels: '127.0.0.1:26379', redisSentinelName: 'm', redisSentinelPassword: 'sentinel-secret', redisTls: 'true' });
+    const config = loadConfig({
+      redisSentinels: '127.0.0.1:26379',
+      redisSentinelName: 'm',
+      redisSentinelPassword: 'sentinel-secret',
+      redisTls: 'true',
+    });
     const redis = createRedis(redisTarget(config), { lazyConnect: true }) as Redis;
     try {
       assert.deepEqual(redis.options.sentinelTLS, {}, 'the sentinels get TLS');
@@ -44,7 +49,9 @@ describe('sentinel exposure', { concurrency: true }, () => {
     } finally {
       redis.disconnect();
     }
-    const plain = createRedis(redisTarget(loadConfig({ redisSentinels: '127.0.0.1:26379', redisSentinelName: 'm' })), { lazyConnect: true }) as Redis;
+    const plain = createRedis(redisTarget(loadConfig({ redisSentinels: '127.0.0.1:26379', redisSentinelName: 'm' })), {
+      lazyConnect: true,
+    }) as Redis;
     assert.equal(plain.options.sentinelTLS, undefined);
     plain.disconnect();
   });
@@ -63,7 +70,11 @@ describe('sentinel exposure', { concurrency: true }, () => {
     await new Promise<void>((res) => fake.listen(port, '127.0.0.1', res));
     try {
       const r = await cli(env, ['replay', '--once'], {
-        REDIS_SENTINELS: `127.0.0.1:${port}`, REDIS_SENTINEL_NAME: 'flashsale', REDIS_SENTINEL_PASSWORD: password, REDIS_TLS: 'true', STARTUP_TIMEOUT_MS: '1500',
+        REDIS_SENTINELS: `127.0.0.1:${port}`,
+        REDIS_SENTINEL_NAME: 'flashsale',
+        REDIS_SENTINEL_PASSWORD: password,
+        REDIS_TLS: 'true',
+        STARTUP_TIMEOUT_MS: '1500',
       });
       assert.equal(r.code, 1, r.out);
       const bytes = Buffer.concat(received);
@@ -83,20 +94,35 @@ describe('sentinel exposure', { concurrency: true }, () => {
     const received = async () => Number(/total_connections_received:(\d+)/.exec(await probe.info('stats'))![1]);
     try {
       const before = await received();
-      const refused = await cli(env, ['replay', '--once'], { REDIS_SENTINEL_ALLOWED_HOSTS: `127.0.0.1:${master.port + 1},10.0.0.1`, STARTUP_TIMEOUT_MS: '1500', LOG_LEVEL: 'warn' });
+      const refused = await cli(env, ['replay', '--once'], {
+        REDIS_SENTINEL_ALLOWED_HOSTS: `127.0.0.1:${master.port + 1},10.0.0.1`,
+        STARTUP_TIMEOUT_MS: '1500',
+        LOG_LEVEL: 'warn',
+      });
       assert.equal(refused.code, 1, refused.out);
-      assert.match(refused.out, new RegExp(`master 127\\.0\\.0\\.1:${master.port}, which is not in REDIS_SENTINEL_ALLOWED_HOSTS \\(127\\.0\\.0\\.1:${master.port + 1},10\\.0\\.0\\.1\\)`));
+      assert.match(
+        refused.out,
+        new RegExp(
+          `master 127\\.0\\.0\\.1:${master.port}, which is not in REDIS_SENTINEL_ALLOWED_HOSTS \\(127\\.0\\.0\\.1:${master.port + 1},10\\.0\\.0\\.1\\)`,
+        ),
+      );
       assert.match(refused.out, /SENTINEL_MASTER_REFUSED/);
       // The sentinel's own links to the master are long-lived: any new connection would be the process's.
       assert.equal(await received(), before, 'no connection was made to the master');
 
       const sale = await newSale(env, { stock: 3 });
       const port = await freePort();
-      const api = spawnCli(env, ['api'], { PORT: String(port), REDIS_SENTINEL_ALLOWED_HOSTS: `10.0.0.1,127.0.0.1:${master.port}` });
+      const api = spawnCli(env, ['api'], {
+        PORT: String(port),
+        REDIS_SENTINEL_ALLOWED_HOSTS: `10.0.0.1,127.0.0.1:${master.port}`,
+      });
       try {
         await ready(api, 'the api');
         assert.equal((await http(port, 'GET', '/readyz')).status, 200);
-        const bought = await http(port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user: 'allowed-buyer' });
+        const bought = await http(port, 'POST', `/api/sales/${sale.id}/purchases`, {
+          body: { qty: 1 },
+          user: 'allowed-buyer',
+        });
         assert.equal(bought.status, 202, JSON.stringify(bought.body));
         api.kill('SIGINT');
         assert.equal(await exited(api), 0);

@@ -11,7 +11,11 @@ const rowsOf = (doc: string, env: string) => doc.split('\n').filter((line) => li
 
 test('settings doc: the committed table is the one the declarations generate (npm run docs:settings)', () => {
   const doc = committed();
-  assert.equal(doc, withSettingsTable(doc), 'docs/settings.md differs from shared/config/settings.ts: run npm run docs:settings');
+  assert.equal(
+    doc,
+    withSettingsTable(doc),
+    'docs/settings.md differs from shared/config/settings.ts: run npm run docs:settings',
+  );
 });
 
 test('settings doc: each declared setting has one row, its flag, default and doc as an operator reads them', () => {
@@ -19,10 +23,19 @@ test('settings doc: each declared setting has one row, its flag, default and doc
   for (const s of Object.values(SETTINGS) as Setting<unknown>[]) assert.equal(rowsOf(doc, s.env).length, 1, s.env);
   // Spelled out, so the generator is checked against the text and not only against itself.
   assert.deepEqual(rowsOf(doc, 'PORT'), ['| `PORT` [`--port`] | `3000` | API listen port |']);
-  assert.deepEqual(rowsOf(doc, 'REPLAY_INTERVAL_SECONDS'), ['| `REPLAY_INTERVAL_SECONDS` [`--interval`] | `5` | replay cadence (1-59 s, or whole minutes) |']);
-  assert.deepEqual(rowsOf(doc, 'JWT_REQUIRE_EXP'), ['| `JWT_REQUIRE_EXP` | `true` (`false` in development) | refuse tokens without `exp` |']);
-  assert.deepEqual(rowsOf(doc, 'PURCHASE_RATE_PER_IP').map((row) => row.split(' | ')[1]), ['`0` (off)']);
-  assert.deepEqual(rowsOf(doc, 'WRITER_BATCH_SIZE'), ['| `WRITER_BATCH_SIZE` [`--batch-size`] | `1000` | winners per Postgres round trip |']);
+  assert.deepEqual(rowsOf(doc, 'REPLAY_INTERVAL_SECONDS'), [
+    '| `REPLAY_INTERVAL_SECONDS` [`--interval`] | `5` | replay cadence (1-59 s, or whole minutes) |',
+  ]);
+  assert.deepEqual(rowsOf(doc, 'JWT_REQUIRE_EXP'), [
+    '| `JWT_REQUIRE_EXP` | `true` (`false` in development) | refuse tokens without `exp` |',
+  ]);
+  assert.deepEqual(
+    rowsOf(doc, 'PURCHASE_RATE_PER_IP').map((row) => row.split(' | ')[1]),
+    ['`0` (off)'],
+  );
+  assert.deepEqual(rowsOf(doc, 'WRITER_BATCH_SIZE'), [
+    '| `WRITER_BATCH_SIZE` [`--batch-size`] | `1000` | winners per Postgres round trip |',
+  ]);
 });
 
 test('settings doc: every default the table shows in code is the value an unset setting takes', () => {
@@ -33,7 +46,8 @@ test('settings doc: every default the table shows in code is the value an unset 
     if (shown === undefined || shown.includes('<')) continue;
     const value = s.parse(undefined, s.env, { development: false, env: {} });
     // Words for booleans where the variable takes words: DIRECT_PAY is on/off, FLASHSALE_LOCAL_STACK 0/1.
-    const spelled = typeof value === 'boolean' ? [String(value), value ? 'on' : 'off', value ? '1' : '0'] : [String(value)];
+    const spelled =
+      typeof value === 'boolean' ? [String(value), value ? 'on' : 'off', value ? '1' : '0'] : [String(value)];
     assert.ok(spelled.includes(shown), `${s.env}: the table shows ${shown}, unset gives ${String(value)}`);
     checked++;
   }
@@ -49,7 +63,10 @@ test('settings doc: a stale table is caught, and writing it again restores the d
   assert.equal(withSettingsTable(edited), doc);
 
   // A setting declared but not yet written into the doc (another branch adding one) fails the same check.
-  const added: Record<string, Setting<unknown>> = { ...SETTINGS, legacyBuyCounts: { ...SETTINGS.localStack, env: 'LEGACY_BUY_COUNTS', doc: 'added later' } };
+  const added: Record<string, Setting<unknown>> = {
+    ...SETTINGS,
+    legacyBuyCounts: { ...SETTINGS.localStack, env: 'LEGACY_BUY_COUNTS', doc: 'added later' },
+  };
   assert.notEqual(withSettingsTable(doc, settingsTable(added)), doc);
   assert.match(settingsTable(added), /^\| `LEGACY_BUY_COUNTS` \| `0` \| added later \|$/m);
 

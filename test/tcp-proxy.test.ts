@@ -49,7 +49,7 @@ test('tcp proxy: 300 chunks with delays drawn at random come back intact and in 
   const proxy = await TcpProxy.start(echoPort, { seed: 7, delay: [1, 40] });
   const socket = connect(proxy.port, '127.0.0.1');
   await new Promise((resolve) => socket.once('connect', resolve));
-  const chunks = Array.from({ length: 300 }, (_, i) => randomBytes(1 + (i * 37) % 900));
+  const chunks = Array.from({ length: 300 }, (_, i) => randomBytes(1 + ((i * 37) % 900)));
   const sent = Buffer.concat(chunks);
   const back = receive(socket, sent.length);
   // Each written apart, so the proxy sees many chunks with delays in every order.
@@ -92,7 +92,10 @@ test('tcp proxy: Redis through it, the delay switched on and off with the connec
     proxy.setDelay(undefined);
     const last = client.get('n');
     const sums = await replies;
-    assert.deepEqual(sums, Array.from({ length: 50 }, (_, i) => (i * (i + 1)) / 2));
+    assert.deepEqual(
+      sums,
+      Array.from({ length: 50 }, (_, i) => (i * (i + 1)) / 2),
+    );
     assert.equal(await big, value);
     assert.equal(await last, String((49 * 50) / 2));
     assert.equal(proxy.delay, undefined);

@@ -11,14 +11,19 @@ import { startSentinels } from '../tools/redis-sentinel.js';
 import type { RedisTarget } from '../shared/config/index.js';
 import { createRedis } from '../shared/redis/connect.js';
 
-const hostPorts = (list: string) => list.split(',').map((hp) => ({ host: '127.0.0.1', port: Number(hp.split(':')[1]) }));
+const hostPorts = (list: string) =>
+  list.split(',').map((hp) => ({ host: '127.0.0.1', port: Number(hp.split(':')[1]) }));
 const ports = (nodes: RedisNode[]) => nodes.map((n) => n.port);
 
 /**
  * Servers `start` makes in a directory of their own, stopped and the directory removed when the test
  * ends, whatever it did (after the test's own finally blocks: its clients go first).
  */
-async function servers<S extends { stop(): Promise<void> }>(t: TestContext, name: string, start: (dir: string) => Promise<S>): Promise<S> {
+async function servers<S extends { stop(): Promise<void> }>(
+  t: TestContext,
+  name: string,
+  start: (dir: string) => Promise<S>,
+): Promise<S> {
   const dir = mkdtempSync(join(tmpdir(), `flashsale-${name}-`));
   let started: S | undefined;
   t.after(async () => {
@@ -53,11 +58,16 @@ describe('topology', { concurrency: true }, () => {
         assert.deepEqual(await Promise.all(keys.map((k) => c.get(k))), keys, `every key reads back ${when}`);
       await readAll(client, 'on a new cluster');
       const [m1, m2] = await cluster.masters();
-      for (const m of await cluster.masters()) assert.ok(await admin(m, (r) => r.dbsize()) > 0, `master ${m.port} holds keys: they spread over slots`);
+      for (const m of await cluster.masters())
+        assert.ok((await admin(m, (r) => r.dbsize())) > 0, `master ${m.port} holds keys: they spread over slots`);
 
       const n1 = await cluster.failover(m1!);
       assert.ok(ports(await cluster.masters()).includes(n1.port) && !ports(await cluster.masters()).includes(m1!.port));
-      assert.equal((await admin(m1!, (r) => r.call('ROLE')) as string[])[0], 'slave', 'the old master follows the new one');
+      assert.equal(
+        ((await admin(m1!, (r) => r.call('ROLE'))) as string[])[0],
+        'slave',
+        'the old master follows the new one',
+      );
       await readAll(client, 'after a failover');
 
       const n2 = await cluster.killMaster(m2!);
@@ -67,11 +77,16 @@ describe('topology', { concurrency: true }, () => {
       const added = await cluster.addMaster();
       assert.equal(cluster.nodes.at(-1), added);
       await cluster.reshard(n1, added, 100);
-      const own = (await admin(added, (r) => r.call('CLUSTER', 'NODES')) as string).split('\n').find((l) => l.includes('myself'))!;
-      const slots = own.split(' ').slice(8).flatMap((range) => {
-        const [a, b = a] = range.split('-').map(Number);
-        return Array.from({ length: b! - a! + 1 }, (_, i) => a! + i);
-      });
+      const own = ((await admin(added, (r) => r.call('CLUSTER', 'NODES'))) as string)
+        .split('\n')
+        .find((l) => l.includes('myself'))!;
+      const slots = own
+        .split(' ')
+        .slice(8)
+        .flatMap((range) => {
+          const [a, b = a] = range.split('-').map(Number);
+          return Array.from({ length: b! - a! + 1 }, (_, i) => a! + i);
+        });
       assert.equal(slots.length, 100, 'the new master owns the 100 slots');
       const counts = await admin(added, (r) => Promise.all(slots.map((s) => r.cluster('COUNTKEYSINSLOT', s))));
       const moved = counts.reduce((a, b) => a + b, 0);
@@ -94,11 +109,13 @@ describe('topology', { concurrency: true }, () => {
     const set = await servers(t, 'sentinel', sentinelSet);
     // As shared/redis/connect.ts connects: moved by +switch-master, and a READONLY reply reconnects and resends.
     const client = new Redis({
-      sentinels: hostPorts(set.sentinels), name: set.name, failoverDetector: true,
+      sentinels: hostPorts(set.sentinels),
+      name: set.name,
+      failoverDetector: true,
       reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),
     });
     client.on('error', () => {});
-    const serverPort = async () => Number(/laddr=[^ ]*:(\d+)/.exec(await client.client('INFO') as string)![1]);
+    const serverPort = async () => Number(/laddr=[^ ]*:(\d+)/.exec((await client.client('INFO')) as string)![1]);
     try {
       const old = await set.master();
       assert.equal(old, set.nodes[0]);
@@ -110,8 +127,8 @@ describe('topology', { concurrency: true }, () => {
       assert.equal(await set.master(), now);
       await client.set('topology', 'after');
       assert.equal(await serverPort(), now.port, 'the client writes to the new master');
-      assert.equal((await admin(now, (r) => r.call('ROLE')) as string[])[0], 'master');
-      assert.equal((await admin(old, (r) => r.call('ROLE')) as string[])[0], 'slave');
+      assert.equal(((await admin(now, (r) => r.call('ROLE'))) as string[])[0], 'master');
+      assert.equal(((await admin(old, (r) => r.call('ROLE'))) as string[])[0], 'slave');
       assert.equal(await admin(now, (r) => r.get('topology')), 'after');
     } finally {
       client.disconnect();
@@ -136,7 +153,11 @@ describe('topology', { concurrency: true }, () => {
       await cut(bare);
       await cut(ours);
       await new Promise((r) => setTimeout(r, 1500));
-      assert.equal(bare.status, 'end', 'ioredis leaves the client ended: if this fails, ioredis reconnects by itself now and reviveOnEnd (shared/redis/sentinel.ts) can go');
+      assert.equal(
+        bare.status,
+        'end',
+        'ioredis leaves the client ended: if this fails, ioredis reconnects by itself now and reviveOnEnd (shared/redis/sentinel.ts) can go',
+      );
       assert.equal(ours.status, 'ready');
       assert.equal(await ours.set('revived', '1'), 'OK');
       assert.equal(await admin(await set.master(), (r) => r.get('revived')), '1', 'it writes to the master');

@@ -23,7 +23,11 @@ after(async () => {
 });
 
 /** Opens GET `path`, resolves with the status as soon as it is known, and leaves the stream open until `close()`. */
-function stream(port: number, path: string, headers: Record<string, string> = {}): Promise<{ status: number; close(): void }> {
+function stream(
+  port: number,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; close(): void }> {
   return new Promise((resolve) => {
     const req = request({ host: '127.0.0.1', port, path, headers, agent: false }, (res) => {
       res.resume();
@@ -36,7 +40,12 @@ function stream(port: number, path: string, headers: Record<string, string> = {}
 
 test('url tokens: no log line at trace level carries a token or its signature, in any spelling or error path', async () => {
   const port = await freePort();
-  const api = spawnCli(env, ['api'], { PORT: String(port), LOG_LEVEL: 'trace', SSE_MAX_STREAMS_PER_BUYER: '1' }, 'pipe');
+  const api = spawnCli(
+    env,
+    ['api'],
+    { PORT: String(port), LOG_LEVEL: 'trace', SSE_MAX_STREAMS_PER_BUYER: '1' },
+    'pipe',
+  );
   let out = '';
   api.stdout!.setEncoding('utf8');
   api.stdout!.on('data', (d: string) => (out += d));
@@ -49,7 +58,10 @@ test('url tokens: no log line at trace level carries a token or its signature, i
   try {
     await ready(api, 'the api');
     const sale = await newSale(env, { stock: 5 });
-    const bought = await http(port, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user: 'url-token-owner' });
+    const bought = await http(port, 'POST', `/api/sales/${sale.id}/purchases`, {
+      body: { qty: 1 },
+      user: 'url-token-owner',
+    });
     assert.equal(bought.status, 202, JSON.stringify(bought.body));
     const events = `/api/orders/${bought.body.orderId}/events`;
 
@@ -83,7 +95,10 @@ test('url tokens: no log line at trace level carries a token or its signature, i
     // Redis gone: each stream that gets as far as its order fails 503 and is logged with its URL
     // (one line per reason a second, hence the pause). The header wins over a token in the URL.
     await env.stopRedis('SIGKILL');
-    logged = [...accepted.map((q) => [`${events}${q}${owner}`, {}] as const), [`${events}?access_token=${stranger}`, { authorization: `Bearer ${owner}` }] as const];
+    logged = [
+      ...accepted.map((q) => [`${events}${q}${owner}`, {}] as const),
+      [`${events}?access_token=${stranger}`, { authorization: `Bearer ${owner}` }] as const,
+    ];
     for (const [path, headers] of logged) {
       await delay(1100);
       assert.equal((await stream(port, path, headers)).status, 503, path);
@@ -97,9 +112,14 @@ test('url tokens: no log line at trace level carries a token or its signature, i
   }
 
   const lines = out.split('\n').filter(Boolean);
-  const urls = lines.map((l) => (JSON.parse(l) as { request?: { url?: string } }).request?.url).filter((u): u is string => u !== undefined);
+  const urls = lines
+    .map((l) => (JSON.parse(l) as { request?: { url?: string } }).request?.url)
+    .filter((u): u is string => u !== undefined);
   assert.equal(urls.length, logged.length, `every 503 was logged with its URL:\n${out}`);
-  assert.ok(urls.every((u) => u.includes('=redacted')), urls.join('\n'));
+  assert.ok(
+    urls.every((u) => u.includes('=redacted')),
+    urls.join('\n'),
+  );
   for (const t of tokens) {
     const signature = t.split('.')[2]!;
     const hits = lines.filter((l) => l.includes(t) || l.includes(signature));

@@ -40,8 +40,20 @@ function capturingLogger(): { logger: Logger; lines: Record<string, unknown>[] }
   return { lines, logger: pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) }) };
 }
 
-function writer(logger: Logger, writerId: string, batchSize: number, pool = env.pool, retry?: RetryOptions): OrderWriter {
-  return new OrderWriter({ pool, redis: env.redis, logger, config: { ...env.config, writerId, writerBatchSize: batchSize }, ...(retry ? { retry } : {}) });
+function writer(
+  logger: Logger,
+  writerId: string,
+  batchSize: number,
+  pool = env.pool,
+  retry?: RetryOptions,
+): OrderWriter {
+  return new OrderWriter({
+    pool,
+    redis: env.redis,
+    logger,
+    config: { ...env.config, writerId, writerBatchSize: batchSize },
+    ...(retry ? { retry } : {}),
+  });
 }
 
 async function sale(): Promise<Sale> {
@@ -54,7 +66,11 @@ async function sale(): Promise<Sale> {
 async function queueWinners(saleId: string, n: number): Promise<string[]> {
   await runConcurrently(n, 100, async () => {
     const [code] = await purchaseScript(env.redis, {
-      saleId, userId: `u-${randomUUID()}`, qty: 1, orderId: newOrderId(saleId), buyCountTtlSeconds: 3600,
+      saleId,
+      userId: `u-${randomUUID()}`,
+      qty: 1,
+      orderId: newOrderId(saleId),
+      buyCountTtlSeconds: 3600,
     });
     assert.equal(code, 1);
   });
@@ -63,10 +79,13 @@ async function queueWinners(saleId: string, n: number): Promise<string[]> {
 
 /** Takes a sale's row out of Postgres (it stays in Redis and in the registry); the returned function puts it back. */
 async function dropRow(saleId: string): Promise<() => Promise<void>> {
-  const row = (await env.pool.query<{ r: unknown }>('select row_to_json(s) as r from sales s where id = $1', [saleId])).rows[0]!.r;
+  const row = (await env.pool.query<{ r: unknown }>('select row_to_json(s) as r from sales s where id = $1', [saleId]))
+    .rows[0]!.r;
   await env.pool.query('delete from sales where id = $1', [saleId]);
   return async () => {
-    await env.pool.query('insert into sales select * from json_populate_record(null::sales, $1::json)', [JSON.stringify(row)]);
+    await env.pool.query('insert into sales select * from json_populate_record(null::sales, $1::json)', [
+      JSON.stringify(row),
+    ]);
   };
 }
 
@@ -74,13 +93,18 @@ async function saleFailures(saleId: string): Promise<number> {
   return (await metrics.writerSaleFailures.get()).values.find((v) => v.labels.sale === saleId)?.value ?? 0;
 }
 
-const alerts = (lines: Record<string, unknown>[], saleId: string) => lines.filter((l) => l.alert === 'SALE_WRITE_FAILED' && l.saleId === saleId);
+const alerts = (lines: Record<string, unknown>[], saleId: string) =>
+  lines.filter((l) => l.alert === 'SALE_WRITE_FAILED' && l.saleId === saleId);
 
 test('durable commits: every connection of ours commits with synchronous_commit=on while the server default is off', async () => {
   const plain = new pg.Client({ connectionString: env.config.databaseUrl });
   await plain.connect();
   try {
-    assert.equal((await plain.query('show synchronous_commit')).rows[0].synchronous_commit, 'off', "the server's own default");
+    assert.equal(
+      (await plain.query('show synchronous_commit')).rows[0].synchronous_commit,
+      'off',
+      "the server's own default",
+    );
   } finally {
     await plain.end();
   }
@@ -94,7 +118,9 @@ test('durable commits: every connection of ours commits with synchronous_commit=
   // A URL that carries options of its own keeps them and gets ours too.
   const pool = createPool(`${env.config.databaseUrl}?options=${encodeURIComponent('-c statement_timeout=4321')}`, 1);
   try {
-    const r = await pool.query("select current_setting('synchronous_commit') as sc, current_setting('statement_timeout') as st");
+    const r = await pool.query(
+      "select current_setting('synchronous_commit') as sc, current_setting('statement_timeout') as st",
+    );
     assert.deepEqual(r.rows[0], { sc: 'on', st: '4321ms' });
   } finally {
     await pool.end();
@@ -107,7 +133,9 @@ test('no order without its sale: a sale with orders can be neither deleted nor g
   const w = writer(pino({ level: 'silent' }), `w-${randomUUID()}`, 100);
   assert.equal(await w.drainOnce(), 3);
   await assert.rejects(env.pool.query('delete from sales where id = $1', [s.id]), { code: '23503' });
-  await assert.rejects(env.pool.query("update sales set id = id || '-renamed' where id = $1", [s.id]), { code: '23503' });
+  await assert.rejects(env.pool.query("update sales set id = id || '-renamed' where id = $1", [s.id]), {
+    code: '23503',
+  });
   // Its other columns stay editable.
   assert.equal((await env.pool.query('update sales set name = name where id = $1', [s.id])).rowCount, 1);
 
@@ -118,10 +146,14 @@ test('no order without its sale: a sale with orders can be neither deleted nor g
   const inserting = await env.pool.connect();
   try {
     await inserting.query('begin');
-    const written = await writeOrders(inserting as unknown as Pool, empty.id, [{ orderId: newOrderId(empty.id), seq: 1, qty: 1, purchasedAt: Date.now(), userId: 'u-inflight' }]);
+    const written = await writeOrders(inserting as unknown as Pool, empty.id, [
+      { orderId: newOrderId(empty.id), seq: 1, qty: 1, purchasedAt: Date.now(), userId: 'u-inflight' },
+    ]);
     assert.equal(written.length, 1);
     let settled = false;
-    const deleting = env.pool.query('delete from sales where id = $1', [empty.id]).finally(() => { settled = true; });
+    const deleting = env.pool.query('delete from sales where id = $1', [empty.id]).finally(() => {
+      settled = true;
+    });
     deleting.catch(() => {});
     await delay(300);
     assert.equal(settled, false, 'the delete waits for the insert in flight');
@@ -152,15 +184,23 @@ test('one bad sale: a sale missing in Postgres is set aside while every other sa
   const w = writer(logger, 'isolating-writer', 100);
   w.start();
   try {
-    await waitFor('every healthy sale written', async () => {
-      for (const s of healthy) if ((await orderCount(env, s.id)) !== 500) return false;
-      return true;
-    }, 30_000, 50);
+    await waitFor(
+      'every healthy sale written',
+      async () => {
+        for (const s of healthy) if ((await orderCount(env, s.id)) !== 500) return false;
+        return true;
+      },
+      30_000,
+      50,
+    );
 
     // Meanwhile the bad sale's winners are all still in Redis: in the winners list or in the
     // writer's processing list, none lost, none duplicated.
     const k = saleKeys(badId);
-    const held = [...(await env.redis.lrange(k.winners, 0, -1)), ...(await env.redis.lrange(k.processing('isolating-writer'), 0, -1))];
+    const held = [
+      ...(await env.redis.lrange(k.winners, 0, -1)),
+      ...(await env.redis.lrange(k.processing('isolating-writer'), 0, -1)),
+    ];
     assert.deepEqual(held.sort(), [...badEntries].sort());
     assert.equal(await env.redis.hlen(k.queued), 300);
     assert.equal(await orderCount(env, badId), 0);
@@ -174,7 +214,12 @@ test('one bad sale: a sale missing in Postgres is set aside while every other sa
     assert.ok(alerted.every((l) => l.level === 50));
 
     await restoreRow();
-    await waitFor('the bad sale written once its row exists', async () => (await orderCount(env, badId)) === 300 && (await env.redis.hlen(k.queued)) === 0, 30_000, 50);
+    await waitFor(
+      'the bad sale written once its row exists',
+      async () => (await orderCount(env, badId)) === 300 && (await env.redis.hlen(k.queued)) === 0,
+      30_000,
+      50,
+    );
     assert.equal(await env.redis.llen(k.winners), 0);
     assert.equal(await env.redis.exists(k.processing('isolating-writer')), 0);
     assert.ok(lines.some((l) => l.msg === 'sale writes again' && l.saleId === badId));
@@ -192,13 +237,20 @@ test('one bad sale is tried once per backoff step, not on every pass; a Postgres
   await queueWinners(good.id, 20);
   const down = createPool(`postgres://postgres:flashsale@127.0.0.1:${await freePort()}/nowhere`, 1);
   try {
-    await assert.rejects(writer(logger, 'cut-off-writer', 20, down).drainOnce(), (err) => classify(err) === 'unavailable');
+    await assert.rejects(
+      writer(logger, 'cut-off-writer', 20, down).drainOnce(),
+      (err) => classify(err) === 'unavailable',
+    );
   } finally {
     await down.end();
   }
   assert.equal(await saleFailures(good.id), 0);
   assert.deepEqual(alerts(lines, good.id), []);
-  assert.equal(await env.redis.llen(saleKeys(good.id).processing('cut-off-writer')), 20, 'the batch in hand stays in Redis');
+  assert.equal(
+    await env.redis.llen(saleKeys(good.id).processing('cut-off-writer')),
+    20,
+    'the batch in hand stays in Redis',
+  );
 
   // One sale that cannot be written: the writer's clock is passed in, three passes at one instant,
   // then one after any backoff step.
@@ -207,14 +259,25 @@ test('one bad sale is tried once per backoff step, not on every pass; a Postgres
   const w = writer(logger, 'stepping-writer', 20);
   const t0 = Date.now();
   await w.drainOnce(t0);
-  assert.deepEqual({ failures: await saleFailures(bad.id), good: await orderCount(env, good.id) }, { failures: 1, good: 20 });
+  assert.deepEqual(
+    { failures: await saleFailures(bad.id), good: await orderCount(env, good.id) },
+    { failures: 1, good: 20 },
+  );
   await w.drainOnce(t0);
   await w.drainOnce(t0);
-  assert.deepEqual({ failures: await saleFailures(bad.id), good: await orderCount(env, good.id) }, { failures: 1, good: 50 }, 'still in its backoff: not tried again');
+  assert.deepEqual(
+    { failures: await saleFailures(bad.id), good: await orderCount(env, good.id) },
+    { failures: 1, good: 50 },
+    'still in its backoff: not tried again',
+  );
   await w.drainOnce(t0 + 10_000);
   assert.equal(await saleFailures(bad.id), 2, 'due again after its backoff');
   assert.equal(alerts(lines, bad.id).length, 2);
-  assert.equal(await env.redis.llen(saleKeys(bad.id).processing('stepping-writer')), 20, 'its batch is held, not dropped');
+  assert.equal(
+    await env.redis.llen(saleKeys(bad.id).processing('stepping-writer')),
+    20,
+    'its batch is held, not dropped',
+  );
 
   // Back to health: the cut-off writer's batch and the bad sale's are both written.
   await restoreRow();
@@ -226,7 +289,8 @@ test('one bad sale is tried once per backoff step, not on every pass; a Postgres
 
 /** Retries as in production, with the backoff shortened so the test does not wait seconds. */
 const FAST: RetryOptions = { maxBugs: 5, baseMs: 5, capMs: 20 };
-const passFailures = (lines: Record<string, unknown>[]) => lines.filter((l) => String(l.msg).startsWith('order writer pass failed'));
+const passFailures = (lines: Record<string, unknown>[]) =>
+  lines.filter((l) => String(l.msg).startsWith('order writer pass failed'));
 
 test('a bug is retried a few times in a row, each logged with its stack, then the writer gives up (failed rejects) and holds its batch', async () => {
   const s = await sale();
@@ -239,15 +303,26 @@ test('a bug is retried a few times in a row, each logged with its stack, then th
   const w = writer(logger, 'buggy-writer', 10, buggy, FAST);
   w.start();
   try {
-    const outcome = await Promise.race([w.failed?.then(() => 'resolved', (err: unknown) => err), delay(10_000).then(() => 'still running')]);
+    const outcome = await Promise.race([
+      w.failed?.then(
+        () => 'resolved',
+        (err: unknown) => err,
+      ),
+      delay(10_000).then(() => 'still running'),
+    ]);
     assert.ok(outcome instanceof TypeError, `the writer gave up with the bug: ${String(outcome)}`);
   } finally {
     await w.stop();
   }
   const failures = passFailures(lines);
   assert.equal(failures.length, FAST.maxBugs, 'retried until the bound, then stopped');
-  assert.deepEqual(failures.map((l) => l.level), [50, 50, 50, 50, 60], 'the last one is fatal');
-  for (const l of failures) assert.match(String((l.err as { stack?: string }).stack), /^TypeError: Cannot read properties/);
+  assert.deepEqual(
+    failures.map((l) => l.level),
+    [50, 50, 50, 50, 60],
+    'the last one is fatal',
+  );
+  for (const l of failures)
+    assert.match(String((l.err as { stack?: string }).stack), /^TypeError: Cannot read properties/);
   assert.equal(await saleFailures(s.id), 0, 'no sale is set aside for a bug of the writer');
   assert.equal(await env.redis.llen(saleKeys(s.id).processing('buggy-writer')), 10, 'its batch stays in Redis');
   await writer(logger, 'buggy-writer', 10).drainOnce();

@@ -13,7 +13,11 @@ const STAMP = join(OUT, '.build-stamp');
 /** What the compiled output depends on: the sources, the compiler settings, and the installed compiler and types. */
 const SOURCE_DIRS = ['daemons', 'shared', 'tools'];
 const COMPILER_INPUTS = ['tsconfig.json', 'package-lock.json'];
-export const ASSETS: [string, string][] = [['shared/lua', `${OUT}/shared/lua`], ['shared/http/public', `${OUT}/shared/http/public`], ['sql', `${OUT}/sql`]];
+export const ASSETS: [string, string][] = [
+  ['shared/lua', `${OUT}/shared/lua`],
+  ['shared/http/public', `${OUT}/shared/http/public`],
+  ['sql', `${OUT}/sql`],
+];
 
 function* files(path: string): Generator<string> {
   if (!existsSync(path)) return;
@@ -29,7 +33,10 @@ export function compileNeeded(root: string): boolean {
   const stamp = join(root, STAMP);
   if (!existsSync(stamp)) return true;
   const built = statSync(stamp).mtimeMs;
-  const sources = [...SOURCE_DIRS.flatMap((d) => [...files(join(root, d))].filter((f) => f.endsWith('.ts'))), ...COMPILER_INPUTS.map((f) => join(root, f))];
+  const sources = [
+    ...SOURCE_DIRS.flatMap((d) => [...files(join(root, d))].filter((f) => f.endsWith('.ts'))),
+    ...COMPILER_INPUTS.map((f) => join(root, f)),
+  ];
   return sources.some((f) => existsSync(f) && statSync(f).mtimeMs >= built);
 }
 
@@ -38,7 +45,10 @@ function compile(root: string): void {
   const started = new Date();
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
   // The build info lives in dist/: deleting dist/ forces a full build, as it should.
-  execFileSync(process.execPath, [tsc, '--incremental', '--tsBuildInfoFile', join(OUT, '.tsbuildinfo')], { cwd: root, stdio: 'inherit' });
+  execFileSync(process.execPath, [tsc, '--incremental', '--tsBuildInfoFile', join(OUT, '.tsbuildinfo')], {
+    cwd: root,
+    stdio: 'inherit',
+  });
   writeFileSync(join(root, STAMP), '');
   utimesSync(join(root, STAMP), started, started);
 }
@@ -64,7 +74,9 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     const compiled = compileNeeded(root);
     if (compiled) compile(root);
     const copied = ASSETS.flatMap(([from, to]) => syncDir(join(root, from), join(root, to))).length;
-    console.log(`build: ${compiled ? 'compiled' : 'TypeScript up to date'}, ${copied} asset${copied === 1 ? '' : 's'} copied`);
+    console.log(
+      `build: ${compiled ? 'compiled' : 'TypeScript up to date'}, ${copied} asset${copied === 1 ? '' : 's'} copied`,
+    );
   } catch {
     // tsc has printed its errors.
     process.exit(1);

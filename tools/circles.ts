@@ -38,7 +38,10 @@ export function importGraph(roots: string[], cwd = process.cwd()): Map<string, s
     // The compiler's own pre-pass: every import, export-from and import() specifier, type-only ones included.
     const { importedFiles } = ts.preProcessFile(readFileSync(file, 'utf8'), true, true);
     const deps = [...new Set(importedFiles.flatMap((f) => resolveImport(file, f.fileName) ?? []))];
-    graph.set(name, deps.map((d) => relative(cwd, d)));
+    graph.set(
+      name,
+      deps.map((d) => relative(cwd, d)),
+    );
     pending.push(...deps);
   }
   return graph;

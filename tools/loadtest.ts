@@ -31,8 +31,14 @@ export interface LoadtestOptions {
 }
 
 export interface LoadtestReport {
-  runId: string; url: string; saleId: string; stock: number;
-  buyers: number; concurrency: number; qty: number; payRatio: number;
+  runId: string;
+  url: string;
+  saleId: string;
+  stock: number;
+  buyers: number;
+  concurrency: number;
+  qty: number;
+  payRatio: number;
   /** Purchase replies by `<status> <error or status>`, e.g. "202 queued", "409 sold_out", "error ECONNRESET". */
   outcomes: Record<string, number>;
   won: number;
@@ -47,64 +53,109 @@ export interface LoadtestReport {
   reconciliation: Reconciliation | null;
 }
 
-interface Reply { status: number; body: Record<string, unknown> | null; ms: number; error?: string }
+interface Reply {
+  status: number;
+  body: Record<string, unknown> | null;
+  ms: number;
+  error?: string;
+}
 
 function call(agent: Agent, base: URL, method: string, path: string, token?: string, body?: unknown): Promise<Reply> {
   const payload = body === undefined ? undefined : JSON.stringify(body);
   const headers: Record<string, string | number> = token ? { authorization: `Bearer ${token}` } : {};
-  if (payload !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
+  if (payload !== undefined)
+    Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
   const started = performance.now();
   return new Promise((resolve) => {
-    const fail = (err: NodeJS.ErrnoException) => resolve({ status: 0, body: null, ms: performance.now() - started, error: err.code ?? err.message });
-    const req = request({
-      host: base.hostname.replace(/^\[|\]$/g, ''), port: base.port || 80, method, agent, timeout: 30_000, headers,
-      path: base.pathname.replace(/\/$/, '') + path,
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', fail);
-      res.on('end', () => {
-        let parsed: Record<string, unknown> | null = null;
-        try { parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>; } catch { /* not JSON */ }
-        resolve({ status: res.statusCode ?? 0, body: parsed, ms: performance.now() - started });
-      });
-    });
+    const fail = (err: NodeJS.ErrnoException) =>
+      resolve({ status: 0, body: null, ms: performance.now() - started, error: err.code ?? err.message });
+    const req = request(
+      {
+        host: base.hostname.replace(/^\[|\]$/g, ''),
+        port: base.port || 80,
+        method,
+        agent,
+        timeout: 30_000,
+        headers,
+        path: base.pathname.replace(/\/$/, '') + path,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', fail);
+        res.on('end', () => {
+          let parsed: Record<string, unknown> | null = null;
+          try {
+            parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+          } catch {
+            /* not JSON */
+          }
+          resolve({ status: res.statusCode ?? 0, body: parsed, ms: performance.now() - started });
+        });
+      },
+    );
     req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })));
     req.on('error', fail);
     req.end(payload);
   });
 }
 
-const outcomeOf = (r: Reply): string => (r.error ? `error ${r.error}` : `${r.status} ${String(r.body?.error ?? r.body?.status ?? '')}`.trim());
+const outcomeOf = (r: Reply): string =>
+  r.error ? `error ${r.error}` : `${r.status} ${String(r.body?.error ?? r.body?.status ?? '')}`.trim();
 
 async function forEachConcurrently(n: number, concurrency: number, fn: (i: number) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(concurrency, n) }, async () => {
-    while (next < n) await fn(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, n) }, async () => {
+      while (next < n) await fn(next++);
+    }),
+  );
 }
 
 function checkOptions(o: LoadtestOptions): void {
   const int = (flag: string, v: number | undefined, min: number) => {
-    if (v !== undefined && (!Number.isSafeInteger(v) || v < min)) throw new ConfigError(`--${flag} must be an integer >= ${min}, got ${v}`);
+    if (v !== undefined && (!Number.isSafeInteger(v) || v < min))
+      throw new ConfigError(`--${flag} must be an integer >= ${min}, got ${v}`);
   };
-  int('buyers', o.buyers, 1); int('concurrency', o.concurrency, 1); int('qty', o.qty, 1); int('stock', o.stock, 1);
-  if (!(o.payRatio >= 0 && o.payRatio <= 1)) throw new ConfigError(`--pay-ratio must be from 0 to 1, got ${o.payRatio}`);
-  if (!URL.canParse(o.url) || new URL(o.url).protocol !== 'http:') throw new ConfigError(`--url must be an http:// URL, got ${o.url}`);
+  int('buyers', o.buyers, 1);
+  int('concurrency', o.concurrency, 1);
+  int('qty', o.qty, 1);
+  int('stock', o.stock, 1);
+  if (!(o.payRatio >= 0 && o.payRatio <= 1))
+    throw new ConfigError(`--pay-ratio must be from 0 to 1, got ${o.payRatio}`);
+  if (!URL.canParse(o.url) || new URL(o.url).protocol !== 'http:')
+    throw new ConfigError(`--url must be an http:// URL, got ${o.url}`);
 }
 
 /** The sale to fire at: the given one (its stock read from the API) or a fresh one made through the admin API. */
-async function resolveSale(agent: Agent, base: URL, o: LoadtestOptions, runId: string): Promise<{ id: string; stock: number }> {
+async function resolveSale(
+  agent: Agent,
+  base: URL,
+  o: LoadtestOptions,
+  runId: string,
+): Promise<{ id: string; stock: number }> {
   if (o.saleId) {
     const r = await call(agent, base, 'GET', `/api/sales/${encodeURIComponent(o.saleId)}`);
     if (r.status !== 200) throw new Error(`cannot read sale "${o.saleId}" at ${o.url}: ${outcomeOf(r)}`);
     return { id: o.saleId, stock: Number(r.body!.stock) };
   }
-  if (!o.adminToken) throw new ConfigError('ADMIN_TOKEN is not set: set ADMIN_TOKEN or pass --admin-token to create the sale, or pass --sale <id> to use an existing one');
+  if (!o.adminToken)
+    throw new ConfigError(
+      'ADMIN_TOKEN is not set: set ADMIN_TOKEN or pass --admin-token to create the sale, or pass --sale <id> to use an existing one',
+    );
   const r = await call(agent, base, 'POST', '/api/sales', o.adminToken, {
-    id: `lt-${runId}`, name: `loadtest ${runId}`, stock: o.stock ?? 1000, price: 100, currency: 'EUR', perUserLimit: o.qty, maxPerOrder: o.qty,
+    id: `lt-${runId}`,
+    name: `loadtest ${runId}`,
+    stock: o.stock ?? 1000,
+    price: 100,
+    currency: 'EUR',
+    perUserLimit: o.qty,
+    maxPerOrder: o.qty,
   });
-  if (r.status !== 201) throw new Error(`cannot create the sale at ${o.url}: ${outcomeOf(r)}${r.body?.message ? ` (${String(r.body.message)})` : ''}`);
+  if (r.status !== 201)
+    throw new Error(
+      `cannot create the sale at ${o.url}: ${outcomeOf(r)}${r.body?.message ? ` (${String(r.body.message)})` : ''}`,
+    );
   return { id: `lt-${runId}`, stock: Number(r.body!.stock) };
 }
 
@@ -112,7 +163,9 @@ async function countOrders(pool: Pool, saleId: string): Promise<NonNullable<Load
   const res = await pool.query<NonNullable<LoadtestReport['orders']>>(
     `select count(*)::int as total, count(*) filter (where status = 'pending')::int as pending,
             count(*) filter (where status = 'paid')::int as paid, count(*) filter (where status = 'expired')::int as expired
-     from orders where sale_id = $1`, [saleId]);
+     from orders where sale_id = $1`,
+    [saleId],
+  );
   return res.rows[0]!;
 }
 
@@ -120,7 +173,9 @@ function percentile(sorted: Float64Array, p: number): number {
   return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!;
 }
 
-const tally = (counts: Record<string, number>, key: string) => { counts[key] = (counts[key] ?? 0) + 1; };
+const tally = (counts: Record<string, number>, key: string) => {
+  counts[key] = (counts[key] ?? 0) + 1;
+};
 
 export async function runLoadtest(o: LoadtestOptions): Promise<LoadtestReport> {
   checkOptions(o);
@@ -137,7 +192,9 @@ export async function runLoadtest(o: LoadtestOptions): Promise<LoadtestReport> {
     o.onProgress?.('buy', 0, o.buyers);
     const started = performance.now();
     await forEachConcurrently(o.buyers, o.concurrency, async (i) => {
-      const r = await call(agent, base, 'POST', `/api/sales/${encodeURIComponent(sale.id)}/purchases`, tokenOf(i), { qty: o.qty });
+      const r = await call(agent, base, 'POST', `/api/sales/${encodeURIComponent(sale.id)}/purchases`, tokenOf(i), {
+        qty: o.qty,
+      });
       latencies[i] = r.ms;
       tally(outcomes, outcomeOf(r));
       if (r.status === 202 && typeof r.body?.orderId === 'string') won.push({ orderId: r.body.orderId, buyer: i });
@@ -166,7 +223,9 @@ export async function runLoadtest(o: LoadtestOptions): Promise<LoadtestReport> {
       let key: string;
       // Without Postgres to watch, order_not_ready is how we learn an order is still queued.
       for (;;) {
-        key = outcomeOf(await call(agent, base, 'POST', `/api/orders/${encodeURIComponent(orderId)}/pay`, tokenOf(buyer)));
+        key = outcomeOf(
+          await call(agent, base, 'POST', `/api/orders/${encodeURIComponent(orderId)}/pay`, tokenOf(buyer)),
+        );
         if (key !== '409 order_not_ready' || Date.now() > deadline) break;
         await delay(100);
       }
@@ -176,11 +235,26 @@ export async function runLoadtest(o: LoadtestOptions): Promise<LoadtestReport> {
     });
 
     return {
-      runId, url: o.url, saleId: sale.id, stock: sale.stock,
-      buyers: o.buyers, concurrency: o.concurrency, qty: o.qty, payRatio: o.payRatio,
-      outcomes, won: won.length, durationMs, throughput: o.buyers / (durationMs / 1000),
-      latencyMs: { p50: percentile(latencies, 0.5), p90: percentile(latencies, 0.9), p99: percentile(latencies, 0.99), max: percentile(latencies, 1) },
-      settled, payments,
+      runId,
+      url: o.url,
+      saleId: sale.id,
+      stock: sale.stock,
+      buyers: o.buyers,
+      concurrency: o.concurrency,
+      qty: o.qty,
+      payRatio: o.payRatio,
+      outcomes,
+      won: won.length,
+      durationMs,
+      throughput: o.buyers / (durationMs / 1000),
+      latencyMs: {
+        p50: percentile(latencies, 0.5),
+        p90: percentile(latencies, 0.9),
+        p99: percentile(latencies, 0.99),
+        max: percentile(latencies, 1),
+      },
+      settled,
+      payments,
       orders: o.db ? await countOrders(o.db.pool, sale.id) : null,
       reconciliation: o.db ? await reconcile(o.db.pool, o.db.redis, sale.id, sale.stock) : null,
     };
@@ -197,7 +271,8 @@ export function formatReport(r: LoadtestReport): string {
     '',
     'requests by outcome',
   ];
-  const row = (label: string, value: string | number, unit = '') => lines.push(`${label.padEnd(22)}${String(value).padStart(10)}${unit ? ` ${unit}` : ''}`);
+  const row = (label: string, value: string | number, unit = '') =>
+    lines.push(`${label.padEnd(22)}${String(value).padStart(10)}${unit ? ` ${unit}` : ''}`);
   for (const [k, n] of Object.entries(r.outcomes).sort(([a], [b]) => a.localeCompare(b))) row(`  ${k}`, n);
   row('  total', r.buyers);
   row('throughput', Math.round(r.throughput), `req/s (${r.buyers} in ${(r.durationMs / 1000).toFixed(2)} s)`);
@@ -223,7 +298,9 @@ export function formatReport(r: LoadtestReport): string {
 }
 
 /** Progress on stderr: a redrawn bar on a terminal, otherwise a line every 10%. */
-export function progressReporter(out: NodeJS.WriteStream = process.stderr): (phase: Phase, done: number, total: number) => void {
+export function progressReporter(
+  out: NodeJS.WriteStream = process.stderr,
+): (phase: Phase, done: number, total: number) => void {
   let phase: Phase | undefined;
   let since = 0;
   let lastDraw = 0;

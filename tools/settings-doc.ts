@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { SETTINGS, type Setting } from '../shared/config/index.js';
 
 export const SETTINGS_DOC = fileURLToPath(new URL('../docs/settings.md', import.meta.url));
-const BEGIN = '<!-- settings table: written by `npm run docs:settings` from shared/config/settings.ts; edit it there -->';
+const BEGIN =
+  '<!-- settings table: written by `npm run docs:settings` from shared/config/settings.ts; edit it there -->';
 const END = '<!-- end of settings table -->';
 
 /** One row per setting, in the order declared: the variable and its flag, the default, the doc. */
@@ -23,7 +24,8 @@ export function settingsTable(settings: Record<string, Setting<unknown>> = SETTI
 export function withSettingsTable(doc: string, table = settingsTable()): string {
   const begin = doc.indexOf(BEGIN);
   const end = doc.indexOf(END);
-  if (begin < 0 || end < begin) throw new Error(`docs/settings.md has lost its markers: put back ${BEGIN} and ${END} around the table`);
+  if (begin < 0 || end < begin)
+    throw new Error(`docs/settings.md has lost its markers: put back ${BEGIN} and ${END} around the table`);
   return `${doc.slice(0, begin + BEGIN.length)}\n${table}\n${doc.slice(end)}`;
 }
 
@@ -31,5 +33,7 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
   const doc = readFileSync(SETTINGS_DOC, 'utf8');
   const next = withSettingsTable(doc);
   writeFileSync(SETTINGS_DOC, next);
-  console.log(next === doc ? 'docs/settings.md: the settings table was up to date' : 'docs/settings.md: settings table written');
+  console.log(
+    next === doc ? 'docs/settings.md: the settings table was up to date' : 'docs/settings.md: settings table written',
+  );
 }

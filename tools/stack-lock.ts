@@ -23,7 +23,9 @@ export const alive = (pid: number) => {
   }
 };
 
-export interface StackLock { release(): void }
+export interface StackLock {
+  release(): void;
+}
 
 /** The pid of the live local stack that holds `dataDir` (`dev`, or PM2's `servers`), if one does. */
 export function runningStack(dataDir: string): number | undefined {
@@ -52,7 +54,9 @@ export function lockDataDir(dataDir: string): StackLock {
     }
     const owner = Number(readFileSync(file, 'utf8').trim());
     if (owner > 0 && owner !== process.pid && alive(owner)) {
-      throw new Error(`another local stack (pid ${owner}) is running on ${resolve(dataDir)}: stop it first (kill ${owner}), or give this one its own FLASHSALE_DATA_DIR and ports`);
+      throw new Error(
+        `another local stack (pid ${owner}) is running on ${resolve(dataDir)}: stop it first (kill ${owner}), or give this one its own FLASHSALE_DATA_DIR and ports`,
+      );
     }
     rmSync(file, { force: true }); // its owner is gone: killed outright, it could not remove it
   }
@@ -69,7 +73,9 @@ export function lockDataDir(dataDir: string): StackLock {
 
 function postgresGid(): number | undefined {
   try {
-    return Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
+    return Number(
+      execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim(),
+    );
   } catch {
     return undefined;
   }

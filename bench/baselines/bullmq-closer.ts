@@ -16,21 +16,28 @@ const pool = createPool(env('DATABASE_URL'), Number(env('POOL_SIZE', '20')));
 const redis = createRedis(env('REDIS_URL'));
 let closed = 0;
 
-const worker = new Worker<{ orderId: string }>(CLOSE_QUEUE, async (job: Job<{ orderId: string }>) => {
-  const done = await closeDue(pool, [job.data.orderId]);
-  if (done.length === 0) {
-    // Paid or closed by someone else: nothing to do. Still pending before its deadline: retry.
-    if ((await stillPending(pool, [job.data.orderId])).length > 0) throw new Error('fired before the deadline');
-    return;
-  }
-  await restore(pool, redis, done);
-  closed += done.length;
-}, {
-  connection: new Redis(env('REDIS_URL'), { maxRetriesPerRequest: null }), concurrency,
-});
+const worker = new Worker<{ orderId: string }>(
+  CLOSE_QUEUE,
+  async (job: Job<{ orderId: string }>) => {
+    const done = await closeDue(pool, [job.data.orderId]);
+    if (done.length === 0) {
+      // Paid or closed by someone else: nothing to do. Still pending before its deadline: retry.
+      if ((await stillPending(pool, [job.data.orderId])).length > 0) throw new Error('fired before the deadline');
+      return;
+    }
+    await restore(pool, redis, done);
+    closed += done.length;
+  },
+  {
+    connection: new Redis(env('REDIS_URL'), { maxRetriesPerRequest: null }),
+    concurrency,
+  },
+);
 await worker.waitUntilReady();
 process.send?.('ready');
-process.on('message', (m) => { if (m === 'count') process.send?.({ closed }); });
+process.on('message', (m) => {
+  if (m === 'count') process.send?.({ closed });
+});
 process.once('SIGTERM', () => {
   void (async () => {
     for (const close of [() => worker.close(), () => redis.quit(), () => pool.end()]) await close().catch(() => {});

@@ -21,7 +21,10 @@ export function env(name: string, fallback?: string): string {
 export function baseApp(): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 16 * 1024 });
   app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
-    const e = err instanceof HttpError ? err : new HttpError(err.statusCode && err.statusCode < 500 ? 'bad_request' : 'unavailable', err.message);
+    const e =
+      err instanceof HttpError
+        ? err
+        : new HttpError(err.statusCode && err.statusCode < 500 ? 'bad_request' : 'unavailable', err.message);
     if (e.status >= 500) process.stderr.write(`${err.stack ?? err.message}\n`);
     void reply.code(e.status).send(e.body());
   });

@@ -25,12 +25,21 @@ async function drainOne(): Promise<boolean> {
             date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds)
      from sales s where s.id = $1
      on conflict (id) do nothing returning expires_at`,
-    [saleId, w.orderId, w.userId, w.qty, w.seq, w.purchasedAt]);
-  const row = inserted.rows[0] ?? (await pool.query<{ expires_at: Date }>('select expires_at from orders where id = $1', [w.orderId])).rows[0]!;
+    [saleId, w.orderId, w.userId, w.qty, w.seq, w.purchasedAt],
+  );
+  const row =
+    inserted.rows[0] ??
+    (await pool.query<{ expires_at: Date }>('select expires_at from orders where id = $1', [w.orderId])).rows[0]!;
   const deadline = row.expires_at.getTime();
   // As ack.lua does: the id moves from the purchased set to the deadlines index.
-  await redis.multi().set(k.expiry(w.orderId), '1', 'PXAT', deadline).zadd(k.deadlines, deadline, w.orderId).srem(k.purchased, w.orderId)
-    .hdel(k.queued, w.orderId).lrem(processing, 1, entry).exec();
+  await redis
+    .multi()
+    .set(k.expiry(w.orderId), '1', 'PXAT', deadline)
+    .zadd(k.deadlines, deadline, w.orderId)
+    .srem(k.purchased, w.orderId)
+    .hdel(k.queued, w.orderId)
+    .lrem(processing, 1, entry)
+    .exec();
   return true;
 }
 

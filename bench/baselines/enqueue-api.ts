@@ -10,15 +10,26 @@ import { baseApp, buyerOf, env, PURCHASE_QUEUE, serve, soldOutKey } from './comm
 const connection = new Redis(env('REDIS_URL'), { maxRetriesPerRequest: null, enableAutoPipelining: true });
 const queue = new Queue(PURCHASE_QUEUE, {
   connection,
-  defaultJobOptions: { removeOnComplete: true, removeOnFail: 10_000, attempts: 5, backoff: { type: 'exponential', delay: 50 } },
+  defaultJobOptions: {
+    removeOnComplete: true,
+    removeOnFail: 10_000,
+    attempts: 5,
+    backoff: { type: 'exponential', delay: 50 },
+  },
 });
 const soldOut = new Set<string>();
 const watched = new Set<string>();
-const refresh = setInterval(() => {
-  for (const saleId of watched) {
-    void connection.exists(soldOutKey(saleId)).then((n) => (n === 1 ? soldOut.add(saleId) : soldOut.delete(saleId)), () => {});
-  }
-}, Number(process.env.SOLD_OUT_CACHE_MS ?? 200));
+const refresh = setInterval(
+  () => {
+    for (const saleId of watched) {
+      void connection.exists(soldOutKey(saleId)).then(
+        (n) => (n === 1 ? soldOut.add(saleId) : soldOut.delete(saleId)),
+        () => {},
+      );
+    }
+  },
+  Number(process.env.SOLD_OUT_CACHE_MS ?? 200),
+);
 
 const app = baseApp();
 app.post('/api/sales/:saleId/purchases', async (req, reply) => {

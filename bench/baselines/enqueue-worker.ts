@@ -13,17 +13,21 @@ const pool = createPool(env('DATABASE_URL'), concurrency);
 const redis = new Redis(env('REDIS_URL'), { maxRetriesPerRequest: null });
 
 type Buy = { saleId: string; userId: string; qty: number };
-const worker = new Worker<Buy, string>(PURCHASE_QUEUE, async (job: Job<Buy>) => {
-  const { saleId, userId, qty } = job.data;
-  try {
-    return await rowLockPurchase(pool, saleId, userId, qty);
-  } catch (err) {
-    // A refusal is a decision, not a failure: the job completes with it.
-    if (!(err instanceof HttpError) || err.status >= 500) throw err;
-    if (err.code === 'sold_out') await redis.set(soldOutKey(saleId), '1');
-    return err.code;
-  }
-}, { connection: new Redis(env('REDIS_URL'), { maxRetriesPerRequest: null }), concurrency });
+const worker = new Worker<Buy, string>(
+  PURCHASE_QUEUE,
+  async (job: Job<Buy>) => {
+    const { saleId, userId, qty } = job.data;
+    try {
+      return await rowLockPurchase(pool, saleId, userId, qty);
+    } catch (err) {
+      // A refusal is a decision, not a failure: the job completes with it.
+      if (!(err instanceof HttpError) || err.status >= 500) throw err;
+      if (err.code === 'sold_out') await redis.set(soldOutKey(saleId), '1');
+      return err.code;
+    }
+  },
+  { connection: new Redis(env('REDIS_URL'), { maxRetriesPerRequest: null }), concurrency },
+);
 await worker.waitUntilReady();
 process.send?.('ready');
 process.once('SIGTERM', () => {

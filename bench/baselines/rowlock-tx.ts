@@ -12,18 +12,39 @@ export const ROWLOCK_SCHEMA = `
   create table if not exists bench_buys (sale_id text not null, user_id text not null, qty integer not null, primary key (sale_id, user_id));
   create sequence if not exists bench_order_seq;`;
 
-interface Rules { perUser: number; maxPerOrder: number; startsAt: number; endsAt: number; windowS: number; until: number }
+interface Rules {
+  perUser: number;
+  maxPerOrder: number;
+  startsAt: number;
+  endsAt: number;
+  windowS: number;
+  until: number;
+}
 
 /** Sale rules change only by creating a sale: cached for a second, as the product's sale view is. */
 const rulesCache = new Map<string, Rules>();
 async function rules(pool: Pool, saleId: string): Promise<Rules> {
   const hit = rulesCache.get(saleId);
   if (hit && hit.until > Date.now()) return hit;
-  const res = await pool.query<{ per_user_limit: number; max_per_order: number; starts_at: Date; ends_at: Date | null; payment_window_seconds: number }>(
-    'select per_user_limit, max_per_order, starts_at, ends_at, payment_window_seconds from sales where id = $1', [saleId]);
+  const res = await pool.query<{
+    per_user_limit: number;
+    max_per_order: number;
+    starts_at: Date;
+    ends_at: Date | null;
+    payment_window_seconds: number;
+  }>('select per_user_limit, max_per_order, starts_at, ends_at, payment_window_seconds from sales where id = $1', [
+    saleId,
+  ]);
   const row = res.rows[0];
   if (!row) throw new HttpError('sale_not_found');
-  const r = { perUser: row.per_user_limit, maxPerOrder: row.max_per_order, startsAt: row.starts_at.getTime(), endsAt: row.ends_at?.getTime() ?? 0, windowS: row.payment_window_seconds, until: Date.now() + 1000 };
+  const r = {
+    perUser: row.per_user_limit,
+    maxPerOrder: row.max_per_order,
+    startsAt: row.starts_at.getTime(),
+    endsAt: row.ends_at?.getTime() ?? 0,
+    windowS: row.payment_window_seconds,
+    until: Date.now() + 1000,
+  };
   rulesCache.set(saleId, r);
   return r;
 }
@@ -45,13 +66,19 @@ export async function rowLockPurchase(pool: Pool, saleId: string, userId: string
     const bought = await client.query(
       `insert into bench_buys (sale_id, user_id, qty) values ($1, $2, $3)
        on conflict (sale_id, user_id) do update set qty = bench_buys.qty + excluded.qty where bench_buys.qty + excluded.qty <= $4
-       returning qty`, [saleId, userId, qty, r.perUser]);
+       returning qty`,
+      [saleId, userId, qty, r.perUser],
+    );
     if (bought.rowCount === 0) throw new HttpError('limit_reached');
     await client.query(
       `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at)
        values ($1, $2, $3, $4, 'pending', nextval('bench_order_seq'), now(), now(), now() + make_interval(secs => $5))`,
-      [orderId, saleId, userId, qty, r.windowS]);
-    const took = await client.query('update bench_stock set stock = stock - $2 where sale_id = $1 and stock >= $2', [saleId, qty]);
+      [orderId, saleId, userId, qty, r.windowS],
+    );
+    const took = await client.query('update bench_stock set stock = stock - $2 where sale_id = $1 and stock >= $2', [
+      saleId,
+      qty,
+    ]);
     if (took.rowCount === 0) {
       await client.query('rollback');
       open = false;

@@ -3,7 +3,15 @@
 import { resolve } from 'node:path';
 import type { Argv } from 'yargs';
 import {
-  loadConfig, redisConfigured, requireDirectPayConsent, requireSecrets, requireServers, SETTING_FLAGS, withLocalSecrets, type Config, type ConfigOverrides,
+  loadConfig,
+  redisConfigured,
+  requireDirectPayConsent,
+  requireSecrets,
+  requireServers,
+  SETTING_FLAGS,
+  withLocalSecrets,
+  type Config,
+  type ConfigOverrides,
 } from '../../shared/config/index.js';
 import { runUntilSignal, type Stoppable } from '../../shared/runtime/daemon.js';
 import { classify, ClientError } from '../../shared/runtime/errors.js';
@@ -16,7 +24,11 @@ import { runningStack } from '../../tools/stack-lock.js';
 export type Args = Record<string, unknown>;
 
 // The settings' own flags (SETTING_FLAGS), and two that only `dev` sets for itself.
-const FLAG_TO_CONFIG: Record<string, keyof Config> = { ...SETTING_FLAGS, development: 'development', 'local-stack': 'localStack' };
+const FLAG_TO_CONFIG: Record<string, keyof Config> = {
+  ...SETTING_FLAGS,
+  development: 'development',
+  'local-stack': 'localStack',
+};
 
 function loadFrom(argv: Args): Config {
   const overrides: ConfigOverrides = {};
@@ -34,9 +46,12 @@ export const configFrom = (argv: Args): Config => withLocalSecrets(loadFrom(argv
  */
 export function oneShotConfig(argv: Args): Config {
   const config = loadFrom(argv);
-  const pid = config.databaseUrl || redisConfigured(config) || config.localStack ? undefined : runningStack(config.dataDir);
+  const pid =
+    config.databaseUrl || redisConfigured(config) || config.localStack ? undefined : runningStack(config.dataDir);
   if (pid === undefined) return withLocalSecrets(config);
-  console.error(`flashsale: using the local stack running on ${resolve(config.dataDir)} (pid ${pid}): Postgres 127.0.0.1:${config.localPgPort}, Redis 127.0.0.1:${config.localRedisPort}`);
+  console.error(
+    `flashsale: using the local stack running on ${resolve(config.dataDir)} (pid ${pid}): Postgres 127.0.0.1:${config.localPgPort}, Redis 127.0.0.1:${config.localRedisPort}`,
+  );
   return withLocalSecrets({ ...config, localStack: true });
 }
 
@@ -44,7 +59,11 @@ export function oneShotConfig(argv: Args): Config {
  * Starts a long-running service and keeps it until a signal; a bad setting exits 2, a failed start
  * 1, with the reason. Every service but the local stack's own refuses to run without real secrets.
  */
-export function serve(argv: Args, start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>, opts = { secrets: true, dev: false }): void {
+export function serve(
+  argv: Args,
+  start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>,
+  opts = { secrets: true, dev: false },
+): void {
   const config = configFrom(argv);
   const logger = createLogger(config);
   runUntilSignal(async () => {
@@ -63,7 +82,10 @@ export function exitCodeFor(err: unknown): number {
   return classify(err) === 'client' ? 2 : 1;
 }
 
-export async function withConnections<T>(argv: Args, fn: (c: Awaited<ReturnType<typeof connect>>, config: Config) => Promise<T>): Promise<T> {
+export async function withConnections<T>(
+  argv: Args,
+  fn: (c: Awaited<ReturnType<typeof connect>>, config: Config) => Promise<T>,
+): Promise<T> {
   const config = oneShotConfig(argv);
   const conn = await connect(config, createLogger({ ...config, logLevel: 'warn' }, 'flashsale', 2));
   try {
@@ -74,8 +96,15 @@ export async function withConnections<T>(argv: Args, fn: (c: Awaited<ReturnType<
   }
 }
 
-interface NumberFlag { type: 'string'; describe?: string; coerce: (v: unknown) => number }
-interface NumberFlagOpts { describe?: string; fraction?: boolean }
+interface NumberFlag {
+  type: 'string';
+  describe?: string;
+  coerce: (v: unknown) => number;
+}
+interface NumberFlagOpts {
+  describe?: string;
+  fraction?: boolean;
+}
 
 /**
  * A numeric flag's options: yargs' own number type takes 0x10 as 16, so the flag is text, read
@@ -94,20 +123,28 @@ export function numberFlag(flag: string, o: NumberFlagOpts & { default?: number 
       if (typeof v === 'number') return v;
       if (Array.isArray(v)) throw new ClientError(`--${flag} is given ${v.length} times: give it once`);
       const n = numberFromText(String(v), o.fraction === true);
-      if (n === undefined) throw new ClientError(`--${flag} must be ${form} (digits only: no sign, spaces, 0x, 0b, 0o, exponent or trailing dot), got ${JSON.stringify(v)}`);
+      if (n === undefined)
+        throw new ClientError(
+          `--${flag} must be ${form} (digits only: no sign, spaces, 0x, 0b, 0o, exponent or trailing dot), got ${JSON.stringify(v)}`,
+        );
       return n;
     },
   };
 }
 
 export const serverFlags = (y: Argv) =>
-  y.option('ops-port', numberFlag('ops-port', { describe: 'port of /healthz, /readyz, /metrics for a daemon (env OPS_PORT, 0 = off)' }))
+  y
+    .option(
+      'ops-port',
+      numberFlag('ops-port', { describe: 'port of /healthz, /readyz, /metrics for a daemon (env OPS_PORT, 0 = off)' }),
+    )
     .option('database-url', { type: 'string', describe: 'Postgres URL (env DATABASE_URL)' })
     .option('redis-url', { type: 'string', describe: 'Redis URL (env REDIS_URL)' })
     .option('log-level', { type: 'string', describe: 'pino level (env LOG_LEVEL)' });
 
 export const apiFlags = (y: Argv) =>
-  y.option('port', numberFlag('port', { describe: 'HTTP port (env PORT, default 3000)' }))
+  y
+    .option('port', numberFlag('port', { describe: 'HTTP port (env PORT, default 3000)' }))
     .option('host', { type: 'string', describe: 'HTTP host (env HOST, default 127.0.0.1)' })
     .option('jwt-secret', { type: 'string', describe: 'HS256 key of buyer tokens (env JWT_SECRET)' })
     .option('admin-token', { type: 'string', describe: 'bearer token of the admin API (env ADMIN_TOKEN)' })
@@ -116,5 +153,11 @@ export const apiFlags = (y: Argv) =>
 /** A header row and its rows, in columns as wide as their widest cell. */
 export function printTable(rows: string[][]): void {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-  for (const row of rows) console.log(row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd());
+  for (const row of rows)
+    console.log(
+      row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    );
 }

@@ -20,7 +20,10 @@ class UsageError extends Error {}
 export async function runCli(args: string[]): Promise<number | undefined> {
   try {
     // Each command group is a module of daemons/cli/, added in the order the help lists them.
-    const cli = [services, check, refunds, tools, draw, sale, orders].reduce((y, add) => add(y), yargs(args).scriptName('flashsale'));
+    const cli = [services, check, refunds, tools, draw, sale, orders].reduce(
+      (y, add) => add(y),
+      yargs(args).scriptName('flashsale'),
+    );
     await cli
       .demandCommand(1)
       .strict()

@@ -12,7 +12,8 @@ import { numberFlag, printTable, serverFlags, withConnections } from './common.j
 
 function printStatus(r: Awaited<ReturnType<typeof reconcile>>): void {
   const rows: [string, number | string][] = [
-    ['total', r.total], ...UNIT_PLACES.map((place) => [place, r[place]] as [string, number]),
+    ['total', r.total],
+    ...UNIT_PLACES.map((place) => [place, r[place]] as [string, number]),
     ['conservation', r.holds ? 'holds' : 'VIOLATED'],
   ];
   console.log(`sale ${r.saleId}`);
@@ -26,8 +27,18 @@ function printSales(sales: SaleListItem[]): void {
   }
   // A sale made before prices has none: it takes any amount.
   const price = (s: SaleListItem) => (s.price === null ? '-' : `${s.price} ${s.currency}`);
-  printTable([['id', 'state', 'price', 'stock', 'available', ...ORDER_STATES, 'starts', 'ends', 'name'],
-    ...sales.map((s) => [s.id, s.state, price(s), ...[s.stock, s.available, ...ORDER_STATES.map((o) => s[o])].map(String), s.startsAt, s.endsAt ?? '-', s.name])]);
+  printTable([
+    ['id', 'state', 'price', 'stock', 'available', ...ORDER_STATES, 'starts', 'ends', 'name'],
+    ...sales.map((s) => [
+      s.id,
+      s.state,
+      price(s),
+      ...[s.stock, s.available, ...ORDER_STATES.map((o) => s[o])].map(String),
+      s.startsAt,
+      s.endsAt ?? '-',
+      s.name,
+    ]),
+  ]);
 }
 
 /** A flag per field of the definition that has one; parseSaleInput checks what they say. */
@@ -59,47 +70,73 @@ function createFlags(c: Argv): Argv {
   return c.option('json', { type: 'boolean' });
 }
 
-export const sale = (y: Argv) => y
-  .command('sale', 'create, list, end and inspect sales', (c) => serverFlags(c)
-    .command('create', 'create a sale and load it into Redis', createFlags,
-      async (argv) => {
-        const given = CREATE_FLAGS.map(({ key, flag }) => [key, argv[flag]]).filter(([, v]) => v !== undefined);
-        const view = await inFlags(async () => {
-          const created = parseSaleInput(Object.fromEntries(given));
-          return withConnections(argv, async ({ pool, redis }, config) => {
-            await createSale(pool, redis, created, { legacyBuyCounts: config.legacyBuyCounts });
-            return saleView(redis, created);
+export const sale = (y: Argv) =>
+  y.command(
+    'sale',
+    'create, list, end and inspect sales',
+    (c) =>
+      serverFlags(c)
+        .command('create', 'create a sale and load it into Redis', createFlags, async (argv) => {
+          const given = CREATE_FLAGS.map(({ key, flag }) => [key, argv[flag]]).filter(([, v]) => v !== undefined);
+          const view = await inFlags(async () => {
+            const created = parseSaleInput(Object.fromEntries(given));
+            return withConnections(argv, async ({ pool, redis }, config) => {
+              await createSale(pool, redis, created, { legacyBuyCounts: config.legacyBuyCounts });
+              return saleView(redis, created);
+            });
           });
-        });
-        console.log(argv.json ? JSON.stringify(view) : `created sale ${view.id} (${view.stock} in stock, ${view.state})`);
-      })
-    .command('status <id>', 'stock, orders by state and the conservation check',
-      (s) => s.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
-      async (argv) => {
-        const r = await withConnections(argv, async ({ pool, redis }) => {
-          const found = await getSale(pool, argv.id);
-          if (!found) throw new HttpError('sale_not_found', `No sale with id "${argv.id}".`);
-          return reconcile(pool, redis, found.id, found.stock);
-        });
-        if (argv.json) console.log(JSON.stringify(r));
-        else printStatus(r);
-        if (!r.holds) process.exitCode = 3;
-      })
-    .command('list', 'every sale, newest first: state, price and currency, stock left, orders by state',
-      (l) => l.option('state', { choices: ['upcoming', 'open', 'sold_out', 'ended'] as const }).option('json', { type: 'boolean' }),
-      async (argv) => {
-        const sales = await withConnections(argv, ({ pool, redis }) => listAllSales(pool, redis, argv.state as SaleState | undefined));
-        if (argv.json) console.log(JSON.stringify(sales));
-        else printSales(sales);
-      })
-    .command('end <id>', 'end a sale now: no new purchases; pending orders stay payable until their deadline',
-      (e) => e.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
-      async (argv) => {
-        const { view, ended } = await withConnections(argv, async ({ pool, redis }) => {
-          const r = await endSale(pool, redis, argv.id);
-          return { view: await saleView(redis, r.sale), ended: r.ended };
-        });
-        if (argv.json) console.log(JSON.stringify(view));
-        else console.log(ended ? `ended sale ${view.id} at ${view.endsAt}` : `sale ${view.id} had ended already, at ${view.endsAt}`);
-      })
-    .demandCommand(1), () => {});
+          console.log(
+            argv.json ? JSON.stringify(view) : `created sale ${view.id} (${view.stock} in stock, ${view.state})`,
+          );
+        })
+        .command(
+          'status <id>',
+          'stock, orders by state and the conservation check',
+          (s) => s.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
+          async (argv) => {
+            const r = await withConnections(argv, async ({ pool, redis }) => {
+              const found = await getSale(pool, argv.id);
+              if (!found) throw new HttpError('sale_not_found', `No sale with id "${argv.id}".`);
+              return reconcile(pool, redis, found.id, found.stock);
+            });
+            if (argv.json) console.log(JSON.stringify(r));
+            else printStatus(r);
+            if (!r.holds) process.exitCode = 3;
+          },
+        )
+        .command(
+          'list',
+          'every sale, newest first: state, price and currency, stock left, orders by state',
+          (l) =>
+            l
+              .option('state', { choices: ['upcoming', 'open', 'sold_out', 'ended'] as const })
+              .option('json', { type: 'boolean' }),
+          async (argv) => {
+            const sales = await withConnections(argv, ({ pool, redis }) =>
+              listAllSales(pool, redis, argv.state as SaleState | undefined),
+            );
+            if (argv.json) console.log(JSON.stringify(sales));
+            else printSales(sales);
+          },
+        )
+        .command(
+          'end <id>',
+          'end a sale now: no new purchases; pending orders stay payable until their deadline',
+          (e) => e.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
+          async (argv) => {
+            const { view, ended } = await withConnections(argv, async ({ pool, redis }) => {
+              const r = await endSale(pool, redis, argv.id);
+              return { view: await saleView(redis, r.sale), ended: r.ended };
+            });
+            if (argv.json) console.log(JSON.stringify(view));
+            else
+              console.log(
+                ended
+                  ? `ended sale ${view.id} at ${view.endsAt}`
+                  : `sale ${view.id} had ended already, at ${view.endsAt}`,
+              );
+          },
+        )
+        .demandCommand(1),
+    () => {},
+  );

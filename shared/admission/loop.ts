@@ -111,7 +111,10 @@ export class AdmissionLoop {
     this.refreshing ??= this.refreshSales()
       .catch((err: unknown) => {
         this.salesAt = Date.now();
-        this.deps.logger.warn({ err, sales: this.sales.length }, 'admission: sales not re-read from Postgres; admitting for the ones known');
+        this.deps.logger.warn(
+          { err, sales: this.sales.length },
+          'admission: sales not re-read from Postgres; admitting for the ones known',
+        );
       })
       .finally(() => (this.refreshing = undefined));
   }
@@ -128,7 +131,8 @@ export class AdmissionLoop {
     const { redis, logger } = this.deps;
     const wasLeader = this.leader;
     this.leader = await holdLease(redis, ADMISSION_LEASE, this.id, LEASE_MS);
-    if (this.leader !== wasLeader) logger.info({ loop: this.id }, this.leader ? 'admission: this loop leads' : 'admission: another loop leads');
+    if (this.leader !== wasLeader)
+      logger.info({ loop: this.id }, this.leader ? 'admission: this loop leads' : 'admission: another loop leads');
     if (wasLeader && !this.leader) for (const { step } of this.steps) step.resign?.();
     if (!this.leader) return [];
     // Another loop may have led meanwhile, and failed in the middle of a step.
@@ -140,9 +144,11 @@ export class AdmissionLoop {
     // A caller that waits for the draws (tests) gets a pass at its own `now`, after any pass in flight.
     if (waitForDraws) await Promise.all(beside.map((s) => s.running));
     // A step run beside never throws (ModeStep.tick): nothing here can reject unhandled.
-    const started = beside.map((s) => (s.running ??= s.step.tick(this.salesOf(s.mode), now).finally(() => (s.running = undefined))));
+    const started = beside.map(
+      (s) => (s.running ??= s.step.tick(this.salesOf(s.mode), now).finally(() => (s.running = undefined))),
+    );
     const ticks: object[] = [];
-    for (const s of this.steps) if (!s.step.beside) ticks.push(...await s.step.tick(this.salesOf(s.mode), now));
+    for (const s of this.steps) if (!s.step.beside) ticks.push(...(await s.step.tick(this.salesOf(s.mode), now)));
     if (waitForDraws) await Promise.all(started);
     return ticks as RoomTick[];
   }

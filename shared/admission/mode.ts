@@ -61,7 +61,11 @@ export interface AdmissionMode {
   /** Its step in the admission loop. */
   step?: (deps: StepDeps) => ModeStep;
   /** Its figures in GET /api/sales/:saleId/live, under `key` (null for other sales), with their schema. */
-  live?: { key: string; schema: Record<string, unknown>; figures(pool: Pool, redis: RedisClient, sale: Sale, now: number): Promise<object> };
+  live?: {
+    key: string;
+    schema: Record<string, unknown>;
+    figures(pool: Pool, redis: RedisClient, sale: Sale, now: number): Promise<object>;
+  };
   /** Its routes (joining, entering, the buyer's streams, its record), given ModeRouteDeps (http/routes/admission/deps.ts) by buildApp. */
   routes?: FastifyPluginCallback<never>;
   /** Whether the sale's seed is public yet. */
@@ -83,7 +87,8 @@ export const ADMISSION_LABELS: Record<string, string> = { [FIRST_COME]: 'First c
 
 /** Adds a mode: before the app, the loop or a sale's input is built. */
 export function registerMode(mode: AdmissionMode): void {
-  if (mode.name === FIRST_COME || byName.has(mode.name)) throw new Error(`admission mode ${mode.name} is registered already`);
+  if (mode.name === FIRST_COME || byName.has(mode.name))
+    throw new Error(`admission mode ${mode.name} is registered already`);
   byName.set(mode.name, mode);
   list.push(mode);
   ADMISSIONS.push(mode.name);
@@ -91,7 +96,8 @@ export function registerMode(mode: AdmissionMode): void {
 }
 
 /** The sale's mode; undefined for first come (and a mode this process has not registered). */
-export const modeOf = (admission: string | null | undefined): AdmissionMode | undefined => (admission ? byName.get(admission) : undefined);
+export const modeOf = (admission: string | null | undefined): AdmissionMode | undefined =>
+  admission ? byName.get(admission) : undefined;
 
 /** The registered modes, in registration order. */
 export const registeredModes = (): readonly AdmissionMode[] => list;

@@ -55,7 +55,8 @@ export function createAuth(config: Config, logger: Logger): Auth {
     async admin(req) {
       if (!config.adminToken) throw new HttpError('forbidden', 'The admin API is off: set ADMIN_TOKEN to turn it on.');
       // Compared as digests: constant time whatever the lengths.
-      if (!timingSafeEqual(digest(bearer(req)), digest(config.adminToken))) throw new HttpError('forbidden', 'This token is not the admin token.');
+      if (!timingSafeEqual(digest(bearer(req)), digest(config.adminToken)))
+        throw new HttpError('forbidden', 'This token is not the admin token.');
     },
   };
 }

@@ -8,7 +8,10 @@ import type { Buyer } from './buyer.js';
 /** The default bound: a few MB with the claims, more buyers than click within one key-set refresh on one process. */
 export const VERIFIED_TOKENS_MAX = 10_000;
 
-interface Entry { buyer: Buyer; expMs: number }
+interface Entry {
+  buyer: Buyer;
+  expMs: number;
+}
 
 /**
  * Successful verifications, keyed by the SHA-256 of the whole token (so the cache holds no bearer
@@ -29,7 +32,8 @@ export class VerifiedTokens {
   hits = 0;
 
   constructor(readonly max = VERIFIED_TOKENS_MAX) {
-    if (!Number.isInteger(max) || max < 1) throw new RangeError(`VerifiedTokens: max must be a positive integer, got ${max}`);
+    if (!Number.isInteger(max) || max < 1)
+      throw new RangeError(`VerifiedTokens: max must be a positive integer, got ${max}`);
   }
 
   get size(): number {

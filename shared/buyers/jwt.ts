@@ -35,7 +35,9 @@ const unauthorized = (message: string) => new HttpError('unauthorized', message)
 function jsonObject(text: string): Record<string, unknown> | null {
   try {
     const value: unknown = JSON.parse(text);
-    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+    return value !== null && typeof value === 'object' && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : null;
   } catch {
     return null;
   }
@@ -51,7 +53,8 @@ function split(token: string): [string, string, string] {
     throw unauthorized('The bearer token is not a JWT (three base64url parts joined by dots).');
   }
   const sig = parts[2]!;
-  if (Buffer.from(sig, 'base64url').toString('base64url') !== sig) throw unauthorized('The token signature is invalid.');
+  if (Buffer.from(sig, 'base64url').toString('base64url') !== sig)
+    throw unauthorized('The token signature is invalid.');
   return parts as [string, string, string];
 }
 
@@ -74,9 +77,11 @@ function checkClaims(claims: Record<string, unknown> | null, rules: ClaimRules, 
     }
   }
   const { exp, nbf } = claims as { exp?: number; nbf?: number };
-  if (exp === undefined && rules.requireExp) throw unauthorized('The token has no exp: this service refuses tokens that never expire.');
+  if (exp === undefined && rules.requireExp)
+    throw unauthorized('The token has no exp: this service refuses tokens that never expire.');
   if (exp !== undefined && exp <= nowSeconds - rules.toleranceSeconds) throw unauthorized('The token has expired.');
-  if (nbf !== undefined && nbf > nowSeconds + rules.toleranceSeconds) throw unauthorized('The token is not valid yet (nbf is in the future).');
+  if (nbf !== undefined && nbf > nowSeconds + rules.toleranceSeconds)
+    throw unauthorized('The token is not valid yet (nbf is in the future).');
   if (rules.issuer !== undefined && claims.iss !== rules.issuer) {
     throw unauthorized(`The token's issuer (iss) must be ${JSON.stringify(rules.issuer)}.`);
   }
@@ -91,7 +96,8 @@ function checkClaims(claims: Record<string, unknown> | null, rules: ClaimRules, 
 
 const noCrit = (header: Record<string, unknown>): void => {
   // RFC 7515: an extension listed in crit must be understood or the token refused; we know none.
-  if (header.crit !== undefined) throw unauthorized('The token header lists critical extensions (crit) this service does not support.');
+  if (header.crit !== undefined)
+    throw unauthorized('The token header lists critical extensions (crit) this service does not support.');
 };
 
 /** HS256 by hand with node:crypto: one synchronous HMAC, several times cheaper than jose's WebCrypto path (BENCHMARKS.md). */
@@ -100,12 +106,14 @@ function hs256Verifier(secret: string, rules: ClaimRules): Verifier {
     const [h, p, s] = split(token);
     const header = jsonObject(Buffer.from(h, 'base64url').toString('utf8'));
     if (!header) throw unauthorized('The token header is not a JSON object.');
-    if (header.alg !== 'HS256') throw unauthorized('The token must be signed with HS256 (this service verifies with JWT_SECRET).');
+    if (header.alg !== 'HS256')
+      throw unauthorized('The token must be signed with HS256 (this service verifies with JWT_SECRET).');
     noCrit(header);
     // Compared as text, which split() has made canonical.
     const expected = Buffer.from(createHmac('sha256', secret).update(`${h}.${p}`).digest('base64url'));
     const given = Buffer.from(s);
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw unauthorized('The token signature is invalid.');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected))
+      throw unauthorized('The token signature is invalid.');
     return checkClaims(jsonObject(Buffer.from(p, 'base64url').toString('utf8')), rules);
   };
   return async (token) => verify(token);
@@ -114,11 +122,13 @@ function hs256Verifier(secret: string, rules: ClaimRules): Verifier {
 /** jose's verdicts on a token, as the 401 a developer can act on; anything else means the key set is out of reach (503). */
 const JOSE_REFUSALS: Record<string, (err: Error) => string> = {
   ERR_JWS_INVALID: (err) => `The bearer token is not a valid JWS: ${err.message}.`,
-  ERR_JOSE_ALG_NOT_ALLOWED: () => `The token must be signed with ${JWKS_ALGORITHMS.join(' or ')} by the identity provider (JWT_JWKS_URL).`,
+  ERR_JOSE_ALG_NOT_ALLOWED: () =>
+    `The token must be signed with ${JWKS_ALGORITHMS.join(' or ')} by the identity provider (JWT_JWKS_URL).`,
   ERR_JOSE_NOT_SUPPORTED: (err) => `The token uses something this service does not support: ${err.message}.`,
   ERR_JWS_SIGNATURE_VERIFICATION_FAILED: () => 'The token signature is invalid.',
-  ERR_JWKS_NO_MATCHING_KEY: () => 'No key of the identity provider matches the token\'s kid and alg.',
-  ERR_JWKS_MULTIPLE_MATCHING_KEYS: () => 'The token has no kid and several keys of the identity provider match: the token must carry a kid.',
+  ERR_JWKS_NO_MATCHING_KEY: () => "No key of the identity provider matches the token's kid and alg.",
+  ERR_JWKS_MULTIPLE_MATCHING_KEYS: () =>
+    'The token has no kid and several keys of the identity provider match: the token must carry a kid.',
 };
 
 function jwksVerifier(url: URL, rules: ClaimRules, logger: Logger | undefined, cache: VerifiedTokens): Verifier {
@@ -134,7 +144,10 @@ function jwksVerifier(url: URL, rules: ClaimRules, logger: Logger | undefined, c
     }
   };
   const remote = createRemoteJWKSet(url, {
-    cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: Infinity, timeoutDuration: JWKS_TIMEOUT_MS, [customFetch]: counted,
+    cooldownDuration: JWKS_COOLDOWN_MS,
+    cacheMaxAge: Infinity,
+    timeoutDuration: JWKS_TIMEOUT_MS,
+    [customFetch]: counted,
   });
   let refreshAt = 0;
   const refresh = () => {
@@ -168,7 +181,10 @@ function jwksVerifier(url: URL, rules: ClaimRules, logger: Logger | undefined, c
       // Not the buyer's fault: the key set could not be fetched (fetch fails with a TypeError) or read.
       const outOfReach = err instanceof jose.JOSEError || (err instanceof TypeError && err.message === 'fetch failed');
       if (!outOfReach) throw err;
-      throw new UnavailableError(`The identity provider's key set (JWT_JWKS_URL) is out of reach: ${(err as Error).message}`, { cause: err });
+      throw new UnavailableError(
+        `The identity provider's key set (JWT_JWKS_URL) is out of reach: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
     noCrit(verified.protectedHeader as Record<string, unknown>);
     const buyer = checkClaims(jsonObject(Buffer.from(verified.payload).toString('utf8')), rules);
@@ -182,12 +198,16 @@ function jwksUrl(raw: string): URL {
   try {
     url = new URL(raw);
   } catch {
-    throw new ConfigError(`JWT_JWKS_URL is not a URL: set it to your identity provider's JWKS, e.g. https://idp.example.com/.well-known/jwks.json, got ${JSON.stringify(raw)}`);
+    throw new ConfigError(
+      `JWT_JWKS_URL is not a URL: set it to your identity provider's JWKS, e.g. https://idp.example.com/.well-known/jwks.json, got ${JSON.stringify(raw)}`,
+    );
   }
   // Whoever can answer this URL decides who every buyer is: plain http only on this machine.
   const loopback = /^(127\.[\d.]+|localhost|\[::1\])$/.test(url.hostname);
   if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopback)) {
-    throw new ConfigError(`JWT_JWKS_URL must be an https URL (http only on 127.0.0.1/localhost), got ${JSON.stringify(raw)}`);
+    throw new ConfigError(
+      `JWT_JWKS_URL must be an https URL (http only on 127.0.0.1/localhost), got ${JSON.stringify(raw)}`,
+    );
   }
   return url;
 }
@@ -197,17 +217,27 @@ function jwksUrl(raw: string): URL {
  * RS256/ES256 with JWT_JWKS_URL, never both, so the algorithm is pinned by the configuration and
  * never chosen by the token.
  */
-export function createVerifier(config: Config, opts: { logger?: Logger; verifiedTokens?: VerifiedTokens } = {}): Verifier {
+export function createVerifier(
+  config: Config,
+  opts: { logger?: Logger; verifiedTokens?: VerifiedTokens } = {},
+): Verifier {
   const rules: ClaimRules = {
-    issuer: config.jwtIssuer, audience: config.jwtAudience,
-    toleranceSeconds: config.jwtClockToleranceSeconds, requireExp: config.jwtRequireExp,
+    issuer: config.jwtIssuer,
+    audience: config.jwtAudience,
+    toleranceSeconds: config.jwtClockToleranceSeconds,
+    requireExp: config.jwtRequireExp,
   };
   if (config.jwtSecret !== undefined && config.jwtJwksUrl !== undefined) {
-    throw new ConfigError('JWT_SECRET and JWT_JWKS_URL are both set: set only one, JWT_SECRET for HS256 tokens signed with a shared secret or JWT_JWKS_URL for RS256/ES256 tokens from an identity provider');
+    throw new ConfigError(
+      'JWT_SECRET and JWT_JWKS_URL are both set: set only one, JWT_SECRET for HS256 tokens signed with a shared secret or JWT_JWKS_URL for RS256/ES256 tokens from an identity provider',
+    );
   }
-  if (config.jwtJwksUrl !== undefined) return jwksVerifier(jwksUrl(config.jwtJwksUrl), rules, opts.logger, opts.verifiedTokens ?? new VerifiedTokens());
+  if (config.jwtJwksUrl !== undefined)
+    return jwksVerifier(jwksUrl(config.jwtJwksUrl), rules, opts.logger, opts.verifiedTokens ?? new VerifiedTokens());
   if (config.jwtSecret !== undefined) return hs256Verifier(config.jwtSecret, rules);
-  throw new ConfigError('Neither JWT_SECRET nor JWT_JWKS_URL is set: set one of them, or AUTH_MODE=trusted-header behind an authenticating gateway');
+  throw new ConfigError(
+    'Neither JWT_SECRET nor JWT_JWKS_URL is set: set one of them, or AUTH_MODE=trusted-header behind an authenticating gateway',
+  );
 }
 
 /** A buyer token signed with the shared secret (tests, loadtest, `flashsale token`, the dev route), with any other claims given. */

@@ -51,7 +51,8 @@ export interface CheckOptions {
 }
 
 const SAMPLE = 5;
-const sample = (ids: string[]) => `${ids.slice(0, SAMPLE).join(', ')}${ids.length > SAMPLE ? `, ... (${ids.length})` : ''}`;
+const sample = (ids: string[]) =>
+  `${ids.slice(0, SAMPLE).join(', ')}${ids.length > SAMPLE ? `, ... (${ids.length})` : ''}`;
 
 export async function checkInvariants(pool: Pool, redis: RedisClient, opts: CheckOptions): Promise<InvariantReport> {
   const report: InvariantReport = { checks: 0, violations: [] };
@@ -74,7 +75,8 @@ export async function checkInvariants(pool: Pool, redis: RedisClient, opts: Chec
     const registry = await redis.smembers(SALES_REGISTRY);
     sales = await listSales(pool);
     const missing = new Set(await missingInPostgres(pool, registry));
-    for (const id of registry) check(!missing.has(id), 'sale_exists', () => 'in the Redis registry, no such sale in Postgres', id);
+    for (const id of registry)
+      check(!missing.has(id), 'sale_exists', () => 'in the Redis registry, no such sale in Postgres', id);
   }
 
   const replicationOf = salesReplication(redis);
@@ -83,10 +85,21 @@ export async function checkInvariants(pool: Pool, redis: RedisClient, opts: Chec
     if (min > 0) {
       // Not a lost unit but a sale in the degraded mode (replica-watch.ts), which an operator ends.
       const m = await replicationOf(sale.id);
-      check(m.online >= min, 'replicated', () => `its master ${m.at} has ${m.online} of the ${min} replicas REDIS_MIN_REPLICAS_ACK asks for: its purchases are answered 503 and its orders written unconfirmed until a replica is attached`, sale.id);
+      check(
+        m.online >= min,
+        'replicated',
+        () =>
+          `its master ${m.at} has ${m.online} of the ${min} replicas REDIS_MIN_REPLICAS_ACK asks for: its purchases are answered 503 and its orders written unconfirmed until a replica is attached`,
+        sale.id,
+      );
     }
     const r = await reconcile(pool, redis, sale.id, sale.stock);
-    check(r.holds, 'conservation', () => `${conservationSum(r)} != total ${r.total} (${RESTORING.map((s) => `${s} ${r[s]}`).join(', ')})`, sale.id);
+    check(
+      r.holds,
+      'conservation',
+      () => `${conservationSum(r)} != total ${r.total} (${RESTORING.map((s) => `${s} ${r[s]}`).join(', ')})`,
+      sale.id,
+    );
     check(r.available >= 0, 'stock_never_negative', () => `available is ${r.available}`, sale.id);
 
     const late = await pool.query<{ open: string[]; unrestored: string[] }>(
@@ -98,8 +111,18 @@ export async function checkInvariants(pool: Pool, redis: RedisClient, opts: Chec
       [sale.id, lateSeconds],
     );
     const { open, unrestored } = late.rows[0]!;
-    check(open.length === 0, 'no_overdue_pending', () => `${OPEN.join(' or ')} more than ${lateSeconds} s past the deadline: ${sample(open)}`, sale.id);
-    check(unrestored.length === 0, 'no_overdue_restore', () => `${RESTORING.join(' or ')} more than ${lateSeconds} s ago, stock not back: ${sample(unrestored)}`, sale.id);
+    check(
+      open.length === 0,
+      'no_overdue_pending',
+      () => `${OPEN.join(' or ')} more than ${lateSeconds} s past the deadline: ${sample(open)}`,
+      sale.id,
+    );
+    check(
+      unrestored.length === 0,
+      'no_overdue_restore',
+      () => `${RESTORING.join(' or ')} more than ${lateSeconds} s ago, stock not back: ${sample(unrestored)}`,
+      sale.id,
+    );
 
     const over = await usersOverLimit(pool, redis, sale);
     check(over.length === 0, 'per_user_limit', () => `above ${sale.perUserLimit}: ${sample(over)}`, sale.id);
@@ -109,22 +132,39 @@ export async function checkInvariants(pool: Pool, redis: RedisClient, opts: Chec
     // order both cancelled and paid) is the same fault seen from Postgres.
     const [restored, restoredQty] = await restoredOf(redis, sale.id);
     const closedRows = await pool.query<{ id: string; qty: number }>(
-      `select id, qty from orders where id = any($1::text[]) and status in ${sqlStates(RESTORING)}`, [restored],
+      `select id, qty from orders where id = any($1::text[]) and status in ${sqlStates(RESTORING)}`,
+      [restored],
     );
     const closed = new Set(closedRows.rows.map((row) => row.id));
     const notClosed = restored.filter((id) => !closed.has(id));
     const both = await pool.query<{ id: string }>(
-      'select id from orders where sale_id = $1 and paid_at is not null and closed_at is not null', [sale.id],
+      'select id from orders where sale_id = $1 and paid_at is not null and closed_at is not null',
+      [sale.id],
     );
     const bad = [...notClosed, ...both.rows.map((row) => row.id)];
-    check(bad.length === 0, 'paid_never_expired', () => `restored, or paid and closed, while not ${RESTORING.join(' or ')}: ${sample(bad)}`, sale.id);
+    check(
+      bad.length === 0,
+      'paid_never_expired',
+      () => `restored, or paid and closed, while not ${RESTORING.join(' or ')}: ${sample(bad)}`,
+      sale.id,
+    );
     // Each restored order gave back its own qty once: the units restored are exactly its members' qty.
     const members = closedRows.rows.reduce((n, row) => n + row.qty, 0);
-    check(notClosed.length > 0 || members === restoredQty, 'restored_once', () => `${restoredQty} units restored for orders of ${members}`, sale.id);
+    check(
+      notClosed.length > 0 || members === restoredQty,
+      'restored_once',
+      () => `${restoredQty} units restored for orders of ${members}`,
+      sale.id,
+    );
 
     // An applied payment's order is paid, by that payment alone; a refund_due one's is not paid by it.
     const mismatched = await paymentMismatches(pool, sale.id);
-    check(mismatched.length === 0, 'payments_match_orders', () => `payments and orders disagree: ${sample(mismatched)}`, sale.id);
+    check(
+      mismatched.length === 0,
+      'payments_match_orders',
+      () => `payments and orders disagree: ${sample(mismatched)}`,
+      sale.id,
+    );
   }
 
   if (opts.accepted) {
@@ -133,8 +173,13 @@ export async function checkInvariants(pool: Pool, redis: RedisClient, opts: Chec
     for (const id of opts.accepted) answers.set(id, (answers.get(id) ?? 0) + 1);
     const repeated = [...answers].filter(([, n]) => n > 1).map(([id]) => id);
     check(missing.length === 0 && repeated.length === 0, 'accepted_has_one_order', () =>
-      [missing.length ? `answered 202 but no order: ${sample(missing)}` : '', repeated.length ? `answered 202 twice: ${sample(repeated)}` : '']
-        .filter(Boolean).join('; '));
+      [
+        missing.length ? `answered 202 but no order: ${sample(missing)}` : '',
+        repeated.length ? `answered 202 twice: ${sample(repeated)}` : '',
+      ]
+        .filter(Boolean)
+        .join('; '),
+    );
   }
   return report;
 }
@@ -151,9 +196,12 @@ async function restoredOf(redis: RedisClient, saleId: string): Promise<[string[]
 async function usersOverLimit(pool: Pool, redis: RedisClient, sale: Sale): Promise<string[]> {
   const queued = Object.values(await redis.hgetall(saleKeys(sale.id).queued)).map((e) => parseWinner(e));
   const held = await pool.query<{ user_id: string; qty: number }>(
-    `select user_id, sum(qty)::int as qty from orders where sale_id = $1 and status in ${sqlStates(HOLDING)} group by user_id`, [sale.id],
+    `select user_id, sum(qty)::int as qty from orders where sale_id = $1 and status in ${sqlStates(HOLDING)} group by user_id`,
+    [sale.id],
   );
-  const written = await pool.query<{ id: string }>('select id from orders where id = any($1::text[])', [queued.map((w) => w.orderId)]);
+  const written = await pool.query<{ id: string }>('select id from orders where id = any($1::text[])', [
+    queued.map((w) => w.orderId),
+  ]);
   const inPostgres = new Set(written.rows.map((row) => row.id));
   const byUser = new Map(held.rows.map((row) => [row.user_id, row.qty]));
   for (const w of queued) if (!inPostgres.has(w.orderId)) byUser.set(w.userId, (byUser.get(w.userId) ?? 0) + w.qty);
@@ -164,7 +212,9 @@ async function usersOverLimit(pool: Pool, redis: RedisClient, sale: Sale): Promi
 async function acceptedWithoutOrder(pool: Pool, redis: RedisClient, accepted: string[]): Promise<string[]> {
   const ids = [...new Set(accepted)];
   // One lookup each, not one pipeline: on a cluster a pipeline may not cross slots.
-  const queued = await Promise.all(ids.map(async (id) => (await redis.hexists(saleKeys(saleIdOfOrder(id) ?? '-').queued, id)) === 1));
+  const queued = await Promise.all(
+    ids.map(async (id) => (await redis.hexists(saleKeys(saleIdOfOrder(id) ?? '-').queued, id)) === 1),
+  );
   const rows = await pool.query<{ id: string }>('select id from orders where id = any($1::text[])', [ids]);
   const written = new Set(rows.rows.map((row) => row.id));
   return ids.filter((id, i) => !queued[i] && !written.has(id));
@@ -172,6 +222,7 @@ async function acceptedWithoutOrder(pool: Pool, redis: RedisClient, accepted: st
 
 export function formatInvariants(report: InvariantReport): string {
   const lines = [`${report.checks} checks, ${report.violations.length} violations`];
-  for (const v of report.violations) lines.push(`  VIOLATED ${v.invariant}${v.sale ? ` (sale ${v.sale})` : ''}: ${v.detail}`);
+  for (const v of report.violations)
+    lines.push(`  VIOLATED ${v.invariant}${v.sale ? ` (sale ${v.sale})` : ''}: ${v.detail}`);
   return lines.join('\n');
 }

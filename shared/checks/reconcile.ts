@@ -32,9 +32,15 @@ export function conservationSum(r: Reconciliation): string {
   return (['available', 'queued', ...HOLDING, 'restoring'] as const).map((place) => `${place} ${r[place]}`).join(' + ');
 }
 
-const unitsOf = (state: OrderState) => `coalesce(sum(qty) filter (where status = ${sqlState(state)}), 0)::int as ${state}`;
+const unitsOf = (state: OrderState) =>
+  `coalesce(sum(qty) filter (where status = ${sqlState(state)}), 0)::int as ${state}`;
 
-export async function reconcile(pool: Pool, redis: RedisClient, saleId: string, total: number): Promise<Reconciliation> {
+export async function reconcile(
+  pool: Pool,
+  redis: RedisClient,
+  saleId: string,
+  total: number,
+): Promise<Reconciliation> {
   const snap = await snapshotSale(redis, saleId);
   const queuedEntries = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w]));
   // A winner may still sit in a list after its row was written (a re-driven batch, or a batch
@@ -45,7 +51,9 @@ export async function reconcile(pool: Pool, redis: RedisClient, saleId: string, 
   // reconciliation held); nothing of it moves any more, so Postgres alone says what is restoring:
   // its closed orders whose restore is not recorded, none once it is settled. Redis is read
   // first and the sale settled before its keys go, so a read on either side of that is consistent.
-  const res = await pool.query<Record<OrderState, number> & { unrestored: number; settled: boolean; written: string[] }>(
+  const res = await pool.query<
+    Record<OrderState, number> & { unrestored: number; settled: boolean; written: string[] }
+  >(
     `select ${ORDER_STATES.map(unitsOf).join(',\n            ')},
             coalesce(sum(qty) filter (where status in ${sqlStates(RESTORING)} and restored_at is null), 0)::int as unrestored,
             exists (select 1 from sales where id = $1 and settled_at is not null) as settled,
@@ -58,7 +66,8 @@ export async function reconcile(pool: Pool, redis: RedisClient, saleId: string, 
   const queued = [...queuedEntries.values()].reduce((n, w) => n + w.qty, 0);
   const r: Reconciliation = { saleId, total, available: snap.available, queued, ...units, restoring: 0, holds: false };
   r.restoring = settled ? unrestored : sum(r, RESTORING) - snap.restoredQty;
-  r.holds = snap.available >= 0 && r.restoring >= 0 && snap.available + queued + sum(r, HOLDING) + r.restoring === total;
+  r.holds =
+    snap.available >= 0 && r.restoring >= 0 && snap.available + queued + sum(r, HOLDING) + r.restoring === total;
   return r;
 }
 
@@ -71,7 +80,16 @@ export async function reconcileMissing(redis: RedisClient, saleId: string): Prom
   const queued = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w.qty]));
   const q = [...queued.values()].reduce((sum, n) => sum + n, 0);
   const none = Object.fromEntries(ORDER_STATES.map((s) => [s, 0])) as Record<OrderState, number>;
-  return { saleId, total: 0, available: snap.available, queued: q, ...none, restoring: 0, holds: false, missingInPostgres: true };
+  return {
+    saleId,
+    total: 0,
+    available: snap.available,
+    queued: q,
+    ...none,
+    restoring: 0,
+    holds: false,
+    missingInPostgres: true,
+  };
 }
 
 /**

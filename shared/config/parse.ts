@@ -21,6 +21,11 @@ export function loadConfig(overrides: ConfigOverrides = {}): Config {
   const env = process.env;
   const raw = (key: keyof Config) => overrides[key] ?? env[SETTINGS[key].env];
   // Some defaults depend on development mode (JWT_REQUIRE_EXP), so it is read first.
-  const context: ParseContext = { development: SETTINGS.development.parse(raw('development'), SETTINGS.development.env, { development: false, env }), env };
-  return Object.fromEntries(keys.map((key) => [key, SETTINGS[key].parse(raw(key), SETTINGS[key].env, context)])) as Config;
+  const context: ParseContext = {
+    development: SETTINGS.development.parse(raw('development'), SETTINGS.development.env, { development: false, env }),
+    env,
+  };
+  return Object.fromEntries(
+    keys.map((key) => [key, SETTINGS[key].parse(raw(key), SETTINGS[key].env, context)]),
+  ) as Config;
 }

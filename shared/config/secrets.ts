@@ -4,12 +4,23 @@ import type { Config } from './parse.js';
 import { ConfigError } from './values.js';
 
 /** Values that have been published as defaults: anyone who read the repository knows them. */
-const KNOWN_SECRETS = new Set<string>(['flashsale-development-secret', 'dev-admin', 'flashsale-local-secret-change-me', 'local-admin-change-me']);
+const KNOWN_SECRETS = new Set<string>([
+  'flashsale-development-secret',
+  'dev-admin',
+  'flashsale-local-secret-change-me',
+  'local-admin-change-me',
+]);
 const MIN_SECRET = 16;
 
 function checkSecret(name: string, value: string): void {
-  if (value.length < MIN_SECRET) throw new ConfigError(`${name} is too short: use at least ${MIN_SECRET} random characters (e.g. \`openssl rand -hex 32\`)`);
-  if (KNOWN_SECRETS.has(value)) throw new ConfigError(`${name} is a published development default: set it to a secret of your own (e.g. \`openssl rand -hex 32\`)`);
+  if (value.length < MIN_SECRET)
+    throw new ConfigError(
+      `${name} is too short: use at least ${MIN_SECRET} random characters (e.g. \`openssl rand -hex 32\`)`,
+    );
+  if (KNOWN_SECRETS.has(value))
+    throw new ConfigError(
+      `${name} is a published development default: set it to a secret of your own (e.g. \`openssl rand -hex 32\`)`,
+    );
 }
 
 /**
@@ -18,7 +29,9 @@ function checkSecret(name: string, value: string): void {
  */
 export function requireDirectPayConsent(config: Config): void {
   if (config.directPay && !config.directPayUnderstood) {
-    throw new ConfigError('DIRECT_PAY=on lets any buyer pay an order without paying (POST /api/orders/:orderId/pay): it is for `flashsale dev` and demos. Set DIRECT_PAY=off, or set DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING=yes to run it here anyway');
+    throw new ConfigError(
+      'DIRECT_PAY=on lets any buyer pay an order without paying (POST /api/orders/:orderId/pay): it is for `flashsale dev` and demos. Set DIRECT_PAY=off, or set DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING=yes to run it here anyway',
+    );
   }
 }
 
@@ -30,17 +43,23 @@ export function requireDirectPayConsent(config: Config): void {
 export function requireSecrets(config: Config, opts: { webhook?: boolean } = {}): void {
   if (config.authMode === 'jwt') {
     if (!config.jwtSecret && !config.jwtJwksUrl) {
-      throw new ConfigError('JWT_SECRET is not set: set JWT_SECRET (the HS256 key buyers\' tokens are signed with, at least 16 characters) or JWT_JWKS_URL (your identity provider\'s JWKS), or set AUTH_MODE=trusted-header behind an authenticating gateway');
+      throw new ConfigError(
+        "JWT_SECRET is not set: set JWT_SECRET (the HS256 key buyers' tokens are signed with, at least 16 characters) or JWT_JWKS_URL (your identity provider's JWKS), or set AUTH_MODE=trusted-header behind an authenticating gateway",
+      );
     }
     if (config.jwtSecret) checkSecret('JWT_SECRET', config.jwtSecret);
   }
   if (!config.adminToken) {
-    throw new ConfigError('ADMIN_TOKEN is not set: set ADMIN_TOKEN (the bearer token of the admin API, at least 16 random characters, e.g. `openssl rand -hex 32`) or pass --admin-token');
+    throw new ConfigError(
+      'ADMIN_TOKEN is not set: set ADMIN_TOKEN (the bearer token of the admin API, at least 16 random characters, e.g. `openssl rand -hex 32`) or pass --admin-token',
+    );
   }
   checkSecret('ADMIN_TOKEN', config.adminToken);
   if (opts.webhook) {
     if (!config.paymentWebhookSecret) {
-      throw new ConfigError('PAYMENT_WEBHOOK_SECRET is not set: set it to the signing secret your payment provider signs webhook events with (at least 16 characters, e.g. `openssl rand -hex 32`)');
+      throw new ConfigError(
+        'PAYMENT_WEBHOOK_SECRET is not set: set it to the signing secret your payment provider signs webhook events with (at least 16 characters, e.g. `openssl rand -hex 32`)',
+      );
     }
     checkSecret('PAYMENT_WEBHOOK_SECRET', config.paymentWebhookSecret);
   }

@@ -21,7 +21,8 @@ export interface Parser<T> {
   shown: string;
 }
 
-const parser = <T>(shown: string, parse: (raw: unknown, name: string, context: ParseContext) => T): Parser<T> => Object.assign(parse, { shown });
+const parser = <T>(shown: string, parse: (raw: unknown, name: string, context: ParseContext) => T): Parser<T> =>
+  Object.assign(parse, { shown });
 const unset = (raw: unknown) => raw === undefined || raw === '';
 const code = (value: unknown) => `\`${String(value)}\``;
 
@@ -35,7 +36,8 @@ export function intValue(name: string, raw: unknown, fallback: number, min: numb
   return n;
 }
 
-export const int = (fallback: number, min: number) => parser(code(fallback), (raw, name) => intValue(name, raw, fallback, min));
+export const int = (fallback: number, min: number) =>
+  parser(code(fallback), (raw, name) => intValue(name, raw, fallback, min));
 
 function textValue(raw: unknown): string | undefined {
   return unset(raw) ? undefined : String(raw);
@@ -45,26 +47,31 @@ function textValue(raw: unknown): string | undefined {
 export function text(): Parser<string | undefined>;
 export function text(fallback: string): Parser<string>;
 export function text(fallback: (context: ParseContext) => string, shown: string): Parser<string>;
-export function text(fallback?: string | ((context: ParseContext) => string), shown?: string): Parser<string | undefined> {
+export function text(
+  fallback?: string | ((context: ParseContext) => string),
+  shown?: string,
+): Parser<string | undefined> {
   if (fallback === undefined) return parser('none', textValue);
   if (typeof fallback === 'string') return parser(code(fallback), (raw) => textValue(raw) ?? fallback);
   return parser(shown!, (raw, _name, context) => textValue(raw) ?? fallback(context));
 }
 
 /** `true`/`1` or `false`/`0`; the default may depend on development mode. */
-export const bool = (fallback: boolean | ((context: ParseContext) => boolean), shown = code(fallback)) => parser(shown, (raw, name, context): boolean => {
-  if (unset(raw)) return typeof fallback === 'boolean' ? fallback : fallback(context);
-  if (raw === true || raw === 'true' || raw === '1') return true;
-  if (raw === false || raw === 'false' || raw === '0') return false;
-  throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(raw)}`);
-});
+export const bool = (fallback: boolean | ((context: ParseContext) => boolean), shown = code(fallback)) =>
+  parser(shown, (raw, name, context): boolean => {
+    if (unset(raw)) return typeof fallback === 'boolean' ? fallback : fallback(context);
+    if (raw === true || raw === 'true' || raw === '1') return true;
+    if (raw === false || raw === 'false' || raw === '0') return false;
+    throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(raw)}`);
+  });
 
-export const onOff = (fallback: boolean) => parser(code(fallback ? 'on' : 'off'), (raw, name): boolean => {
-  if (raw === 'on' || raw === true) return true;
-  if (raw === 'off' || raw === false) return false;
-  if (unset(raw)) return fallback;
-  throw new ConfigError(`${name} must be on or off, got ${JSON.stringify(raw)}`);
-});
+export const onOff = (fallback: boolean) =>
+  parser(code(fallback ? 'on' : 'off'), (raw, name): boolean => {
+    if (raw === 'on' || raw === true) return true;
+    if (raw === 'off' || raw === false) return false;
+    if (unset(raw)) return fallback;
+    throw new ConfigError(`${name} must be on or off, got ${JSON.stringify(raw)}`);
+  });
 
 /** A consent: exactly `yes`, or unset. Anything else is a typo that must not pass for consent or for refusal. */
 export const yes = parser('unset', (raw, name): boolean => {
@@ -77,37 +84,45 @@ export const yes = parser('unset', (raw, name): boolean => {
 export const developmentMode = parser('unset', (raw): boolean => raw === true || raw === 'development');
 
 /** One of a few words (unset: the first). */
-export const oneOf = <const T extends string>(choices: readonly [T, ...T[]]) => parser(code(choices[0]), (raw, name): T => {
-  const value = textValue(raw) ?? choices[0];
-  if (!(choices as readonly string[]).includes(value)) {
-    throw new ConfigError(`${name} must be ${choices.map((c) => JSON.stringify(c)).join(' or ')}, got ${JSON.stringify(value)}`);
-  }
-  return value as T;
-});
+export const oneOf = <const T extends string>(choices: readonly [T, ...T[]]) =>
+  parser(code(choices[0]), (raw, name): T => {
+    const value = textValue(raw) ?? choices[0];
+    if (!(choices as readonly string[]).includes(value)) {
+      throw new ConfigError(
+        `${name} must be ${choices.map((c) => JSON.stringify(c)).join(' or ')}, got ${JSON.stringify(value)}`,
+      );
+    }
+    return value as T;
+  });
 
 /**
  * A server's URL, one of `schemes` (`postgres:`...). What is wrong with it is said without
  * repeating the value, which may hold a password: a malformed one otherwise surfaces much later as
  * the client's own riddle ("ENOTFOUND base", a password "returned empty").
  */
-export const serverUrl = (schemes: string[], example: string) => parser('none', (raw, name): string | undefined => {
-  const value = textValue(raw);
-  if (value === undefined) return undefined;
-  const wrong = (what: string) => new ConfigError(`${name} ${what}: set it to a URL like ${example}`);
-  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(value)?.[1]?.toLowerCase();
-  if (scheme === undefined) throw wrong('does not start with a scheme (postgres://, redis://...)');
-  if (!schemes.includes(`${scheme}:`)) throw wrong(`has the scheme ${scheme}://, not ${schemes.map((s) => `${s}//`).join(' or ')}`);
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw wrong('is not a valid URL (a password with @, :, /, ? or # in it must be percent-encoded)');
-  }
-  if (url.hostname === '' && !url.searchParams.has('host')) throw wrong('names no host');
-  return value;
-});
+export const serverUrl = (schemes: string[], example: string) =>
+  parser('none', (raw, name): string | undefined => {
+    const value = textValue(raw);
+    if (value === undefined) return undefined;
+    const wrong = (what: string) => new ConfigError(`${name} ${what}: set it to a URL like ${example}`);
+    const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(value)?.[1]?.toLowerCase();
+    if (scheme === undefined) throw wrong('does not start with a scheme (postgres://, redis://...)');
+    if (!schemes.includes(`${scheme}:`))
+      throw wrong(`has the scheme ${scheme}://, not ${schemes.map((s) => `${s}//`).join(' or ')}`);
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw wrong('is not a valid URL (a password with @, :, /, ? or # in it must be percent-encoded)');
+    }
+    if (url.hostname === '' && !url.searchParams.has('host')) throw wrong('names no host');
+    return value;
+  });
 
-export interface HostPort { host: string; port: number }
+export interface HostPort {
+  host: string;
+  port: number;
+}
 
 /** `host:port,host:port,...` (an IPv6 host in brackets). */
 export const hostPorts = parser('none', (raw, name): HostPort[] | undefined => {
@@ -115,13 +130,17 @@ export const hostPorts = parser('none', (raw, name): HostPort[] | undefined => {
   if (list === undefined) return undefined;
   return list.split(',').map((entry) => {
     const m = /^\s*(\[[0-9a-fA-F:]+\]|[^\s:,]+):(\d{1,5})\s*$/.exec(entry);
-    if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) throw new ConfigError(`${name} must be host:port,host:port,..., got ${JSON.stringify(list)}`);
+    if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535)
+      throw new ConfigError(`${name} must be host:port,host:port,..., got ${JSON.stringify(list)}`);
     return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
   });
 });
 
 /** A master a sentinel may name: a host, on any port unless one is given. */
-export interface AllowedHost { host: string; port?: number }
+export interface AllowedHost {
+  host: string;
+  port?: number;
+}
 
 export const allowedHosts = parser('none', (raw, name): AllowedHost[] | undefined => {
   const list = textValue(raw);
@@ -129,7 +148,9 @@ export const allowedHosts = parser('none', (raw, name): AllowedHost[] | undefine
   return list.split(',').map((entry) => {
     const m = /^\s*(\[[0-9a-fA-F:]+\]|[^\s:,[\]]+)(?::(\d{1,5}))?\s*$/.exec(entry);
     if (!m || (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535))) {
-      throw new ConfigError(`${name} must be host or host:port, comma-separated (the masters the sentinels may name), got ${JSON.stringify(list)}`);
+      throw new ConfigError(
+        `${name} must be host or host:port, comma-separated (the masters the sentinels may name), got ${JSON.stringify(list)}`,
+      );
     }
     return { host: m[1]!.replace(/^\[|\]$/g, ''), ...(m[2] === undefined ? {} : { port: Number(m[2]) }) };
   });
@@ -140,7 +161,8 @@ export const opsPort = parser('`0` (off)', (raw, name, { env }): number => {
   const base = intValue(name, raw, 0, 0);
   if (base === 0) return 0;
   const port = base + intValue('NODE_APP_INSTANCE', env.NODE_APP_INSTANCE, 0, 0);
-  if (port > 65535) throw new ConfigError(`${name} ${base} + NODE_APP_INSTANCE ${port - base} is past 65535: set a lower ${name}`);
+  if (port > 65535)
+    throw new ConfigError(`${name} ${base} + NODE_APP_INSTANCE ${port - base} is past 65535: set a lower ${name}`);
   return port;
 });
 

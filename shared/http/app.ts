@@ -49,7 +49,9 @@ export interface AppDeps {
 export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }: AppDeps): FastifyInstance {
   const onError = errorHandler(logger);
   const app = Fastify({
-    ...serverLimits(config), logger: false, ajv: SCHEMA_OPTIONS,
+    ...serverLimits(config),
+    logger: false,
+    ajv: SCHEMA_OPTIONS,
     // Bad percent-encoding and overlong parameters are answered by the router itself unless routed here.
     frameworkErrors: onError,
     clientErrorHandler: onClientError,
@@ -79,9 +81,27 @@ export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }
   const rules = new PurchaseRules(redis, challenges);
   void app.register(purchase, { redis, purchaser, auth, limits: config, rules });
   // Each admission mode's own routes (joining a waiting room, entering a draw, their streams).
-  for (const { routes } of registeredModes()) if (routes) void app.register(routes as FastifyPluginCallback<ModeRouteDeps>, { pool, redis, auth, limits: config, saleCache, challenges, rules, logger });
+  for (const { routes } of registeredModes())
+    if (routes)
+      void app.register(routes as FastifyPluginCallback<ModeRouteDeps>, {
+        pool,
+        redis,
+        auth,
+        limits: config,
+        saleCache,
+        challenges,
+        rules,
+        logger,
+      });
   void app.register(payments, { ...paymentDeps, providers });
-  void app.register(orders, { pool, redis, replicaAcks, auth, maxCancelsPerSale: config.maxCancelsPerSale, directPay: config.directPay ? directPay : undefined });
+  void app.register(orders, {
+    pool,
+    redis,
+    replicaAcks,
+    auth,
+    maxCancelsPerSale: config.maxCancelsPerSale,
+    directPay: config.directPay ? directPay : undefined,
+  });
   void app.register(orderEvents, { pool, redis, auth, limits: config, logger });
   void app.register(page, { development: config.development, directPay: config.directPay });
   void app.register(admin, { pool, redis, auth });

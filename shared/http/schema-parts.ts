@@ -5,5 +5,10 @@
 export const count = (description: string) => ({ type: 'integer', description });
 
 /** A mode's figures in the live view: an object with every one of `properties`, null for sales of other modes. */
-export const figuresSchema = (description: string, properties: Record<string, unknown>) =>
-  ({ type: 'object', nullable: true, description, required: Object.keys(properties), properties });
+export const figuresSchema = (description: string, properties: Record<string, unknown>) => ({
+  type: 'object',
+  nullable: true,
+  description,
+  required: Object.keys(properties),
+  properties,
+});

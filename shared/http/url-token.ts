@@ -28,8 +28,11 @@ function decodedName(raw: string): string {
 export function redactUrlToken(url: string): string {
   const start = url.slice(1).search(QUERY_START) + 1;
   if (start === 0) return url;
-  const query = url.slice(start).replace(PAIR, (pair, sep: string, name: string) =>
-    (decodedName(name).toLowerCase() === NAME ? `${sep}${name}=redacted` : pair));
+  const query = url
+    .slice(start)
+    .replace(PAIR, (pair, sep: string, name: string) =>
+      decodedName(name).toLowerCase() === NAME ? `${sep}${name}=redacted` : pair,
+    );
   return url.slice(0, start) + query;
 }
 
@@ -40,7 +43,8 @@ export function redactUrlToken(url: string): string {
  */
 export const tokenFromQuery: onRequestHookHandler = (req, _reply, done) => {
   const given = (req.query as { access_token?: unknown }).access_token;
-  if (typeof given === 'string' && req.headers.authorization === undefined) req.headers.authorization = `Bearer ${given}`;
+  if (typeof given === 'string' && req.headers.authorization === undefined)
+    req.headers.authorization = `Bearer ${given}`;
   if (req.raw.url) req.raw.url = redactUrlToken(req.raw.url);
   done();
 };

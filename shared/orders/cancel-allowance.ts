@@ -20,7 +20,8 @@ export const CANCEL_LIMIT = Symbol('cancel_limit');
 
 async function cancelled(db: Pool | PoolClient, saleId: string, userId: string): Promise<number> {
   const res = await db.query<{ n: number }>(
-    `select count(*)::int as n from orders where user_id = $2 and sale_id = $1 and status = ${sqlState(TRANSITIONS.cancel.to)}`, [saleId, userId],
+    `select count(*)::int as n from orders where user_id = $2 and sale_id = $1 and status = ${sqlState(TRANSITIONS.cancel.to)}`,
+    [saleId, userId],
   );
   return res.rows[0]!.n;
 }
@@ -36,7 +37,11 @@ export async function cancelsLeft(pool: Pool, saleId: string, userId: string, ma
  * writes nothing and returns CANCEL_LIMIT.
  */
 export function withCancelAllowance<T>(
-  pool: Pool, saleId: string, userId: string, max: number, cancel: (client: PoolClient) => Promise<T>,
+  pool: Pool,
+  saleId: string,
+  userId: string,
+  max: number,
+  cancel: (client: PoolClient) => Promise<T>,
 ): Promise<T | typeof CANCEL_LIMIT> {
   return withTransaction(pool, async (client) => {
     await client.query('select pg_advisory_xact_lock(hashtext($1), hashtext($2))', [saleId, userId]);

@@ -34,7 +34,12 @@ export interface Cancelled {
  * replicas must confirm first (REDIS_MIN_REPLICAS_ACK), where set.
  */
 export async function cancelOrder(
-  pool: Pool, redis: RedisClient, orderId: string, userId: string, maxCancels: number, acks?: ReplicaAcks,
+  pool: Pool,
+  redis: RedisClient,
+  orderId: string,
+  userId: string,
+  maxCancels: number,
+  acks?: ReplicaAcks,
 ): Promise<Cancelled> {
   const saleId = checkOrderId(orderId);
   let row = await findOrder(pool, orderId);
@@ -51,7 +56,13 @@ export async function cancelOrder(
 
 /** A queued order of this buyer written as cancelled; undefined when it is not queued for them or the writer's row came first. */
 async function cancelQueued(
-  pool: Pool, redis: RedisClient, saleId: string, orderId: string, userId: string, maxCancels: number, acks: ReplicaAcks | undefined,
+  pool: Pool,
+  redis: RedisClient,
+  saleId: string,
+  orderId: string,
+  userId: string,
+  maxCancels: number,
+  acks: ReplicaAcks | undefined,
 ): Promise<ClosedOrder | undefined> {
   // A buyer at the limit is refused before cancel.lua writes its note, so nothing changes; unless
   // this very order is already cancelled (its row is in Postgres, its queued entry not yet gone).
@@ -60,7 +71,9 @@ async function cancelQueued(
   if (!winner) return undefined;
   // The reservation must be on the replicas before Postgres records the order (see cancel.lua).
   await confirmReplicated(acks, [saleId]);
-  const closed = await withCancelAllowance(pool, saleId, userId, maxCancels, (client) => insertCancelled(client, saleId, winner));
+  const closed = await withCancelAllowance(pool, saleId, userId, maxCancels, (client) =>
+    insertCancelled(client, saleId, winner),
+  );
   if (closed !== CANCEL_LIMIT) return closed;
   // A concurrent cancel used the last one up. The count never falls, so no cancel of this order can
   // win after this: its note goes, and the order stays queued (or pending, if written meanwhile).
@@ -69,15 +82,30 @@ async function cancelQueued(
 }
 
 /** The buyer has no cancel left: 409 cancel_limit for their queued order; undefined once it is written (the caller answers from the row). */
-async function refuseQueued(pool: Pool, redis: RedisClient, saleId: string, orderId: string, userId: string): Promise<undefined> {
+async function refuseQueued(
+  pool: Pool,
+  redis: RedisClient,
+  saleId: string,
+  orderId: string,
+  userId: string,
+): Promise<undefined> {
   // Redis first: the writer forgets a queued entry only after its row is committed.
-  if ((await queuedOrder(redis, saleId, orderId, userId)) && !(await findOrder(pool, orderId))) throw new HttpError('cancel_limit');
+  if ((await queuedOrder(redis, saleId, orderId, userId)) && !(await findOrder(pool, orderId)))
+    throw new HttpError('cancel_limit');
   return undefined;
 }
 
-async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow, maxCancels: number, acks: ReplicaAcks | undefined): Promise<Cancelled> {
+async function cancelWritten(
+  pool: Pool,
+  redis: RedisClient,
+  row: OrderRow,
+  maxCancels: number,
+  acks: ReplicaAcks | undefined,
+): Promise<Cancelled> {
   if (allows('cancel', row.status)) {
-    const closed = await withCancelAllowance(pool, row.sale_id, row.user_id, maxCancels, (client) => cancelPending(client, row.id, row.user_id));
+    const closed = await withCancelAllowance(pool, row.sale_id, row.user_id, maxCancels, (client) =>
+      cancelPending(client, row.id, row.user_id),
+    );
     if (closed && closed !== CANCEL_LIMIT) {
       // Best effort: a key left behind fires an event that finds the order closed and does nothing.
       await dropExpiry(redis, closed.saleId, closed.id).catch(() => {});
@@ -89,13 +117,21 @@ async function cancelWritten(pool: Pool, redis: RedisClient, row: OrderRow, maxC
     if (closed === CANCEL_LIMIT && allows('cancel', row.status) && !row.due) throw new HttpError('cancel_limit');
   }
   switch (row.status) {
-    case 'cancelled': return { orderId: row.id, status: 'cancelled' };
-    case 'paid': throw new HttpError('order_paid');
-    default: throw new HttpError('order_expired');
+    case 'cancelled':
+      return { orderId: row.id, status: 'cancelled' };
+    case 'paid':
+      throw new HttpError('order_paid');
+    default:
+      throw new HttpError('order_expired');
   }
 }
 
-async function giveBack(pool: Pool, redis: RedisClient, closed: ClosedOrder, acks: ReplicaAcks | undefined): Promise<Cancelled> {
+async function giveBack(
+  pool: Pool,
+  redis: RedisClient,
+  closed: ClosedOrder,
+  acks: ReplicaAcks | undefined,
+): Promise<Cancelled> {
   await finishClosed(pool, redis, [closed], 'cancel', TRANSITIONS.cancel.to, acks);
   return { orderId: closed.id, status: 'cancelled' };
 }

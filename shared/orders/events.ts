@@ -50,7 +50,11 @@ export class OrderFeed {
     limits: Pick<Config, 'sseMaxStreams' | 'sseMaxStreamsPerBuyer'>,
     private readonly logger: Logger,
   ) {
-    this.slots = new StreamSlots(() => ({ all: limits.sseMaxStreams, perBuyer: limits.sseMaxStreamsPerBuyer }), 'order', 'GET /api/orders/:orderId');
+    this.slots = new StreamSlots(
+      () => ({ all: limits.sseMaxStreams, perBuyer: limits.sseMaxStreamsPerBuyer }),
+      'order',
+      'GET /api/orders/:orderId',
+    );
   }
 
   /** Streams open now. */
@@ -121,7 +125,13 @@ export class OrderFeed {
     }
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise((_resolve, reject) => {
-      timer = setTimeout(() => reject(new HttpError('unavailable', 'Order events are unavailable; poll GET /api/orders/:orderId meanwhile.')), SUBSCRIBE_WAIT_MS);
+      timer = setTimeout(
+        () =>
+          reject(
+            new HttpError('unavailable', 'Order events are unavailable; poll GET /api/orders/:orderId meanwhile.'),
+          ),
+        SUBSCRIBE_WAIT_MS,
+      );
     });
     return Promise.race([this.subscribed, timeout]).finally(() => clearTimeout(timer));
   }

@@ -35,19 +35,40 @@ export interface OrderPayment {
 export const ORDERS_LIST_MAX = 1000;
 
 interface OrderListRow {
-  id: string; sale_id: string; user_id: string; qty: number; status: OrderState;
-  purchased_at: Date; expires_at: Date; paid_at: Date | null; closed_at: Date | null; restored_at: Date | null;
+  id: string;
+  sale_id: string;
+  user_id: string;
+  qty: number;
+  status: OrderState;
+  purchased_at: Date;
+  expires_at: Date;
+  paid_at: Date | null;
+  closed_at: Date | null;
+  restored_at: Date | null;
 }
 
 const COLUMNS = 'id, sale_id, user_id, qty, status, purchased_at, expires_at, paid_at, closed_at, restored_at';
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 
 const orderOf = (r: OrderListRow): OperatorOrder => ({
-  id: r.id, saleId: r.sale_id, userId: r.user_id, qty: r.qty, state: r.status, purchasedAt: r.purchased_at.toISOString(),
-  expiresAt: r.expires_at.toISOString(), paidAt: iso(r.paid_at), closedAt: iso(r.closed_at), restoredAt: iso(r.restored_at),
+  id: r.id,
+  saleId: r.sale_id,
+  userId: r.user_id,
+  qty: r.qty,
+  state: r.status,
+  purchasedAt: r.purchased_at.toISOString(),
+  expiresAt: r.expires_at.toISOString(),
+  paidAt: iso(r.paid_at),
+  closedAt: iso(r.closed_at),
+  restoredAt: iso(r.restored_at),
 });
 
-export interface OrderFilter { saleId?: string; userId?: string; state?: OrderState; limit: number }
+export interface OrderFilter {
+  saleId?: string;
+  userId?: string;
+  state?: OrderState;
+  limit: number;
+}
 
 /** Orders newest purchase first, each filter applied when given. */
 export async function listOrders(pool: Pool, f: OrderFilter): Promise<OperatorOrder[]> {
@@ -67,14 +88,33 @@ export async function listOrders(pool: Pool, f: OrderFilter): Promise<OperatorOr
 export async function showOrder(pool: Pool, orderId: string): Promise<OperatorOrder & { payments: OrderPayment[] }> {
   const res = await pool.query<OrderListRow>(`select ${COLUMNS} from orders where id = $1`, [orderId]);
   const row = res.rows[0];
-  if (!row) throw new HttpError('order_not_found', `No order with id "${orderId}" in Postgres (one still queued shows once written).`);
-  const payments = await pool.query<{ id: string; outcome: PaymentOutcome; reason: RefundReason | null; amount: number | null; currency: string | null; received_at: Date; refunded_at: Date | null }>(
-    'select id, outcome, reason, amount, currency, received_at, refunded_at from payments where order_id = $1 order by received_at, id', [orderId],
+  if (!row)
+    throw new HttpError(
+      'order_not_found',
+      `No order with id "${orderId}" in Postgres (one still queued shows once written).`,
+    );
+  const payments = await pool.query<{
+    id: string;
+    outcome: PaymentOutcome;
+    reason: RefundReason | null;
+    amount: number | null;
+    currency: string | null;
+    received_at: Date;
+    refunded_at: Date | null;
+  }>(
+    'select id, outcome, reason, amount, currency, received_at, refunded_at from payments where order_id = $1 order by received_at, id',
+    [orderId],
   );
   return {
     ...orderOf(row),
     payments: payments.rows.map((p) => ({
-      id: p.id, outcome: p.outcome, reason: p.reason, amount: p.amount, currency: p.currency, receivedAt: p.received_at.toISOString(), refundedAt: iso(p.refunded_at),
+      id: p.id,
+      outcome: p.outcome,
+      reason: p.reason,
+      amount: p.amount,
+      currency: p.currency,
+      receivedAt: p.received_at.toISOString(),
+      refundedAt: iso(p.refunded_at),
     })),
   };
 }

@@ -15,8 +15,13 @@ export interface WrittenOrder {
 }
 
 export interface OrderRow {
-  id: string; sale_id: string; user_id: string; qty: number; status: OrderState;
-  expires_at: Date; due: boolean;
+  id: string;
+  sale_id: string;
+  user_id: string;
+  qty: number;
+  status: OrderState;
+  expires_at: Date;
+  due: boolean;
 }
 
 export interface ClosedOrder {
@@ -30,8 +35,19 @@ export interface ClosedOrder {
 }
 
 /** expires_ms: int8 comes back as a string; epoch milliseconds spare a Date parse per row. */
-interface WrittenRow { id: string; status: OrderState; expires_ms: string }
-interface ClosedRow { id: string; sale_id: string; user_id: string; qty: number; late_ms: number; status: string }
+interface WrittenRow {
+  id: string;
+  status: OrderState;
+  expires_ms: string;
+}
+interface ClosedRow {
+  id: string;
+  sale_id: string;
+  user_id: string;
+  qty: number;
+  late_ms: number;
+  status: string;
+}
 
 const EXPIRES_MS = '(extract(epoch from expires_at) * 1000)::int8 as expires_ms';
 
@@ -77,12 +93,16 @@ export async function writeOrders(pool: Pool, saleId: string, winners: Winner[])
     rows = (await pool.query<WrittenRow>(`${INSERT_WINNERS} ${RETURNING_WRITTEN}`, values)).rows;
   } catch (err) {
     if (!isDuplicateOrder(err)) throw err;
-    rows = (await pool.query<WrittenRow>(`${INSERT_WINNERS} on conflict (id) do nothing ${RETURNING_WRITTEN}`, values)).rows;
+    rows = (await pool.query<WrittenRow>(`${INSERT_WINNERS} on conflict (id) do nothing ${RETURNING_WRITTEN}`, values))
+      .rows;
   }
   if (rows.length < ids.length) {
     const fresh = new Set(rows.map((r) => r.id));
     const skipped = ids.filter((id) => !fresh.has(id));
-    const existing = await pool.query<WrittenRow>(`select id, status, ${EXPIRES_MS} from orders where id = any($1::text[])`, [skipped]);
+    const existing = await pool.query<WrittenRow>(
+      `select id, status, ${EXPIRES_MS} from orders where id = any($1::text[])`,
+      [skipped],
+    );
     rows.push(...existing.rows);
   }
   return rows.map((r) => ({ id: r.id, status: r.status, expiresAt: Number(r.expires_ms) }));
@@ -125,7 +145,14 @@ export async function markPaid(pool: Pool | PoolClient, orderId: string, userId:
 const CLOSED = `returning id, sale_id, user_id, qty, extract(epoch from (closed_at - expires_at)) * 1000 as late_ms, status`;
 
 function closedOrders(rows: ClosedRow[]): ClosedOrder[] {
-  return rows.map((r) => ({ id: r.id, saleId: r.sale_id, userId: r.user_id, qty: r.qty, lateMs: Number(r.late_ms), unpaid: r.status === EXPIRE.to }));
+  return rows.map((r) => ({
+    id: r.id,
+    saleId: r.sale_id,
+    userId: r.user_id,
+    qty: r.qty,
+    lateMs: Number(r.late_ms),
+    unpaid: r.status === EXPIRE.to,
+  }));
 }
 
 /** Closes those of `ids` that are pending and past their deadline (never one before it). */
@@ -144,7 +171,11 @@ export async function closeDue(pool: Pool, ids: string[]): Promise<ClosedOrder[]
  * transaction (cancel-allowance.ts) starts before the buyer's lock and count, and its now() would
  * let a cancel that waited there pass a deadline a payment has already seen go by.
  */
-export async function cancelPending(pool: Pool | PoolClient, orderId: string, userId: string): Promise<ClosedOrder | undefined> {
+export async function cancelPending(
+  pool: Pool | PoolClient,
+  orderId: string,
+  userId: string,
+): Promise<ClosedOrder | undefined> {
   const res = await pool.query<ClosedRow>(
     `update orders set status = ${sqlState(CANCEL.to)}, closed_at = statement_timestamp()
      where id = $1 and user_id = $2 and status = ${sqlState(CANCEL.from)} and expires_at > statement_timestamp() ${CLOSED}`,
@@ -157,7 +188,11 @@ export async function cancelPending(pool: Pool | PoolClient, orderId: string, us
  * Writes a still-queued order straight as cancelled, with the deadline the writer would have given
  * it. The primary key decides a race with the writer: undefined when its row is already there.
  */
-export async function insertCancelled(pool: Pool | PoolClient, saleId: string, w: Winner): Promise<ClosedOrder | undefined> {
+export async function insertCancelled(
+  pool: Pool | PoolClient,
+  saleId: string,
+  w: Winner,
+): Promise<ClosedOrder | undefined> {
   const res = await pool.query<ClosedRow>(
     `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at, closed_at)
      select $2, $1, $3, $4, ${sqlState(CANCEL_QUEUED.to)}, $5, to_timestamp($6::float8 / 1000.0), date_trunc('milliseconds', now()),
@@ -169,11 +204,20 @@ export async function insertCancelled(pool: Pool | PoolClient, saleId: string, w
   return closedOrders(res.rows)[0];
 }
 
-export interface BuyerOrderRow { id: string; sale_id: string; qty: number; status: OrderState; expires_at: Date; purchased_at: Date }
+export interface BuyerOrderRow {
+  id: string;
+  sale_id: string;
+  qty: number;
+  status: OrderState;
+  expires_at: Date;
+  purchased_at: Date;
+}
 
 /** A buyer's orders, newest purchase first, optionally of one sale and older than the order `before` (which must be theirs). */
 export async function buyerOrders(
-  pool: Pool, userId: string, o: { limit: number; saleId?: string; before?: string },
+  pool: Pool,
+  userId: string,
+  o: { limit: number; saleId?: string; before?: string },
 ): Promise<BuyerOrderRow[]> {
   const res = await pool.query<BuyerOrderRow>(
     `select o.id, o.sale_id, o.qty, o.status, o.expires_at, o.purchased_at from orders o
@@ -215,7 +259,8 @@ export async function markRestored(pool: Pool, ids: string[]): Promise<void> {
 /** Orders of `ids` still pending with a deadline ahead (an event that fired a hair early). */
 export async function stillPending(pool: Pool, ids: string[]): Promise<{ id: string; expiresAt: number }[]> {
   const res = await pool.query<{ id: string; expires_at: Date }>(
-    `select id, expires_at from orders where id = any($1::text[]) and status = ${sqlState(EXPIRE.from)} and expires_at > now()`, [ids],
+    `select id, expires_at from orders where id = any($1::text[]) and status = ${sqlState(EXPIRE.from)} and expires_at > now()`,
+    [ids],
   );
   return res.rows.map((r) => ({ id: r.id, expiresAt: r.expires_at.getTime() }));
 }

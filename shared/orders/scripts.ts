@@ -41,7 +41,12 @@ export async function restoreStock(redis: RedisClient, o: Restorable & { saleId:
 }
 
 /** cancel.lua: a still-queued order of this buyer, noted as being cancelled; its winner, or null. */
-export async function markCancelling(redis: RedisClient, saleId: string, orderId: string, userId: string): Promise<Winner | null> {
+export async function markCancelling(
+  redis: RedisClient,
+  saleId: string,
+  orderId: string,
+  userId: string,
+): Promise<Winner | null> {
   const k = saleKeys(saleId);
   // The entry is parsed here, where its format is known (ids.ts); cancel.lua notes the cancel only
   // if the order is still queued with the very entry read, so the buyer checked is still its buyer.
@@ -72,7 +77,13 @@ export async function dropExpiry(redis: RedisClient, saleId: string, orderId: st
  * touch_due.lua over the deadlines due at `now`: up to `limit` members per call, `calls` calls at
  * once on disjoint members (read first, so the script can declare their keys). Returns the keys found gone.
  */
-export async function touchDue(redis: RedisClient, saleId: string, now: number, limit: number, calls = 1): Promise<number> {
+export async function touchDue(
+  redis: RedisClient,
+  saleId: string,
+  now: number,
+  limit: number,
+  calls = 1,
+): Promise<number> {
   const k = saleKeys(saleId);
   const due = await redis.zrangebyscore(k.deadlines, '-inf', now, 'LIMIT', 0, limit * calls);
   const runs: Promise<unknown>[] = [];

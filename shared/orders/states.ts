@@ -59,7 +59,9 @@ export const HOLDING: readonly OrderState[] = where((r) => r.holds);
 /** States that give their units back: expired and cancelled. */
 export const RESTORING: readonly OrderState[] = where((r) => r.restores);
 /** States an action can still move an order out of: not final. */
-export const OPEN: readonly OrderState[] = ORDER_STATES.filter((s) => Object.values(TRANSITIONS).some((t) => t.from === s));
+export const OPEN: readonly OrderState[] = ORDER_STATES.filter((s) =>
+  Object.values(TRANSITIONS).some((t) => t.from === s),
+);
 
 /** Whether `action` may move an order in `state`. */
 export const allows = (action: OrderAction, state: OrderState | null): boolean => TRANSITIONS[action].from === state;

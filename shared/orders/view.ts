@@ -10,7 +10,11 @@ import { ORDER_STATES, type OrderState } from './states.js';
 
 /** What the buyer is told: Postgres's states, except that a winner not yet written is queued and a pending order pending_payment. */
 export type OrderStatus = 'queued' | 'pending_payment' | Exclude<OrderState, 'pending'>;
-export const ORDER_STATUSES: OrderStatus[] = ['queued', 'pending_payment', ...ORDER_STATES.filter((s): s is Exclude<OrderState, 'pending'> => s !== 'pending')];
+export const ORDER_STATUSES: OrderStatus[] = [
+  'queued',
+  'pending_payment',
+  ...ORDER_STATES.filter((s): s is Exclude<OrderState, 'pending'> => s !== 'pending'),
+];
 
 export interface OrderView {
   orderId: string;
@@ -21,7 +25,12 @@ export interface OrderView {
 }
 
 /** The queued entry of an order not yet in Postgres, if it belongs to this user. */
-export async function queuedOrder(redis: RedisClient, saleId: string, orderId: string, userId: string): Promise<Winner | null> {
+export async function queuedOrder(
+  redis: RedisClient,
+  saleId: string,
+  orderId: string,
+  userId: string,
+): Promise<Winner | null> {
   const entry = await redis.hget(saleKeys(saleId).queued, orderId);
   if (!entry) return null;
   const w = parseWinner(entry);
@@ -49,9 +58,19 @@ export async function getOrder(pool: Pool, redis: RedisClient, orderId: string, 
   return viewOf(row);
 }
 
-const viewOf = (row: { id: string; sale_id: string; qty: number; status: OrderState; expires_at: Date }): OrderView => ({
-  orderId: row.id, saleId: row.sale_id, qty: row.qty,
-  ...(row.status === 'pending' ? { status: 'pending_payment', expiresAt: row.expires_at.toISOString() } : { status: row.status }),
+const viewOf = (row: {
+  id: string;
+  sale_id: string;
+  qty: number;
+  status: OrderState;
+  expires_at: Date;
+}): OrderView => ({
+  orderId: row.id,
+  saleId: row.sale_id,
+  qty: row.qty,
+  ...(row.status === 'pending'
+    ? { status: 'pending_payment', expiresAt: row.expires_at.toISOString() }
+    : { status: row.status }),
 });
 
 /** Most orders one page of GET /api/me/orders lists. */
@@ -68,10 +87,15 @@ export interface MyOrders {
  * id of the previous page, which must be theirs). An order still queued (the writer takes
  * milliseconds) is listed once written; GET /api/orders/:id shows it meanwhile.
  */
-export async function myOrders(pool: Pool, userId: string, o: { limit: number; saleId?: string; before?: string }): Promise<MyOrders> {
+export async function myOrders(
+  pool: Pool,
+  userId: string,
+  o: { limit: number; saleId?: string; before?: string },
+): Promise<MyOrders> {
   if (o.before !== undefined) {
     const cursor = await findOrder(pool, o.before);
-    if (cursor?.user_id !== userId) throw new HttpError('order_not_found', 'before must be the id of one of your orders.');
+    if (cursor?.user_id !== userId)
+      throw new HttpError('order_not_found', 'before must be the id of one of your orders.');
   }
   const rows = await buyerOrders(pool, userId, o);
   const orders = rows.map((r) => ({ ...viewOf(r), purchasedAt: r.purchased_at.toISOString() }));

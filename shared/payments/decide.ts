@@ -52,7 +52,13 @@ export class NotCharged extends Error {
  * DIRECT_PAY run. A provider's event has moved money, so one that cannot pay its order is recorded
  * refund_due; with `chargedOnly` (an event made before any charge) it is refused by NotCharged instead.
  */
-export async function receivePayment(deps: PaymentDeps, provider: PaymentProvider, raw: Buffer, headers: IncomingHttpHeaders, opts: { chargedOnly?: boolean } = {}): Promise<PaymentAnswer> {
+export async function receivePayment(
+  deps: PaymentDeps,
+  provider: PaymentProvider,
+  raw: Buffer,
+  headers: IncomingHttpHeaders,
+  opts: { chargedOnly?: boolean } = {},
+): Promise<PaymentAnswer> {
   let event: PaymentEvent;
   try {
     event = verifiedEvent(provider, raw, headers);
@@ -62,7 +68,10 @@ export async function receivePayment(deps: PaymentDeps, provider: PaymentProvide
   }
   const id = recordedId(provider, event.id);
   try {
-    const answer = event.kind === 'succeeded' ? await applyPayment(deps, event, id, raw, opts.chargedOnly === true) : await ignore(deps.pool, event, id);
+    const answer =
+      event.kind === 'succeeded'
+        ? await applyPayment(deps, event, id, raw, opts.chargedOnly === true)
+        : await ignore(deps.pool, event, id);
     metrics.payments.inc({ provider: provider.name, outcome: answer.duplicate ? 'duplicate' : answer.outcome });
     return answer;
   } catch (err) {
@@ -70,7 +79,10 @@ export async function receivePayment(deps: PaymentDeps, provider: PaymentProvide
       metrics.payments.inc({ provider: provider.name, outcome: 'conflict' });
       // The provider (or whoever holds its secret) signed two bodies under one id: never a retry.
       const orderId = event.kind === 'succeeded' ? event.orderId : undefined;
-      deps.logger.error({ alert: 'PAYMENT_EVENT_CONFLICT', event: { id: event.id, provider: provider.name, orderId } }, 'a payment event id came again with a different body: nothing recorded');
+      deps.logger.error(
+        { alert: 'PAYMENT_EVENT_CONFLICT', event: { id: event.id, provider: provider.name, orderId } },
+        'a payment event id came again with a different body: nothing recorded',
+      );
     }
     throw err;
   }
@@ -86,7 +98,10 @@ async function ignore(pool: Pool, event: PaymentEvent, id: string): Promise<Paym
 }
 
 const conflict = (event: PaymentEvent) =>
-  new HttpError('event_conflict', `Event "${event.id}" was recorded with a different body; an event id names one body. Nothing was recorded.`);
+  new HttpError(
+    'event_conflict',
+    `Event "${event.id}" was recorded with a different body; an event id names one body. Nothing was recorded.`,
+  );
 
 /** A recorded event: a duplicate when these are its bytes, a conflict otherwise. */
 function redelivery(event: SucceededEvent, p: RecordedPayment, raw: Buffer): PaymentAnswer {
@@ -102,9 +117,16 @@ const REFUSED_IN: Record<Exclude<OrderState, typeof TRANSITIONS.pay.from>, Refun
 };
 
 /** Why this event cannot pay this order, judged on the locked row; undefined: it may (markPaid still checks the deadline). */
-async function refusalOf(client: PoolClient, order: OrderRow, event: SucceededEvent): Promise<RefundReason | undefined> {
+async function refusalOf(
+  client: PoolClient,
+  order: OrderRow,
+  event: SucceededEvent,
+): Promise<RefundReason | undefined> {
   if (!allows('pay', order.status)) return REFUSED_IN[order.status as keyof typeof REFUSED_IN];
-  const res = await client.query<{ price: number | null; currency: string | null }>('select price, currency from sales where id = $1', [order.sale_id]);
+  const res = await client.query<{ price: number | null; currency: string | null }>(
+    'select price, currency from sales where id = $1',
+    [order.sale_id],
+  );
   const sale = res.rows[0];
   // A sale made before prices takes any amount, as it always did.
   if (!sale || sale.price === null) return undefined;
@@ -115,7 +137,13 @@ async function refusalOf(client: PoolClient, order: OrderRow, event: SucceededEv
 /** Thrown inside the transaction when the event id is already taken: undoes the order's change. */
 class Redelivered extends Error {}
 
-async function applyPayment({ pool, redis }: PaymentDeps, event: SucceededEvent, id: string, raw: Buffer, chargedOnly: boolean): Promise<PaymentAnswer> {
+async function applyPayment(
+  { pool, redis }: PaymentDeps,
+  event: SucceededEvent,
+  id: string,
+  raw: Buffer,
+  chargedOnly: boolean,
+): Promise<PaymentAnswer> {
   const recorded = async () => {
     const p = await findPayment(pool, id);
     return p && redelivery(event, p, raw);

@@ -21,7 +21,11 @@ export interface DirectPayDeps extends PaymentDeps {
  * One event id per order, with the same bytes each time: a second click is a redelivery and changes nothing.
  * An order it cannot pay (paid by another payment, cancelled, expired) is 409, with nothing recorded.
  */
-export async function payOrder(deps: DirectPayDeps, orderId: string, userId: string): Promise<{ orderId: string; status: 'paid' }> {
+export async function payOrder(
+  deps: DirectPayDeps,
+  orderId: string,
+  userId: string,
+): Promise<{ orderId: string; status: 'paid' }> {
   const { pool, redis } = deps;
   const saleId = checkOrderId(orderId);
   let row = await findOrder(pool, orderId);
@@ -33,22 +37,34 @@ export async function payOrder(deps: DirectPayDeps, orderId: string, userId: str
   }
   const sale = await getSale(pool, row.sale_id);
   const amount = sale?.price == null ? 0 : sale.price * row.qty;
-  const raw = JSON.stringify({ id: `direct.${orderId}`, type: PAYMENT_SUCCEEDED, orderId, amount, currency: sale?.currency ?? 'XXX' });
+  const raw = JSON.stringify({
+    id: `direct.${orderId}`,
+    type: PAYMENT_SUCCEEDED,
+    orderId,
+    amount,
+    currency: sale?.currency ?? 'XXX',
+  });
   try {
     // chargedOnly: a provider would never have charged an order it could not pay, so no refund is due.
-    const answer = await receivePayment(deps, deps.signed, Buffer.from(raw), deps.signed.headersFor(raw), { chargedOnly: true });
+    const answer = await receivePayment(deps, deps.signed, Buffer.from(raw), deps.signed.headersFor(raw), {
+      chargedOnly: true,
+    });
     // Applied now, or a second click (the same event, recorded applied).
     if (answer.outcome === 'applied') return { orderId, status: 'paid' };
     throw new Error(`direct payment of ${orderId} recorded ${answer.outcome}: ${answer.reason ?? 'no reason'}`);
   } catch (err) {
-    if (err instanceof NotCharged) throw UNCHARGED[err.reason]?.() ?? new Error(`direct payment of ${orderId} refused: ${err.reason}`);
+    if (err instanceof NotCharged)
+      throw UNCHARGED[err.reason]?.() ?? new Error(`direct payment of ${orderId} refused: ${err.reason}`);
     throw err;
   }
 }
 
 /** DIRECT_PAY's answer for an order it cannot pay: nothing charged, nothing recorded. */
 const UNCHARGED: Partial<Record<RefundReason, () => HttpError>> = {
-  already_paid: () => new HttpError('order_paid', 'This order is paid already, by another payment: nothing was charged.'),
-  order_cancelled: () => new HttpError('order_cancelled', 'This order was cancelled: it can no longer be paid. Nothing was charged.'),
-  order_expired: () => new HttpError('order_expired', 'The payment window of this order has closed. Nothing was charged.'),
+  already_paid: () =>
+    new HttpError('order_paid', 'This order is paid already, by another payment: nothing was charged.'),
+  order_cancelled: () =>
+    new HttpError('order_cancelled', 'This order was cancelled: it can no longer be paid. Nothing was charged.'),
+  order_expired: () =>
+    new HttpError('order_expired', 'The payment window of this order has closed. Nothing was charged.'),
 };

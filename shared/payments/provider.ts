@@ -11,18 +11,18 @@ import type { ErrorCode } from '../runtime/errors.js';
 /** What a verified delivery says. Only `succeeded` moves money onto an order; any other kind is acknowledged and ignored. */
 export type PaymentEvent =
   | {
-    kind: 'succeeded';
-    /** The provider's own event id, as it sent it: what the webhook answers with. */
-    id: string;
-    orderId: string;
-    /** In the currency's minor unit, as sent. */
-    amount: number;
-    /**
-     * The ISO 4217 code in the provider's case (currencyCase); verifiedEvent turns it into upper
-     * case, as sales hold it, and the decision compares it with the sale's exactly.
-     */
-    currency: string;
-  }
+      kind: 'succeeded';
+      /** The provider's own event id, as it sent it: what the webhook answers with. */
+      id: string;
+      orderId: string;
+      /** In the currency's minor unit, as sent. */
+      amount: number;
+      /**
+       * The ISO 4217 code in the provider's case (currencyCase); verifiedEvent turns it into upper
+       * case, as sales hold it, and the decision compares it with the sale's exactly.
+       */
+      currency: string;
+    }
   | { kind: 'ignored'; id: string; type: string };
 
 export type SucceededEvent = Extract<PaymentEvent, { kind: 'succeeded' }>;

@@ -10,8 +10,19 @@ const PAID = sqlState(TRANSITIONS.pay.to);
 export type PaymentOutcome = 'applied' | 'refund_due';
 
 /** Why a payment could not pay its order (a refund_due row always has one; sql/0007_money.sql). */
-export type RefundReason = 'amount_mismatch' | 'currency_mismatch' | 'order_expired' | 'order_cancelled' | 'already_paid';
-export const REFUND_REASONS: RefundReason[] = ['amount_mismatch', 'currency_mismatch', 'order_expired', 'order_cancelled', 'already_paid'];
+export type RefundReason =
+  | 'amount_mismatch'
+  | 'currency_mismatch'
+  | 'order_expired'
+  | 'order_cancelled'
+  | 'already_paid';
+export const REFUND_REASONS: RefundReason[] = [
+  'amount_mismatch',
+  'currency_mismatch',
+  'order_expired',
+  'order_cancelled',
+  'already_paid',
+];
 
 export interface NewPayment {
   /** The recorded id, `<provider>:<event id>` (payments/provider.ts recordedId). */
@@ -43,9 +54,13 @@ export async function insertPayment(client: PoolClient, p: NewPayment): Promise<
 }
 
 export async function findPayment(pool: Pool | PoolClient, id: string): Promise<RecordedPayment | undefined> {
-  const res = await pool.query<{ id: string; order_id: string; outcome: PaymentOutcome; reason: RefundReason | null; raw: Buffer }>(
-    'select id, order_id, outcome, reason, raw from payments where id = $1', [id],
-  );
+  const res = await pool.query<{
+    id: string;
+    order_id: string;
+    outcome: PaymentOutcome;
+    reason: RefundReason | null;
+    raw: Buffer;
+  }>('select id, order_id, outcome, reason, raw from payments where id = $1', [id]);
   const row = res.rows[0];
   return row && { id: row.id, orderId: row.order_id, outcome: row.outcome, reason: row.reason, raw: row.raw };
 }

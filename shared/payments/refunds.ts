@@ -26,15 +26,31 @@ export interface Refund {
 export const REFERENCE_MAX = 200;
 
 interface RefundRow {
-  id: string; order_id: string; sale_id: string; user_id: string; reason: RefundReason; amount: number | null; currency: string | null;
-  received_at: Date; refunded_at: Date | null; refund_reference: string | null;
+  id: string;
+  order_id: string;
+  sale_id: string;
+  user_id: string;
+  reason: RefundReason;
+  amount: number | null;
+  currency: string | null;
+  received_at: Date;
+  refunded_at: Date | null;
+  refund_reference: string | null;
 }
 
 const COLUMNS = `p.id, p.order_id, o.sale_id, o.user_id, p.reason, p.amount, p.currency, p.received_at, p.refunded_at, p.refund_reference`;
 
 const refundOf = (r: RefundRow): Refund => ({
-  paymentId: r.id, orderId: r.order_id, saleId: r.sale_id, userId: r.user_id, reason: r.reason, amount: r.amount, currency: r.currency,
-  receivedAt: r.received_at.toISOString(), refundedAt: r.refunded_at?.toISOString() ?? null, reference: r.refund_reference,
+  paymentId: r.id,
+  orderId: r.order_id,
+  saleId: r.sale_id,
+  userId: r.user_id,
+  reason: r.reason,
+  amount: r.amount,
+  currency: r.currency,
+  receivedAt: r.received_at.toISOString(),
+  refundedAt: r.refunded_at?.toISOString() ?? null,
+  reference: r.refund_reference,
 });
 
 /** Refunds oldest first: the open ones (owed), or with `all` the closed ones too. */
@@ -49,13 +65,23 @@ export async function listRefunds(pool: Pool, opts: { all?: boolean } = {}): Pro
 
 /** How many refunds are owed: one count on the partial index of open refunds (the replay sets the gauge from it). */
 export async function countOpenRefunds(pool: Pool): Promise<number> {
-  const res = await pool.query<{ n: number }>(`select count(*)::int as n from payments where outcome = 'refund_due' and refunded_at is null`);
+  const res = await pool.query<{ n: number }>(
+    `select count(*)::int as n from payments where outcome = 'refund_due' and refunded_at is null`,
+  );
   return res.rows[0]!.n;
 }
 
 export function checkReference(reference: unknown): string {
-  if (typeof reference !== 'string' || reference.trim() === '' || reference.length > REFERENCE_MAX || UNSHOWABLE.test(reference)) {
-    throw new HttpError('bad_request', `reference must be a non-empty string of at most ${REFERENCE_MAX} characters without control characters: the provider's refund id or your own note of how the money went back.`);
+  if (
+    typeof reference !== 'string' ||
+    reference.trim() === '' ||
+    reference.length > REFERENCE_MAX ||
+    UNSHOWABLE.test(reference)
+  ) {
+    throw new HttpError(
+      'bad_request',
+      `reference must be a non-empty string of at most ${REFERENCE_MAX} characters without control characters: the provider's refund id or your own note of how the money went back.`,
+    );
   }
   return reference;
 }
@@ -71,10 +97,12 @@ export async function markRefunded(pool: Pool, paymentId: string, reference: str
     [paymentId, reference],
   );
   const res = await pool.query<RefundRow & { outcome: string }>(
-    `select ${COLUMNS}, p.outcome from payments p join orders o on o.id = p.order_id where p.id = $1`, [paymentId],
+    `select ${COLUMNS}, p.outcome from payments p join orders o on o.id = p.order_id where p.id = $1`,
+    [paymentId],
   );
   const row = res.rows[0];
   if (!row) throw new HttpError('payment_not_found', `No payment has the id "${paymentId}".`);
-  if (row.outcome !== 'refund_due') throw new HttpError('not_refund_due', `Payment "${paymentId}" paid its order: there is nothing to refund.`);
+  if (row.outcome !== 'refund_due')
+    throw new HttpError('not_refund_due', `Payment "${paymentId}" paid its order: there is nothing to refund.`);
   return refundOf(row);
 }

@@ -84,9 +84,9 @@ export class ExpiredEventSources {
     const { logger } = this.deps;
     let gap = false;
     const cluster = this.cluster;
-    const wanted = new Map<string, Redis>(cluster
-      ? cluster.nodes('all').map((n) => [nodeName(n), n])
-      : [['server', this.deps.redis as Redis]]);
+    const wanted = new Map<string, Redis>(
+      cluster ? cluster.nodes('all').map((n) => [nodeName(n), n]) : [['server', this.deps.redis as Redis]],
+    );
     const masters = new Set(cluster ? cluster.nodes('master').map(nodeName) : ['server']);
     for (const key of this.sources.keys()) if (!wanted.has(key)) await this.drop(key);
     for (const [key, node] of wanted) {
@@ -105,7 +105,10 @@ export class ExpiredEventSources {
       } catch (err) {
         if (strict) throw err;
         masters.delete(key); // not counted as gained until its events are known to be on
-        logger.error({ err, node: key }, 'expired events: cannot subscribe to or enable events on a node; trying again');
+        logger.error(
+          { err, node: key },
+          'expired events: cannot subscribe to or enable events on a node; trying again',
+        );
       }
     }
     this.masters = masters;
@@ -114,11 +117,18 @@ export class ExpiredEventSources {
 
   private async add(key: string, node: Redis): Promise<void> {
     const subscriber = this.cluster
-      ? new Redis({ ...this.cluster.options.redisOptions, host: node.options.host, port: node.options.port, enableOfflineQueue: true })
+      ? new Redis({
+          ...this.cluster.options.redisOptions,
+          host: node.options.host,
+          port: node.options.port,
+          enableOfflineQueue: true,
+        })
       : (duplicateRedis(this.deps.redis) as Redis);
     const source: Source = { node: this.cluster ? node : (this.deps.redis as Redis), subscriber, ensured: false };
     let first = true;
-    subscriber.on('error', (err: Error) => this.deps.logger.debug({ err: err.message, node: key }, 'expired events: subscriber connection error'));
+    subscriber.on('error', (err: Error) =>
+      this.deps.logger.debug({ err: err.message, node: key }, 'expired events: subscriber connection error'),
+    );
     subscriber.on('pmessage', (_pattern: string, _channel: string, k: string) => {
       const probe = this.probes.get(k);
       if (probe) probe();
@@ -154,7 +164,7 @@ export class ExpiredEventSources {
     try {
       await node.set(key, '1', 'PX', 1);
       // Redis deletes an expired key (and emits the event) when it is touched or sampled.
-      for (const until = Date.now() + PROBE_MS; !seen && Date.now() < until;) {
+      for (const until = Date.now() + PROBE_MS; !seen && Date.now() < until; ) {
         await delay(20);
         await node.exists(key);
       }
@@ -189,7 +199,9 @@ export async function ensureExpiredEvents(redis: Redis, probe: () => Promise<boo
     flags = res[1] ?? '';
   } catch (err) {
     if (await probe()) return '(CONFIG refused; a probe key raised its expired event)';
-    throw new Error(`cannot read notify-keyspace-events (${(err as Error).message}) and a probe key expired without an event: add "notify-keyspace-events Ex" to redis.conf or your provider's Redis parameters`);
+    throw new Error(
+      `cannot read notify-keyspace-events (${(err as Error).message}) and a probe key expired without an event: add "notify-keyspace-events Ex" to redis.conf or your provider's Redis parameters`,
+    );
   }
   const hasEvents = flags.includes('E');
   const hasExpired = flags.includes('x') || flags.includes('A');
@@ -198,7 +210,9 @@ export async function ensureExpiredEvents(redis: Redis, probe: () => Promise<boo
   try {
     await redis.config('SET', 'notify-keyspace-events', wanted);
   } catch (err) {
-    throw new Error(`Redis refused CONFIG SET notify-keyspace-events ${wanted} (${(err as Error).message}): add "notify-keyspace-events ${wanted}" to redis.conf or your provider's Redis parameters`);
+    throw new Error(
+      `Redis refused CONFIG SET notify-keyspace-events ${wanted} (${(err as Error).message}): add "notify-keyspace-events ${wanted}" to redis.conf or your provider's Redis parameters`,
+    );
   }
   return wanted;
 }

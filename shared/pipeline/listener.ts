@@ -66,7 +66,8 @@ export class ExpiryListener {
   async start(): Promise<void> {
     const { redis, logger } = this.deps;
     this.sources = new ExpiredEventSources({
-      redis, logger,
+      redis,
+      logger,
       onKey: (key) => this.onExpired(key),
       onGap: () => {
         logger.warn('expired events: a node was gained or a connection came back; catching up on missed expiries');
@@ -171,12 +172,14 @@ export class ExpiryListener {
         // again at once, with the clock read again, rather than one batch per tick, which capped
         // closes at 10k/s; then several calls at once, since a round trip each capped them at ~13k/s.
         // An idle sale still costs one read a tick.
-        await Promise.all(saleIds.map(async (id) => {
-          for (let width = 1; !this.abort.signal.aborted; width = NUDGE_PIPELINE) {
-            const now = Date.now();
-            if ((await touchDue(redis, id, now, NUDGE_BATCH, width)) < width * NUDGE_BATCH) break;
-          }
-        }));
+        await Promise.all(
+          saleIds.map(async (id) => {
+            for (let width = 1; !this.abort.signal.aborted; width = NUDGE_PIPELINE) {
+              const now = Date.now();
+              if ((await touchDue(redis, id, now, NUDGE_BATCH, width)) < width * NUDGE_BATCH) break;
+            }
+          }),
+        );
         this.nudgeRetries.succeeded();
       } catch (err) {
         wait = this.nudgeRetries.failed(err, 'touching due expiry keys failed');

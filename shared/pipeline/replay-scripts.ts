@@ -18,18 +18,42 @@ export async function snapshotSale(redis: RedisClient, saleId: string): Promise<
   const k = saleKeys(saleId);
   for (let tries = 1; ; tries++) {
     const writers = await redis.zrange(k.writers, '0', '-1');
-    const res = (await run(redis, 'snapshot', [k.available, k.seq, k.winners, k.writers, k.restoredQty, ...writers.map((w) => k.processing(w))], writers)) as
-      [number, number, number, ...string[]] | null;
+    const res = (await run(
+      redis,
+      'snapshot',
+      [k.available, k.seq, k.winners, k.writers, k.restoredQty, ...writers.map((w) => k.processing(w))],
+      writers,
+    )) as [number, number, number, ...string[]] | null;
     if (res) {
       const [available, seq, restoredQty, ...entries] = res;
       return { available, seq, restoredQty, entries };
     }
-    if (tries === SNAPSHOT_TRIES) throw new Error(`sale ${saleId}: its writers changed during each of ${SNAPSHOT_TRIES} snapshots`);
+    if (tries === SNAPSHOT_TRIES)
+      throw new Error(`sale ${saleId}: its writers changed during each of ${SNAPSHOT_TRIES} snapshots`);
   }
 }
 
 /** settle_sale.lua: marks a settled sale so nothing restores there again, and deletes its per-order keys, its buyer counts hash and its unpaid expiries. */
 export async function forgetSettledOrders(redis: RedisClient, saleId: string): Promise<void> {
   const k = saleKeys(saleId);
-  await run(redis, 'settle_sale', [k.meta, k.restored, k.restoredQty, k.cancels, k.purchased, k.deadlines, k.writers, k.queue, k.room, k.passes, k.entries, k.buyCounts, k.unpaid], []);
+  await run(
+    redis,
+    'settle_sale',
+    [
+      k.meta,
+      k.restored,
+      k.restoredQty,
+      k.cancels,
+      k.purchased,
+      k.deadlines,
+      k.writers,
+      k.queue,
+      k.room,
+      k.passes,
+      k.entries,
+      k.buyCounts,
+      k.unpaid,
+    ],
+    [],
+  );
 }

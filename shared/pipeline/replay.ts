@@ -12,7 +12,13 @@ import { withClient, type Pool } from '../runtime/db.js';
 import { sweepOverdue } from '../orders/close.js';
 import { SALES_REGISTRY } from '../redis/keys.js';
 import type { Logger } from '../runtime/logger.js';
-import { missingInPostgres, reconcile, reconcileMissing, UNIT_PLACES, type Reconciliation } from '../checks/reconcile.js';
+import {
+  missingInPostgres,
+  reconcile,
+  reconcileMissing,
+  UNIT_PLACES,
+  type Reconciliation,
+} from '../checks/reconcile.js';
 import { metrics } from '../runtime/metrics.js';
 import { countOpenRefunds } from '../payments/refunds.js';
 import { settleSales, unsettledSales } from '../sales/settle.js';
@@ -43,8 +49,22 @@ export interface ReplayReport {
   reconciliations: Reconciliation[];
 }
 
-export async function replayOnce({ pool, redis, replicaAcks, logger, summary = new PassSummary() }: ReplayDeps): Promise<ReplayReport> {
-  const report: ReplayReport = { ran: false, redriven: 0, closed: 0, restored: 0, settled: 0, unregistered: 0, reconciliations: [] };
+export async function replayOnce({
+  pool,
+  redis,
+  replicaAcks,
+  logger,
+  summary = new PassSummary(),
+}: ReplayDeps): Promise<ReplayReport> {
+  const report: ReplayReport = {
+    ran: false,
+    redriven: 0,
+    closed: 0,
+    restored: 0,
+    settled: 0,
+    unregistered: 0,
+    reconciliations: [],
+  };
   await withClient(pool, async (lock) => {
     const got = await lock.query<{ ok: boolean }>('select pg_try_advisory_lock($1) as ok', [REPLAY_LOCK]);
     if (!got.rows[0]!.ok) return;
@@ -64,14 +84,20 @@ export async function replayOnce({ pool, redis, replicaAcks, logger, summary = n
           logger.debug({ reconciliation: r }, 'reconciliation ok');
         } else {
           metrics.reconciliationFailures.inc({ sale: sale.id });
-          logger.error({ reconciliation: r, alert: 'CONSERVATION_VIOLATED' }, 'RECONCILIATION FAILED: available + queued + pending + paid + restoring != total');
+          logger.error(
+            { reconciliation: r, alert: 'CONSERVATION_VIOLATED' },
+            'RECONCILIATION FAILED: available + queued + pending + paid + restoring != total',
+          );
         }
       }
       for (const saleId of await missingInPostgres(pool, registry)) {
         const r = await reconcileMissing(redis, saleId);
         report.reconciliations.push(r);
         metrics.reconciliationFailures.inc({ sale: saleId });
-        logger.error({ reconciliation: r, alert: 'SALE_MISSING_IN_POSTGRES' }, 'RECONCILIATION FAILED: the sale is in the Redis registry but has no row in Postgres');
+        logger.error(
+          { reconciliation: r, alert: 'SALE_MISSING_IN_POSTGRES' },
+          'RECONCILIATION FAILED: the sale is in the Redis registry but has no row in Postgres',
+        );
       }
       showStock(report.reconciliations);
       // One count on the partial index of open refunds: cheap, and the alert needs one series, not one per API.
@@ -96,9 +122,11 @@ let shownSales = new Set<string>();
 /** flashsale_sale_stock as this pass reconciled it; a sale no longer reconciled (settled) drops out. */
 function showStock(reconciliations: Reconciliation[]): void {
   const now = new Set(reconciliations.map((r) => r.saleId));
-  for (const sale of shownSales) if (!now.has(sale)) for (const state of UNIT_PLACES) metrics.saleStock.remove({ sale, state });
+  for (const sale of shownSales)
+    if (!now.has(sale)) for (const state of UNIT_PLACES) metrics.saleStock.remove({ sale, state });
   shownSales = now;
-  for (const r of reconciliations) for (const state of UNIT_PLACES) metrics.saleStock.set({ sale: r.saleId, state }, r[state]);
+  for (const r of reconciliations)
+    for (const state of UNIT_PLACES) metrics.saleStock.set({ sale: r.saleId, state }, r[state]);
 }
 
 /**
@@ -110,10 +138,22 @@ export class PassSummary {
   private lastLogged = -Infinity;
   private totals = PassSummary.zero();
 
-  constructor(private readonly everyMs = 60_000, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly everyMs = 60_000,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   private static zero() {
-    return { passes: 0, salesChecked: 0, violations: 0, closed: 0, restored: 0, redriven: 0, settled: 0, unregistered: 0 };
+    return {
+      passes: 0,
+      salesChecked: 0,
+      violations: 0,
+      closed: 0,
+      restored: 0,
+      redriven: 0,
+      settled: 0,
+      unregistered: 0,
+    };
   }
 
   add(r: ReplayReport): void {
@@ -152,7 +192,10 @@ export class Replay {
   /** Rejects when the replay gives up: a bug that failed every retry (see Retries). */
   readonly failed = this.fatal.failed;
 
-  constructor(private readonly deps: ReplayDeps, private readonly intervalSeconds: number) {
+  constructor(
+    private readonly deps: ReplayDeps,
+    private readonly intervalSeconds: number,
+  ) {
     this.retries = new Retries(deps.logger, (err) => {
       void this.task?.stop();
       this.fatal.fail(err);
@@ -160,7 +203,10 @@ export class Replay {
   }
 
   start(): void {
-    this.task = cron.schedule(cronExpression(this.intervalSeconds), () => this.tick(), { name: 'replay', noOverlap: true });
+    this.task = cron.schedule(cronExpression(this.intervalSeconds), () => this.tick(), {
+      name: 'replay',
+      noOverlap: true,
+    });
   }
 
   private tick(): Promise<unknown> {

@@ -10,9 +10,20 @@ export async function holdLease(redis: RedisClient, key: string, holder: string,
 }
 
 /** claim.lua: up to `size` winners for this writer, its lease renewed for `leaseMs` by Redis's clock. */
-export async function claimBatch(redis: RedisClient, saleId: string, writerId: string, size: number, leaseMs: number): Promise<string[]> {
+export async function claimBatch(
+  redis: RedisClient,
+  saleId: string,
+  writerId: string,
+  size: number,
+  leaseMs: number,
+): Promise<string[]> {
   const k = saleKeys(saleId);
-  return (await run(redis, 'claim', [k.winners, k.processing(writerId), k.writers], [size, writerId, leaseMs])) as string[];
+  return (await run(
+    redis,
+    'claim',
+    [k.winners, k.processing(writerId), k.writers],
+    [size, writerId, leaseMs],
+  )) as string[];
 }
 
 /**
@@ -20,8 +31,11 @@ export async function claimBatch(redis: RedisClient, saleId: string, writerId: s
  * orders whose deadline had passed by Redis's clock, whose keys were not set: the caller closes them.
  */
 export async function acknowledgeBatch(
-  redis: RedisClient, saleId: string, writerId: string,
-  pending: { orderId: string; expiresAt: number }[], orderIds: string[],
+  redis: RedisClient,
+  saleId: string,
+  writerId: string,
+  pending: { orderId: string; expiresAt: number }[],
+  orderIds: string[],
 ): Promise<{ set: number; overdue: string[] }> {
   const k = saleKeys(saleId);
   // Each pending order's expiry key is declared (KEYS[5..]); its id is sent once: its queued entry goes with it.
@@ -37,7 +51,6 @@ export async function acknowledgeBatch(
   const [set, ...overdue] = (await run(redis, 'ack', keys, args)) as [number, ...string[]];
   return { set, overdue };
 }
-
 
 /** recover_writer.lua: re-drives the writer's batch if its lease has run out by Redis's clock. */
 export async function recoverWriter(redis: RedisClient, saleId: string, writerId: string): Promise<number> {

@@ -110,7 +110,8 @@ export class OrderWriter {
     let total = 0;
     if (now - this.lastGauge > 1000) {
       this.lastGauge = now;
-      for (const saleId of saleIds) metrics.winnersQueued.set({ sale: saleId }, await redis.llen(saleKeys(saleId).winners));
+      for (const saleId of saleIds)
+        metrics.winnersQueued.set({ sale: saleId }, await redis.llen(saleKeys(saleId).winners));
     }
     const registered = new Set(saleIds);
     for (const saleId of this.held.keys()) if (!registered.has(saleId)) this.held.delete(saleId);
@@ -163,7 +164,9 @@ export class OrderWriter {
     const rows = await writeOrders(pool, saleId, winners);
     if (rows.length !== orderIds.length) {
       // The sale row is missing in Postgres: keep the batch in hand rather than drop winners.
-      throw new SaleNotWritten(`sale ${saleId}: wrote ${rows.length} of ${orderIds.length} orders; is the sale in Postgres?`);
+      throw new SaleNotWritten(
+        `sale ${saleId}: wrote ${rows.length} of ${orderIds.length} orders; is the sale in Postgres?`,
+      );
     }
     const pending = rows.filter((r) => r.status === 'pending');
     // One message for the batch, sent right behind the acknowledgement on the same connection, so
@@ -172,10 +175,20 @@ export class OrderWriter {
     // ack.lua finds overdue is announced pending, then closed below.
     const dates = new Map<number, string>();
     const dateOf = (ms: number) => dates.get(ms) ?? dates.set(ms, new Date(ms).toISOString()).get(ms)!;
-    const events = pending.map((r) => ({ orderId: r.id, status: 'pending_payment' as const, expiresAt: dateOf(r.expiresAt) }));
+    const events = pending.map((r) => ({
+      orderId: r.id,
+      status: 'pending_payment' as const,
+      expiresAt: dateOf(r.expiresAt),
+    }));
     // Deadlines already past by Redis's clock (this batch waited out its window) get no key: closed now.
     const [{ overdue }] = await Promise.all([
-      acknowledgeBatch(redis, saleId, config.writerId, pending.map((r) => ({ orderId: r.id, expiresAt: r.expiresAt })), orderIds),
+      acknowledgeBatch(
+        redis,
+        saleId,
+        config.writerId,
+        pending.map((r) => ({ orderId: r.id, expiresAt: r.expiresAt })),
+        orderIds,
+      ),
       publishOrderEvents(redis, events),
     ]);
     if (overdue.length > 0) this.restored += (await closeOrders(pool, redis, overdue, 'writer', replicaAcks)).restored;

@@ -45,12 +45,14 @@ export class Challenges {
   private signingKey(now: number): Promise<string> | string {
     const held = this.held;
     if (held && now < held.until) return held.key;
-    this.reading ??= this.readKey().then((key) => {
-      this.held = { key, until: now + KEY_REFRESH_MS };
-      return key;
-    }).finally(() => {
-      this.reading = undefined;
-    });
+    this.reading ??= this.readKey()
+      .then((key) => {
+        this.held = { key, until: now + KEY_REFRESH_MS };
+        return key;
+      })
+      .finally(() => {
+        this.reading = undefined;
+      });
     return this.reading;
   }
 
@@ -75,11 +77,14 @@ export class Challenges {
     // Its life is counted on Redis's clock, which exchange.lua judges it by.
     const exp = Number(s) * 1000 + Math.floor(Number(us) / 1000) + CHALLENGE_SECONDS * 1000;
     return createChallenge({
-      algorithm: 'SHA-256', cost: 1, deriveKey,
+      algorithm: 'SHA-256',
+      cost: 1,
+      deriveKey,
       counter: randomInt(0, 2 * sale.challengeComplexity),
       expiresAt: Math.floor(now / 1000) + CHALLENGE_SECONDS + CHALLENGE_CLOCK_MARGIN_SECONDS,
       data: { saleId: sale.id, userId, exp },
-      hmacSignatureSecret: key, hmacKeySignatureSecret: key,
+      hmacSignatureSecret: key,
+      hmacKeySignatureSecret: key,
     });
   }
 
@@ -88,25 +93,43 @@ export class Challenges {
    * live and the solution unused, answers a purchase token. Those three are judged by Redis's clock
    * (exchange.lua), as the purchase is; `now` only paces the signing key's re-reads.
    */
-  async exchange(sale: Sale, userId: string, payload: string, now = Date.now()): Promise<{ token: string; expiresAt: string }> {
+  async exchange(
+    sale: Sale,
+    userId: string,
+    payload: string,
+    now = Date.now(),
+  ): Promise<{ token: string; expiresAt: string }> {
     if (sale.challenge !== 'pow') throw new HttpError('no_challenge');
     let solved: Payload;
     try {
       solved = JSON.parse(Buffer.from(payload, 'base64').toString('utf8')) as Payload;
     } catch {
-      throw new HttpError('challenge_failed', 'The payload is not the widget\'s base64 JSON.');
+      throw new HttpError('challenge_failed', "The payload is not the widget's base64 JSON.");
     }
     const data = solved?.challenge?.parameters?.data;
-    if (data?.saleId !== sale.id || data?.userId !== userId || typeof data?.exp !== 'number' || typeof solved.solution !== 'object') throw new HttpError('challenge_failed');
+    if (
+      data?.saleId !== sale.id ||
+      data?.userId !== userId ||
+      typeof data?.exp !== 'number' ||
+      typeof solved.solution !== 'object'
+    )
+      throw new HttpError('challenge_failed');
     const key = await this.signingKey(now);
-    const result = await verifySolution({ challenge: solved.challenge, solution: solved.solution, deriveKey, hmacSignatureSecret: key, hmacKeySignatureSecret: key })
-      .catch(() => ({ verified: false, expired: false }));
+    const result = await verifySolution({
+      challenge: solved.challenge,
+      solution: solved.solution,
+      deriveKey,
+      hmacSignatureSecret: key,
+      hmacKeySignatureSecret: key,
+    }).catch(() => ({ verified: false, expired: false }));
     if (!result.verified) throw new HttpError('challenge_failed', result.expired ? CHALLENGE_EXPIRED : undefined);
     // Verified, so the signature and `exp` are the ones we made.
     const [code, redisNow] = await exchangeScript(this.redis, sale.id, solved.challenge.signature!, data.exp);
     if (code !== 1) throw exchangeRefusal(code);
     const expiresAt = redisNow + PURCHASE_TOKEN_SECONDS * 1000;
-    const body = Buffer.from(JSON.stringify({ s: sale.id, u: userId, n: randomBytes(12).toString('base64url'), e: expiresAt })).toString('base64url');
+    const body = Buffer.from(
+      JSON.stringify({ s: sale.id, u: userId, n: randomBytes(12).toString('base64url'), e: expiresAt }),
+    ).toString('base64url');
     return { token: `${body}.${sign(key, body)}`, expiresAt: new Date(expiresAt).toISOString() };
   }
 
@@ -131,10 +154,18 @@ export class Challenges {
     if (!body || !mac || extra !== undefined) throw new HttpError('invalid_purchase_token');
     const expected = Buffer.from(sign(await this.signingKey(now), body), 'base64url');
     const given = Buffer.from(mac, 'base64url');
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new HttpError('invalid_purchase_token');
-    const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { s?: unknown; u?: unknown; n?: unknown; e?: unknown; p?: unknown };
+    if (given.length !== expected.length || !timingSafeEqual(given, expected))
+      throw new HttpError('invalid_purchase_token');
+    const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as {
+      s?: unknown;
+      u?: unknown;
+      n?: unknown;
+      e?: unknown;
+      p?: unknown;
+    };
     const pass = claims.p === 1;
-    if (claims.s !== saleId || claims.u !== userId || typeof claims.e !== 'number') throw new HttpError(pass ? 'admission_pass_invalid' : 'invalid_purchase_token');
+    if (claims.s !== saleId || claims.u !== userId || typeof claims.e !== 'number')
+      throw new HttpError(pass ? 'admission_pass_invalid' : 'invalid_purchase_token');
     if (pass) return { kind: 'pass', expiresAt: claims.e };
     if (typeof claims.n !== 'string') throw new HttpError('invalid_purchase_token');
     return { kind: 'token', id: claims.n, expiresAt: claims.e };
@@ -147,12 +178,21 @@ const CHALLENGE_EXPIRED = 'The challenge has expired: fetch a new one.';
 /** What exchange.lua's refusal says to the buyer. */
 function exchangeRefusal(code: number): HttpError {
   switch (code) {
-    case -1: return new HttpError('sale_not_found');
-    case -2: return new HttpError('not_started');
-    case -3: return new HttpError('ended');
-    case -9: return new HttpError('challenge_failed', 'This challenge was already used for a purchase token: fetch a new one.');
-    case -14: return new HttpError('challenge_failed', CHALLENGE_EXPIRED);
-    default: throw new Error(`exchange.lua answered ${code}`);
+    case -1:
+      return new HttpError('sale_not_found');
+    case -2:
+      return new HttpError('not_started');
+    case -3:
+      return new HttpError('ended');
+    case -9:
+      return new HttpError(
+        'challenge_failed',
+        'This challenge was already used for a purchase token: fetch a new one.',
+      );
+    case -14:
+      return new HttpError('challenge_failed', CHALLENGE_EXPIRED);
+    default:
+      throw new Error(`exchange.lua answered ${code}`);
   }
 }
 

@@ -10,37 +10,67 @@ import { TOKEN_EXPIRED } from './challenge.js';
 
 /** purchase.lua's refusal codes. */
 export enum Refusal {
-  SaleNotFound = -1, NotStarted = -2, Ended = -3, QtyAboveMax = -4, LimitReached = -5, SoldOut = -6, NotEnoughStock = -7,
-  TokenRequired = -8, TokenUsed = -9, DrawOnly = -10, PassRequired = -11, PassInvalid = -12, RateLimited = -13, TokenExpired = -14, UnpaidLimit = -15,
+  SaleNotFound = -1,
+  NotStarted = -2,
+  Ended = -3,
+  QtyAboveMax = -4,
+  LimitReached = -5,
+  SoldOut = -6,
+  NotEnoughStock = -7,
+  TokenRequired = -8,
+  TokenUsed = -9,
+  DrawOnly = -10,
+  PassRequired = -11,
+  PassInvalid = -12,
+  RateLimited = -13,
+  TokenExpired = -14,
+  UnpaidLimit = -15,
   NotAdmitted = -16,
 }
 
 /** The refusals answered with their catalogue message alone. */
 const PLAIN: Partial<Record<Refusal, ErrorCode>> = {
-  [Refusal.SaleNotFound]: 'sale_not_found', [Refusal.NotStarted]: 'not_started', [Refusal.Ended]: 'ended', [Refusal.SoldOut]: 'sold_out',
-  [Refusal.TokenRequired]: 'purchase_token_required', [Refusal.TokenUsed]: 'purchase_token_used', [Refusal.DrawOnly]: 'draw_sale',
-  [Refusal.PassRequired]: 'admission_pass_required', [Refusal.PassInvalid]: 'admission_pass_invalid', [Refusal.NotAdmitted]: 'not_admitted',
+  [Refusal.SaleNotFound]: 'sale_not_found',
+  [Refusal.NotStarted]: 'not_started',
+  [Refusal.Ended]: 'ended',
+  [Refusal.SoldOut]: 'sold_out',
+  [Refusal.TokenRequired]: 'purchase_token_required',
+  [Refusal.TokenUsed]: 'purchase_token_used',
+  [Refusal.DrawOnly]: 'draw_sale',
+  [Refusal.PassRequired]: 'admission_pass_required',
+  [Refusal.PassInvalid]: 'admission_pass_invalid',
+  [Refusal.NotAdmitted]: 'not_admitted',
 };
 
 function refusalError(code: number, n: number): Error {
   const plain = PLAIN[code as Refusal];
   if (plain) return new HttpError(plain);
   switch (code) {
-    case Refusal.QtyAboveMax: return new HttpError('qty_above_max', `qty is above this sale's maximum of ${n} per order.`);
-    case Refusal.LimitReached: return new HttpError('limit_reached', `This buyer already holds ${n}, the most this sale allows.`);
-    case Refusal.NotEnoughStock: return new HttpError('not_enough_stock', `Only ${n} left.`);
-    case Refusal.TokenExpired: return new HttpError('invalid_purchase_token', TOKEN_EXPIRED);
-    case Refusal.UnpaidLimit: return new HttpError('unpaid_limit', `This buyer let ${n} orders of this sale expire unpaid, the most it allows: no more purchases here.`);
+    case Refusal.QtyAboveMax:
+      return new HttpError('qty_above_max', `qty is above this sale's maximum of ${n} per order.`);
+    case Refusal.LimitReached:
+      return new HttpError('limit_reached', `This buyer already holds ${n}, the most this sale allows.`);
+    case Refusal.NotEnoughStock:
+      return new HttpError('not_enough_stock', `Only ${n} left.`);
+    case Refusal.TokenExpired:
+      return new HttpError('invalid_purchase_token', TOKEN_EXPIRED);
+    case Refusal.UnpaidLimit:
+      return new HttpError(
+        'unpaid_limit',
+        `This buyer let ${n} orders of this sale expire unpaid, the most it allows: no more purchases here.`,
+      );
     case Refusal.RateLimited: {
       const seconds = Math.max(1, Math.ceil(n / 1000));
       return new HttpError('rate_limited', `This buyer is sending purchases too fast; retry in ${seconds} s.`, seconds);
     }
     // The script and this enum disagree: a bug, answered 500 internal and logged with its stack.
-    default: return new Error(`Unknown purchase result ${code}.`);
+    default:
+      return new Error(`Unknown purchase result ${code}.`);
   }
 }
 
-const UNREPLICATED = 'This sale\'s Redis master has fewer replicas than REDIS_MIN_REPLICAS_ACK asks for, so a purchase could not be made safe: nothing was reserved; retry later.';
+const UNREPLICATED =
+  "This sale's Redis master has fewer replicas than REDIS_MIN_REPLICAS_ACK asks for, so a purchase could not be made safe: nothing was reserved; retry later.";
 
 export interface PurchaseResult {
   orderId: string;
@@ -52,7 +82,8 @@ export class Purchaser {
 
   constructor(
     private readonly redis: RedisClient,
-    private readonly opts: Pick<Config, 'soldOutCacheMs' | 'buyCountTtlSeconds'> & Partial<Pick<Config, 'purchaseRatePerBuyer' | 'purchaseRateWindowMs' | 'maxUnpaidPerSale'>>,
+    private readonly opts: Pick<Config, 'soldOutCacheMs' | 'buyCountTtlSeconds'> &
+      Partial<Pick<Config, 'purchaseRatePerBuyer' | 'purchaseRateWindowMs' | 'maxUnpaidPerSale'>>,
     /** REDIS_MIN_REPLICAS_ACK's confirmation of `redis`'s writes (services.ts connect); undefined at 0. */
     private readonly replicaAcks?: ReplicaAcks,
   ) {
@@ -69,7 +100,10 @@ export class Purchaser {
     if (!acks) return;
     const { acked, required } = await acks.acked(saleId);
     if (acked >= required) return;
-    throw new HttpError('unavailable', `Order ${orderId} was reserved but only ${acked} of ${required} Redis replicas confirmed it in time, so a failover could lose it: check GET /api/orders/${orderId} before buying again.`);
+    throw new HttpError(
+      'unavailable',
+      `Order ${orderId} was reserved but only ${acked} of ${required} Redis replicas confirmed it in time, so a failover could lose it: check GET /api/orders/${orderId} before buying again.`,
+    );
   }
 
   /** Stock came back (an order expired): stop answering sold_out from memory. */
@@ -111,7 +145,14 @@ export class Purchaser {
     let code: number, n: number;
     try {
       [code, n] = await purchaseScript(this.redis, {
-        saleId, userId, qty, orderId, buyCountTtlSeconds: this.opts.buyCountTtlSeconds, gate, rate: this.rate, maxUnpaid: this.opts.maxUnpaidPerSale,
+        saleId,
+        userId,
+        qty,
+        orderId,
+        buyCountTtlSeconds: this.opts.buyCountTtlSeconds,
+        gate,
+        rate: this.rate,
+        maxUnpaid: this.opts.maxUnpaidPerSale,
       });
     } catch (err) {
       this.soldOutUntil.delete(saleId);
@@ -119,7 +160,8 @@ export class Purchaser {
     }
     // Remembered from the answer's arrival, not the request's start: under load the round trip can
     // outlast the memory. Any other answer forgets it: only a sold-out answer says the sale is.
-    if (code === Refusal.SoldOut && this.opts.soldOutCacheMs > 0) this.soldOutUntil.set(saleId, Date.now() + this.opts.soldOutCacheMs);
+    if (code === Refusal.SoldOut && this.opts.soldOutCacheMs > 0)
+      this.soldOutUntil.set(saleId, Date.now() + this.opts.soldOutCacheMs);
     else this.soldOutUntil.delete(saleId);
     if (code === 1) {
       await this.confirm(saleId, orderId);

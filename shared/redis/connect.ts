@@ -63,15 +63,21 @@ export function redisAddress(target: RedisTarget): string {
     const url = new URL(target.url);
     return `${url.hostname || '127.0.0.1'}:${url.port || 6379}`;
   }
-  return target.kind === 'cluster' ? `cluster ${list(target.nodes)}` : `master "${target.name}" of sentinels ${list(target.sentinels)}`;
+  return target.kind === 'cluster'
+    ? `cluster ${list(target.nodes)}`
+    : `master "${target.name}" of sentinels ${list(target.sentinels)}`;
 }
 
 /**
  * Replicas a write must reach beyond REDIS_MIN_REPLICAS_ACK, where the form says so: on Sentinel
  * every replica the sentinels see healthy (see sentinel-replicas.ts); none elsewhere, or at 0.
  */
-export const sentinelReplicas = (target: RedisTarget, minReplicasAck: number, logger: Logger): SentinelReplicas | undefined =>
-  (target.kind === 'sentinel' && minReplicasAck > 0 ? new SentinelReplicas(target, logger) : undefined);
+export const sentinelReplicas = (
+  target: RedisTarget,
+  minReplicasAck: number,
+  logger: Logger,
+): SentinelReplicas | undefined =>
+  target.kind === 'sentinel' && minReplicasAck > 0 ? new SentinelReplicas(target, logger) : undefined;
 
 /**
  * Closes a connection once the replies it waits for are in. quit() alone leaves a Sentinel
@@ -109,7 +115,10 @@ export function duplicateRedis(redis: RedisClient, options: RedisOptions = {}): 
   // ioredis's duplicate() leaves out the commands defineCommand made: our scripts are defined again.
   if (redis instanceof Cluster) {
     const { enableOfflineQueue = redis.options.enableOfflineQueue } = options;
-    const copy = redis.duplicate([], { enableOfflineQueue, redisOptions: { ...redis.options.redisOptions, ...options } });
+    const copy = redis.duplicate([], {
+      enableOfflineQueue,
+      redisOptions: { ...redis.options.redisOptions, ...options },
+    });
     defineScripts(copy);
     return copy;
   }
@@ -151,7 +160,11 @@ export async function pingMasters(redis: RedisClient): Promise<void> {
   if (redis.status !== 'ready') throw new Error(`the cluster connection is ${redis.status}`);
   const masters = redis.nodes('master');
   if (masters.length === 0) throw new Error('the cluster has no master in its slot map');
-  await Promise.all(masters.map((node) => node.ping().catch((err: Error) => {
-    throw new Error(`master ${nodeName(node)}: ${err.message}`);
-  })));
+  await Promise.all(
+    masters.map((node) =>
+      node.ping().catch((err: Error) => {
+        throw new Error(`master ${nodeName(node)}: ${err.message}`);
+      }),
+    ),
+  );
 }

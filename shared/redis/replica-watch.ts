@@ -30,7 +30,8 @@ export function parseReplication(info: string): NodeReplication {
 }
 
 /** The address a connection reaches now: for a Sentinel client, the master the sentinels named. */
-export const reached = (node: Redis) => (node.stream?.remoteAddress ? `${node.stream.remoteAddress}:${node.stream.remotePort}` : nodeName(node));
+export const reached = (node: Redis) =>
+  node.stream?.remoteAddress ? `${node.stream.remoteAddress}:${node.stream.remotePort}` : nodeName(node);
 
 /**
  * The replication of the master serving each sale now, asked once per master (`flashsale check`):
@@ -43,7 +44,11 @@ export function salesReplication(redis: RedisClient): (saleId: string) => Promis
     if (!node) return Promise.resolve({ at: 'no master in the slot map', master: false, online: 0 });
     const name = nodeName(node);
     let answer = asked.get(name);
-    if (!answer) asked.set(name, (answer = node.info('replication').then((info) => ({ ...parseReplication(info), at: reached(node) }))));
+    if (!answer)
+      asked.set(
+        name,
+        (answer = node.info('replication').then((info) => ({ ...parseReplication(info), at: reached(node) }))),
+      );
     return answer;
   };
 }
@@ -54,7 +59,11 @@ export class ReplicaWatch {
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<void> = Promise.resolve();
 
-  constructor(private readonly redis: RedisClient, readonly min: number, private readonly logger: Logger) {}
+  constructor(
+    private readonly redis: RedisClient,
+    readonly min: number,
+    private readonly logger: Logger,
+  ) {}
 
   async start(): Promise<void> {
     await this.refresh();
@@ -91,14 +100,16 @@ export class ReplicaWatch {
     const names = new Set(masters.map(nodeName));
     // A node no longer serving slots (failed over, removed) is no master of ours.
     for (const name of this.short.keys()) if (!names.has(name)) this.short.delete(name);
-    await Promise.all(masters.map(async (node) => {
-      try {
-        // A command to a master away waits for its reconnect: a look is never held up by it.
-        this.record(node, parseReplication(await withTimeout(node.info('replication'), POLL_MS, 'no answer')));
-      } catch {
-        // Away: failing over, or down. Its purchases fail as for any server away.
-      }
-    }));
+    await Promise.all(
+      masters.map(async (node) => {
+        try {
+          // A command to a master away waits for its reconnect: a look is never held up by it.
+          this.record(node, parseReplication(await withTimeout(node.info('replication'), POLL_MS, 'no answer')));
+        } catch {
+          // Away: failing over, or down. Its purchases fail as for any server away.
+        }
+      }),
+    );
     metrics.mastersUnreplicated.set(this.short.size);
   }
 
@@ -109,12 +120,17 @@ export class ReplicaWatch {
       const at = reached(node);
       this.short.set(name, { at, online: r.online });
       if (!was) {
-        this.logger.warn({ master: at, replicas: r.online, required: this.min, alert: 'MASTER_WITHOUT_REPLICA' },
-          'MASTER WITHOUT REPLICA: its purchases are answered 503 and what it holds is written to Postgres unconfirmed until a replica is online again');
+        this.logger.warn(
+          { master: at, replicas: r.online, required: this.min, alert: 'MASTER_WITHOUT_REPLICA' },
+          'MASTER WITHOUT REPLICA: its purchases are answered 503 and what it holds is written to Postgres unconfirmed until a replica is online again',
+        );
       }
     } else if (was) {
       this.short.delete(name);
-      this.logger.info({ master: was.at, replicas: r.online }, 'master has its replicas again: purchases and confirmations as usual');
+      this.logger.info(
+        { master: was.at, replicas: r.online },
+        'master has its replicas again: purchases and confirmations as usual',
+      );
     }
     metrics.mastersUnreplicated.set(this.short.size);
   }

@@ -102,18 +102,23 @@ export class ReplicaAcks {
     g.waiting = [];
     g.inFlight = true;
     const required = Math.max(this.replicas, this.healthy());
-    this.ask(node, required).then(
-      ({ acked, unreplicated }) => {
-        // A write made on an earlier connection may have gone to another server: never degraded.
-        const epoch = this.epochs.get(node);
-        for (const w of batch) w.resolve(w.epoch === epoch ? { acked, required, unreplicated } : { acked: 0, required });
-      },
-      (err: unknown) => { for (const w of batch) w.reject(err); },
-    ).finally(() => {
-      g.inFlight = false;
-      if (g.waiting.length > 0) this.send(node, g);
-      else this.groups.delete(node);
-    });
+    this.ask(node, required)
+      .then(
+        ({ acked, unreplicated }) => {
+          // A write made on an earlier connection may have gone to another server: never degraded.
+          const epoch = this.epochs.get(node);
+          for (const w of batch)
+            w.resolve(w.epoch === epoch ? { acked, required, unreplicated } : { acked: 0, required });
+        },
+        (err: unknown) => {
+          for (const w of batch) w.reject(err);
+        },
+      )
+      .finally(() => {
+        g.inFlight = false;
+        if (g.waiting.length > 0) this.send(node, g);
+        else this.groups.delete(node);
+      });
   }
 
   /**
@@ -134,7 +139,13 @@ export class ReplicaAcks {
  * REDIS_MIN_REPLICAS_ACK for this client, made once where a process connects (services.ts) and
  * handed to what writes through it; undefined when it is 0 (no write waits).
  */
-export function replicaAcksFor(redis: RedisClient, replicas: number, timeoutMs: number, healthy?: () => number, watch?: ReplicaWatch): ReplicaAcks | undefined {
+export function replicaAcksFor(
+  redis: RedisClient,
+  replicas: number,
+  timeoutMs: number,
+  healthy?: () => number,
+  watch?: ReplicaWatch,
+): ReplicaAcks | undefined {
   return replicas > 0 ? new ReplicaAcks(redis, replicas, timeoutMs, healthy, watch) : undefined;
 }
 
@@ -148,6 +159,9 @@ export async function confirmReplicated(acks: ReplicaAcks | undefined, saleIds: 
   if (!acks) return 0;
   const answers = await Promise.all([...new Set(saleIds)].map((id) => acks.acked(id)));
   const short = answers.find((a) => a.acked < a.required && !a.unreplicated);
-  if (short) throw new UnavailableError(`only ${short.acked} of ${short.required} replicas confirmed within ${acks.timeoutMs} ms`);
+  if (short)
+    throw new UnavailableError(
+      `only ${short.acked} of ${short.required} replicas confirmed within ${acks.timeoutMs} ms`,
+    );
   return answers.filter((a) => a.unreplicated).length;
 }

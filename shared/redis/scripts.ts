@@ -15,15 +15,21 @@ const KEYS_LINE = /^-- keys: ([1-9][0-9]*|n)$/;
 /** The number of keys `lua` declares on its first line, null for a count given per call. */
 export function declaredKeyCount(lua: string, file: string): number | null {
   const m = KEYS_LINE.exec(lua.split('\n', 1)[0]!.trimEnd());
-  if (!m) throw new Error(`${file}: the first line must say how many keys it takes: "-- keys: <count>" or "-- keys: n"`);
+  if (!m)
+    throw new Error(`${file}: the first line must say how many keys it takes: "-- keys: <count>" or "-- keys: n"`);
   return m[1] === 'n' ? null : Number(m[1]);
 }
 
 const luaDir = new URL('../lua/', import.meta.url);
-const scripts = new Map(readdirSync(luaDir).filter((f) => f.endsWith('.lua')).sort().map((file) => {
-  const lua = readFileSync(new URL(file, luaDir), 'utf8');
-  return [file.slice(0, -'.lua'.length), { lua, keys: declaredKeyCount(lua, file) }] as const;
-}));
+const scripts = new Map(
+  readdirSync(luaDir)
+    .filter((f) => f.endsWith('.lua'))
+    .sort()
+    .map((file) => {
+      const lua = readFileSync(new URL(file, luaDir), 'utf8');
+      return [file.slice(0, -'.lua'.length), { lua, keys: declaredKeyCount(lua, file) }] as const;
+    }),
+);
 
 /**
  * The scripts whose key count goes first: a connection's `autoPipeliningIgnoredCommands`.
@@ -38,14 +44,16 @@ type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
 /** Makes every script a command of `redis` (each connection, before its first call). */
 export function defineScripts(redis: RedisClient): void {
-  for (const [name, { lua, keys }] of scripts) redis.defineCommand(name, { lua, ...(keys === null ? {} : { numberOfKeys: keys }) });
+  for (const [name, { lua, keys }] of scripts)
+    redis.defineCommand(name, { lua, ...(keys === null ? {} : { numberOfKeys: keys }) });
 }
 
 /** Runs the script of shared/lua/<name>.lua with its keys and arguments in the order its header documents (the typed wrappers). */
 export function run(redis: RedisClient, name: string, keys: string[], args: (string | number)[]): Promise<unknown> {
   const script = scripts.get(name);
   if (!script) throw new Error(`no script ${name}.lua in shared/lua/`);
-  if (script.keys !== null && keys.length !== script.keys) throw new Error(`${name}.lua takes ${script.keys} keys, given ${keys.length}`);
+  if (script.keys !== null && keys.length !== script.keys)
+    throw new Error(`${name}.lua takes ${script.keys} keys, given ${keys.length}`);
   const fn = (redis as unknown as Record<string, ScriptFn>)[name]!;
   const ran = script.keys === null ? fn.call(redis, keys.length, ...keys, ...args) : fn.call(redis, ...keys, ...args);
   return ran.catch((err: unknown) => {

@@ -24,12 +24,24 @@ export class SentinelReplicas {
   private polling: Promise<void> = Promise.resolve();
   private readonly sentinels: Redis[];
 
-  constructor(private readonly target: SentinelTarget, private readonly logger: Logger) {
-    this.sentinels = target.sentinels.map((s: HostPort) => new Redis({
-      host: s.host, port: s.port, password: target.sentinelPassword, lazyConnect: true,
-      enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 1000, connectTimeout: 1000,
-      ...(target.auth.tls ? { tls: {} } : {}),
-    }));
+  constructor(
+    private readonly target: SentinelTarget,
+    private readonly logger: Logger,
+  ) {
+    this.sentinels = target.sentinels.map(
+      (s: HostPort) =>
+        new Redis({
+          host: s.host,
+          port: s.port,
+          password: target.sentinelPassword,
+          lazyConnect: true,
+          enableOfflineQueue: false,
+          maxRetriesPerRequest: 0,
+          retryStrategy: () => 1000,
+          connectTimeout: 1000,
+          ...(target.auth.tls ? { tls: {} } : {}),
+        }),
+    );
     for (const s of this.sentinels) s.on('error', () => {});
   }
 
@@ -59,7 +71,10 @@ export class SentinelReplicas {
         this.healthyNow = replicas.map(fields).filter(counts).length;
         return;
       } catch (err) {
-        this.logger.debug({ err: (err as Error).message, sentinel: `${sentinel.options.host}:${sentinel.options.port}` }, 'sentinel replicas: a sentinel did not answer');
+        this.logger.debug(
+          { err: (err as Error).message, sentinel: `${sentinel.options.host}:${sentinel.options.port}` },
+          'sentinel replicas: a sentinel did not answer',
+        );
         this.next = (this.next + 1) % this.sentinels.length;
       }
     }

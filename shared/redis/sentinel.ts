@@ -16,16 +16,22 @@ type SentinelTarget = Extract<RedisTarget, { kind: 'sentinel' }>;
 export function sentinelOptions(target: SentinelTarget): RedisOptions {
   const tls = target.auth.tls ? {} : undefined;
   return {
-    sentinels: target.sentinels, name: target.name, sentinelPassword: target.sentinelPassword,
-    username: target.auth.username, password: target.auth.password,
-    tls, sentinelTLS: tls, enableTLSForSentinelMode: target.auth.tls,
+    sentinels: target.sentinels,
+    name: target.name,
+    sentinelPassword: target.sentinelPassword,
+    username: target.auth.username,
+    password: target.auth.password,
+    tls,
+    sentinelTLS: tls,
+    enableTLSForSentinelMode: target.auth.tls,
     // The sentinels' +switch-master moves the connection at once, instead of it learning of the
     // failover from its first refused write (a subscribed connection never would).
     failoverDetector: true,
   };
 }
 
-export const allowedHostsText = (list: AllowedHost[]) => list.map((a) => (a.port === undefined ? a.host : `${a.host}:${a.port}`)).join(',');
+export const allowedHostsText = (list: AllowedHost[]) =>
+  list.map((a) => (a.port === undefined ? a.host : `${a.host}:${a.port}`)).join(',');
 
 type Address = { host: string; port: number };
 type ErrorEmitter = (type: string, err: Error) => void;
@@ -36,7 +42,9 @@ const allows = (list: AllowedHost[], at: Address) =>
 /** Thrown where the sentinels name a master outside REDIS_SENTINEL_ALLOWED_HOSTS: the connection is never made. */
 export class MasterNotAllowed extends Error {
   constructor(at: Address, list: AllowedHost[]) {
-    super(`the sentinels name master ${at.host}:${at.port}, which is not in REDIS_SENTINEL_ALLOWED_HOSTS (${allowedHostsText(list)}): not connecting to it`);
+    super(
+      `the sentinels name master ${at.host}:${at.port}, which is not in REDIS_SENTINEL_ALLOWED_HOSTS (${allowedHostsText(list)}): not connecting to it`,
+    );
   }
 }
 
@@ -75,7 +83,7 @@ class GuardedSentinelConnector extends SentinelConnector {
 
 /** The options that make a Sentinel client refuse masters outside `allowed` (none when unset). */
 export const masterGuard = (allowed: AllowedHost[] | undefined): RedisOptions =>
-  (allowed ? { Connector: GuardedSentinelConnector, allowedMasters: allowed } as RedisOptions : {});
+  allowed ? ({ Connector: GuardedSentinelConnector, allowedMasters: allowed } as RedisOptions) : {};
 
 // ioredis 6 gives up on a Sentinel client for good when it is disconnected with a reconnect asked
 // (its own failover detector does so on +switch-master) while it is still asking the sentinels

@@ -18,22 +18,31 @@ export async function configGet(redis: RedisClient, name: string): Promise<strin
 /** Throws (exit 1) on an evicting Redis; warns where a setting cannot be read or nothing persists. Every master of a cluster is checked. */
 export async function checkRedisSettings(redis: RedisClient, logger: Logger): Promise<void> {
   const masters = masterNodes(redis);
-  for (const node of masters) await checkNode(node, masters.length > 1 ? logger.child({ node: nodeName(node) }) : logger);
+  for (const node of masters)
+    await checkNode(node, masters.length > 1 ? logger.child({ node: nodeName(node) }) : logger);
 }
 
 async function checkNode(redis: Redis, logger: Logger): Promise<void> {
   const policy = await configGet(redis, 'maxmemory-policy');
   if (policy === null) {
-    logger.warn('cannot read maxmemory-policy (CONFIG is refused): make sure it is noeviction in redis.conf or your provider\'s Redis parameters; with eviction, Redis may drop stock counters, buyers\' counts and expiry keys');
+    logger.warn(
+      "cannot read maxmemory-policy (CONFIG is refused): make sure it is noeviction in redis.conf or your provider's Redis parameters; with eviction, Redis may drop stock counters, buyers' counts and expiry keys",
+    );
   } else if (policy !== 'noeviction') {
-    throw new Error(`Redis maxmemory-policy is ${policy}: set maxmemory-policy noeviction (redis.conf, your provider's Redis parameters, or CONFIG SET maxmemory-policy noeviction); with eviction, Redis may drop stock counters, buyers' counts and expiry keys`);
+    throw new Error(
+      `Redis maxmemory-policy is ${policy}: set maxmemory-policy noeviction (redis.conf, your provider's Redis parameters, or CONFIG SET maxmemory-policy noeviction); with eviction, Redis may drop stock counters, buyers' counts and expiry keys`,
+    );
   }
   const aof = await configGet(redis, 'appendonly');
   const replicas = Number(/connected_slaves:(\d+)/.exec(await redis.info('replication').catch(() => ''))?.[1] ?? 0);
   if (replicas > 0) return;
   if (aof === null) {
-    logger.warn('cannot read appendonly (CONFIG is refused): make sure Redis persists its data (appendonly yes) or has a replica; without either, a restart loses stock counters, buyers\' counts and winners answered 202 but not yet written');
+    logger.warn(
+      "cannot read appendonly (CONFIG is refused): make sure Redis persists its data (appendonly yes) or has a replica; without either, a restart loses stock counters, buyers' counts and winners answered 202 but not yet written",
+    );
   } else if (aof !== 'yes') {
-    logger.warn('Redis has neither AOF (appendonly yes) nor a replica: a restart loses stock counters, buyers\' counts and winners answered 202 but not yet written; set appendonly yes');
+    logger.warn(
+      "Redis has neither AOF (appendonly yes) nor a replica: a restart loses stock counters, buyers' counts and winners answered 202 but not yet written; set appendonly yes",
+    );
   }
 }

@@ -13,7 +13,10 @@ export class HistogramSeries {
   sum = 0;
   count = 0;
 
-  constructor(readonly labels: Labels, private readonly buckets: readonly number[]) {
+  constructor(
+    readonly labels: Labels,
+    private readonly buckets: readonly number[],
+  ) {
     this.counts = new Float64Array(buckets.length + 1);
   }
 
@@ -34,7 +37,13 @@ export class HistogramSeries {
 }
 
 // Shaped as prom-client's Histogram shapes its own (bounds as numbers, an exemplar slot).
-interface Value { labels: Record<string, string | number>; sharedLabels: Labels; value: number; metricName: string; exemplar: null | undefined }
+interface Value {
+  labels: Record<string, string | number>;
+  sharedLabels: Labels;
+  value: number;
+  metricName: string;
+  exemplar: null | undefined;
+}
 
 export class BoundHistogram {
   readonly type = 'histogram';
@@ -42,7 +51,11 @@ export class BoundHistogram {
   private readonly series = new Map<string, HistogramSeries>();
 
   constructor(
-    readonly name: string, readonly help: string, readonly labelNames: readonly string[], readonly buckets: readonly number[], registry: Registry,
+    readonly name: string,
+    readonly help: string,
+    readonly labelNames: readonly string[],
+    readonly buckets: readonly number[],
+    registry: Registry,
   ) {
     registry.registerMetric(this as never);
   }
@@ -74,10 +87,22 @@ export class BoundHistogram {
       let acc = 0;
       this.buckets.forEach((le, i) => {
         acc += s.counts[i]!;
-        values.push({ labels: { le }, sharedLabels: s.labels, value: acc, metricName: `${this.name}_bucket`, exemplar: null });
+        values.push({
+          labels: { le },
+          sharedLabels: s.labels,
+          value: acc,
+          metricName: `${this.name}_bucket`,
+          exemplar: null,
+        });
       });
       values.push(
-        { labels: { le: '+Inf' }, sharedLabels: s.labels, value: s.count, metricName: `${this.name}_bucket`, exemplar: null },
+        {
+          labels: { le: '+Inf' },
+          sharedLabels: s.labels,
+          value: s.count,
+          metricName: `${this.name}_bucket`,
+          exemplar: null,
+        },
         { labels: {}, sharedLabels: s.labels, value: s.sum, metricName: `${this.name}_sum`, exemplar: undefined },
         { labels: {}, sharedLabels: s.labels, value: s.count, metricName: `${this.name}_count`, exemplar: undefined },
       );
@@ -85,8 +110,17 @@ export class BoundHistogram {
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
 
-  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Omit<Value, 'sharedLabels'>[] }> {
+  async get(): Promise<{
+    name: string;
+    help: string;
+    type: string;
+    aggregator: string;
+    values: Omit<Value, 'sharedLabels'>[];
+  }> {
     const data = await this.getForPromString();
-    return { ...data, values: data.values.map(({ labels, sharedLabels, ...v }) => ({ ...v, labels: { ...labels, ...sharedLabels } })) };
+    return {
+      ...data,
+      values: data.values.map(({ labels, sharedLabels, ...v }) => ({ ...v, labels: { ...labels, ...sharedLabels } })),
+    };
   }
 }

@@ -113,16 +113,18 @@ export function runUntilSignal(start: () => Promise<Stoppable>, logger: Logger, 
       logger.error({ graceMs }, 'graceful stop timed out: exiting');
       process.exit(1);
     }, graceMs).unref();
-    started.then((service) => service.stop()).then(
-      () => {
-        logger.info('stopped');
-        process.exit(code);
-      },
-      (err: unknown) => {
-        logger.error({ err }, 'stop failed');
-        process.exit(1);
-      },
-    );
+    started
+      .then((service) => service.stop())
+      .then(
+        () => {
+          logger.info('stopped');
+          process.exit(code);
+        },
+        (err: unknown) => {
+          logger.error({ err }, 'stop failed');
+          process.exit(1);
+        },
+      );
   };
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) {

@@ -16,7 +16,12 @@ const DURABLE_COMMITS = '-c synchronous_commit=on';
 /** pg takes `options` from the URL over the pool's own: add ours to what the URL carries. */
 function connectionConfig(url: string): { connectionString: string; options?: string } {
   if (/[?&]options=/.test(url)) {
-    return { connectionString: url.replace(/([?&]options=)([^&#]*)/, (_, key: string, value: string) => `${key}${value}${encodeURIComponent(` ${DURABLE_COMMITS}`)}`) };
+    return {
+      connectionString: url.replace(
+        /([?&]options=)([^&#]*)/,
+        (_, key: string, value: string) => `${key}${value}${encodeURIComponent(` ${DURABLE_COMMITS}`)}`,
+      ),
+    };
   }
   return { connectionString: url, options: DURABLE_COMMITS };
 }
@@ -38,7 +43,9 @@ export function createPool(url: string, max = 10): Pool {
 export async function withClient<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let lost: Error | undefined;
-  const onError = (err: Error) => { lost = err; };
+  const onError = (err: Error) => {
+    lost = err;
+  };
   client.on('error', onError);
   try {
     return await fn(client);

@@ -8,12 +8,15 @@ import type { Logger } from './logger.js';
 const sqlDir = new URL('../../sql/', import.meta.url);
 
 function sqlFiles(): string[] {
-  return readdirSync(sqlDir).filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort();
+  return readdirSync(sqlDir)
+    .filter((f) => /^\d{4}_.+\.sql$/.test(f))
+    .sort();
 }
 
 /** Applies every migration not yet applied, in order; with `through`, none after that one (a test builds an older schema so). */
 export async function migrate(pool: Pool, logger?: Logger, opts: { through?: string } = {}): Promise<string[]> {
-  await pool.query('create table if not exists migrations (id text primary key, applied_at timestamptz not null default now())')
+  await pool
+    .query('create table if not exists migrations (id text primary key, applied_at timestamptz not null default now())')
     .catch((err: { code?: string }) => {
       // Two processes creating the table at once: the loser sees a unique violation; the table exists.
       if (err.code !== '23505' && err.code !== '42P07') throw err;

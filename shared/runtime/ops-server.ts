@@ -19,20 +19,29 @@ const PROBE_MS = 2000;
 export type Dependency = 'redis' | 'postgres';
 
 const answers = (probe: () => Promise<unknown>): Promise<boolean> =>
-  withTimeout(probe(), PROBE_MS, 'no answer').then(() => true, () => false);
+  withTimeout(probe(), PROBE_MS, 'no answer').then(
+    () => true,
+    () => false,
+  );
 
 /**
  * The dependencies that do not answer (empty: ready). Only their names: a backend's own error
  * text carries hosts, ports, user and database names, which are no business of whoever asks.
  */
 export async function readiness(redis: RedisClient, pool: Pool): Promise<Dependency[]> {
-  const [redisUp, postgresUp] = await Promise.all([answers(() => pingMasters(redis)), answers(() => pool.query('select 1'))]);
+  const [redisUp, postgresUp] = await Promise.all([
+    answers(() => pingMasters(redis)),
+    answers(() => pool.query('select 1')),
+  ]);
   return [...(redisUp ? [] : ['redis' as const]), ...(postgresUp ? [] : ['postgres' as const])];
 }
 
 /** The 503 body of a failed readiness probe: which dependency, never why in its own words. */
-export const notReady = (failed: Dependency[]) =>
-  ({ error: 'unavailable', message: `not ready: ${failed.join(' and ')} ${failed.length > 1 ? 'are' : 'is'} not answering`, failed });
+export const notReady = (failed: Dependency[]) => ({
+  error: 'unavailable',
+  message: `not ready: ${failed.join(' and ')} ${failed.length > 1 ? 'are' : 'is'} not answering`,
+  failed,
+});
 
 type OpsSettings = Pick<Config, 'opsPort' | 'opsHost' | 'maxConnectionsPerClient'>;
 
@@ -46,7 +55,9 @@ export async function startOpsServer(config: OpsSettings, redis: RedisClient, po
     const path = req.url?.split('?')[0];
     if (path === '/healthz') return send(200, '{"status":"ok"}');
     if (path === '/readyz') {
-      void readiness(redis, pool).then((failed) => (failed.length > 0 ? send(503, JSON.stringify(notReady(failed))) : send(200, '{"status":"ready"}')));
+      void readiness(redis, pool).then((failed) =>
+        failed.length > 0 ? send(503, JSON.stringify(notReady(failed))) : send(200, '{"status":"ready"}'),
+      );
       return;
     }
     if (path === '/metrics') {

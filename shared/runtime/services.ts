@@ -25,28 +25,49 @@ export interface Connections {
  * Connects to both servers, waiting up to STARTUP_TIMEOUT_MS for them to answer (processes and
  * servers often start together), then fails with a message that says which one and why.
  */
-export async function connect(config: Config, logger: Logger, opts: { poolSize?: number; redis?: RedisOptions } = {}): Promise<Connections> {
+export async function connect(
+  config: Config,
+  logger: Logger,
+  opts: { poolSize?: number; redis?: RedisOptions } = {},
+): Promise<Connections> {
   const { databaseUrl, redis: target } = requireServers(config);
   const pool = createPool(databaseUrl, opts.poolSize ?? 10);
   pool.on('error', (err) => countBackendError(err, 'postgres'));
   const redis = createRedis(target, opts.redis);
   const replicas = sentinelReplicas(target, config.redisMinReplicasAck, logger);
-  const watch = config.redisMinReplicasAck > 0 ? new ReplicaWatch(redis, config.redisMinReplicasAck, logger) : undefined;
-  const replicaAcks = replicaAcksFor(redis, config.redisMinReplicasAck, config.redisWaitTimeoutMs, replicas && (() => replicas.healthy()), watch);
+  const watch =
+    config.redisMinReplicasAck > 0 ? new ReplicaWatch(redis, config.redisMinReplicasAck, logger) : undefined;
+  const replicaAcks = replicaAcksFor(
+    redis,
+    config.redisMinReplicasAck,
+    config.redisWaitTimeoutMs,
+    replicas && (() => replicas.healthy()),
+    watch,
+  );
   const where = redisSetting(target);
   let lastRedisError = '';
   redis.on('error', (err) => {
     countBackendError(err, 'redis');
     // A master outside REDIS_SENTINEL_ALLOWED_HOSTS is a setting or an attack, not an outage.
-    if (err instanceof MasterNotAllowed) logger.error({ err: err.message, alert: 'SENTINEL_MASTER_REFUSED' }, 'redis master refused');
+    if (err instanceof MasterNotAllowed)
+      logger.error({ err: err.message, alert: 'SENTINEL_MASTER_REFUSED' }, 'redis master refused');
     else if (err.message !== lastRedisError) logger.warn({ err: err.message }, 'redis connection error');
     lastRedisError = err.message;
   });
-  const close = () => closeAll(logger, [['replica watch', () => watch?.stop()], ['sentinels', () => replicas?.stop()], ['redis', () => quitRedis(redis)], ['postgres', () => pool.end()]]);
+  const close = () =>
+    closeAll(logger, [
+      ['replica watch', () => watch?.stop()],
+      ['sentinels', () => replicas?.stop()],
+      ['redis', () => quitRedis(redis)],
+      ['postgres', () => pool.end()],
+    ]);
   try {
     const waiting = { timeoutMs: config.startupTimeoutMs, logger };
-    await waitUntil({ ...waiting, server: `Postgres at ${postgresAddress(databaseUrl)}` }, () => pool.query('select 1'),
-      (err) => `Postgres at DATABASE_URL is unusable: ${err}`);
+    await waitUntil(
+      { ...waiting, server: `Postgres at ${postgresAddress(databaseUrl)}` },
+      () => pool.query('select 1'),
+      (err) => `Postgres at DATABASE_URL is unusable: ${err}`,
+    );
     // The connection's own error (NOAUTH, WRONGPASS, ECONNREFUSED) says more than a command's
     // ("Stream isn't writeable" where commands are not queued).
     const redisError = (err: string) => {
@@ -54,8 +75,12 @@ export async function connect(config: Config, logger: Logger, opts: { poolSize?:
       const noPassword = target.kind === 'single' && /^NOAUTH/.test(said) && new URL(target.url).password === '';
       return noPassword ? `${said} (REDIS_URL carries no password: redis://:password@host:6379)` : said;
     };
-    await waitUntil({ ...waiting, server: `Redis at ${redisAddress(target)}` }, () => withTimeout(pingMasters(redis), 2000, 'no answer within 2 s'),
-      (err) => `Redis at ${where} is unusable: ${redisError(err)}`, () => lastRedisError);
+    await waitUntil(
+      { ...waiting, server: `Redis at ${redisAddress(target)}` },
+      () => withTimeout(pingMasters(redis), 2000, 'no answer within 2 s'),
+      (err) => `Redis at ${where} is unusable: ${redisError(err)}`,
+      () => lastRedisError,
+    );
     await checkRedisSettings(redis, logger);
     await replicas?.start();
     await watch?.start();
@@ -85,7 +110,9 @@ const PROGRESS_EVERY_MS = 5000;
  * it waits for and the last error: a start that waits on a server is never silent.
  */
 async function waitUntil(
-  opts: { timeoutMs: number; logger: Logger; server: string }, probe: () => Promise<unknown>, message: (err: string) => string,
+  opts: { timeoutMs: number; logger: Logger; server: string },
+  probe: () => Promise<unknown>,
+  message: (err: string) => string,
   lastError: () => string = () => '',
 ): Promise<void> {
   const started = Date.now();
@@ -100,7 +127,10 @@ async function waitUntil(
       if (now >= started + opts.timeoutMs && attempt > 0) throw new UnavailableError(message((err as Error).message));
       if (now >= report) {
         const waited = `${Math.floor((now - started) / 1000)} of ${Math.round(opts.timeoutMs / 1000)} s`;
-        opts.logger.warn({ err: lastError() || (err as Error).message }, `waiting for ${opts.server}, ${waited} (STARTUP_TIMEOUT_MS)`);
+        opts.logger.warn(
+          { err: lastError() || (err as Error).message },
+          `waiting for ${opts.server}, ${waited} (STARTUP_TIMEOUT_MS)`,
+        );
         report += PROGRESS_EVERY_MS;
       }
       await delay(Math.min(100 * 2 ** attempt, 1000));

@@ -43,7 +43,8 @@ const BY_TIME: Record<SaleState, string> = {
 
 async function orderCounts(pool: Pool, saleIds: string[]): Promise<Map<string, OrderCounts>> {
   const res = await pool.query<{ sale_id: string; status: OrderState; n: number }>(
-    `select sale_id, status, count(*)::int as n from orders where sale_id = any($1::text[]) group by sale_id, status`, [saleIds],
+    `select sale_id, status, count(*)::int as n from orders where sale_id = any($1::text[]) group by sale_id, status`,
+    [saleIds],
   );
   const counts = new Map(saleIds.map((id) => [id, Object.fromEntries(ORDER_STATES.map((s) => [s, 0])) as OrderCounts]));
   for (const r of res.rows) counts.get(r.sale_id)![r.status] = r.n;
@@ -54,10 +55,21 @@ async function orderCounts(pool: Pool, saleIds: string[]): Promise<Map<string, O
  * Newest first (by creation, then id), one page. A page of `open` or `sold_out` may hold fewer
  * than `limit` sales: running sales are paged in Postgres and told apart by their stock in Redis.
  */
-export async function listSalePage(pool: Pool, redis: RedisClient, opts: ListOptions = {}, now = Date.now()): Promise<SalePage> {
+export async function listSalePage(
+  pool: Pool,
+  redis: RedisClient,
+  opts: ListOptions = {},
+  now = Date.now(),
+): Promise<SalePage> {
   const limit = Math.min(opts.limit ?? LIST_LIMIT.default, LIST_LIMIT.max);
-  if (opts.before !== undefined && (await pool.query('select 1 from sales where id = $1', [opts.before])).rowCount === 0) {
-    throw new HttpError('bad_request', `before must be the id of a sale (a page's next), and no sale has the id "${opts.before}".`);
+  if (
+    opts.before !== undefined &&
+    (await pool.query('select 1 from sales where id = $1', [opts.before])).rowCount === 0
+  ) {
+    throw new HttpError(
+      'bad_request',
+      `before must be the id of a sale (a page's next), and no sale has the id "${opts.before}".`,
+    );
   }
   const res = await pool.query<SaleRow>(
     `select s.* from sales s
@@ -70,7 +82,10 @@ export async function listSalePage(pool: Pool, redis: RedisClient, opts: ListOpt
   const sales = rows.map(fromRow);
   const [views, counts] = await Promise.all([
     Promise.all(sales.map((sale) => saleView(redis, sale, now))),
-    orderCounts(pool, sales.map((s) => s.id)),
+    orderCounts(
+      pool,
+      sales.map((s) => s.id),
+    ),
   ]);
   const items = views.map((v) => ({ ...v, ...counts.get(v.id)! }));
   return {
@@ -125,4 +140,3 @@ export async function endSale(pool: Pool, redis: RedisClient, saleId: string, at
   await modeOf(result.sale.admission)?.ended?.(pool, redis, result.sale);
   return result;
 }
-

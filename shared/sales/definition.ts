@@ -38,74 +38,110 @@ export const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069
 export const SALE_DEFINITION: SaleDefinition = {
   id: text({
     schema: { pattern: SALE_ID_PATTERN.source, description: 'default: generated' },
-    column: 'id', message: `id must be ${SALE_ID_RULE}`, fallback: () => `s-${randomBytes(5).toString('hex')}`,
+    column: 'id',
+    message: `id must be ${SALE_ID_RULE}`,
+    fallback: () => `s-${randomBytes(5).toString('hex')}`,
     cli: { flag: 'id', after: 'backfillUntil' },
-    form: { label: 'Id', testId: 'create-id', after: 'name', attrs: { placeholder: 'generated', pattern: '[A-Za-z0-9_\\-]{1,64}', spellcheck: 'false' } },
+    form: {
+      label: 'Id',
+      testId: 'create-id',
+      after: 'name',
+      attrs: { placeholder: 'generated', pattern: '[A-Za-z0-9_\\-]{1,64}', spellcheck: 'false' },
+    },
   }),
   name: text({
     schema: { minLength: 1, maxLength: 200, description: 'no control characters, bidirectional overrides or isolates' },
-    column: 'name', message: 'name must be a non-empty string of at most 200 characters',
-    rules: [(s) => (UNSHOWABLE.test(s.name!)
-      ? 'name must not contain control characters (U+0000-U+001F, U+007F-U+009F), bidirectional overrides or isolates (U+202A-U+202E, U+2066-U+2069) or unpaired surrogates'
-      : undefined)],
+    column: 'name',
+    message: 'name must be a non-empty string of at most 200 characters',
+    rules: [
+      (s) =>
+        UNSHOWABLE.test(s.name!)
+          ? 'name must not contain control characters (U+0000-U+001F, U+007F-U+009F), bidirectional overrides or isolates (U+202A-U+202E, U+2066-U+2069) or unpaired surrogates'
+          : undefined,
+    ],
     cli: { flag: 'name', demand: true },
     form: { label: 'Name', testId: 'create-name', attrs: { maxlength: '200', required: true } },
   }),
   stock: int(1, 10_000_000, {
-    column: 'stock', redis: { name: 'stock' },
+    column: 'stock',
+    redis: { name: 'stock' },
     cli: { flag: 'stock', demand: true },
     form: { label: 'Stock', testId: 'create-stock', attrs: { min: '1', step: '1', required: true } },
   }),
   price: int(1, 1_000_000_000_000, {
-    schema: { description: 'one unit, in the currency\'s minor unit (cents for EUR)' },
+    schema: { description: "one unit, in the currency's minor unit (cents for EUR)" },
     column: 'price',
-    cli: { flag: 'price', demand: true, describe: 'one unit, in the currency\'s minor unit (cents for EUR)' },
-    form: { label: 'Price (minor units, e.g. cents)', testId: 'create-price', attrs: { min: '1', step: '1', required: true } },
+    cli: { flag: 'price', demand: true, describe: "one unit, in the currency's minor unit (cents for EUR)" },
+    form: {
+      label: 'Price (minor units, e.g. cents)',
+      testId: 'create-price',
+      attrs: { min: '1', step: '1', required: true },
+    },
   }),
   currency: text({
     schema: { pattern: CURRENCY_PATTERN.source, description: 'ISO 4217, three upper-case letters' },
-    column: 'currency', message: 'currency is required: an ISO 4217 code of three upper-case letters, e.g. EUR',
+    column: 'currency',
+    message: 'currency is required: an ISO 4217 code of three upper-case letters, e.g. EUR',
     cli: { flag: 'currency', demand: true, describe: 'ISO 4217 code, e.g. EUR' },
-    form: { label: 'Currency', testId: 'create-currency', attrs: { placeholder: 'EUR', pattern: '[A-Z]{3}', maxlength: '3', spellcheck: 'false', required: true } },
+    form: {
+      label: 'Currency',
+      testId: 'create-currency',
+      attrs: { placeholder: 'EUR', pattern: '[A-Z]{3}', maxlength: '3', spellcheck: 'false', required: true },
+    },
   }),
   perUserLimit: int(1, 1000, {
     schema: { default: 1 },
-    column: 'per_user_limit', redis: { name: 'perUser' },
+    column: 'per_user_limit',
+    redis: { name: 'perUser' },
     cli: { flag: 'per-user' },
     form: { label: 'Per-user limit', testId: 'create-per-user', attrs: { min: '1', step: '1', value: '1' } },
   }),
   maxPerOrder: int(1, MAX_PER_ORDER, {
     schema: { default: 1, description: 'at most perUserLimit' },
-    column: 'max_per_order', redis: { name: 'maxPerOrder' },
+    column: 'max_per_order',
+    redis: { name: 'maxPerOrder' },
     // An order above the per-user limit could never be bought: every buyer would be refused it.
-    rules: [(s) => (s.maxPerOrder! > s.perUserLimit!
-      ? `maxPerOrder (${s.maxPerOrder}) must not be above perUserLimit (${s.perUserLimit}): raise perUserLimit or lower maxPerOrder`
-      : undefined)],
+    rules: [
+      (s) =>
+        s.maxPerOrder! > s.perUserLimit!
+          ? `maxPerOrder (${s.maxPerOrder}) must not be above perUserLimit (${s.perUserLimit}): raise perUserLimit or lower maxPerOrder`
+          : undefined,
+    ],
     cli: { flag: 'max-per-order' },
     form: { label: 'Max per order', testId: 'create-max-per-order', attrs: { min: '1', step: '1', value: '1' } },
   }),
   startsAt: time('ISO 8601 with Z or an offset, years 2000-9999; default: now', {
-    column: 'starts_at', redis: { name: 'startsAt' }, fallback: (_s, now) => now,
+    column: 'starts_at',
+    redis: { name: 'startsAt' },
+    fallback: (_s, now) => now,
     cli: { flag: 'starts-at', describe: 'ISO 8601' },
     form: { label: 'Starts', testId: 'create-starts' },
   }),
   endsAt: time('ISO 8601 with Z or an offset, after startsAt; null or absent: no end', {
     schema: { nullable: true },
     // purchase.lua reads exactly 0 as "no end".
-    column: 'ends_at', redis: { name: 'endsAt', none: '0' },
+    column: 'ends_at',
+    redis: { name: 'endsAt', none: '0' },
     rules: [(s) => (s.endsAt && s.endsAt <= s.startsAt! ? 'endsAt must be after startsAt' : undefined)],
     cli: { flag: 'ends-at', describe: 'ISO 8601' },
     form: { label: 'Ends', testId: 'create-ends' },
   }),
   paymentWindowSeconds: int(1, 86_400, {
     schema: { default: 300 },
-    column: 'payment_window_seconds', redis: { name: 'paymentWindow' },
+    column: 'payment_window_seconds',
+    redis: { name: 'paymentWindow' },
     cli: { flag: 'payment-window', describe: 'seconds (default 300)' },
-    form: { label: 'Payment window (s)', testId: 'create-payment-window', after: 'maxPerOrder', attrs: { min: '1', step: '1', value: '300' } },
+    form: {
+      label: 'Payment window (s)',
+      testId: 'create-payment-window',
+      after: 'maxPerOrder',
+      attrs: { min: '1', step: '1', value: '300' },
+    },
   }),
   challenge: choice(CHALLENGES, {
     schema: { default: 'none', description: '`pow`: buyers first solve a proof-of-work challenge' },
-    column: 'challenge', redis: { name: 'challenge' },
+    column: 'challenge',
+    redis: { name: 'challenge' },
     cli: { flag: 'challenge', describe: 'pow: buyers solve a proof-of-work challenge first (default none)' },
   }),
   challengeComplexity: int(1000, 10_000_000, {
@@ -114,26 +150,46 @@ export const SALE_DEFINITION: SaleDefinition = {
     cli: { flag: 'challenge-complexity', describe: 'about how many hashes a challenge takes (default 50000)' },
   }),
   buyers: choice(BUYERS, {
-    schema: { default: 'anyone', description: '`verified-email`: only buyers whose token carries `email_verified: true`' },
-    column: 'buyers', redis: { name: 'buyers' },
-    cli: { flag: 'buyers', describe: 'verified-email: only buyers whose token carries email_verified: true (default anyone)' },
-    form: { label: 'Buyers', testId: 'create-buyers', after: 'paymentWindowSeconds', options: { anyone: 'Anyone', 'verified-email': 'Verified email only' } },
+    schema: {
+      default: 'anyone',
+      description: '`verified-email`: only buyers whose token carries `email_verified: true`',
+    },
+    column: 'buyers',
+    redis: { name: 'buyers' },
+    cli: {
+      flag: 'buyers',
+      describe: 'verified-email: only buyers whose token carries email_verified: true (default anyone)',
+    },
+    form: {
+      label: 'Buyers',
+      testId: 'create-buyers',
+      after: 'paymentWindowSeconds',
+      options: { anyone: 'Anyone', 'verified-email': 'Verified email only' },
+    },
   }),
   // The enum and the options are the registry's own, kept current as modes register.
   admission: choice(ADMISSIONS, {
     schema: { default: 'first-come', description: 'queue: a waiting room in front; draw: entries and a draw' },
-    column: 'admission', redis: { name: 'admission' },
-    cli: { flag: 'admission', describe: 'queue: a waiting room in front; draw: entries, then a draw (default first-come)' },
+    column: 'admission',
+    redis: { name: 'admission' },
+    cli: {
+      flag: 'admission',
+      describe: 'queue: a waiting room in front; draw: entries, then a draw (default first-come)',
+    },
     form: { label: 'Admission', testId: 'create-admission', options: ADMISSION_LABELS },
   }),
   ...ROOM_FIELDS,
   ...DRAW_FIELDS,
   // In Redis only for a mode whose scripts order by it (the room's pre-queue); a draw's stays in Postgres, the record of the draw.
   seed: text({
-    column: 'seed', redis: { name: 'seed', when: (s) => Boolean(modeOf(s.admission)?.seedInMeta) },
+    column: 'seed',
+    redis: { name: 'seed', when: (s) => Boolean(modeOf(s.admission)?.seedInMeta) },
     made: (s) => (modeOf(s.admission)?.seeded ? randomBytes(32).toString('hex') : null),
   }),
-  seedSha256: text({ column: 'seed_sha256', made: (s) => (s.seed ? createHash('sha256').update(s.seed).digest('hex') : null) }),
+  seedSha256: text({
+    column: 'seed_sha256',
+    made: (s) => (s.seed ? createHash('sha256').update(s.seed).digest('hex') : null),
+  }),
   // Set by the draw itself (shared/admission/draw/steps.ts), read back with the sale: what reveals a draw's seed.
   drawnAt: time('set when the draw is made', { column: 'drawn_at', made: () => null }),
 };
@@ -143,8 +199,26 @@ export const SALE_DEFINITION: SaleDefinition = {
  * answered, and a field's default or rule may use the fields read before it.
  */
 export const CHECK_ORDER = [
-  'id', 'name', 'startsAt', 'endsAt', 'stock', 'perUserLimit', 'maxPerOrder', 'price', 'currency', 'challenge', 'buyers', 'admission',
-  'admitOverbook', 'admitRatePerSecond', 'passSeconds', 'entriesOpenAt', 'entriesCloseAt', 'backfillUntil', 'paymentWindowSeconds', 'challengeComplexity',
+  'id',
+  'name',
+  'startsAt',
+  'endsAt',
+  'stock',
+  'perUserLimit',
+  'maxPerOrder',
+  'price',
+  'currency',
+  'challenge',
+  'buyers',
+  'admission',
+  'admitOverbook',
+  'admitRatePerSecond',
+  'passSeconds',
+  'entriesOpenAt',
+  'entriesCloseAt',
+  'backfillUntil',
+  'paymentWindowSeconds',
+  'challengeComplexity',
 ] as const satisfies readonly SaleField[];
 
 const ALL = Object.keys(SALE_DEFINITION) as SaleField[];

@@ -8,9 +8,20 @@ export type Kind = 'int' | 'number' | 'text' | 'choice' | 'time';
 type Rule = (sale: Partial<Sale>) => string | undefined;
 
 /** `flashsale sale create --<flag>`; `after`: listed after that field's flag instead of in table order. */
-export interface CliFlag { flag: string; describe?: string; demand?: true; after?: SaleField }
+export interface CliFlag {
+  flag: string;
+  describe?: string;
+  demand?: true;
+  after?: SaleField;
+}
 /** An input of the new-sale form; `after`: placed after that field's input instead of in table order. */
-export interface FormInput { label: string; testId: string; attrs?: Record<string, string | true>; options?: Record<string, string>; after?: SaleField }
+export interface FormInput {
+  label: string;
+  testId: string;
+  attrs?: Record<string, string | true>;
+  options?: Record<string, string>;
+  after?: SaleField;
+}
 
 export interface Field<T> {
   kind: Kind;
@@ -40,8 +51,23 @@ export interface Field<T> {
 export type SaleDefinition = { [K in SaleField]: Field<Sale[K]> };
 
 type Spec<T> = Omit<Field<T>, 'kind' | 'schema'> & { schema?: Record<string, unknown> };
-export const int = (minimum: number, maximum: number, f: Spec<number>): Field<number> => ({ ...f, kind: 'int', schema: { type: 'integer', minimum, maximum, ...f.schema } });
-export const time = (description: string, f: Spec<Date>): Field<Date> => ({ ...f, kind: 'time', schema: { type: 'string', format: 'date-time', description, ...f.schema } });
-export const text = (f: Spec<string>): Field<string> => ({ ...f, kind: 'text', schema: { type: 'string', ...f.schema } });
-export const choice = <const V extends readonly string[]>(values: V, f: Spec<V[number]>): Field<V[number]> =>
-  ({ ...f, kind: 'choice', schema: { type: 'string', enum: values, ...f.schema } });
+export const int = (minimum: number, maximum: number, f: Spec<number>): Field<number> => ({
+  ...f,
+  kind: 'int',
+  schema: { type: 'integer', minimum, maximum, ...f.schema },
+});
+export const time = (description: string, f: Spec<Date>): Field<Date> => ({
+  ...f,
+  kind: 'time',
+  schema: { type: 'string', format: 'date-time', description, ...f.schema },
+});
+export const text = (f: Spec<string>): Field<string> => ({
+  ...f,
+  kind: 'text',
+  schema: { type: 'string', ...f.schema },
+});
+export const choice = <const V extends readonly string[]>(values: V, f: Spec<V[number]>): Field<V[number]> => ({
+  ...f,
+  kind: 'choice',
+  schema: { type: 'string', enum: values, ...f.schema },
+});

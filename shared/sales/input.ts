@@ -40,7 +40,13 @@ function readTime(key: string, v: unknown): Date {
 
 /** One field's value: the input's, checked, or its default; a refusal names the field. */
 function read(key: SaleField, f: Field<unknown>, given: unknown, sale: Partial<Sale>, now: Date): unknown {
-  const { minimum, maximum, pattern, maxLength, default: fallback } = f.schema as { minimum: number; maximum: number; pattern?: string; maxLength?: number; default?: unknown };
+  const {
+    minimum,
+    maximum,
+    pattern,
+    maxLength,
+    default: fallback,
+  } = f.schema as { minimum: number; maximum: number; pattern?: string; maxLength?: number; default?: unknown };
   // A time left out takes its fallback, or stays null (no end) unless required.
   if (f.kind === 'time') {
     const v = given === undefined || given === null ? (f.fallback?.(sale, now) ?? null) : readTime(key, given);
@@ -49,7 +55,11 @@ function read(key: SaleField, f: Field<unknown>, given: unknown, sale: Partial<S
   }
   const v = given ?? fallback ?? f.fallback?.(sale, now);
   if (f.kind === 'text') {
-    const ok = typeof v === 'string' && v.trim() !== '' && v.length <= (maxLength ?? Infinity) && (pattern === undefined || new RegExp(pattern).test(v));
+    const ok =
+      typeof v === 'string' &&
+      v.trim() !== '' &&
+      v.length <= (maxLength ?? Infinity) &&
+      (pattern === undefined || new RegExp(pattern).test(v));
     if (!ok) invalid(f.message!);
     return v;
   }

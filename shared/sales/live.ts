@@ -47,9 +47,16 @@ export interface SaleLive {
  * The oldest winner still in Redis: the tail of the shared list (the writer takes from there) or
  * of a writer's processing list (a batch in flight, or held by a writer that died).
  */
-async function oldestWinnerAt(redis: RedisClient, saleId: string): Promise<{ purchases: number; oldestAt: number | null }> {
+async function oldestWinnerAt(
+  redis: RedisClient,
+  saleId: string,
+): Promise<{ purchases: number; oldestAt: number | null }> {
   const k = saleKeys(saleId);
-  const [seq, tail, writers] = await Promise.all([redis.get(k.seq), redis.lindex(k.winners, -1), redis.zrange(k.writers, '0', '-1')]);
+  const [seq, tail, writers] = await Promise.all([
+    redis.get(k.seq),
+    redis.lindex(k.winners, -1),
+    redis.zrange(k.writers, '0', '-1'),
+  ]);
   const tails = await Promise.all(writers.map((w) => redis.lindex(k.processing(w), -1)));
   const times = [tail, ...tails].filter((e): e is string => e !== null).map((e) => parseWinner(e).purchasedAt);
   return { purchases: Number(seq ?? 0), oldestAt: times.length > 0 ? Math.min(...times) : null };

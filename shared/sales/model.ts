@@ -47,7 +47,13 @@ export type Challenge = (typeof CHALLENGES)[number];
 export type Buyers = (typeof BUYERS)[number];
 
 /** A sale's rules as Redis holds them (its meta): times in ms. */
-export type SaleRules = { stock: number } & { [K in SaleField]?: Sale[K] extends Date | null ? number | null : Sale[K] };
+export type SaleRules = { stock: number } & {
+  [K in SaleField]?: Sale[K] extends Date | null ? number | null : Sale[K];
+};
 
 /** What a purchase brings to pass its sale's gate (purchase.lua). */
-export type PurchaseGate = { kind: 'token'; id: string; expiresAt: number } | { kind: 'pass'; expiresAt: number } | { kind: 'draw' } | { kind: 'member'; mode: string };
+export type PurchaseGate =
+  | { kind: 'token'; id: string; expiresAt: number }
+  | { kind: 'pass'; expiresAt: number }
+  | { kind: 'draw' }
+  | { kind: 'member'; mode: string };

@@ -7,7 +7,14 @@ import { HttpError } from '../runtime/errors.js';
 import { SALES_REGISTRY, saleKeys } from '../redis/keys.js';
 import { loadSale, type LoadOptions, type SaleRules } from './scripts.js';
 import { modeOf } from '../admission/mode.js';
-import { SALE_DEFINITION, type Admission, type Buyers, type Challenge, type Sale, type SaleField } from './definition.js';
+import {
+  SALE_DEFINITION,
+  type Admission,
+  type Buyers,
+  type Challenge,
+  type Sale,
+  type SaleField,
+} from './definition.js';
 
 // The callers of sales keep importing what a sale is from here.
 export { parseSaleInput } from './input.js';
@@ -29,7 +36,9 @@ export function fromRow(r: SaleRow): Sale {
 
 /** What Redis keeps of a sale (load_sale.lua): times in ms. */
 export function rulesOf(sale: Sale): SaleRules {
-  return Object.fromEntries(Object.entries(sale).map(([k, v]) => [k, v instanceof Date ? v.getTime() : v])) as SaleRules;
+  return Object.fromEntries(
+    Object.entries(sale).map(([k, v]) => [k, v instanceof Date ? v.getTime() : v]),
+  ) as SaleRules;
 }
 
 /** Puts a sale into Redis (idempotent: a loaded sale keeps its stock) and into the registry. */
@@ -42,7 +51,10 @@ export async function loadSaleIntoRedis(redis: RedisClient, sale: Sale, opts: Lo
 /** Creates the sale in Postgres and loads it into Redis; Redis failing rolls the row back. */
 export async function createSale(pool: Pool, redis: RedisClient, sale: Sale, opts: LoadOptions = {}): Promise<void> {
   await withTransaction(pool, async (client) => {
-    const res = await client.query(INSERT, FIELDS.map((k) => sale[k]));
+    const res = await client.query(
+      INSERT,
+      FIELDS.map((k) => sale[k]),
+    );
     if (res.rowCount === 0) throw new HttpError('sale_exists', `A sale with id "${sale.id}" already exists.`);
     await loadSaleIntoRedis(redis, sale, opts);
   });
@@ -65,26 +77,60 @@ export function saleState(sale: Sale, available: number, now: number): SaleState
 }
 
 export interface SaleView {
-  id: string; name: string; stock: number; available: number; perUserLimit: number; maxPerOrder: number;
-  paymentWindowSeconds: number; startsAt: string; endsAt: string | null; state: SaleState;
-  challenge: Challenge; challengeComplexity: number; buyers: Buyers; price: number | null; currency: string | null;
-  admission: Admission; admitRatePerSecond: number | null; admitOverbook: number | null; passSeconds: number | null;
-  entriesOpenAt: string | null; entriesCloseAt: string | null; backfillUntil: string | null;
+  id: string;
+  name: string;
+  stock: number;
+  available: number;
+  perUserLimit: number;
+  maxPerOrder: number;
+  paymentWindowSeconds: number;
+  startsAt: string;
+  endsAt: string | null;
+  state: SaleState;
+  challenge: Challenge;
+  challengeComplexity: number;
+  buyers: Buyers;
+  price: number | null;
+  currency: string | null;
+  admission: Admission;
+  admitRatePerSecond: number | null;
+  admitOverbook: number | null;
+  passSeconds: number | null;
+  entriesOpenAt: string | null;
+  entriesCloseAt: string | null;
+  backfillUntil: string | null;
   /** sha256 of the seed, from the start; the seed itself once a draw has been made (Postgres) or a waiting room has opened (Redis), null before. */
-  seedSha256: string | null; seed: string | null;
+  seedSha256: string | null;
+  seed: string | null;
 }
 
 export async function saleView(redis: RedisClient, sale: Sale, now = Date.now()): Promise<SaleView> {
   const available = Number((await redis.get(saleKeys(sale.id).available)) ?? 0);
   return {
-    id: sale.id, name: sale.name, stock: sale.stock, available, perUserLimit: sale.perUserLimit,
-    maxPerOrder: sale.maxPerOrder, paymentWindowSeconds: sale.paymentWindowSeconds,
-    startsAt: sale.startsAt.toISOString(), endsAt: sale.endsAt?.toISOString() ?? null,
-    state: saleState(sale, available, now), challenge: sale.challenge, challengeComplexity: sale.challengeComplexity,
-    buyers: sale.buyers, price: sale.price, currency: sale.currency,
-    admission: sale.admission, admitRatePerSecond: sale.admitRatePerSecond, admitOverbook: sale.admitOverbook, passSeconds: sale.passSeconds,
-    entriesOpenAt: iso(sale.entriesOpenAt), entriesCloseAt: iso(sale.entriesCloseAt), backfillUntil: iso(sale.backfillUntil),
-    seedSha256: sale.seedSha256, seed: await publicSeed(redis, sale),
+    id: sale.id,
+    name: sale.name,
+    stock: sale.stock,
+    available,
+    perUserLimit: sale.perUserLimit,
+    maxPerOrder: sale.maxPerOrder,
+    paymentWindowSeconds: sale.paymentWindowSeconds,
+    startsAt: sale.startsAt.toISOString(),
+    endsAt: sale.endsAt?.toISOString() ?? null,
+    state: saleState(sale, available, now),
+    challenge: sale.challenge,
+    challengeComplexity: sale.challengeComplexity,
+    buyers: sale.buyers,
+    price: sale.price,
+    currency: sale.currency,
+    admission: sale.admission,
+    admitRatePerSecond: sale.admitRatePerSecond,
+    admitOverbook: sale.admitOverbook,
+    passSeconds: sale.passSeconds,
+    entriesOpenAt: iso(sale.entriesOpenAt),
+    entriesCloseAt: iso(sale.entriesCloseAt),
+    backfillUntil: iso(sale.backfillUntil),
+    seedSha256: sale.seedSha256,
+    seed: await publicSeed(redis, sale),
   };
 }
 

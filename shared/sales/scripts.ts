@@ -12,7 +12,16 @@ export type { PurchaseGate, SaleRules };
 
 const META = (Object.keys(SALE_DEFINITION) as SaleField[]).flatMap((key) => {
   const { redis, schema, kind } = SALE_DEFINITION[key];
-  return redis ? [{ key, ...redis, fallback: schema.default as string | number | undefined, text: kind === 'text' || kind === 'choice' }] : [];
+  return redis
+    ? [
+        {
+          key,
+          ...redis,
+          fallback: schema.default as string | number | undefined,
+          text: kind === 'text' || kind === 'choice',
+        },
+      ]
+    : [];
 });
 
 /** How a sale is loaded beyond its rules. */
@@ -21,7 +30,12 @@ export interface LoadOptions {
   legacyBuyCounts?: boolean;
 }
 
-export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules, opts: LoadOptions = {}): Promise<boolean> {
+export async function loadSale(
+  redis: RedisClient,
+  saleId: string,
+  r: SaleRules,
+  opts: LoadOptions = {},
+): Promise<boolean> {
   const k = saleKeys(saleId);
   const meta = META.flatMap(({ key, name, none, when, fallback }) => {
     const v = when && !when(r) ? null : (r[key] ?? none ?? fallback);
@@ -29,7 +43,12 @@ export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules,
   });
   // A new sale's buyer counts go to one hash, unless APIs of the previous release still run (purchase.lua).
   const buyCounts = opts.legacyBuyCounts ? [] : ['buyCounts', 'hash'];
-  const loaded = await run(redis, 'load_sale', [k.meta, k.available], [r.stock, ...meta, ...buyCounts, 'gate', requiredGate(r)]);
+  const loaded = await run(
+    redis,
+    'load_sale',
+    [k.meta, k.available],
+    [r.stock, ...meta, ...buyCounts, 'gate', requiredGate(r)],
+  );
   return loaded === 1;
 }
 
@@ -41,7 +60,8 @@ export async function loadSale(redis: RedisClient, saleId: string, r: SaleRules,
 function requiredGate(r: SaleRules): string {
   const admission = r.admission ?? FIRST_COME;
   const mode = modeOf(admission);
-  if (!mode && admission !== FIRST_COME) throw new Error(`admission mode ${admission} is not registered in this process: import shared/admission/modes.ts`);
+  if (!mode && admission !== FIRST_COME)
+    throw new Error(`admission mode ${admission} is not registered in this process: import shared/admission/modes.ts`);
   return mode ? (mode.gate ?? 'none') : r.challenge === 'pow' ? 'token' : 'none';
 }
 
@@ -66,14 +86,32 @@ export async function endSaleScript(redis: RedisClient, saleId: string, endsAt: 
 }
 
 /** exchange.lua: spends a solved challenge (by its signature) if the sale's window and the challenge's expiry allow, by Redis's clock; {code, Redis's now}. */
-export async function exchangeScript(redis: RedisClient, saleId: string, signature: string, expiresAt: number): Promise<[number, number]> {
+export async function exchangeScript(
+  redis: RedisClient,
+  saleId: string,
+  signature: string,
+  expiresAt: number,
+): Promise<[number, number]> {
   const k = saleKeys(saleId);
-  return (await run(redis, 'exchange', [k.meta, k.challengeUsed(signature)], [expiresAt, TOKEN_MARK_MARGIN_MS])) as [number, number];
+  return (await run(redis, 'exchange', [k.meta, k.challengeUsed(signature)], [expiresAt, TOKEN_MARK_MARGIN_MS])) as [
+    number,
+    number,
+  ];
 }
 
 /** spend_token.lua: spends a purchase token that enters a draw, unless spent or expired by Redis's clock (1 spent, -9 spent already, -14 expired). */
-export async function spendTokenScript(redis: RedisClient, saleId: string, tokenId: string, expiresAt: number): Promise<1 | -9 | -14> {
-  return (await run(redis, 'spend_token', [saleKeys(saleId).tokenUsed(tokenId)], [expiresAt, TOKEN_MARK_MARGIN_MS, 'entry'])) as 1 | -9 | -14;
+export async function spendTokenScript(
+  redis: RedisClient,
+  saleId: string,
+  tokenId: string,
+  expiresAt: number,
+): Promise<1 | -9 | -14> {
+  return (await run(
+    redis,
+    'spend_token',
+    [saleKeys(saleId).tokenUsed(tokenId)],
+    [expiresAt, TOKEN_MARK_MARGIN_MS, 'entry'],
+  )) as 1 | -9 | -14;
 }
 
 /**
@@ -106,12 +144,30 @@ export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promi
   const g = a.gate;
   // Twelve keys every call: the gate's key is the token's mark, the mode's list, or else the passes, read only with a pass.
   const keys = [
-    k.meta, k.available, k.buys(a.userId), k.buyCounts, k.winners, k.queued, k.seq, k.purchased, k.deadlines, k.rate(a.userId),
-    g?.kind === 'token' ? k.tokenUsed(g.id) : g?.kind === 'member' ? k.modeList(g.mode) : k.passes, k.unpaid,
+    k.meta,
+    k.available,
+    k.buys(a.userId),
+    k.buyCounts,
+    k.winners,
+    k.queued,
+    k.seq,
+    k.purchased,
+    k.deadlines,
+    k.rate(a.userId),
+    g?.kind === 'token' ? k.tokenUsed(g.id) : g?.kind === 'member' ? k.modeList(g.mode) : k.passes,
+    k.unpaid,
   ];
   // No clock is sent: the script judges every time by the master's TIME.
   return (await run(redis, 'purchase', keys, [
-    a.qty, a.orderId, a.userId, a.buyCountTtlSeconds, g?.kind ?? '', g?.kind === 'token' || g?.kind === 'pass' ? g.expiresAt : 0,
-    a.rate?.max ?? 0, a.rate?.windowMs ?? 0, TOKEN_MARK_MARGIN_MS, a.maxUnpaid ?? 0,
+    a.qty,
+    a.orderId,
+    a.userId,
+    a.buyCountTtlSeconds,
+    g?.kind ?? '',
+    g?.kind === 'token' || g?.kind === 'pass' ? g.expiresAt : 0,
+    a.rate?.max ?? 0,
+    a.rate?.windowMs ?? 0,
+    TOKEN_MARK_MARGIN_MS,
+    a.maxUnpaid ?? 0,
   ])) as [number, number];
 }

@@ -31,14 +31,19 @@ export interface UnsettledSale {
 
 /** The sales the replay still reconciles. */
 export async function unsettledSales(pool: Pool): Promise<UnsettledSale[]> {
-  const res = await pool.query<UnsettledSale>('select id, stock from sales where settled_at is null order by starts_at, id');
+  const res = await pool.query<UnsettledSale>(
+    'select id, stock from sales where settled_at is null order by starts_at, id',
+  );
   return res.rows;
 }
 
 /** Of `ids`, the sales already settled in Postgres. */
 export async function settledAmong(pool: Pool, ids: string[]): Promise<string[]> {
   if (ids.length === 0) return [];
-  const res = await pool.query<{ id: string }>('select id from sales where id = any($1::text[]) and settled_at is not null', [ids]);
+  const res = await pool.query<{ id: string }>(
+    'select id from sales where id = any($1::text[]) and settled_at is not null',
+    [ids],
+  );
   return res.rows.map((r) => r.id);
 }
 
@@ -58,7 +63,11 @@ export async function settleCandidates(pool: Pool, afterEndSeconds = SETTLE_AFTE
 }
 
 /** Records the settlement of those of `saleIds` for which everything the candidate query saw still holds; returns them. */
-export async function markSettled(pool: Pool, saleIds: string[], afterEndSeconds = SETTLE_AFTER_END_SECONDS): Promise<string[]> {
+export async function markSettled(
+  pool: Pool,
+  saleIds: string[],
+  afterEndSeconds = SETTLE_AFTER_END_SECONDS,
+): Promise<string[]> {
   const res = await pool.query<{ id: string }>(
     `update sales s set settled_at = now()
      where s.id = any($1::text[]) and s.settled_at is null and s.ends_at <= now() - make_interval(secs => $2) and not ${OPEN_ORDER}
@@ -120,7 +129,12 @@ const CHUNK = 1000;
  * Settles every sale that is ended, final and idle and whose reconciliation held in this pass
  * (`held`), then drops it from the registry. `registry` is the registry as the pass read it.
  */
-export async function settleSales(pool: Pool, redis: RedisClient, registry: string[], held: ReadonlySet<string>): Promise<SettleResult> {
+export async function settleSales(
+  pool: Pool,
+  redis: RedisClient,
+  registry: string[],
+  held: ReadonlySet<string>,
+): Promise<SettleResult> {
   const unregistered = await settledAmong(pool, registry);
   for (const id of unregistered) await forgetSale(redis, id);
   if (unregistered.length > 0) await redis.srem(SALES_REGISTRY, ...unregistered);

@@ -27,8 +27,15 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
   ]);
 
   const shoppers = new Shoppers({
-    port: c.apiPort, saleId: sale.id, rand: seededRandom(seed + 1), users: 500, prefix: 'buyer-', maxQty: 2,
-    payRatio: 0.5, payDelayMs: [0, 2600], concurrency: 16,
+    port: c.apiPort,
+    saleId: sale.id,
+    rand: seededRandom(seed + 1),
+    users: 500,
+    prefix: 'buyer-',
+    maxQty: 2,
+    payRatio: 0.5,
+    payDelayMs: [0, 2600],
+    concurrency: 16,
   });
   // An order whose key fires while the listener is down waits for the replay, and if the replay is
   // killed next, for its restart too: the grace is the longest outage of each, as measured (a
@@ -37,7 +44,8 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
   const downSince: Record<string, number | undefined> = {};
   const longest = (name: string) => Math.max(outage[name]!, Date.now() - (downSince[name] ?? Date.now()));
   const live = new LiveChecks(env, [sale.id], () => shoppers.accepted.map((w) => w.orderId), {
-    everyMs: 500, graceMs: () => longest('listener') + longest('replay') + 1000,
+    everyMs: 500,
+    graceMs: () => longest('listener') + longest('replay') + 1000,
   });
   shoppers.run();
 
@@ -46,7 +54,10 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
   const until = Date.now() + 12_000;
   while (Date.now() < until) {
     // Each round kills all three once, in a seeded order, at seeded moments, down for a seeded while.
-    const round = ['writer', 'listener', 'replay'].map((v) => [v, rand()] as const).sort((a, b) => a[1] - b[1]).map(([v]) => v);
+    const round = ['writer', 'listener', 'replay']
+      .map((v) => [v, rand()] as const)
+      .sort((a, b) => a[1] - b[1])
+      .map(([v]) => v);
     for (const victim of round) {
       await delay(150 + rand() * 650);
       const downMs = rand() * 500;
@@ -65,9 +76,15 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
   }
   const { accepted, final, orders } = await windDown(env, sale.id, shoppers, live);
   const [paid, expired] = [await orderCount(env, sale.id, 'paid'), await orderCount(env, sale.id, 'expired')];
-  log.note(`purchases ${JSON.stringify(shoppers.purchases)}; orders ${orders}: ${paid} paid, ${expired} expired; live checks skipped ${live.skipped}`);
+  log.note(
+    `purchases ${JSON.stringify(shoppers.purchases)}; orders ${orders}: ${paid} paid, ${expired} expired; live checks skipped ${live.skipped}`,
+  );
   summarize({
-    scenario: 'crashes', seed, buyers: shoppers.buyers.size, orders, faults: log.faults,
+    scenario: 'crashes',
+    seed,
+    buyers: shoppers.buyers.size,
+    orders,
+    faults: log.faults,
     faultKinds: `SIGKILL writer ${kills.writer} (${freshWriters} back under a new WRITER_ID), listener ${kills.listener}, replay ${kills.replay}`,
     ...tally(live, final),
   });
@@ -79,11 +96,22 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
   assert.ok(paid > 0 && expired > 0, `buying, paying and expiring all happened: ${paid} paid, ${expired} expired`);
   const k = saleKeys(sale.id);
   assert.equal(await env.redis.llen(k.winners), 0);
-  assert.deepEqual(await env.redis.keys(k.processing('*')), [], 'no batch left in any writer\'s hands, the dead ids\' included');
+  assert.deepEqual(
+    await env.redis.keys(k.processing('*')),
+    [],
+    "no batch left in any writer's hands, the dead ids' included",
+  );
   assert.deepEqual(c.unexpectedExits, []);
-  assert.deepEqual(c.errors('replay').filter((l) => l.includes('CONSERVATION_VIOLATED')), []);
+  assert.deepEqual(
+    c.errors('replay').filter((l) => l.includes('CONSERVATION_VIOLATED')),
+    [],
+  );
   const check = await cli(env, ['check', '--sale', sale.id, '--interval', '1']);
   assert.equal(check.code, 0, check.stdout);
   assert.equal(check.stdout, '9 checks, 0 violations\n');
-  assert.deepEqual(await c.stopAll(), { api: 0, writer: 0, listener: 0, replay: 0 }, 'every process stops cleanly on SIGTERM');
+  assert.deepEqual(
+    await c.stopAll(),
+    { api: 0, writer: 0, listener: 0, replay: 0 },
+    'every process stops cleanly on SIGTERM',
+  );
 });

@@ -25,16 +25,24 @@ const CONCURRENCY = 32;
 /** The documented algorithm, from its description only. */
 const hex = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
 function recompute(seed: string, tickets: string[]): string[] {
-  return tickets.map((t) => [hex(`${seed}:${t}`), t] as const).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([, t]) => t);
+  return tickets
+    .map((t) => [hex(`${seed}:${t}`), t] as const)
+    .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+    .map(([, t]) => t);
 }
 
 test(`a draw of ${ENTRANTS} entries recomputed from the revealed seed by an independent implementation matches the winners`, async () => {
   const sale = await newSale(env, {
-    admission: 'draw', stock: STOCK, startsAt: new Date(Date.now() - 60_000).toISOString(), entriesCloseAt: new Date(Date.now() + 3_600_000).toISOString(),
+    admission: 'draw',
+    stock: STOCK,
+    startsAt: new Date(Date.now() - 60_000).toISOString(),
+    entriesCloseAt: new Date(Date.now() + 3_600_000).toISOString(),
   });
   const buyers = Array.from({ length: ENTRANTS }, (_, i) => `entrant-${i}`);
   const started = Date.now();
-  const answers = await runConcurrently(ENTRANTS, CONCURRENCY, async (i) => http(api.port, 'POST', `/api/sales/${sale.id}/entries`, { user: buyers[i] }));
+  const answers = await runConcurrently(ENTRANTS, CONCURRENCY, async (i) =>
+    http(api.port, 'POST', `/api/sales/${sale.id}/entries`, { user: buyers[i] }),
+  );
   const enterMs = Date.now() - started;
   assert.deepEqual([...new Set(answers.map(outcome))], ['200'], 'every entry answered 200');
   // Each entrant's secret, told to them alone: what their ticket is made of.
@@ -42,14 +50,21 @@ test(`a draw of ${ENTRANTS} entries recomputed from the revealed seed by an inde
   console.log(`# ${ENTRANTS} entries through the API in ${enterMs} ms`);
 
   // Entries close; the loop makes the draw and hands out the units.
-  await env.pool.query("update sales set entries_close_at = now(), backfill_until = now() + interval '1 hour' where id = $1", [sale.id]);
+  await env.pool.query(
+    "update sales set entries_close_at = now(), backfill_until = now() + interval '1 hour' where id = $1",
+    [sale.id],
+  );
   const loop = new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
   await loop.refreshSales();
   await loop.tick(Date.now());
-  await waitFor('the orders handed out', async () => {
-    const won = await env.pool.query("select 1 from draw_entries where sale_id = $1 and status = 'won'", [sale.id]);
-    return won.rowCount === STOCK;
-  }, 30_000);
+  await waitFor(
+    'the orders handed out',
+    async () => {
+      const won = await env.pool.query("select 1 from draw_entries where sale_id = $1 and status = 'won'", [sale.id]);
+      return won.rowCount === STOCK;
+    },
+    30_000,
+  );
 
   // What an outsider sees.
   const pub = await waitFor('the seed revealed', async () => {
@@ -61,11 +76,18 @@ test(`a draw of ${ENTRANTS} entries recomputed from the revealed seed by an inde
   assert.equal(pub.tickets.length, ENTRANTS);
   assert.equal(new Set(pub.tickets).size, ENTRANTS);
   const order = recompute(pub.seed, pub.tickets);
-  assert.deepEqual(pub.winners.map((w: { ticket: string; drawRank: number }) => [w.ticket, w.drawRank]), order.slice(0, STOCK).map((t, i) => [t, i + 1]));
+  assert.deepEqual(
+    pub.winners.map((w: { ticket: string; drawRank: number }) => [w.ticket, w.drawRank]),
+    order.slice(0, STOCK).map((t, i) => [t, i + 1]),
+  );
 
   // Postgres holds the same ranks for every entry, and the winners' orders.
-  const rows = (await env.pool.query<{ buyer: string; ticket: string; draw_rank: number; status: string; order_id: string | null }>(
-    'select buyer, ticket, draw_rank, status, order_id from draw_entries where sale_id = $1', [sale.id])).rows;
+  const rows = (
+    await env.pool.query<{ buyer: string; ticket: string; draw_rank: number; status: string; order_id: string | null }>(
+      'select buyer, ticket, draw_rank, status, order_id from draw_entries where sale_id = $1',
+      [sale.id],
+    )
+  ).rows;
   const rankOf = new Map(order.map((t, i) => [t, i + 1]));
   assert.equal(rows.length, ENTRANTS);
   for (const r of rows) {
@@ -81,7 +103,15 @@ test(`a draw of ${ENTRANTS} entries recomputed from the revealed seed by an inde
   for (const rank of [1, STOCK, STOCK + 1, ENTRANTS]) {
     const r = byRank.get(rank)!;
     const view = (await http(api.port, 'GET', `/api/sales/${sale.id}/entries/me`, { user: r.buyer })).body;
-    assert.deepEqual(view, { saleId: sale.id, state: rank <= STOCK ? 'won' : 'waiting', ticket: r.ticket, secret: secretOf.get(r.buyer), drawRank: rank, orderId: r.order_id, entries: ENTRANTS });
+    assert.deepEqual(view, {
+      saleId: sale.id,
+      state: rank <= STOCK ? 'won' : 'waiting',
+      ticket: r.ticket,
+      secret: secretOf.get(r.buyer),
+      drawRank: rank,
+      orderId: r.order_id,
+      entries: ENTRANTS,
+    });
   }
 
   const verify = await cli(env, ['draw', 'verify', sale.id]);

@@ -78,17 +78,39 @@ const BUYERS = ['alice', 'bob', 'carol', 'dave', 'mallory'];
 /** Authorization headers of every kind; `user` is whom the API must take it for, null when it must refuse it. */
 const tokens: fc.Arbitrary<Token> = fc.oneof(
   // As likely as all the forged kinds together, so the ids behind the auth check get fuzzed too.
-  { arbitrary: fc.constantFrom(...BUYERS).map((u) => ({ header: `Bearer ${token(u)}`, user: u, label: `valid ${u}` })), weight: 6 },
+  {
+    arbitrary: fc.constantFrom(...BUYERS).map((u) => ({ header: `Bearer ${token(u)}`, user: u, label: `valid ${u}` })),
+    weight: 6,
+  },
   // Expired beyond the default JWT_CLOCK_TOLERANCE_SECONDS (5 s), which accepts a token a few seconds late.
-  fc.tuple(fc.constantFrom(...BUYERS), fc.integer({ min: 6, max: 10 ** 7 })).map(([u, ago]) =>
-    ({ header: `Bearer ${forgeJwt({ alg: 'HS256', typ: 'JWT' }, { sub: u, exp: now() - ago }, JWT_SECRET)}`, user: null, label: `expired ${u}` })),
-  fc.tuple(fc.constantFrom(...BUYERS), fc.string({ minLength: 1 }).filter((k) => k !== JWT_SECRET)).map(([u, key]) =>
-    ({ header: `Bearer ${forgeJwt({ alg: 'HS256', typ: 'JWT' }, { sub: u, exp: now() + 600 }, key)}`, user: null, label: `wrong key ${u}` })),
-  fc.tuple(fc.constantFrom(...BUYERS), fc.constantFrom('none', 'None', 'NONE', '')).map(([u, alg]) =>
-    ({ header: `Bearer ${forgeJwt({ alg, typ: 'JWT' }, { sub: u, exp: now() + 600 }, null)}`, user: null, label: `alg ${JSON.stringify(alg)} ${u}` })),
-  fc.constantFrom(...BUYERS).map((u) =>
-    ({ header: `Bearer ${forgeJwt({ alg: 'HS256', typ: 'JWT' }, { sub: u, nbf: now() + 600, exp: now() + 900 }, JWT_SECRET)}`, user: null, label: `not yet valid ${u}` })),
-  fc.string({ unit: fc.integer({ min: 0x21, max: 0x7e }).map((n) => String.fromCharCode(n)), maxLength: 200 }).map((s) => ({ header: `Bearer ${s}`, user: null, label: 'garbage' })),
+  fc.tuple(fc.constantFrom(...BUYERS), fc.integer({ min: 6, max: 10 ** 7 })).map(([u, ago]) => ({
+    header: `Bearer ${forgeJwt({ alg: 'HS256', typ: 'JWT' }, { sub: u, exp: now() - ago }, JWT_SECRET)}`,
+    user: null,
+    label: `expired ${u}`,
+  })),
+  fc
+    .tuple(
+      fc.constantFrom(...BUYERS),
+      fc.string({ minLength: 1 }).filter((k) => k !== JWT_SECRET),
+    )
+    .map(([u, key]) => ({
+      header: `Bearer ${forgeJwt({ alg: 'HS256', typ: 'JWT' }, { sub: u, exp: now() + 600 }, key)}`,
+      user: null,
+      label: `wrong key ${u}`,
+    })),
+  fc.tuple(fc.constantFrom(...BUYERS), fc.constantFrom('none', 'None', 'NONE', '')).map(([u, alg]) => ({
+    header: `Bearer ${forgeJwt({ alg, typ: 'JWT' }, { sub: u, exp: now() + 600 }, null)}`,
+    user: null,
+    label: `alg ${JSON.stringify(alg)} ${u}`,
+  })),
+  fc.constantFrom(...BUYERS).map((u) => ({
+    header: `Bearer ${forgeJwt({ alg: 'HS256', typ: 'JWT' }, { sub: u, nbf: now() + 600, exp: now() + 900 }, JWT_SECRET)}`,
+    user: null,
+    label: `not yet valid ${u}`,
+  })),
+  fc
+    .string({ unit: fc.integer({ min: 0x21, max: 0x7e }).map((n) => String.fromCharCode(n)), maxLength: 200 })
+    .map((s) => ({ header: `Bearer ${s}`, user: null, label: 'garbage' })),
   fc.constant<Token>({ header: undefined, user: null, label: 'none' }),
 );
 
@@ -100,11 +122,16 @@ function orderIds(): fc.Arbitrary<string> {
     const at = id.length - 1 - (i % (id.length - 1 - id.indexOf('.')));
     const ch = id[at]!;
     switch (how) {
-      case 0: return id.slice(0, at) + ch.toUpperCase() + id.slice(at + 1);
-      case 1: return id.slice(0, at) + (ch === 'a' ? 'b' : ch === '-' ? '-' : 'a') + id.slice(at + 1);
-      case 2: return id.slice(0, at);
-      case 3: return `${id}${ch}`;
-      default: return `other-sale${id.slice(id.indexOf('.'))}`;
+      case 0:
+        return id.slice(0, at) + ch.toUpperCase() + id.slice(at + 1);
+      case 1:
+        return id.slice(0, at) + (ch === 'a' ? 'b' : ch === '-' ? '-' : 'a') + id.slice(at + 1);
+      case 2:
+        return id.slice(0, at);
+      case 3:
+        return `${id}${ch}`;
+      default:
+        return `other-sale${id.slice(id.indexOf('.'))}`;
     }
   };
   return fc.oneof(
@@ -135,9 +162,13 @@ describe('fuzzed requests change nothing', () => {
       if (id.length > 256) expected = [400, 'invalid_id'];
       else if (tok.user === null) expected = [401, 'unauthorized'];
       else if (!ORDER_ID_PATTERN.test(id)) expected = [400, 'invalid_id'];
-      else if (owner.get(id) === tok.user) return fc.pre(false); // the owner's own order is not hostile
+      else if (owner.get(id) === tok.user)
+        return fc.pre(false); // the owner's own order is not hostile
       else expected = [404, 'order_not_found'];
-      const r = await http(c.apiPort, pay ? 'POST' : 'GET', path, { headers: tok.header ? { authorization: tok.header } : {}, timeoutMs: 5000 });
+      const r = await http(c.apiPort, pay ? 'POST' : 'GET', path, {
+        headers: tok.header ? { authorization: tok.header } : {},
+        timeoutMs: 5000,
+      });
       assertError(r, expected[0], expected[1], `${pay ? 'pay' : 'view'} ${JSON.stringify(id)} as ${tok.label}`);
     });
     await fc.assert(prop, { seed, numRuns: 400 });
@@ -159,32 +190,76 @@ describe('fuzzed requests change nothing', () => {
       ['GET', '/nope', undefined, undefined, 404, 'not_found'],
       ['DELETE', `/api/sales/${sale.id}`, undefined, undefined, 405, 'method_not_allowed'],
     ];
-    const printable = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((n) => String.fromCharCode(n)), maxLength: 200 }).map((s) => s.trim());
+    const printable = fc
+      .string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((n) => String.fromCharCode(n)), maxLength: 200 })
+      .map((s) => s.trim());
     const names = fc.oneof(
-      fc.constantFrom('x-user-id', 'x-forwarded-for', 'x-real-ip', 'x-forwarded-proto', 'x-http-method-override', 'x-original-url', 'x-rewrite-url',
-        'cookie', 'accept', 'accept-encoding', 'accept-language', 'user-agent', 'origin', 'referer', 'if-none-match', 'range', 'forwarded', 'x-admin'),
+      fc.constantFrom(
+        'x-user-id',
+        'x-forwarded-for',
+        'x-real-ip',
+        'x-forwarded-proto',
+        'x-http-method-override',
+        'x-original-url',
+        'x-rewrite-url',
+        'cookie',
+        'accept',
+        'accept-encoding',
+        'accept-language',
+        'user-agent',
+        'origin',
+        'referer',
+        'if-none-match',
+        'range',
+        'forwarded',
+        'x-admin',
+      ),
       fc.stringMatching(/^x-[a-z0-9-]{1,30}$/),
     );
-    const headers = fc.dictionary(names, fc.oneof(printable, fc.constantFrom('alice', ADMIN_TOKEN, `Bearer ${ADMIN_TOKEN}`, 'DELETE', 'GET', '/api/sales')), { maxKeys: 8 });
+    const headers = fc.dictionary(
+      names,
+      fc.oneof(
+        printable,
+        fc.constantFrom('alice', ADMIN_TOKEN, `Bearer ${ADMIN_TOKEN}`, 'DELETE', 'GET', '/api/sales'),
+      ),
+      { maxKeys: 8 },
+    );
     const prop = fc.asyncProperty(fc.nat(routes.length - 1), headers, async (i, extra) => {
       const [method, path, body, user, status, code] = routes[i]!;
-      const auth: Record<string, string> = user === undefined ? {} : { authorization: user.startsWith('Bearer ') ? user : `Bearer ${token(user)}` };
+      const auth: Record<string, string> =
+        user === undefined ? {} : { authorization: user.startsWith('Bearer ') ? user : `Bearer ${token(user)}` };
       const r = await http(c.apiPort, method, path, { body, headers: { ...extra, ...auth }, timeoutMs: 5000 });
       assertError(r, status, code, `${method} ${path} with ${JSON.stringify(extra)}`);
     });
     await fc.assert(prop, { seed, numRuns: 400 });
   });
 
-  test('the admin route: any token but the admin\'s is 401 or 403 whatever the body; the admin\'s with an invalid sale is 400 invalid_sale', async () => {
+  test("the admin route: any token but the admin's is 401 or 403 whatever the body; the admin's with an invalid sale is 400 invalid_sale", async () => {
     const auths = fc.oneof(
       tokens.map((t) => t.header),
-      fc.constantFrom(`Bearer ${ADMIN_TOKEN}x`, `Bearer ${ADMIN_TOKEN.toUpperCase()}`, `bearer ${ADMIN_TOKEN}`, ADMIN_TOKEN, `Bearer  ${ADMIN_TOKEN}`, `Basic ${ADMIN_TOKEN}`),
+      fc.constantFrom(
+        `Bearer ${ADMIN_TOKEN}x`,
+        `Bearer ${ADMIN_TOKEN.toUpperCase()}`,
+        `bearer ${ADMIN_TOKEN}`,
+        ADMIN_TOKEN,
+        `Bearer  ${ADMIN_TOKEN}`,
+        `Basic ${ADMIN_TOKEN}`,
+      ),
       fc.constant(`Bearer ${ADMIN_TOKEN}`),
     );
     const bodies = fc.oneof(
       fc.jsonValue({ maxDepth: 2 }),
       fc.record({ name: fc.jsonValue({ maxDepth: 1 }), stock: fc.jsonValue({ maxDepth: 0 }) }, { requiredKeys: [] }),
-      fc.record({ id: fc.string(), name: fc.string(), stock: fc.integer(), paymentWindowSeconds: fc.integer(), startsAt: fc.string() }, { requiredKeys: [] }),
+      fc.record(
+        {
+          id: fc.string(),
+          name: fc.string(),
+          stock: fc.integer(),
+          paymentWindowSeconds: fc.integer(),
+          startsAt: fc.string(),
+        },
+        { requiredKeys: [] },
+      ),
     );
     const prop = fc.asyncProperty(auths, bodies, async (authorization, body) => {
       let expected: [number, string];
@@ -198,7 +273,11 @@ describe('fuzzed requests change nothing', () => {
           expected = [(err as HttpError).status, (err as HttpError).code];
         }
       }
-      const r = await http(c.apiPort, 'POST', '/api/sales', { body: JSON.stringify(body), headers: authorization ? { authorization } : {}, timeoutMs: 5000 });
+      const r = await http(c.apiPort, 'POST', '/api/sales', {
+        body: JSON.stringify(body),
+        headers: authorization ? { authorization } : {},
+        timeoutMs: 5000,
+      });
       assertError(r, expected[0], expected[1], `admin ${authorization?.slice(0, 30)} ${JSON.stringify(body)}`);
     });
     await fc.assert(prop, { seed, numRuns: 300 });
@@ -206,28 +285,51 @@ describe('fuzzed requests change nothing', () => {
 
   test('arbitrary methods on arbitrary paths: a 4xx in our shape (2xx only for reads), never a 5xx', async () => {
     const segment = fc.oneof(
-      fc.constantFrom('api', 'sales', 'orders', 'pay', 'purchases', 'dev', 'token', 'healthz', 'metrics', '..', '.', '', sale.id, ...owner.keys()),
+      fc.constantFrom(
+        'api',
+        'sales',
+        'orders',
+        'pay',
+        'purchases',
+        'dev',
+        'token',
+        'healthz',
+        'metrics',
+        '..',
+        '.',
+        '',
+        sale.id,
+        ...owner.keys(),
+      ),
       fc.string({ unit: 'grapheme', maxLength: 12 }).map(encodeURIComponent),
     );
     const paths = fc.array(segment, { minLength: 1, maxLength: 5 }).map((s) => `/${s.join('/')}`);
     const methods = fc.constantFrom('GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS');
     const bodies = fc.option(fc.json({ maxDepth: 2 }), { nil: undefined });
-    const prop = fc.asyncProperty(methods, paths, bodies, fc.option(tokens, { nil: undefined }), async (method, path, body, tok) => {
-      // A buyer buying, or paying their own order, is not hostile.
-      const own = [...owner].filter(([, u]) => u === tok?.user).map(([id]) => `/api/orders/${id}/pay`);
-      fc.pre(!(tok?.user && method === 'POST' && (path === `/api/sales/${sale.id}/purchases` || own.includes(path))));
-      const withBody = body !== undefined && method !== 'GET' && method !== 'HEAD';
-      const r = await http(c.apiPort, method, path, {
-        body: withBody ? body : undefined, headers: tok?.header ? { authorization: tok.header } : {}, timeoutMs: 5000,
-      });
-      hostile++;
-      const seen = `${method} ${path} as ${tok?.label} -> ${outcome(r)}`;
-      assert.equal(r.error, undefined, seen);
-      assert.ok(r.status < 500, seen);
-      if (r.status < 400) assert.ok(method === 'GET' || method === 'HEAD', seen);
-      else if (method !== 'HEAD') assert.deepEqual(Object.keys(r.body).sort(), ['error', 'message'], seen);
-      // Any method on any path, token or not, must not buy or pay: the snapshot after the test says so.
-    });
+    const prop = fc.asyncProperty(
+      methods,
+      paths,
+      bodies,
+      fc.option(tokens, { nil: undefined }),
+      async (method, path, body, tok) => {
+        // A buyer buying, or paying their own order, is not hostile.
+        const own = [...owner].filter(([, u]) => u === tok?.user).map(([id]) => `/api/orders/${id}/pay`);
+        fc.pre(!(tok?.user && method === 'POST' && (path === `/api/sales/${sale.id}/purchases` || own.includes(path))));
+        const withBody = body !== undefined && method !== 'GET' && method !== 'HEAD';
+        const r = await http(c.apiPort, method, path, {
+          body: withBody ? body : undefined,
+          headers: tok?.header ? { authorization: tok.header } : {},
+          timeoutMs: 5000,
+        });
+        hostile++;
+        const seen = `${method} ${path} as ${tok?.label} -> ${outcome(r)}`;
+        assert.equal(r.error, undefined, seen);
+        assert.ok(r.status < 500, seen);
+        if (r.status < 400) assert.ok(method === 'GET' || method === 'HEAD', seen);
+        else if (method !== 'HEAD') assert.deepEqual(Object.keys(r.body).sort(), ['error', 'message'], seen);
+        // Any method on any path, token or not, must not buy or pay: the snapshot after the test says so.
+      },
+    );
     await fc.assert(prop, { seed, numRuns: 400 });
   });
 
@@ -238,11 +340,26 @@ describe('fuzzed requests change nothing', () => {
       ['HTTP/9.9', 'GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n'],
       ['space before the colon', 'GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n'],
       ['NUL in a header', 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n'],
-      ['content-length and transfer-encoding together', `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`],
-      ['two different content-lengths', `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\nContent-Length: 10\r\n\r\n{"qty":1}`],
-      ['content-length not a number', `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: nine\r\n\r\n{"qty":1}`],
-      ['bad chunk size', `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{"qty":1}\r\n0\r\n\r\n`],
-      ['transfer-encoding not chunked last', `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked, identity\r\n\r\n9\r\n{"qty":1}\r\n0\r\n\r\n`],
+      [
+        'content-length and transfer-encoding together',
+        `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`,
+      ],
+      [
+        'two different content-lengths',
+        `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\nContent-Length: 10\r\n\r\n{"qty":1}`,
+      ],
+      [
+        'content-length not a number',
+        `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: nine\r\n\r\n{"qty":1}`,
+      ],
+      [
+        'bad chunk size',
+        `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{"qty":1}\r\n0\r\n\r\n`,
+      ],
+      [
+        'transfer-encoding not chunked last',
+        `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked, identity\r\n\r\n9\r\n{"qty":1}\r\n0\r\n\r\n`,
+      ],
       ['obsolete line folding', 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n'],
     ];
     for (const [what, raw] of rawCases) {
@@ -261,9 +378,12 @@ describe('fuzzed requests change nothing', () => {
 /** A client that sends its headers and then part of a body (or headers, a line at a time) and never finishes. */
 async function slowClient(kind: 'stall' | 'trickle' | 'slowloris', user: string): Promise<RawReply & { kind: string }> {
   const headers = `POST /api/sales/${sale.id}/purchases HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token(user)}\r\nContent-Type: application/json\r\n`;
-  const [text, trickle] = kind === 'stall' ? [`${headers}Content-Length: 9\r\n\r\n{"qty"`, undefined]
-    : kind === 'trickle' ? [`${headers}Content-Length: 500\r\n\r\n`, ['{', '"', 'q', 't', 'y', '"', ':']]
-    : [headers, Array.from({ length: 1000 }, (_, i) => `X-Slow-${i}: ${i}\r\n`)];
+  const [text, trickle] =
+    kind === 'stall'
+      ? [`${headers}Content-Length: 9\r\n\r\n{"qty"`, undefined]
+      : kind === 'trickle'
+        ? [`${headers}Content-Length: 500\r\n\r\n`, ['{', '"', 'q', 't', 'y', '"', ':']]
+        : [headers, Array.from({ length: 1000 }, (_, i) => `X-Slow-${i}: ${i}\r\n`)];
   return { ...(await rawRequest(c.apiPort, text, { trickle })), kind };
 }
 
@@ -275,14 +395,26 @@ describe('slow clients', () => {
     const slow = Array.from({ length: 60 }, (_, i) => slowClient(kinds[i % 3]!, `slow-${i}`));
     let slowAnswered = 0;
     for (const s of slow) void s.then(() => slowAnswered++);
-    const prompt = await runConcurrently(100, 20, (i) => http(c.apiPort, 'POST', `/api/sales/${other.id}/purchases`, { body: { qty: 1 }, user: `prompt-${i}`, timeoutMs: 5000 }));
+    const prompt = await runConcurrently(100, 20, (i) =>
+      http(c.apiPort, 'POST', `/api/sales/${other.id}/purchases`, {
+        body: { qty: 1 },
+        user: `prompt-${i}`,
+        timeoutMs: 5000,
+      }),
+    );
     const answeredWhileSlowOpen = slowAnswered;
     const results = await Promise.all(slow);
     hostile += slow.length;
     checks++;
-    log.note(`slow clients answered after ${Math.min(...results.map((r) => r.ms))}..${Math.max(...results.map((r) => r.ms))} ms`);
+    log.note(
+      `slow clients answered after ${Math.min(...results.map((r) => r.ms))}..${Math.max(...results.map((r) => r.ms))} ms`,
+    );
 
-    assert.deepEqual(prompt.map(outcome), prompt.map(() => '202 queued'), 'every other buyer was served');
+    assert.deepEqual(
+      prompt.map(outcome),
+      prompt.map(() => '202 queued'),
+      'every other buyer was served',
+    );
     assert.equal(answeredWhileSlowOpen, 0, 'and all of them before any slow client was cut off');
     for (const r of results) {
       assert.match(r.head, /^HTTP\/1\.1 408 /, `${r.kind}: ${r.head}`);
@@ -291,7 +423,11 @@ describe('slow clients', () => {
       // Node checks timeouts once a second; a hang would show as tens of seconds here.
       assert.ok(r.ms >= REQUEST_TIMEOUT_MS && r.ms < REQUEST_TIMEOUT_MS + 2500, `${r.kind} answered after ${r.ms} ms`);
     }
-    assert.deepEqual(await stateSnapshot(env, (k) => k.includes(`{sale:${other.id}}`)), before, 'no slow client bought anything');
+    assert.deepEqual(
+      await stateSnapshot(env, (k) => k.includes(`{sale:${other.id}}`)),
+      before,
+      'no slow client bought anything',
+    );
     assert.equal(await env.redis.get(saleKeys(other.id).seq), '100', 'exactly the 100 other buyers bought');
     for (const r of prompt) owner.set(r.body.orderId, 'prompt');
   });
@@ -299,14 +435,24 @@ describe('slow clients', () => {
 
 test('after all of it: every accepted order is written, and every invariant holds', async () => {
   await c.start('writer', 'order-writer');
-  await waitFor('every accepted order written', async () =>
-    (await env.pool.query('select 1 from orders where id = any($1::text[])', [[...owner.keys()]])).rowCount === owner.size);
+  await waitFor(
+    'every accepted order written',
+    async () =>
+      (await env.pool.query('select 1 from orders where id = any($1::text[])', [[...owner.keys()]])).rowCount ===
+      owner.size,
+  );
   const report = await checkSale(env, undefined, [...owner.keys()]);
   log.note(`answers to hostile requests by error: ${JSON.stringify(tally)}`);
   summarize({
-    scenario: 'hostile-input', seed, buyers: owner.size, orders: owner.size, faults: hostile,
-    faultKinds: 'fuzzed order ids x tokens, headers on every route, admin bodies x tokens, arbitrary paths; raw protocol abuse; 60 slow clients',
-    checks: checks + report.checks, violations: report.violations.length,
+    scenario: 'hostile-input',
+    seed,
+    buyers: owner.size,
+    orders: owner.size,
+    faults: hostile,
+    faultKinds:
+      'fuzzed order ids x tokens, headers on every route, admin bodies x tokens, arbitrary paths; raw protocol abuse; 60 slow clients',
+    checks: checks + report.checks,
+    violations: report.violations.length,
   });
   assert.deepEqual(report.violations, []);
 });

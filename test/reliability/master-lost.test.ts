@@ -27,16 +27,30 @@ const NOTHING_RESERVED = /fewer replicas than REDIS_MIN_REPLICAS_ACK[\s\S]*nothi
 /** How long buyers answered 202 may wait for their order once the master is gone. */
 const ORDERS_WITHIN_MS = 30_000;
 
-const probe = (c: Processes, saleId: string) => http(c.apiPort, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty: 1 }, user: `probe-${Date.now()}-${Math.random()}` });
+const probe = (c: Processes, saleId: string) =>
+  http(c.apiPort, 'POST', `/api/sales/${saleId}/purchases`, {
+    body: { qty: 1 },
+    user: `probe-${Date.now()}-${Math.random()}`,
+  });
 
 /** Waits until every id has its order in Postgres; fails saying how many have none after ORDERS_WITHIN_MS. */
 async function ordersFor(env: TestEnv, ids: string[]): Promise<void> {
   let missing = ids.length;
-  await waitFor('every 202 an order', async () => {
-    const res = await env.pool.query<{ n: number }>('select count(*)::int as n from orders where id = any($1::text[])', [ids]);
-    return (missing = ids.length - res.rows[0]!.n) === 0;
-  }, ORDERS_WITHIN_MS, 200).catch(() => {
-    throw new Error(`${missing} of ${ids.length} buyers answered 202 have no order ${ORDERS_WITHIN_MS / 1000} s after their master was lost`);
+  await waitFor(
+    'every 202 an order',
+    async () => {
+      const res = await env.pool.query<{ n: number }>(
+        'select count(*)::int as n from orders where id = any($1::text[])',
+        [ids],
+      );
+      return (missing = ids.length - res.rows[0]!.n) === 0;
+    },
+    ORDERS_WITHIN_MS,
+    200,
+  ).catch(() => {
+    throw new Error(
+      `${missing} of ${ids.length} buyers answered 202 have no order ${ORDERS_WITHIN_MS / 1000} s after their master was lost`,
+    );
   });
 }
 
@@ -57,25 +71,46 @@ async function masterLost({ scenario, env, c, sales, orphaned, probes, kill }: L
   const { seed, log, rand, answers } = beginScenario(scenario, c);
   // No payers: a payment retries until its order exists, and a scenario that fails must say how
   // many orders are missing rather than wait on them.
-  const shoppers = sales.map((s, i) => new Shoppers({
-    port: c.apiPort, saleId: s.id, rand, users: 100, prefix: `m${i}-`, maxQty: 2, payRatio: 0, payDelayMs: [0, 0], concurrency: 8,
-  }));
+  const shoppers = sales.map(
+    (s, i) =>
+      new Shoppers({
+        port: c.apiPort,
+        saleId: s.id,
+        rand,
+        users: 100,
+        prefix: `m${i}-`,
+        maxQty: 2,
+        payRatio: 0,
+        payDelayMs: [0, 0],
+        concurrency: 8,
+      }),
+  );
   for (const s of shoppers) s.run();
   await waitFor('every sale selling', async () => shoppers.every((s) => s.accepted.length >= 10), 30_000, 50);
   // The writer held back, so that the lost master surely dies with winners answered 202 and not yet
   // written: they live on only in its promoted replica, which can confirm nothing.
   await c.signal('writer', 'SIGSTOP');
   const paused = shoppers.map((s) => s.accepted.length);
-  await waitFor('202s left for the writer on the master to lose', async () => shoppers.every((s, i) => !orphaned.has(sales[i]!.id) || s.accepted.length >= paused[i]! + 10), 30_000, 50);
+  await waitFor(
+    '202s left for the writer on the master to lose',
+    async () => shoppers.every((s, i) => !orphaned.has(sales[i]!.id) || s.accepted.length >= paused[i]! + 10),
+    30_000,
+    50,
+  );
   const promoted = await kill(log);
   log.note(`${promoted} promoted, with no replica of its own; none is added`);
   await c.signal('writer', 'SIGCONT', true);
   log.note('writer resumed');
   // The API looks at every master each second: from then on the lost master's sales refuse at once.
-  await waitFor('the orphaned sale refused without reserving', async () => {
-    const r = await probe(c, probes.orphaned.id);
-    return r.status === 503 && NOTHING_RESERVED.test(String(r.body.message));
-  }, 30_000, 100);
+  await waitFor(
+    'the orphaned sale refused without reserving',
+    async () => {
+      const r = await probe(c, probes.orphaned.id);
+      return r.status === 503 && NOTHING_RESERVED.test(String(r.body.message));
+    },
+    30_000,
+    100,
+  );
   log.note('purchases on the promoted master are refused, reserving nothing');
   await Promise.all(shoppers.map((s) => s.done()));
 
@@ -86,41 +121,62 @@ async function masterLost({ scenario, env, c, sales, orphaned, probes, kill }: L
   assert.equal(refused.status, 503, JSON.stringify(refused.body));
   assert.match(String(refused.body.message), NOTHING_RESERVED);
   assert.equal(await env.redis.get(key), left);
-  if (probes.healthy) assert.equal((await probe(c, probes.healthy.id)).status, 202, 'a sale of a master that kept its replica sells on');
+  if (probes.healthy)
+    assert.equal((await probe(c, probes.healthy.id)).status, 202, 'a sale of a master that kept its replica sells on');
 
   const accepted = shoppers.flatMap((s) => s.accepted.map((w) => w.orderId));
   await ordersFor(env, accepted);
   const reports: InvariantReport[] = [];
   for (const [i, sale] of [...sales, probes.orphaned, ...(probes.healthy ? [probes.healthy] : [])].entries()) {
     await written(env, sale.id);
-    const report = await checkSale(env, sale.id, shoppers[i]?.accepted.map((w) => w.orderId));
+    const report = await checkSale(
+      env,
+      sale.id,
+      shoppers[i]?.accepted.map((w) => w.orderId),
+    );
     assert.deepEqual(report.violations, [], `sale ${sale.id}`);
     reports.push(report);
   }
   for (const [i, sale] of sales.entries()) {
     assert.deepEqual(await answersHold(env, sale.id, shoppers[i]!), []);
-    console.log(`[${scenario}] sale ${sale.id}${orphaned.has(sale.id) ? ' (lost master)' : ''}: ${JSON.stringify(shoppers[i]!.purchases)}`);
+    console.log(
+      `[${scenario}] sale ${sale.id}${orphaned.has(sale.id) ? ' (lost master)' : ''}: ${JSON.stringify(shoppers[i]!.purchases)}`,
+    );
     // Buyers of the lost master's sales were answered 202 or 503, nothing else.
-    if (orphaned.has(sale.id)) for (const label of Object.keys(shoppers[i]!.purchases)) assert.match(label, /^(202 queued|503 unavailable)$/, `sale ${sale.id}`);
+    if (orphaned.has(sale.id))
+      for (const label of Object.keys(shoppers[i]!.purchases))
+        assert.match(label, /^(202 queued|503 unavailable)$/, `sale ${sale.id}`);
   }
 
   // `flashsale check` names exactly the sales left without a replica, and nothing else.
   const check = await cli(env, ['check', '--json'], { REDIS_MIN_REPLICAS_ACK: '1' });
   assert.equal(check.code, 3, check.out);
   const found = JSON.parse(check.stdout) as InvariantReport;
-  assert.deepEqual(found.violations.filter((v) => v.invariant !== 'replicated'), []);
+  assert.deepEqual(
+    found.violations.filter((v) => v.invariant !== 'replicated'),
+    [],
+  );
   assert.deepEqual(found.violations.map((v) => v.sale).sort(), [...orphaned, probes.orphaned.id].sort());
   assert.equal(await c.metric('api', 'flashsale_redis_masters_unreplicated'), 1);
   assert.equal(await c.metric('writer', 'flashsale_redis_masters_unreplicated'), 1);
   const unconfirmed = await c.metric('writer', 'flashsale_writer_unreplicated_orders_total');
   log.note(`orders written unconfirmed: ${unconfirmed}`);
-  assert.ok(unconfirmed >= 10 * orphaned.size, `the winners left on the lost master were written unconfirmed (${unconfirmed})`);
+  assert.ok(
+    unconfirmed >= 10 * orphaned.size,
+    `the winners left on the lost master were written unconfirmed (${unconfirmed})`,
+  );
   assert.deepEqual(c.unexpectedExits, []);
 
   const statuses = answers();
   summarize({
-    scenario, seed, buyers: shoppers.reduce((n, s) => n + s.buyers.size, 0), orders: accepted.length, faults: 2,
-    faultKinds: '1 SIGSTOP writer until the promotion, 1 SIGKILL master, never restarted, no replica added', ...tally(...reports), answers: statuses,
+    scenario,
+    seed,
+    buyers: shoppers.reduce((n, s) => n + s.buyers.size, 0),
+    orders: accepted.length,
+    faults: 2,
+    faultKinds: '1 SIGSTOP writer until the promotion, 1 SIGKILL master, never restarted, no replica added',
+    ...tally(...reports),
+    answers: statuses,
   });
   assertNo500(scenario, statuses);
 }
@@ -131,7 +187,12 @@ describe('Cluster', () => {
   let topo: LocalCluster;
   let env: TestEnv;
   let c: Processes;
-  onTopology('master-lost-cluster', (d) => startCluster(d, { masters: 3, replicasPerMaster: 1 }), (t) => ({ redisClusterNodes: t.seeds }), (on) => ({ topo, env, c } = on));
+  onTopology(
+    'master-lost-cluster',
+    (d) => startCluster(d, { masters: 3, replicasPerMaster: 1 }),
+    (t) => ({ redisClusterNodes: t.seeds }),
+    (on) => ({ topo, env, c } = on),
+  );
 
   test('cluster: a master lost for good: every 202 gets its order, its sales answer 503 reserving nothing, the others sell on', async () => {
     const victim = (await topo.masters())[1]!;
@@ -140,7 +201,11 @@ describe('Cluster', () => {
     const [healthyProbe, ...keptSales] = [...placed].filter(([m]) => m !== addr(victim)).flatMap(([, s]) => s);
     const sales = [...lostSales, ...keptSales];
     await masterLost({
-      scenario: 'master-lost/cluster', env, c, sales, orphaned: new Set(lostSales.map((s) => s.id)),
+      scenario: 'master-lost/cluster',
+      env,
+      c,
+      sales,
+      orphaned: new Set(lostSales.map((s) => s.id)),
       probes: { orphaned: orphanProbe!, healthy: healthyProbe! },
       async kill(log) {
         log.fault(`SIGKILL master ${addr(victim)}`);
@@ -154,13 +219,23 @@ describe('Sentinel', () => {
   let topo: LocalSentinels;
   let env: TestEnv;
   let c: Processes;
-  onTopology('master-lost-sentinel', (d) => startSentinels(d, { replicas: 1 }), (t) => ({ redisSentinels: t.sentinels, redisSentinelName: t.name }), (on) => ({ topo, env, c } = on));
+  onTopology(
+    'master-lost-sentinel',
+    (d) => startSentinels(d, { replicas: 1 }),
+    (t) => ({ redisSentinels: t.sentinels, redisSentinelName: t.name }),
+    (on) => ({ topo, env, c } = on),
+  );
 
   test('sentinel: the master lost for good: every 202 gets its order, purchases answer 503 reserving nothing', async () => {
     const sales = await Promise.all(['a', 'b'].map((s) => newSale(env, { id: `lost-${s}-${Date.now()}`, ...SALE })));
     const orphanProbe = await newSale(env, { id: `lost-probe-${Date.now()}`, ...SALE });
     await masterLost({
-      scenario: 'master-lost/sentinel', env, c, sales, orphaned: new Set(sales.map((s) => s.id)), probes: { orphaned: orphanProbe },
+      scenario: 'master-lost/sentinel',
+      env,
+      c,
+      sales,
+      orphaned: new Set(sales.map((s) => s.id)),
+      probes: { orphaned: orphanProbe },
       async kill(log) {
         log.fault(`SIGKILL master ${addr(await topo.master())}`);
         return addr(await topo.killMaster());

@@ -43,22 +43,37 @@ test('network and clock: partitions, loss and delay between each process and Red
   }
   const r = result;
   summarize({
-    scenario: SCENARIO, seed: r.seed, buyers: r.buyers, orders: r.orders, faults: r.faults, faultKinds: r.faultKinds,
-    checks: r.checks, violations: r.violations.length + Object.values(r.clock).reduce((n, v) => n + v.length, 0), answers: r.answers,
+    scenario: SCENARIO,
+    seed: r.seed,
+    buyers: r.buyers,
+    orders: r.orders,
+    faults: r.faults,
+    faultKinds: r.faultKinds,
+    checks: r.checks,
+    violations: r.violations.length + Object.values(r.clock).reduce((n, v) => n + v.length, 0),
+    answers: r.answers,
   });
   assert.deepEqual(r.violations, [], 'invariants while the faults ran and at rest');
   assert.deepEqual(r.missingOrders, [], 'every purchase answered 202 has its order in Postgres');
   assert.deepEqual(r.winnersWithoutOrder, [], 'every buyer told "you won" has an order');
   assert.equal(r.answers['500'] ?? 0, 0, `${r.answers['500']} requests answered 500`);
   assert.deepEqual(r.unexpectedExits, [], 'no process exited by itself');
-  assert.ok(r.accepted > 0 && r.passPurchases > 0 && r.drawWinners > 0, `buying happened: ${r.accepted} first-come 202s, ${r.passPurchases} with a pass, ${r.drawWinners} draw winners`);
+  assert.ok(
+    r.accepted > 0 && r.passPurchases > 0 && r.drawWinners > 0,
+    `buying happened: ${r.accepted} first-come 202s, ${r.passPurchases} with a pass, ${r.drawWinners} draw winners`,
+  );
 });
 
 // A sale's window and a pass's expiry are judged by Redis's TIME, a draw's close by Postgres's
 // now(): an API or a writer whose own clock is off changes none of them.
-test('network and clock: an API and a writer 30 s behind, 2 s behind and 30 s ahead change no decision judged by Redis\'s or Postgres\'s clock', () => {
+test("network and clock: an API and a writer 30 s behind, 2 s behind and 30 s ahead change no decision judged by Redis's or Postgres's clock", () => {
   assert.ok(result, 'the scenario ran (see the test before)');
-  for (const [kind, found] of Object.entries(result.clock)) console.log(`[${SCENARIO}] clock ${kind}: ${found.length}${found.length ? `, e.g. ${found.slice(0, 3).join('; ')}` : ''}`);
-  assert.deepEqual(Object.fromEntries(Object.entries(result.clock).map(([k, v]) => [k, v.length])),
-    Object.fromEntries(Object.keys(result.clock).map((k) => [k, 0])));
+  for (const [kind, found] of Object.entries(result.clock))
+    console.log(
+      `[${SCENARIO}] clock ${kind}: ${found.length}${found.length ? `, e.g. ${found.slice(0, 3).join('; ')}` : ''}`,
+    );
+  assert.deepEqual(
+    Object.fromEntries(Object.entries(result.clock).map(([k, v]) => [k, v.length])),
+    Object.fromEntries(Object.keys(result.clock).map((k) => [k, 0])),
+  );
 });

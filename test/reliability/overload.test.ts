@@ -19,7 +19,9 @@ const REQUEST_TIMEOUT_MS = 1500;
 let env: TestEnv;
 let c: Cluster;
 
-fileCluster('overload', (started) => ({ env, c } = started), { base: { MAX_INFLIGHT: String(MAX_INFLIGHT), REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) } });
+fileCluster('overload', (started) => ({ env, c } = started), {
+  base: { MAX_INFLIGHT: String(MAX_INFLIGHT), REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) },
+});
 
 test(`overload: 10,000 buyers at once against MAX_INFLIGHT=${MAX_INFLIGHT}; the excess gets 429 busy at once, everyone else a real answer, /healthz stays up, memory stays bounded`, async () => {
   const { seed, log, rand } = beginScenario('overload', c);
@@ -45,14 +47,25 @@ test(`overload: 10,000 buyers at once against MAX_INFLIGHT=${MAX_INFLIGHT}; the 
     while (storming) {
       rssPeak = Math.max(rssPeak, rssMiB(api));
       // Every other probe carries a query string, as some probers add: it is never shed either.
-      healthz.push(await http(c.apiPort, 'GET', healthz.length % 2 ? '/healthz?probe=1' : '/healthz', { agent: probeAgent, timeoutMs: 10_000 }));
+      healthz.push(
+        await http(c.apiPort, 'GET', healthz.length % 2 ? '/healthz?probe=1' : '/healthz', {
+          agent: probeAgent,
+          timeoutMs: 10_000,
+        }),
+      );
       await delay(100);
     }
   })();
   log.fault(`${BUYERS} buyers at concurrency ${CONCURRENCY} against MAX_INFLIGHT=${MAX_INFLIGHT}`);
   const started = Date.now();
   const answers = await runConcurrently(BUYERS, CONCURRENCY, (i) =>
-    http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, headers: { authorization: tokens[i]! }, agent: stormAgent, timeoutMs: 30_000 }));
+    http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, {
+      body: { qty: 1 },
+      headers: { authorization: tokens[i]! },
+      agent: stormAgent,
+      timeoutMs: 30_000,
+    }),
+  );
   const stormMs = Date.now() - started;
   storming = false;
   await watch;
@@ -65,10 +78,16 @@ test(`overload: 10,000 buyers at once against MAX_INFLIGHT=${MAX_INFLIGHT}; the 
   const accepted = answers.filter((r) => r.status === 202).map((r) => r.body.orderId as string);
   const maxProbe = Math.max(...healthz.map((p) => p.ms));
   const p50 = (rs: Reply[]) => Math.round(rs.map((r) => r.ms).sort((a, b) => a - b)[Math.floor(rs.length / 2)] ?? 0);
-  log.note(`${stormMs} ms; ${JSON.stringify(outcomes)}; p50 latency (connect included) 429 ${p50(busy)} ms, others ${p50(answers.filter((r) => r.status !== 429))} ms; ` +
-    `${healthz.length} /healthz probes, slowest ${Math.round(maxProbe)} ms; RSS ${rssBefore.toFixed(0)} MiB before, peak ${rssPeak.toFixed(0)} MiB`);
+  log.note(
+    `${stormMs} ms; ${JSON.stringify(outcomes)}; p50 latency (connect included) 429 ${p50(busy)} ms, others ${p50(answers.filter((r) => r.status !== 429))} ms; ` +
+      `${healthz.length} /healthz probes, slowest ${Math.round(maxProbe)} ms; RSS ${rssBefore.toFixed(0)} MiB before, peak ${rssPeak.toFixed(0)} MiB`,
+  );
 
-  assert.deepEqual(Object.keys(outcomes).filter((o) => !['202 queued', '409 sold_out', '429 busy'].includes(o)), [], JSON.stringify(outcomes));
+  assert.deepEqual(
+    Object.keys(outcomes).filter((o) => !['202 queued', '409 sold_out', '429 busy'].includes(o)),
+    [],
+    JSON.stringify(outcomes),
+  );
   assert.ok(busy.length > 0, 'the storm was shed');
   for (const r of busy) {
     assert.deepEqual(Object.keys(r.body).sort(), ['error', 'message']);
@@ -84,7 +103,11 @@ test(`overload: 10,000 buyers at once against MAX_INFLIGHT=${MAX_INFLIGHT}; the 
 
   const report = await assertAcceptedHeld(env, c, sale.id, accepted, 'one order per 202, none for a 429');
   summarize({
-    scenario: 'overload', seed, buyers: BUYERS, orders: accepted.length, faults: log.faults,
+    scenario: 'overload',
+    seed,
+    buyers: BUYERS,
+    orders: accepted.length,
+    faults: log.faults,
     faultKinds: `${BUYERS} buyers at concurrency ${CONCURRENCY} vs MAX_INFLIGHT=${MAX_INFLIGHT}: ${busy.length} shed with 429`,
     ...tally(report),
   });
@@ -111,13 +134,20 @@ async function holderOrder(sale: Sale): Promise<{ orderId: string; user: string 
   round++;
   const user = `holder-${round}`;
   // Slots still held by requests finishing may shed this one: it is retried until it is in.
-  const bought = await waitFor('the holder\'s purchase', async () => {
-    const r = await http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user, agent: false });
+  const bought = await waitFor("the holder's purchase", async () => {
+    const r = await http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, {
+      body: { qty: 1 },
+      user,
+      agent: false,
+    });
     assert.ok(r.status === 202 || r.status === 429, JSON.stringify(r.body));
     return r.status === 202 ? r : undefined;
   });
   const orderId = bought.body.orderId as string;
-  await waitFor('the holder\'s order written', async () => (await env.pool.query('select 1 from orders where id = $1', [orderId])).rowCount === 1);
+  await waitFor(
+    "the holder's order written",
+    async () => (await env.pool.query('select 1 from orders where id = $1', [orderId])).rowCount === 1,
+  );
   return { orderId, user };
 }
 
@@ -126,16 +156,30 @@ async function holderOrder(sale: Sale): Promise<{ orderId: string; user: string 
  * row lock), so each takes a slot until the lock goes: every one is let in only if every slot is
  * free. While they are held, the unshed paths are probed with a query string.
  */
-async function holdEverySlot({ orderId, user }: { orderId: string; user: string }): Promise<{ pays: Reply[]; probes: Record<string, number> }> {
+async function holdEverySlot({
+  orderId,
+  user,
+}: {
+  orderId: string;
+  user: string;
+}): Promise<{ pays: Reply[]; probes: Record<string, number> }> {
   const lock = await env.pool.connect();
   let pays: Promise<Reply>[] = [];
   const probes: Record<string, number> = {};
   try {
     await lock.query('begin');
     await lock.query('select 1 from orders where id = $1 for update', [orderId]);
-    pays = Array.from({ length: MAX_INFLIGHT }, () => http(c.apiPort, 'POST', `/api/orders/${orderId}/pay`, { user, agent: false, timeoutMs: 30_000 }));
-    await waitFor('every slot taken', async () => (await http(c.apiPort, 'GET', '/nope', { agent: false })).status === 429, 10_000, 20);
-    for (const path of ['/healthz?probe=1', '/metrics?name=x']) probes[path] = (await http(c.apiPort, 'GET', path, { agent: false })).status;
+    pays = Array.from({ length: MAX_INFLIGHT }, () =>
+      http(c.apiPort, 'POST', `/api/orders/${orderId}/pay`, { user, agent: false, timeoutMs: 30_000 }),
+    );
+    await waitFor(
+      'every slot taken',
+      async () => (await http(c.apiPort, 'GET', '/nope', { agent: false })).status === 429,
+      10_000,
+      20,
+    );
+    for (const path of ['/healthz?probe=1', '/metrics?name=x'])
+      probes[path] = (await http(c.apiPort, 'GET', path, { agent: false })).status;
   } finally {
     await lock.query('commit');
     lock.release();
@@ -149,7 +193,8 @@ test(`overload: clients that stall mid-body hold no in-flight slot, clients that
   const path = `/api/sales/${sale.id}/purchases`;
   // A slot taken by a request still finishing frees up by itself; a leaked one never does, and
   // waitFor gives up.
-  const allSlotsFree = async () => (await holdEverySlot(await holderOrder(sale))).pays.every((r) => outcome(r) === '200 paid');
+  const allSlotsFree = async () =>
+    (await holdEverySlot(await holderOrder(sale))).pays.every((r) => outcome(r) === '200 paid');
 
   const order = await holderOrder(sale);
   let inPlace = 0;
@@ -160,20 +205,33 @@ test(`overload: clients that stall mid-body hold no in-flight slot, clients that
   // only once its body is in. (Before, they took every slot until REQUEST_TIMEOUT_MS.)
   const held = await holdEverySlot(order);
   assert.deepEqual(countBy(held.pays, outcome), { '200 paid': MAX_INFLIGHT }, 'no slot held by a stalled body');
-  assert.deepEqual(held.probes, { '/healthz?probe=1': 200, '/metrics?name=x': 200 }, 'probes with a query string answered with every slot taken');
-  assert.deepEqual([...new Set(await Promise.all(stalls))], ['HTTP/1.1 408 request_timeout'], 'each stalled request cut off with 408');
+  assert.deepEqual(
+    held.probes,
+    { '/healthz?probe=1': 200, '/metrics?name=x': 200 },
+    'probes with a query string answered with every slot taken',
+  );
+  assert.deepEqual(
+    [...new Set(await Promise.all(stalls))],
+    ['HTTP/1.1 408 request_timeout'],
+    'each stalled request cut off with 408',
+  );
   await waitFor('every slot free after the stalled requests', allSlotsFree, 20_000, 0);
 
   // Hang-ups: the purchase runs (or not), the answer goes nowhere, the slot must come back.
   await runConcurrently(300, 100, (i) => hangUp(path, `gone-${i}`));
   log.fault('300 purchases whose client hung up before the answer');
-  await waitFor('the hung-up requests\' slots free again', allSlotsFree, 20_000, 0);
+  await waitFor("the hung-up requests' slots free again", allSlotsFree, 20_000, 0);
   await written(env, sale.id, 'purchases written');
   log.note(`${round} rounds of ${MAX_INFLIGHT} held payments to see every slot free`);
   const report = await checkSale(env, sale.id);
   assert.deepEqual(report.violations, []);
   summarize({
-    scenario: 'overload/slots', seed, buyers: MAX_INFLIGHT + 300 + round, orders: await orderCount(env, sale.id), faults: log.faults,
-    faultKinds: `${MAX_INFLIGHT} stalled bodies, 300 hang-ups`, ...tally(report),
+    scenario: 'overload/slots',
+    seed,
+    buyers: MAX_INFLIGHT + 300 + round,
+    orders: await orderCount(env, sale.id),
+    faults: log.faults,
+    faultKinds: `${MAX_INFLIGHT} stalled bodies, 300 hang-ups`,
+    ...tally(report),
   });
 });

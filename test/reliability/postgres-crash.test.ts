@@ -37,7 +37,11 @@ test('postgres crash: an immediate stop of Postgres, twice while the writer drai
   await c.start('writer', 'order-writer', { WRITER_ID: 'writer-0' });
   const plain = new pg.Client({ connectionString: e.config.databaseUrl });
   await plain.connect();
-  assert.equal((await plain.query('show synchronous_commit')).rows[0].synchronous_commit, 'off', "the server's own default");
+  assert.equal(
+    (await plain.query('show synchronous_commit')).rows[0].synchronous_commit,
+    'off',
+    "the server's own default",
+  );
   await plain.end();
 
   // Buyers straight through the purchase script, paced (about 2,000 a second) so the writer is
@@ -45,17 +49,25 @@ test('postgres crash: an immediate stop of Postgres, twice while the writer drai
   const accepted: string[] = [];
   const refused: number[] = [];
   let next = 0;
-  const buying = Promise.all(Array.from({ length: BUYERS_IN_FLIGHT }, async (_, b) => {
-    const pace = seededRandom(seed + 1 + b);
-    while (next < PURCHASES) {
-      const i = next++;
-      const orderId = newOrderId(sale.id);
-      const [code] = await purchaseScript(e.redis, { saleId: sale.id, userId: `buyer-${i}`, qty: 1, orderId, buyCountTtlSeconds: 3600 });
-      if (code === 1) accepted.push(orderId);
-      else refused.push(code);
-      await delay(pace() * 20);
-    }
-  }));
+  const buying = Promise.all(
+    Array.from({ length: BUYERS_IN_FLIGHT }, async (_, b) => {
+      const pace = seededRandom(seed + 1 + b);
+      while (next < PURCHASES) {
+        const i = next++;
+        const orderId = newOrderId(sale.id);
+        const [code] = await purchaseScript(e.redis, {
+          saleId: sale.id,
+          userId: `buyer-${i}`,
+          qty: 1,
+          orderId,
+          buyCountTtlSeconds: 3600,
+        });
+        if (code === 1) accepted.push(orderId);
+        else refused.push(code);
+        await delay(pace() * 20);
+      }
+    }),
+  );
   // Overdue orders cannot happen here (a one-hour window); the grace only covers the outages.
   const live = new LiveChecks(e, [sale.id], () => [...accepted], { everyMs: 500, graceMs: 4000 });
 
@@ -67,7 +79,9 @@ test('postgres crash: an immediate stop of Postgres, twice while the writer drai
     const downMs = 200 + rand() * 600;
     const before = await written();
     const queued = await e.redis.hlen(saleKeys(sale.id).queued);
-    log.fault(`Postgres immediate stop (SIGQUIT) with ${before} orders written, ${queued} queued, ${accepted.length} accepted; down ${Math.round(downMs)} ms`);
+    log.fault(
+      `Postgres immediate stop (SIGQUIT) with ${before} orders written, ${queued} queued, ${accepted.length} accepted; down ${Math.round(downMs)} ms`,
+    );
     await e.crashPostgres();
     await delay(downMs);
     await e.startPostgres();
@@ -76,7 +90,12 @@ test('postgres crash: an immediate stop of Postgres, twice while the writer drai
   }
   await buying;
   const k = saleKeys(sale.id);
-  await waitFor('every winner drained', async () => (await e.redis.hlen(k.queued)) === 0 && (await e.redis.llen(k.winners)) === 0, 60_000, 100);
+  await waitFor(
+    'every winner drained',
+    async () => (await e.redis.hlen(k.queued)) === 0 && (await e.redis.llen(k.winners)) === 0,
+    60_000,
+    100,
+  );
   await live.stop();
 
   const found = await e.pool.query<{ id: string }>('select id from orders where id = any($1::text[])', [accepted]);
@@ -84,9 +103,15 @@ test('postgres crash: an immediate stop of Postgres, twice while the writer drai
   const lost = accepted.filter((id) => !have.has(id));
   const final = await checkSale(e, sale.id, accepted);
   const orders = await orderCount(e, sale.id);
-  log.note(`accepted ${accepted.length}; orders ${orders}; lost ${lost.length}; live checks skipped during outages ${live.skipped}`);
+  log.note(
+    `accepted ${accepted.length}; orders ${orders}; lost ${lost.length}; live checks skipped during outages ${live.skipped}`,
+  );
   summarize({
-    scenario: 'postgres-crash', seed, buyers: PURCHASES, orders, faults: log.faults,
+    scenario: 'postgres-crash',
+    seed,
+    buyers: PURCHASES,
+    orders,
+    faults: log.faults,
     faultKinds: `Postgres immediate stop x2 (at ${crashes.join(', ')}), server default synchronous_commit=off`,
     ...tally(live, final),
   });
@@ -96,10 +121,16 @@ test('postgres crash: an immediate stop of Postgres, twice while the writer drai
   assert.equal(orders, PURCHASES, 'one order per accepted purchase');
   assert.deepEqual(live.violations, [], 'invariants during the crashes');
   assert.deepEqual(final.violations, [], 'invariants at rest');
-  assert.deepEqual(await e.redis.keys(k.processing('*')), [], 'no batch left in the writer\'s hands');
+  assert.deepEqual(await e.redis.keys(k.processing('*')), [], "no batch left in the writer's hands");
   assert.deepEqual(c.unexpectedExits, [], 'the writer rode out both crashes');
   // A Postgres away is every sale's outage (the loop backs off), never blamed on the sale.
-  assert.deepEqual(c.errors('writer').filter((l) => l.includes('SALE_WRITE_FAILED')), []);
-  assert.ok(c.errors('writer').some((l) => l.includes('order writer pass failed')), 'the writer did meet the crashes');
+  assert.deepEqual(
+    c.errors('writer').filter((l) => l.includes('SALE_WRITE_FAILED')),
+    [],
+  );
+  assert.ok(
+    c.errors('writer').some((l) => l.includes('order writer pass failed')),
+    'the writer did meet the crashes',
+  );
   assert.deepEqual(await c.stopAll(), { writer: 0 });
 });

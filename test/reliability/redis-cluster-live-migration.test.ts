@@ -44,7 +44,10 @@ before(async () => {
   // A purchase limit per buyer, so its counter (a key per buyer) moves with the rest; challenges
   // unlimited: every attempt at the 'pow' sale solves a new one.
   c = new Processes(env, new FaultLog(SCENARIO), { PURCHASE_RATE_PER_BUYER: '20', CHALLENGE_RATE_PER_BUYER: '0' });
-  await c.startAll([['api', 'api'], ['writer', 'order-writer']]);
+  await c.startAll([
+    ['api', 'api'],
+    ['writer', 'order-writer'],
+  ]);
 });
 
 after(async () => {
@@ -59,8 +62,17 @@ const BUYERS = 10;
 const LATE = 4;
 const PURCHASE_ANSWERS = new Set([202, 409, 429, 503]);
 
-interface Shop { sale: Sale; kind: 'first-come' | 'pow' | 'queue'; buyers: string[]; passes: Map<string, string> }
-interface Won { saleId: string; orderId: string; userId: string }
+interface Shop {
+  sale: Sale;
+  kind: 'first-come' | 'pow' | 'queue';
+  buyers: string[];
+  passes: Map<string, string>;
+}
+interface Won {
+  saleId: string;
+  orderId: string;
+  userId: string;
+}
 
 /** Each buyer of each shop clicks until stopped, a moment apart, with a fresh token or its pass as the sale needs. */
 class Buyers {
@@ -96,13 +108,17 @@ class Buyers {
       tally(this.purchases, outcome(r));
       if (r.status === 202) this.accepted.push({ saleId: shop.sale.id, orderId: r.body.orderId, userId: user });
     };
-    this.running = Promise.all(shops.flatMap((shop) => shop.buyers.map(async (user, i) => {
-      if (i >= shop.buyers.length - late) await this.gate;
-      while (!this.stopping) {
-        await click(shop, user);
-        await delay(100 + rand() * 200);
-      }
-    }))).then(() => {});
+    this.running = Promise.all(
+      shops.flatMap((shop) =>
+        shop.buyers.map(async (user, i) => {
+          if (i >= shop.buyers.length - late) await this.gate;
+          while (!this.stopping) {
+            await click(shop, user);
+            await delay(100 + rand() * 200);
+          }
+        }),
+      ),
+    ).then(() => {});
   }
 
   letIn(): void {
@@ -139,7 +155,7 @@ async function countsOn(n: RedisNode, saleId: string): Promise<Map<string, strin
 /** Every key of the slot on a node. */
 const keysIn = (n: RedisNode, slot: number) => ask<string[]>(n.port, 'CLUSTER', 'GETKEYSINSLOT', slot, 100_000);
 
-test('cluster: buyers buying while their sales\' slots are migrated key by key and resharded get no more than their limit, and both moves finish', async () => {
+test("cluster: buyers buying while their sales' slots are migrated key by key and resharded get no more than their limit, and both moves finish", async () => {
   const { seed, log, rand, answers } = beginScenario(SCENARIO, c);
   const cluster = env.redis as RedisCluster;
   await new Promise<void>((resolve, reject) => cluster.refreshSlotsCache((err) => (err ? reject(err) : resolve())));
@@ -149,33 +165,64 @@ test('cluster: buyers buying while their sales\' slots are migrated key by key a
   const src = masters.find((m) => addr(m) === cluster.slots[0]![0])!;
   const [dst, third] = masters.filter((m) => m !== src) as [RedisNode, RedisNode];
   const place = async (prefix: string, fields: Record<string, unknown>) =>
-    (await salesOnEveryMaster(env, 1, `${prefix}-${seed}`, { stock: 10_000, maxPerOrder: 1, paymentWindowSeconds: 600, ...fields }, [addr(src)])).get(addr(src))![0]!;
+    (
+      await salesOnEveryMaster(
+        env,
+        1,
+        `${prefix}-${seed}`,
+        { stock: 10_000, maxPerOrder: 1, paymentWindowSeconds: 600, ...fields },
+        [addr(src)],
+      )
+    ).get(addr(src))![0]!;
   const buyersOf = (p: string) => Array.from({ length: BUYERS }, (_, i) => `${p}${i}`);
   const shops: Shop[] = [
     { sale: await place('fc', { perUserLimit: 2 }), kind: 'first-come', buyers: buyersOf('f'), passes: new Map() },
-    { sale: await place('pow', { perUserLimit: 2, challenge: 'pow', challengeComplexity: 1000 }), kind: 'pow', buyers: buyersOf('p'), passes: new Map() },
+    {
+      sale: await place('pow', { perUserLimit: 2, challenge: 'pow', challengeComplexity: 1000 }),
+      kind: 'pow',
+      buyers: buyersOf('p'),
+      passes: new Map(),
+    },
     // Limit 1: a pass buys once, so a second purchase is refused for the limit, checked first (409).
-    { sale: await place('queue', { perUserLimit: 1, admission: 'queue', admitRatePerSecond: 1000, passSeconds: 600 }), kind: 'queue', buyers: buyersOf('q'), passes: new Map() },
+    {
+      sale: await place('queue', { perUserLimit: 1, admission: 'queue', admitRatePerSecond: 1000, passSeconds: 600 }),
+      kind: 'queue',
+      buyers: buyersOf('q'),
+      passes: new Map(),
+    },
   ];
   const room = shops[2]!;
-  for (const u of room.buyers) assert.equal((await http(c.apiPort, 'POST', `/api/sales/${room.sale.id}/queue`, { user: u })).status, 200);
+  for (const u of room.buyers)
+    assert.equal((await http(c.apiPort, 'POST', `/api/sales/${room.sale.id}/queue`, { user: u })).status, 200);
   const loop = new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
   await loop.refreshSales();
-  await waitFor('every buyer of the waiting room admitted', async () => {
-    await loop.tick();
-    for (const u of room.buyers) {
-      const me = await http(c.apiPort, 'GET', `/api/sales/${room.sale.id}/queue/me`, { user: u });
-      if (me.body.state === 'admitted') room.passes.set(u, me.body.pass);
-    }
-    return room.passes.size === BUYERS;
-  }, 20_000, 100);
+  await waitFor(
+    'every buyer of the waiting room admitted',
+    async () => {
+      await loop.tick();
+      for (const u of room.buyers) {
+        const me = await http(c.apiPort, 'GET', `/api/sales/${room.sale.id}/queue/me`, { user: u });
+        if (me.body.state === 'admitted') room.passes.set(u, me.body.pass);
+      }
+      return room.passes.size === BUYERS;
+    },
+    20_000,
+    100,
+  );
   const limitOf = new Map(shops.map((s) => [s.sale.id, s.sale.perUserLimit]));
-  const slots = await Promise.all(shops.map((s) => cluster.cluster('KEYSLOT', saleKeys(s.sale.id).meta) as Promise<number>));
+  const slots = await Promise.all(
+    shops.map((s) => cluster.cluster('KEYSLOT', saleKeys(s.sale.id).meta) as Promise<number>),
+  );
   log.note(`sales ${shops.map((s, i) => `${s.sale.id} (${s.kind}, slot ${slots[i]})`).join(', ')} on ${addr(src)}`);
 
   const buyers = new Buyers(c.apiPort, shops, rand, LATE);
   const accepted = () => buyers.accepted.map((w) => w.orderId);
-  const live = new LiveChecks(env, shops.map((s) => s.sale.id), accepted, { everyMs: 500, graceMs: 60_000 });
+  const live = new LiveChecks(
+    env,
+    shops.map((s) => s.sale.id),
+    accepted,
+    { everyMs: 500, graceMs: 60_000 },
+  );
   const problems: string[] = [];
   const moved = async (what: string, from: RedisNode, to: RedisNode): Promise<boolean> => {
     for (const [i, slot] of slots.entries()) {
@@ -202,26 +249,59 @@ test('cluster: buyers buying while their sales\' slots are migrated key by key a
     await waitFor('the first buyers to reach their limits', async () => buyers.accepted.length >= early, 30_000, 100);
     await checked('before the moves');
     buyers.letIn();
-    await waitFor('every late buyer to buy once', async () => buyers.accepted.length >= early + LATE * shops.length, 30_000, 20);
+    await waitFor(
+      'every late buyer to buy once',
+      async () => buyers.accepted.length >= early + LATE * shops.length,
+      30_000,
+      20,
+    );
     // By hand: the keys a purchase writes last go first, then the sale's rules and stock, the
     // buyers' counts and the passes last, so a purchase's keys stay split across the two nodes
     // for several pauses. Any order is a real reshard's; this one keeps the split longest.
-    log.fault(`moving slots ${slots.join(', ')} from ${addr(src)} to ${addr(dst)} by hand (MIGRATE, batches of 8, 800 ms apart)`);
+    log.fault(
+      `moving slots ${slots.join(', ')} from ${addr(src)} to ${addr(dst)} by hand (MIGRATE, batches of 8, 800 ms apart)`,
+    );
     for (const s of shops) buyers.moving.add(s.sale.id);
     // Settled, not all: a move that fails leaves the others to finish or fail on their own first.
-    const byHand = await settledAll(shops.map((s, i) => {
-      const k = saleKeys(s.sale.id);
-      return moveSlotByHand({
-        slot: slots[i]!, from: src, to: dst, masters, batch: 8, pauseMs: 800, note: (what) => log.note(what),
-        first: [[k.winners, k.queued], [k.meta, k.available, k.seq, k.purchased, k.deadlines, k.writers, k.restored, k.restoredQty, k.room, k.queue]],
-        last: [k.buyCounts, k.passes],
-      });
-    }));
+    const byHand = await settledAll(
+      shops.map((s, i) => {
+        const k = saleKeys(s.sale.id);
+        return moveSlotByHand({
+          slot: slots[i]!,
+          from: src,
+          to: dst,
+          masters,
+          batch: 8,
+          pauseMs: 800,
+          note: (what) => log.note(what),
+          first: [
+            [k.winners, k.queued],
+            [
+              k.meta,
+              k.available,
+              k.seq,
+              k.purchased,
+              k.deadlines,
+              k.writers,
+              k.restored,
+              k.restoredQty,
+              k.room,
+              k.queue,
+            ],
+          ],
+          last: [k.buyCounts, k.passes],
+        });
+      }),
+    );
     for (const s of shops) buyers.moving.delete(s.sale.id);
-    log.note(`moved by hand: ${byHand.map((b, i) => `slot ${slots[i]} ${b.keys} keys in ${b.batches} batches`).join(', ')}; ${buyers.duringMove} purchases sent meanwhile`);
+    log.note(
+      `moved by hand: ${byHand.map((b, i) => `slot ${slots[i]} ${b.keys} keys in ${b.batches} batches`).join(', ')}; ${buyers.duringMove} purchases sent meanwhile`,
+    );
     if (!(await moved('after the move by hand', src, dst))) throw new Error('the move by hand left keys behind');
     await checked('between the moves');
-    log.fault(`resharding the ${slots.length} lowest slots of ${addr(dst)} to ${addr(third)} (redis-cli --cluster reshard)`);
+    log.fault(
+      `resharding the ${slots.length} lowest slots of ${addr(dst)} to ${addr(third)} (redis-cli --cluster reshard)`,
+    );
     await topo.reshard(dst, third, new Set(slots).size);
     if (!(await moved('after the reshard', dst, third))) throw new Error('the reshard left keys behind');
     await checked('after the moves');
@@ -236,8 +316,11 @@ test('cluster: buyers buying while their sales\' slots are migrated key by key a
   // What the buyers were told, which needs no Redis: never more 202s than the limit.
   const wins = new Map<string, number>();
   for (const w of buyers.accepted) wins.set(`${w.saleId} ${w.userId}`, (wins.get(`${w.saleId} ${w.userId}`) ?? 0) + 1);
-  for (const [who, n] of wins) if (n > limitOf.get(who.split(' ')[0]!)!) problems.push(`${who}: answered 202 ${n} times, limit ${limitOf.get(who.split(' ')[0]!)}`);
-  for (const [label, n] of Object.entries(buyers.purchases)) if (!PURCHASE_ANSWERS.has(Number(label.split(' ')[0]))) problems.push(`${n} purchases answered ${label}`);
+  for (const [who, n] of wins)
+    if (n > limitOf.get(who.split(' ')[0]!)!)
+      problems.push(`${who}: answered 202 ${n} times, limit ${limitOf.get(who.split(' ')[0]!)}`);
+  for (const [label, n] of Object.entries(buyers.purchases))
+    if (!PURCHASE_ANSWERS.has(Number(label.split(' ')[0]))) problems.push(`${n} purchases answered ${label}`);
   problems.push(...live.violations.map((v) => `live check: ${v.invariant} (sale ${v.sale}): ${v.detail}`));
   const reports = [];
   if (finished) {
@@ -246,16 +329,21 @@ test('cluster: buyers buying while their sales\' slots are migrated key by key a
       const report = await checkSale(env, s.sale.id, accepted());
       reports.push(report);
       problems.push(...report.violations.map((v) => `at rest: ${v.invariant} (sale ${v.sale}): ${v.detail}`));
-      const rows = await env.pool.query<{ id: string; user_id: string }>('select id, user_id from orders where sale_id = $1', [s.sale.id]);
+      const rows = await env.pool.query<{ id: string; user_id: string }>(
+        'select id, user_id from orders where sale_id = $1',
+        [s.sale.id],
+      );
       const owner = new Map(rows.rows.map((r) => [r.id, r.user_id]));
       for (const w of buyers.accepted.filter((x) => x.saleId === s.sale.id)) {
-        if (owner.get(w.orderId) !== w.userId) problems.push(`${w.orderId}: answered 202 to ${w.userId}, order is ${owner.get(w.orderId) ?? 'missing'}`);
+        if (owner.get(w.orderId) !== w.userId)
+          problems.push(`${w.orderId}: answered 202 to ${w.userId}, order is ${owner.get(w.orderId) ?? 'missing'}`);
       }
       // Each buyer's count in Redis is their orders, and within the limit.
       for (const u of s.buyers) {
         const orders = rows.rows.filter((r) => r.user_id === u).length;
         const count = await buyCount(env.redis, s.sale.id, u);
-        if (orders > s.sale.perUserLimit || count !== orders) problems.push(`${s.sale.id} ${u}: ${orders} orders, count ${count} in Redis, limit ${s.sale.perUserLimit}`);
+        if (orders > s.sale.perUserLimit || count !== orders)
+          problems.push(`${s.sale.id} ${u}: ${orders} orders, count ${count} in Redis, limit ${s.sale.perUserLimit}`);
       }
     }
   } else {
@@ -263,18 +351,31 @@ test('cluster: buyers buying while their sales\' slots are migrated key by key a
     // beside their count in the counts hash on either node.
     for (const [i, slot] of slots.entries()) {
       const [a, b] = [new Set(await keysIn(src, slot)), new Set(await keysIn(dst, slot))];
-      problems.push(`slot ${slot}: ${a.size} keys left on ${addr(src)}, ${b.size} on ${addr(dst)}, on both: ${[...a].filter((k) => b.has(k)).join(' ') || 'none'}`);
+      problems.push(
+        `slot ${slot}: ${a.size} keys left on ${addr(src)}, ${b.size} on ${addr(dst)}, on both: ${[...a].filter((k) => b.has(k)).join(' ') || 'none'}`,
+      );
       const { sale, buyers: users } = shops[i]!;
       const [onSrc, onDst] = [await countsOn(src, sale.id), await countsOn(dst, sale.id)];
       const held = (u: string) => Number(onSrc.get(u) ?? 0) + Number(onDst.get(u) ?? 0);
-      if ((onSrc.size > 0 && onDst.size > 0) || users.some((u) => held(u) !== (wins.get(`${sale.id} ${u}`) ?? 0))) problems.push(`${sale.id} (202s / count on ${addr(src)} / on ${addr(dst)}): ${users.map((u) => `${u} ${wins.get(`${sale.id} ${u}`) ?? 0}/${onSrc.get(u) ?? '-'}/${onDst.get(u) ?? '-'}`).join(', ')}`);
+      if ((onSrc.size > 0 && onDst.size > 0) || users.some((u) => held(u) !== (wins.get(`${sale.id} ${u}`) ?? 0)))
+        problems.push(
+          `${sale.id} (202s / count on ${addr(src)} / on ${addr(dst)}): ${users.map((u) => `${u} ${wins.get(`${sale.id} ${u}`) ?? 0}/${onSrc.get(u) ?? '-'}/${onDst.get(u) ?? '-'}`).join(', ')}`,
+        );
     }
   }
   const statuses = answers();
-  console.log(`[${SCENARIO}] purchases ${JSON.stringify(buyers.purchases)}; challenges and exchanges ${JSON.stringify(buyers.other)}; ${buyers.duringMove} purchases sent while a slot was half moved`);
+  console.log(
+    `[${SCENARIO}] purchases ${JSON.stringify(buyers.purchases)}; challenges and exchanges ${JSON.stringify(buyers.other)}; ${buyers.duringMove} purchases sent while a slot was half moved`,
+  );
   summarize({
-    scenario: SCENARIO, seed, buyers: shops.length * BUYERS, orders: buyers.accepted.length, faults: log.faults,
-    faultKinds: `${slots.length} slots moved by MIGRATE by hand, then resharded with redis-cli`, ...tally(live, ...reports), answers: statuses,
+    scenario: SCENARIO,
+    seed,
+    buyers: shops.length * BUYERS,
+    orders: buyers.accepted.length,
+    faults: log.faults,
+    faultKinds: `${slots.length} slots moved by MIGRATE by hand, then resharded with redis-cli`,
+    ...tally(live, ...reports),
+    answers: statuses,
   });
   for (const p of problems) console.log(`[${SCENARIO}] PROBLEM ${p}`);
   assert.ok(buyers.duringMove > 0, 'purchases were sent while a slot was half moved');

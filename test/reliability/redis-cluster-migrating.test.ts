@@ -49,9 +49,17 @@ after(async () => {
 const STOCK = 100;
 const USERS = Array.from({ length: 10 }, (_, i) => `u${i}`);
 
-test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or unit, whatever runs against it', async () => {
+test("cluster: a slot held mid-migration loses and doubles no buyer's quota or unit, whatever runs against it", async () => {
   const [src, dst] = await topo.masters();
-  const [sale] = (await salesOnEveryMaster(env, 1, 'migrating', { stock: STOCK, perUserLimit: 4, maxPerOrder: 2, paymentWindowSeconds: 300 }, [addr(src!)])).get(addr(src!))!;
+  const [sale] = (
+    await salesOnEveryMaster(
+      env,
+      1,
+      'migrating',
+      { stock: STOCK, perUserLimit: 4, maxPerOrder: 2, paymentWindowSeconds: 300 },
+      [addr(src!)],
+    )
+  ).get(addr(src!))!;
   const saleId = sale!.id;
   const k = saleKeys(saleId);
   const owner = new Map<string, string>();
@@ -75,9 +83,21 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
     return { writer, rows: await writeOrders(env.pool, saleId, winners) };
   };
   const ack = async (b: { writer: string; rows: { id: string }[] }) => {
-    const pending = (await env.pool.query<{ id: string; ms: string }>(
-      `select id, (extract(epoch from expires_at) * 1000)::int8 as ms from orders where id = any($1::text[]) and status = 'pending'`, [b.rows.map((r) => r.id)])).rows;
-    return (await acknowledgeBatch(env.redis, saleId, b.writer, pending.map((r) => ({ orderId: r.id, expiresAt: Number(r.ms) })), b.rows.map((r) => r.id))).set;
+    const pending = (
+      await env.pool.query<{ id: string; ms: string }>(
+        `select id, (extract(epoch from expires_at) * 1000)::int8 as ms from orders where id = any($1::text[]) and status = 'pending'`,
+        [b.rows.map((r) => r.id)],
+      )
+    ).rows;
+    return (
+      await acknowledgeBatch(
+        env.redis,
+        saleId,
+        b.writer,
+        pending.map((r) => ({ orderId: r.id, expiresAt: Number(r.ms) })),
+        b.rows.map((r) => r.id),
+      )
+    ).set;
   };
   const w1 = await writeBatch('w1', 10);
   assert.equal(await ack(w1), 10);
@@ -90,13 +110,28 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
   // The reshard, held open: sale-wide keys, w2's batch and u0-u4's expiry keys moved; the buyers'
   // counts, u5-u9's expiry keys and w3's batch still on the old master.
   const slot = await ask<number>(src!.port, 'CLUSTER', 'KEYSLOT', k.meta);
-  const [srcId, dstId] = [await ask<string>(src!.port, 'CLUSTER', 'MYID'), await ask<string>(dst!.port, 'CLUSTER', 'MYID')];
+  const [srcId, dstId] = [
+    await ask<string>(src!.port, 'CLUSTER', 'MYID'),
+    await ask<string>(dst!.port, 'CLUSTER', 'MYID'),
+  ];
   await ask(dst!.port, 'CLUSTER', 'SETSLOT', slot, 'IMPORTING', srcId);
   await ask(src!.port, 'CLUSTER', 'SETSLOT', slot, 'MIGRATING', dstId);
   const migrate = (keys: string[]) => ask(src!.port, 'MIGRATE', '127.0.0.1', dst!.port, '', 0, 5000, 'KEYS', ...keys);
   const moved = USERS.slice(0, 5);
-  await migrate([k.meta, k.available, k.seq, k.winners, k.queued, k.purchased, k.deadlines, k.writers, k.restored, k.restoredQty, k.processing('w2'),
-    ...moved.map((u) => k.expiry(first.get(u)!))]);
+  await migrate([
+    k.meta,
+    k.available,
+    k.seq,
+    k.winners,
+    k.queued,
+    k.purchased,
+    k.deadlines,
+    k.writers,
+    k.restored,
+    k.restoredQty,
+    k.processing('w2'),
+    ...moved.map((u) => k.expiry(first.get(u)!)),
+  ]);
   assert.equal(await ask(src!.port, 'EXISTS', k.buyCounts), 1, 'the counts are still on the old master');
 
   // Everything that runs meanwhile either works or is refused as a dependency away (retried later).
@@ -118,7 +153,9 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
     await attempt(`cancel of ${u}'s order`, () => cancelOrder(env.pool, env.redis, first.get(u)!, u, 3));
   }
   const overdue = w3.rows.filter((r) => ['u7', 'u8'].includes(owner.get(r.id)!)).map((r) => r.id);
-  await env.pool.query(`update orders set expires_at = now() - interval '1 second' where id = any($1::text[])`, [overdue]);
+  await env.pool.query(`update orders set expires_at = now() - interval '1 second' where id = any($1::text[])`, [
+    overdue,
+  ]);
   cancelled.push(...overdue);
   await attempt('the writer closing overdue orders', () => closeOrders(env.pool, env.redis, overdue, 'writer'));
   // The nudger an hour ahead: every indexed deadline is due, and no expiry key is gone.
@@ -126,14 +163,22 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
   if (gone !== undefined) assert.equal(gone, 0, 'touch_due found keys gone that still exist on the old master');
   const snap = await attempt('snapshot', () => snapshotSale(env.redis, saleId));
   const unacked = [...w3.rows.map((r) => r.id), ...[...owner].filter(([, u]) => u === 'q').map(([id]) => id)];
-  if (snap) assert.deepEqual(snap.entries.map((e) => parseWinner(e).orderId).sort(), unacked.sort(), 'the snapshot holds every winner not yet acknowledged');
+  if (snap)
+    assert.deepEqual(
+      snap.entries.map((e) => parseWinner(e).orderId).sort(),
+      unacked.sort(),
+      'the snapshot holds every winner not yet acknowledged',
+    );
   console.log(`[redis-cluster/migrating] refused while migrating: ${refused.join(', ') || 'nothing'}`);
 
   // The slot finished: the rest moved, every master told.
   const left = await ask<string[]>(src!.port, 'CLUSTER', 'GETKEYSINSLOT', slot, 1000);
   if (left.length > 0) await migrate(left);
-  for (const m of [dst!, src!, ...(await topo.masters()).filter((n) => n.port !== src!.port && n.port !== dst!.port)]) await ask(m.port, 'CLUSTER', 'SETSLOT', slot, 'NODE', dstId);
-  await new Promise<void>((resolve, reject) => (env.redis as RedisCluster).refreshSlotsCache((err) => (err ? reject(err) : resolve())));
+  for (const m of [dst!, src!, ...(await topo.masters()).filter((n) => n.port !== src!.port && n.port !== dst!.port)])
+    await ask(m.port, 'CLUSTER', 'SETSLOT', slot, 'NODE', dstId);
+  await new Promise<void>((resolve, reject) =>
+    (env.redis as RedisCluster).refreshSlotsCache((err) => (err ? reject(err) : resolve())),
+  );
 
   // The callers' retries: the writer acks what it holds, the replay finishes the restores.
   if (w2Acked === undefined) w2Acked = await ack(w2);
@@ -150,17 +195,26 @@ test('cluster: a slot held mid-migration loses and doubles no buyer\'s quota or 
   assert.equal(Number(await env.redis.get(k.available)), STOCK - open.length);
   assert.deepEqual((await env.redis.smembers(k.restored)).sort(), [...cancelled].sort());
   assert.equal(Number(await env.redis.get(k.restoredQty)), cancelled.length);
-  const restoredRows = await env.pool.query<{ n: number }>(`select count(*)::int as n from orders where id = any($1::text[]) and restored_at is not null`, [cancelled]);
+  const restoredRows = await env.pool.query<{ n: number }>(
+    `select count(*)::int as n from orders where id = any($1::text[]) and restored_at is not null`,
+    [cancelled],
+  );
   assert.equal(restoredRows.rows[0]!.n, cancelled.length, 'every closed order recorded as restored');
   // Every pending order is indexed by its deadline with its expiry key set; every other id is in purchased.
-  const pending = (await env.pool.query<{ id: string }>(`select id from orders where sale_id = $1 and status = 'pending'`, [saleId])).rows.map((r) => r.id);
+  const pending = (
+    await env.pool.query<{ id: string }>(`select id from orders where sale_id = $1 and status = 'pending'`, [saleId])
+  ).rows.map((r) => r.id);
   const deadlines = new Set(await env.redis.zrange(k.deadlines, '0', '-1'));
   const purchased = new Set(await env.redis.smembers(k.purchased));
   for (const id of pending) {
     assert.ok(deadlines.has(id) && !purchased.has(id), `pending ${id} indexed by its deadline only`);
     assert.equal(await env.redis.exists(k.expiry(id)), 1, `pending ${id} has its expiry key`);
   }
-  for (const id of owner.keys()) assert.ok(deadlines.has(id) !== purchased.has(id) || cancelled.includes(id), `${id} in exactly one of deadlines and purchased`);
+  for (const id of owner.keys())
+    assert.ok(
+      deadlines.has(id) !== purchased.has(id) || cancelled.includes(id),
+      `${id} in exactly one of deadlines and purchased`,
+    );
   assert.ok((await reconcile(env.pool, env.redis, saleId, STOCK)).holds);
   assert.deepEqual((await checkSale(env, saleId, [...owner.keys()])).violations, []);
 });

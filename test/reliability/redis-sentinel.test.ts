@@ -27,9 +27,16 @@ let env: TestEnv;
 let c: Processes;
 // failover-timeout 4 s instead of 10: the sentinels demote the old master and fail the same master
 // over again that much sooner, which each fault after the first waited out.
-onTopology('redis-sentinel', (d) => startSentinels(d, { replicas: 2, failoverTimeoutMs: 4000 }), (t) => ({ redisSentinels: t.sentinels, redisSentinelName: t.name }), (on) => ({ topo, env, c } = on));
+onTopology(
+  'redis-sentinel',
+  (d) => startSentinels(d, { replicas: 2, failoverTimeoutMs: 4000 }),
+  (t) => ({ redisSentinels: t.sentinels, redisSentinelName: t.name }),
+  (on) => ({ topo, env, c } = on),
+);
 
-const closedBy = async () => await c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"') + await c.metric('writer', 'flashsale_orders_closed_total', 'by="writer"');
+const closedBy = async () =>
+  (await c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"')) +
+  (await c.metric('writer', 'flashsale_orders_closed_total', 'by="writer"'));
 
 /**
  * Buyers on a sale with long windows (nothing expires meanwhile), `concurrency` at a time, through
@@ -38,8 +45,24 @@ const closedBy = async () => await c.metric('listener', 'flashsale_orders_closed
 async function underPurchases(scenario: string, fault: string, run: () => Promise<RedisNode>, concurrency = 8) {
   const { seed, log, rand, answers } = beginScenario(`redis-sentinel/${scenario}`, c);
   const id = `${scenario.replace(/\W+/g, '-')}-${seed}`;
-  const sale = await newSale(env, { id, stock: 100_000, perUserLimit: 1000, maxPerOrder: 2, paymentWindowSeconds: 300 });
-  const shoppers = new Shoppers({ port: c.apiPort, saleId: sale.id, rand, users: 300, prefix: 's', maxQty: 2, payRatio: 0.3, payDelayMs: [0, 500], concurrency });
+  const sale = await newSale(env, {
+    id,
+    stock: 100_000,
+    perUserLimit: 1000,
+    maxPerOrder: 2,
+    paymentWindowSeconds: 300,
+  });
+  const shoppers = new Shoppers({
+    port: c.apiPort,
+    saleId: sale.id,
+    rand,
+    users: 300,
+    prefix: 's',
+    maxQty: 2,
+    payRatio: 0.3,
+    payDelayMs: [0, 500],
+    concurrency,
+  });
   shoppers.run();
   await new Promise((r) => setTimeout(r, 1500));
   const old = await topo.master();
@@ -49,13 +72,25 @@ async function underPurchases(scenario: string, fault: string, run: () => Promis
   await shoppers.done();
   // Purchases resume on the new master (a sale of their own: a 503 meanwhile is no answer to count).
   const next = await newSale(env, { id: `${id}-next`, stock: 100 });
-  await waitFor('a purchase accepted on the new master', async () => {
-    const r = await http(c.apiPort, 'POST', `/api/sales/${next.id}/purchases`, { body: { qty: 1 }, user: `after-${Date.now()}` });
-    return r.status === 202;
-  }, 30_000, 200);
+  await waitFor(
+    'a purchase accepted on the new master',
+    async () => {
+      const r = await http(c.apiPort, 'POST', `/api/sales/${next.id}/purchases`, {
+        body: { qty: 1 },
+        user: `after-${Date.now()}`,
+      });
+      return r.status === 202;
+    },
+    30_000,
+    200,
+  );
   await written(env, sale.id);
   assert.deepEqual(await answersHold(env, sale.id, shoppers), []);
-  const report = await checkSale(env, sale.id, shoppers.accepted.map((w) => w.orderId));
+  const report = await checkSale(
+    env,
+    sale.id,
+    shoppers.accepted.map((w) => w.orderId),
+  );
   assert.deepEqual(report.violations, []);
   console.log(`[redis-sentinel] ${scenario}: purchases ${JSON.stringify(shoppers.purchases)}`);
   return { seed, shoppers, report, answers };
@@ -65,13 +100,22 @@ test('sentinel: a graceful failover under purchases with orders pending loses no
   const pendingSale = await newSale(env, { id: `expire-${Date.now()}`, stock: 1000, paymentWindowSeconds: 6 });
   const before = await closedBy();
   const pending = await buy(c.apiPort, pendingSale.id, 100, 'p');
-  const { seed, shoppers, report, answers } = await underPurchases('failover', 'SENTINEL FAILOVER', () => topo.failover());
+  const { seed, shoppers, report, answers } = await underPurchases('failover', 'SENTINEL FAILOVER', () =>
+    topo.failover(),
+  );
   await allClosed(env, pending);
   // A close is counted once its restore is confirmed, a moment after Postgres has it.
   let closes = 0;
-  await waitFor('the daemons to count their closes', async () => (closes = (await closedBy()) - before) >= pending.length, 10_000, 100).catch(() => {});
+  await waitFor(
+    'the daemons to count their closes',
+    async () => (closes = (await closedBy()) - before) >= pending.length,
+    10_000,
+    100,
+  ).catch(() => {});
   const late = await lateness(env, pending);
-  console.log(`[redis-sentinel] failover: ${pending.length} pending orders closed by the daemons ${closes}; lateness p50 ${late.p50} ms, p99 ${late.p99} ms, max ${late.max} ms`);
+  console.log(
+    `[redis-sentinel] failover: ${pending.length} pending orders closed by the daemons ${closes}; lateness p50 ${late.p50} ms, p99 ${late.p99} ms, max ${late.max} ms`,
+  );
   assert.equal(late.expired, pending.length);
   assert.equal(closes, pending.length, 'no expiry lost: every order closed by the daemons (no replay runs)');
   assert.ok(late.p99 <= 1000, `closed within 1 s of the deadline (p99 ${late.p99} ms)`);
@@ -81,23 +125,47 @@ test('sentinel: a graceful failover under purchases with orders pending loses no
   assert.equal(check.code, 0, check.out);
   assert.deepEqual(c.unexpectedExits, []);
   const statuses = answers();
-  summarize({ scenario: 'redis-sentinel/failover', seed, buyers: shoppers.buyers.size, orders: shoppers.accepted.length + pending.length, faults: 1, faultKinds: '1 SENTINEL FAILOVER', ...tally(report, expiring), answers: statuses });
+  summarize({
+    scenario: 'redis-sentinel/failover',
+    seed,
+    buyers: shoppers.buyers.size,
+    orders: shoppers.accepted.length + pending.length,
+    faults: 1,
+    faultKinds: '1 SENTINEL FAILOVER',
+    ...tally(report, expiring),
+    answers: statuses,
+  });
   assertNo500('redis-sentinel/failover', statuses);
 });
 
-for (const { concurrency, scenario, title } of killMasterRuns('redis-sentinel')) test(`sentinel: a master SIGKILLed under purchases ${title} (REDIS_MIN_REPLICAS_ACK=1) loses no 202 and doubles nothing`, async () => {
-  // A replica replaces the killed master, so the next run has two again, one to promote and one to confirm.
-  const { seed, shoppers, report, answers } = await underPurchases(scenario.slice('redis-sentinel/'.length), 'SIGKILL', async () => {
-    const promoted = await topo.killMaster();
-    await topo.addReplica();
-    return promoted;
-  }, concurrency);
-  const check = await cli(env, ['check']);
-  assert.equal(check.code, 0, check.out);
-  const replay = await cli(env, ['replay', '--once']);
-  assert.equal(replay.code, 0, replay.out);
-  assert.deepEqual(c.unexpectedExits, []);
-  const statuses = answers();
-  summarize({ scenario, seed, buyers: shoppers.buyers.size, orders: shoppers.accepted.length, faults: 1, faultKinds: `1 SIGKILL master (then a replica added), buyers at concurrency ${concurrency}`, ...tally(report), answers: statuses });
-  assertNo500(scenario, statuses);
-});
+for (const { concurrency, scenario, title } of killMasterRuns('redis-sentinel'))
+  test(`sentinel: a master SIGKILLed under purchases ${title} (REDIS_MIN_REPLICAS_ACK=1) loses no 202 and doubles nothing`, async () => {
+    // A replica replaces the killed master, so the next run has two again, one to promote and one to confirm.
+    const { seed, shoppers, report, answers } = await underPurchases(
+      scenario.slice('redis-sentinel/'.length),
+      'SIGKILL',
+      async () => {
+        const promoted = await topo.killMaster();
+        await topo.addReplica();
+        return promoted;
+      },
+      concurrency,
+    );
+    const check = await cli(env, ['check']);
+    assert.equal(check.code, 0, check.out);
+    const replay = await cli(env, ['replay', '--once']);
+    assert.equal(replay.code, 0, replay.out);
+    assert.deepEqual(c.unexpectedExits, []);
+    const statuses = answers();
+    summarize({
+      scenario,
+      seed,
+      buyers: shoppers.buyers.size,
+      orders: shoppers.accepted.length,
+      faults: 1,
+      faultKinds: `1 SIGKILL master (then a replica added), buyers at concurrency ${concurrency}`,
+      ...tally(report),
+      answers: statuses,
+    });
+    assertNo500(scenario, statuses);
+  });

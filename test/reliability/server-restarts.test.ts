@@ -38,15 +38,29 @@ test('server restarts: Redis (SIGKILL and SIGTERM, AOF on) and Postgres restart 
   await c.startAll();
 
   const shoppers = new Shoppers({
-    port: c.apiPort, saleId: sale.id, rand: seededRandom(seed + 1), users: 3000, prefix: 'buyer-', maxQty: 2,
-    payRatio: 0.5, payDelayMs: [0, 2600], concurrency: 12, thinkMs: [5, 40],
+    port: c.apiPort,
+    saleId: sale.id,
+    rand: seededRandom(seed + 1),
+    users: 3000,
+    prefix: 'buyer-',
+    maxQty: 2,
+    payRatio: 0.5,
+    payDelayMs: [0, 2600],
+    concurrency: 12,
+    thinkMs: [5, 40],
   });
   // Overdue orders wait out a Postgres outage (nothing can close them); the grace covers it.
-  const live = new LiveChecks(env, [sale.id], () => shoppers.accepted.map((w) => w.orderId), { everyMs: 500, graceMs: 4000 });
+  const live = new LiveChecks(env, [sale.id], () => shoppers.accepted.map((w) => w.orderId), {
+    everyMs: 500,
+    graceMs: 4000,
+  });
   shoppers.run();
 
   // Three outages in a seeded order, each after a seeded spell of trading and for a seeded while.
-  const outages = ['redis-kill', 'postgres', 'redis-term'].map((o) => [o, rand()] as const).sort((a, b) => a[1] - b[1]).map(([o]) => o);
+  const outages = ['redis-kill', 'postgres', 'redis-term']
+    .map((o) => [o, rand()] as const)
+    .sort((a, b) => a[1] - b[1])
+    .map(([o]) => o);
   for (const outage of outages) {
     await delay(2000 + rand() * 1500);
     const downMs = 300 + rand() * 1200;
@@ -69,16 +83,26 @@ test('server restarts: Redis (SIGKILL and SIGTERM, AOF on) and Postgres restart 
   const closedByListenerBefore = await c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"');
   // The API reconnects on its own backoff (up to 2 s): until then a purchase is 503, as it should be.
   await waitFor('api reconnected', async () => (await http(c.apiPort, 'GET', '/readyz')).status === 200);
-  const probe = await http(c.apiPort, 'POST', `/api/sales/${probeSale.id}/purchases`, { body: { qty: 1 }, user: 'restart-probe' });
+  const probe = await http(c.apiPort, 'POST', `/api/sales/${probeSale.id}/purchases`, {
+    body: { qty: 1 },
+    user: 'restart-probe',
+  });
   assert.equal(probe.status, 202, JSON.stringify(probe.body));
   await delay(3000);
   const { final, orders } = await windDown(env, sale.id, shoppers, live);
-  log.note(`purchases ${JSON.stringify(shoppers.purchases)}; orders ${orders}: ${await orderCount(env, sale.id, 'paid')} paid, ${await orderCount(env, sale.id, 'expired')} expired; live checks skipped during outages ${live.skipped}`);
+  log.note(
+    `purchases ${JSON.stringify(shoppers.purchases)}; orders ${orders}: ${await orderCount(env, sale.id, 'paid')} paid, ${await orderCount(env, sale.id, 'expired')} expired; live checks skipped during outages ${live.skipped}`,
+  );
   const statuses = answers();
   summarize({
-    scenario: 'server-restarts', seed, buyers: shoppers.buyers.size, orders, faults: log.faults,
+    scenario: 'server-restarts',
+    seed,
+    buyers: shoppers.buyers.size,
+    orders,
+    faults: log.faults,
     faultKinds: `redis-server SIGKILL 1, redis-server SIGTERM 1, Postgres restart 1 (order ${outages.join(', ')})`,
-    ...tally(live, final), answers: statuses,
+    ...tally(live, final),
+    answers: statuses,
   });
   assertNo500('server-restarts', statuses);
 
@@ -90,10 +114,17 @@ test('server restarts: Redis (SIGKILL and SIGTERM, AOF on) and Postgres restart 
   await settle(env, probeSale.id);
   assert.equal(await orderCount(env, probeSale.id, 'expired'), 1);
   assert.deepEqual((await checkSale(env, probeSale.id, [probe.body.orderId as string])).violations, []);
-  assert.ok(await c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"') > closedByListenerBefore, 'the listener closes orders on events again');
-  for (const name of ['writer', 'listener', 'replay']) assert.equal((await http(c.opsPort(name), 'GET', '/readyz')).status, 200, `${name} ready`);
+  assert.ok(
+    (await c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"')) > closedByListenerBefore,
+    'the listener closes orders on events again',
+  );
+  for (const name of ['writer', 'listener', 'replay'])
+    assert.equal((await http(c.opsPort(name), 'GET', '/readyz')).status, 200, `${name} ready`);
   assert.equal((await http(c.apiPort, 'GET', '/readyz')).status, 200, 'api ready');
-  assert.deepEqual(c.errors('replay').filter((l) => l.includes('CONSERVATION_VIOLATED')), []);
+  assert.deepEqual(
+    c.errors('replay').filter((l) => l.includes('CONSERVATION_VIOLATED')),
+    [],
+  );
   assert.deepEqual(await c.stopAll(), { api: 0, writer: 0, listener: 0, replay: 0 });
 });
 
@@ -111,7 +142,8 @@ test('server restarts: a Redis without persistence forgets the sale on a restart
   const written = await Promise.all(Array.from({ length: 20 }, (_, i) => buy(`np-${i}`)));
   assert.ok(written.every((r) => r.status === 202));
   await waitFor('20 orders written', async () => (await orderCount(env, sale.id, 'pending')) === 20);
-  for (const [i, r] of written.slice(0, 5).entries()) assert.equal((await http(c.apiPort, 'POST', `/api/orders/${r.body.orderId}/pay`, { user: `np-${i}` })).status, 200);
+  for (const [i, r] of written.slice(0, 5).entries())
+    assert.equal((await http(c.apiPort, 'POST', `/api/orders/${r.body.orderId}/pay`, { user: `np-${i}` })).status, 200);
   await c.signal('writer', 'SIGTERM', true);
   const queued = await Promise.all(Array.from({ length: 10 }, (_, i) => buy(`nq-${i}`)));
   assert.ok(queued.every((r) => r.status === 202));
@@ -125,13 +157,26 @@ test('server restarts: a Redis without persistence forgets the sale on a restart
   // Lost: the stock counter, the sale's rules, buyers' counts and the 10 winners not yet written.
   assert.equal(await env.redis.dbsize(), 0);
   const r = await reconcile(env.pool, env.redis, sale.id, sale.stock);
-  assert.deepEqual({ holds: r.holds, available: r.available, queued: r.queued, pending: r.pending, paid: r.paid }, {
-    holds: false, available: 0, queued: 0, pending: 0, paid: 0,
-  }, 'nothing is counted: the purchase counter the check cuts at is gone too');
+  assert.deepEqual(
+    { holds: r.holds, available: r.available, queued: r.queued, pending: r.pending, paid: r.paid },
+    {
+      holds: false,
+      available: 0,
+      queued: 0,
+      pending: 0,
+      paid: 0,
+    },
+    'nothing is counted: the purchase counter the check cuts at is gone too',
+  );
   const report = await checkSale(env, sale.id, accepted);
-  assert.deepEqual(report.violations.map((v) => v.invariant), ['conservation', 'accepted_has_one_order']);
+  assert.deepEqual(
+    report.violations.map((v) => v.invariant),
+    ['conservation', 'accepted_has_one_order'],
+  );
   assert.match(report.violations[1]!.detail, /answered 202 but no order: .*\(10\)$/);
-  const lost = await env.pool.query('select 1 from orders where id = any($1::text[])', [queued.map((q) => q.body.orderId)]);
+  const lost = await env.pool.query('select 1 from orders where id = any($1::text[])', [
+    queued.map((q) => q.body.orderId),
+  ]);
   assert.equal(lost.rowCount, 0, 'the 10 queued winners are gone for good');
   // The API answers 503 until its connection is back (it never queues a purchase), then 404.
   await waitFor('api reconnected', async () => (await http(c.apiPort, 'GET', '/readyz')).status === 200);
@@ -144,17 +189,35 @@ test('server restarts: a Redis without persistence forgets the sale on a restart
   assert.match(once.stdout, /"alert":"CONSERVATION_VIOLATED"/);
   const check = await cli(env, ['check', '--sale', sale.id, '--json']);
   assert.equal(check.code, 3, check.stderr);
-  assert.deepEqual(JSON.parse(check.stdout).violations.map((v: { invariant: string }) => v.invariant), ['conservation']);
+  assert.deepEqual(
+    JSON.parse(check.stdout).violations.map((v: { invariant: string }) => v.invariant),
+    ['conservation'],
+  );
 
   // What Postgres holds is kept: the 15 unpaid written orders are still closed by the sweep.
-  await waitFor('deadlines passed', async () => (await env.pool.query(`select 1 from orders where sale_id = $1 and status = 'pending' and expires_at > now()`, [sale.id])).rowCount === 0);
+  await waitFor(
+    'deadlines passed',
+    async () =>
+      (
+        await env.pool.query(`select 1 from orders where sale_id = $1 and status = 'pending' and expires_at > now()`, [
+          sale.id,
+        ])
+      ).rowCount === 0,
+  );
   assert.equal((await cli(env, ['replay', '--once'])).code, 3);
   assert.equal(await orderCount(env, sale.id, 'expired'), 15);
   assert.equal(await orderCount(env, sale.id, 'paid'), 5);
   summarize({
-    scenario: 'redis-without-persistence', seed, buyers: 30, orders: await orderCount(env, sale.id), faults: log.faults,
-    faultKinds: 'redis-server SIGKILL without AOF 1 (violations expected and asserted: conservation, 10 accepted orders lost)',
-    checks: report.checks, violations: 0, answers: answers(),
+    scenario: 'redis-without-persistence',
+    seed,
+    buyers: 30,
+    orders: await orderCount(env, sale.id),
+    faults: log.faults,
+    faultKinds:
+      'redis-server SIGKILL without AOF 1 (violations expected and asserted: conservation, 10 accepted orders lost)',
+    checks: report.checks,
+    violations: 0,
+    answers: answers(),
   });
   assertNo500('redis-without-persistence', answers());
   await c.stopAll();
@@ -172,7 +235,13 @@ test('server restarts: a purchase whose reply a Redis restart cut off is resent 
   const workers = Array.from({ length: 50 }, async (_, w) => {
     for (let n = 0; buying; n++) {
       const orderId = newOrderId(sale.id);
-      const [code] = await purchaseScript(env.redis, { saleId: sale.id, userId: `u${w}-${n % 100}`, qty: 1, orderId, buyCountTtlSeconds: 3600 });
+      const [code] = await purchaseScript(env.redis, {
+        saleId: sale.id,
+        userId: `u${w}-${n % 100}`,
+        qty: 1,
+        orderId,
+        buyCountTtlSeconds: 3600,
+      });
       if (code === 1) won.add(orderId);
     }
   });
@@ -190,10 +259,19 @@ test('server restarts: a purchase whose reply a Redis restart cut off is resent 
   const entries = (await env.redis.lrange(k.winners, 0, -1)).map((e) => e.split('|')[0]!);
   const sold = sale.stock - Number(await env.redis.get(k.available));
   summarize({
-    scenario: 'server-restarts/resent-purchases', seed, buyers: 5000, orders: won.size, faults: log.faults,
-    faultKinds: 'redis-server SIGKILL x2, SIGTERM x1 under 50 purchases in flight', checks: 1, violations: new Set(entries).size === entries.length ? 0 : 1,
+    scenario: 'server-restarts/resent-purchases',
+    seed,
+    buyers: 5000,
+    orders: won.size,
+    faults: log.faults,
+    faultKinds: 'redis-server SIGKILL x2, SIGTERM x1 under 50 purchases in flight',
+    checks: 1,
+    violations: new Set(entries).size === entries.length ? 0 : 1,
   });
   assert.equal(new Set(entries).size, entries.length, 'no order queued twice');
-  assert.deepEqual({ sold, queued: entries.length, seq: Number(await env.redis.get(k.seq)) }, { sold: won.size, queued: won.size, seq: won.size });
+  assert.deepEqual(
+    { sold, queued: entries.length, seq: Number(await env.redis.get(k.seq)) },
+    { sold: won.size, queued: won.size, seq: won.size },
+  );
   assert.deepEqual(new Set(entries), won);
 });

@@ -39,7 +39,10 @@ class Slowloris {
   inPlace = 0;
   private sustaining = true;
 
-  constructor(private readonly path: string, private readonly budget: number) {}
+  constructor(
+    private readonly path: string,
+    private readonly budget: number,
+  ) {}
 
   start(n: number): void {
     for (let i = 0; i < n; i++) this.open();
@@ -48,13 +51,19 @@ class Slowloris {
   /** Stops replacing, then waits until the server has closed every connection still open. */
   async end(): Promise<void> {
     this.sustaining = false;
-    await waitFor('every attack connection closed by the server', async () => this.answers.length === this.opened, 30_000, 50);
+    await waitFor(
+      'every attack connection closed by the server',
+      async () => this.answers.length === this.opened,
+      30_000,
+      50,
+    );
   }
 
   private open(): void {
     if (this.opened >= this.budget) return;
     this.opened++;
-    const headers = `POST ${this.path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token(`slow-${this.opened}`)}\r\n` +
+    const headers =
+      `POST ${this.path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token(`slow-${this.opened}`)}\r\n` +
       'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"q';
     let placed = false;
     const place = () => {
@@ -70,7 +79,8 @@ class Slowloris {
 }
 
 /** `408 request_timeout`, `429 busy`, `closed` (no status line): one attack connection's fate. */
-const fate = (r: RawReply) => (r.status === 0 ? `closed${r.error ? ` ${r.error}` : ''}` : `${r.status} ${r.body?.error}`);
+const fate = (r: RawReply) =>
+  r.status === 0 ? `closed${r.error ? ` ${r.error}` : ''}` : `${r.status} ${r.body?.error}`;
 
 /**
  * Each attack connection was cut off by the body deadline (408) or refused by the per-address cap
@@ -107,17 +117,27 @@ async function attack(scenario: string, sockets: number, maxInflight: string): P
   const sale: Sale = await newSale(env, { stock: 300, paymentWindowSeconds: 600 });
   const path = `/api/sales/${sale.id}/purchases`;
   const loris = new Slowloris(path, sockets + 3000);
-  log.fault(`${sockets} slowloris connections from ${ATTACKER} (Content-Length: 100, 3 bytes sent) against MAX_INFLIGHT=${maxInflight}`);
+  log.fault(
+    `${sockets} slowloris connections from ${ATTACKER} (Content-Length: 100, 3 bytes sent) against MAX_INFLIGHT=${maxInflight}`,
+  );
   const started = Date.now();
   loris.start(sockets);
   await waitFor('every attack connection in place', async () => loris.inPlace >= sockets, 30_000, 20);
-  log.note(`${sockets} attack connections in place after ${Date.now() - started} ms; ${loris.answers.length} already answered`);
+  log.note(
+    `${sockets} attack connections in place after ${Date.now() - started} ms; ${loris.answers.length} already answered`,
+  );
 
   // Below MAX_INFLIGHT (50 in the smaller case) and the per-address cap: only the attack could
   // make the API shed these buyers.
   const agent = new Agent({ keepAlive: true, maxSockets: 40 });
   const answers = await runConcurrently(BUYERS, 40, (i) =>
-    http(c.apiPort, 'POST', path, { body: { qty: 1 }, user: `${scenario}-buyer-${seed}-${i}`, agent, timeoutMs: 30_000 }));
+    http(c.apiPort, 'POST', path, {
+      body: { qty: 1 },
+      user: `${scenario}-buyer-${seed}-${i}`,
+      agent,
+      timeoutMs: 30_000,
+    }),
+  );
   agent.destroy();
   const buyersMs = Date.now() - started;
   await loris.end();
@@ -125,16 +145,35 @@ async function attack(scenario: string, sockets: number, maxInflight: string): P
   const outcomes = countBy(answers, outcome);
   const fates = countBy(loris.answers, fate);
   const accepted = answers.filter((r) => r.status === 202).map((r) => r.body.orderId as string);
-  log.note(`buyers done ${buyersMs} ms into the attack: ${JSON.stringify(outcomes)}; ${loris.opened} attack connections in all: ${JSON.stringify(fates)}`);
+  log.note(
+    `buyers done ${buyersMs} ms into the attack: ${JSON.stringify(outcomes)}; ${loris.opened} attack connections in all: ${JSON.stringify(fates)}`,
+  );
 
-  assert.deepEqual(Object.keys(outcomes).filter((o) => !REAL_ANSWERS.includes(o)), [], `every buyer got a real answer: ${JSON.stringify(outcomes)}`);
+  assert.deepEqual(
+    Object.keys(outcomes).filter((o) => !REAL_ANSWERS.includes(o)),
+    [],
+    `every buyer got a real answer: ${JSON.stringify(outcomes)}`,
+  );
   assert.equal(accepted.length, sale.stock, 'the stock sold to real buyers');
   assertAttackAnswered(loris.answers, scenario);
-  assert.ok(loris.answers.some((r) => r.status === 408), 'the body deadline cut attack connections off');
+  assert.ok(
+    loris.answers.some((r) => r.status === 408),
+    'the body deadline cut attack connections off',
+  );
 
-  const report = await assertAcceptedHeld(env, c, sale.id, accepted, 'one order per 202, none for an attack connection');
+  const report = await assertAcceptedHeld(
+    env,
+    c,
+    sale.id,
+    accepted,
+    'one order per 202, none for an attack connection',
+  );
   summarize({
-    scenario, seed, buyers: BUYERS, orders: accepted.length, faults: log.faults,
+    scenario,
+    seed,
+    buyers: BUYERS,
+    orders: accepted.length,
+    faults: log.faults,
     faultKinds: `${sockets} slowloris connections (${loris.opened} with replacements: ${JSON.stringify(fates)}) vs MAX_INFLIGHT=${maxInflight}`,
     ...tally(report),
   });
@@ -149,15 +188,21 @@ test(`slow clients: an address over MAX_CONNECTIONS_PER_CLIENT (${MAX_CONNECTION
   const sale = await newSale(env, { stock: 10, paymentWindowSeconds: 600 });
   const path = `/api/sales/${sale.id}/purchases`;
   // The cap's worth of idle keep-alive connections from ATTACKER, each proven open by an answer.
-  const held = new Agent({ keepAlive: true, maxSockets: MAX_CONNECTIONS_PER_CLIENT, maxFreeSockets: MAX_CONNECTIONS_PER_CLIENT });
-  const get = async (agent: Agent | false) => (await http(c.apiPort, 'GET', '/healthz', { from: ATTACKER, agent })).status;
+  const held = new Agent({
+    keepAlive: true,
+    maxSockets: MAX_CONNECTIONS_PER_CLIENT,
+    maxFreeSockets: MAX_CONNECTIONS_PER_CLIENT,
+  });
+  const get = async (agent: Agent | false) =>
+    (await http(c.apiPort, 'GET', '/healthz', { from: ATTACKER, agent })).status;
   const opened = await Promise.all(Array.from({ length: MAX_CONNECTIONS_PER_CLIENT }, () => get(held)));
   assert.deepEqual(countBy(opened, String), { 200: MAX_CONNECTIONS_PER_CLIENT });
   const idle = Object.values(held.freeSockets).flat();
   assert.equal(idle.length, MAX_CONNECTIONS_PER_CLIENT, 'every connection held open');
   log.fault(`${MAX_CONNECTIONS_PER_CLIENT} idle connections held from ${ATTACKER}`);
 
-  const purchase = (user: string) => `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token(user)}\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{"qty":1}`;
+  const purchase = (user: string) =>
+    `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token(user)}\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{"qty":1}`;
   const over = await rawRequest(c.apiPort, purchase('over-the-cap'), { from: ATTACKER });
   assertAttackAnswered([over], 'one connection over the cap');
   assert.equal(over.status, 429);
@@ -171,12 +216,21 @@ test(`slow clients: an address over MAX_CONNECTIONS_PER_CLIENT (${MAX_CONNECTION
 
   await written(env, sale.id, 'accepted purchase written');
   const orders = await env.pool.query<{ user_id: string }>('select user_id from orders where sale_id = $1', [sale.id]);
-  assert.deepEqual(orders.rows.map((r) => r.user_id), ['another-address'], 'the refused connection bought nothing');
+  assert.deepEqual(
+    orders.rows.map((r) => r.user_id),
+    ['another-address'],
+    'the refused connection bought nothing',
+  );
   const report = await checkSale(env, sale.id, [served.body.orderId]);
   assert.deepEqual(report.violations, []);
   summarize({
-    scenario: 'slow-clients/cap', seed, buyers: 2, orders: orders.rows.length, faults: log.faults,
-    faultKinds: `${MAX_CONNECTIONS_PER_CLIENT} connections held from one address, one more refused`, ...tally(report),
+    scenario: 'slow-clients/cap',
+    seed,
+    buyers: 2,
+    orders: orders.rows.length,
+    faults: log.faults,
+    faultKinds: `${MAX_CONNECTIONS_PER_CLIENT} connections held from one address, one more refused`,
+    ...tally(report),
   });
 });
 

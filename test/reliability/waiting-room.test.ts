@@ -28,7 +28,8 @@ const LOOPS = ['admission-a', 'admission-b'];
 const file = fileEnv();
 
 /** A join's place: the seed's shuffle (sha1(seed:buyer), first 52 bits, as a fraction), computed here, not by the server. */
-const shuffled = (seed: string, buyer: string) => parseInt(createHash('sha1').update(`${seed}:${buyer}`).digest('hex').slice(0, 13), 16) / 2 ** 52;
+const shuffled = (seed: string, buyer: string) =>
+  parseInt(createHash('sha1').update(`${seed}:${buyer}`).digest('hex').slice(0, 13), 16) / 2 ** 52;
 
 /** Sends until a definite answer: no answer, 503 (Redis restarting) and 429 busy are sent again. */
 async function untilAnswered(send: () => Promise<Reply>): Promise<Reply> {
@@ -40,21 +41,35 @@ async function untilAnswered(send: () => Promise<Reply>): Promise<Reply> {
 }
 
 /** A join as the client saw it: when first sent, when answered 200, and the position the answer gave (null before the opening and at sold out). */
-interface Join { buyer: string; sentAt: number; answeredAt: number; answer: string; position: number | null }
+interface Join {
+  buyer: string;
+  sentAt: number;
+  answeredAt: number;
+  answer: string;
+  position: number | null;
+}
 
 test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed and Redis restarted mid-admission: nobody admitted twice or skipped, shuffled-then-arrival order, admission stops at sold out, nothing sold without a pass', async () => {
   const { env } = file;
   const { seed, log, rand, answers } = beginScenario('waiting-room');
   const sale = await newSale(env, {
-    stock: STOCK, perUserLimit: 1, maxPerOrder: 1, paymentWindowSeconds: 600, admission: 'queue',
+    stock: STOCK,
+    perUserLimit: 1,
+    maxPerOrder: 1,
+    paymentWindowSeconds: 600,
+    admission: 'queue',
     // 50 passes a second: the units left times the overbook (600) caps a round, not the rate, and at
     // this rate the first round lasts 12 s, long enough for the faults to land inside it.
-    admitRatePerSecond: 50, admitOverbook: 1.2, passSeconds: 10, startsAt: new Date(Date.now() + 3_600_000).toISOString(),
+    admitRatePerSecond: 50,
+    admitOverbook: 1.2,
+    passSeconds: 10,
+    startsAt: new Date(Date.now() + 3_600_000).toISOString(),
   });
   const k = saleKeys(sale.id);
   const cl = file.cluster(log);
   await Promise.all([
-    cl.start('api', 'api'), cl.start('writer', 'order-writer'),
+    cl.start('api', 'api'),
+    cl.start('writer', 'order-writer'),
     ...LOOPS.map((name) => cl.start(name, 'admission', { LOG_LEVEL: 'info' })),
   ]);
   const port = cl.apiPort;
@@ -68,7 +83,9 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
   let t = Date.now();
   const pre = await runConcurrently(PRE, JOIN_CONCURRENCY, (i) => join(`pre-${i}`));
   const preMs = Date.now() - t;
-  log.note(`pre-queue: ${PRE} joins in ${preMs} ms (${Math.round(PRE / (preMs / 1000))} joins/s at concurrency ${JOIN_CONCURRENCY}): ${JSON.stringify(countBy(pre, (j) => j.answer))}`);
+  log.note(
+    `pre-queue: ${PRE} joins in ${preMs} ms (${Math.round(PRE / (preMs / 1000))} joins/s at concurrency ${JOIN_CONCURRENCY}): ${JSON.stringify(countBy(pre, (j) => j.answer))}`,
+  );
 
   // The start, brought forward to just after the last pre-queue join, in both places it is kept
   // (the loop reads it from Redis's copy), instead of waiting out a start guessed in advance.
@@ -76,14 +93,20 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
   await env.pool.query('update sales set starts_at = $2 where id = $1', [sale.id, new Date(startsAt)]);
   await env.redis.hset(k.meta, 'startsAt', startsAt);
   // A buyer learns the room is open when their place has a position.
-  await waitFor('the room open', async () => (await http(port, 'GET', `/api/sales/${sale.id}/queue/me`, { user: 'pre-0' })).body?.position != null, 10_000, 50);
+  await waitFor(
+    'the room open',
+    async () => (await http(port, 'GET', `/api/sales/${sale.id}/queue/me`, { user: 'pre-0' })).body?.position != null,
+    10_000,
+    50,
+  );
   const openedAt = Date.now();
   log.note(`room open ${openedAt - startsAt} ms after the start`);
 
   // Admitted buyers: the loop's count says how many places have a pass; the buyer at each new
   // place (by the order computed here from the seed) asks the API where they stand, and buys with
   // the pass it gives, unless a no-show.
-  const { seed: saleSeed } = (await env.pool.query<{ seed: string }>('select seed from sales where id = $1', [sale.id])).rows[0]!;
+  const { seed: saleSeed } = (await env.pool.query<{ seed: string }>('select seed from sales where id = $1', [sale.id]))
+    .rows[0]!;
   const expected = pre.map((j) => j.buyer).sort((a, b) => shuffled(saleSeed, a) - shuffled(saleSeed, b));
   const buyerRand = seededRandom(seed + 1);
   const accepted: { orderId: string; buyer: string }[] = [];
@@ -99,13 +122,20 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
     const view = await untilAnswered(() => http(port, 'GET', `/api/sales/${sale.id}/queue/me`, { user: buyer }));
     seenStates.push(outcome(view) === '200' ? view.body.state : outcome(view));
     if (view.body?.state !== 'admitted') {
-      if (view.body?.state !== 'expired') misplaced.push(`place ${place} (${buyer}): ${JSON.stringify(view.body)} when ${place + 1} or more were admitted`);
+      if (view.body?.state !== 'expired')
+        misplaced.push(
+          `place ${place} (${buyer}): ${JSON.stringify(view.body)} when ${place + 1} or more were admitted`,
+        );
       return;
     }
     if (noShow) return;
-    const r = await untilAnswered(() => http(port, 'POST', `/api/sales/${sale.id}/purchases`, {
-      user: buyer, body: { qty: 1 }, headers: { [PURCHASE_TOKEN_HEADER]: view.body.pass },
-    }));
+    const r = await untilAnswered(() =>
+      http(port, 'POST', `/api/sales/${sale.id}/purchases`, {
+        user: buyer,
+        body: { qty: 1 },
+        headers: { [PURCHASE_TOKEN_HEADER]: view.body.pass },
+      }),
+    );
     purchases.push(outcome(r));
     if (r.status === 202) accepted.push({ orderId: r.body.orderId, buyer });
   };
@@ -134,21 +164,45 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
   // and restarted from its AOF, then the leader SIGKILLed again a seeded while after that, around
   // when the no-shows' passes expire and the second round goes out.
   t = Date.now();
-  const arrivals = runConcurrently(LIVE, JOIN_CONCURRENCY, (i) => join(`live-${i}`)).then((r) => ({ joins: r, ms: Date.now() - t }));
-  const soldOut = waitFor('sold out', async () => (await env.redis.get(k.available).catch(() => null)) === '0', 180_000, 50).then(() => Date.now());
+  const arrivals = runConcurrently(LIVE, JOIN_CONCURRENCY, (i) => join(`live-${i}`)).then((r) => ({
+    joins: r,
+    ms: Date.now() - t,
+  }));
+  const soldOut = waitFor(
+    'sold out',
+    async () => (await env.redis.get(k.available).catch(() => null)) === '0',
+    180_000,
+    50,
+  ).then(() => Date.now());
   const admittedNow = async () => (await env.redis.hget(k.room, 'admitted').catch(() => null)) ?? '?';
   const reach = async (n: number) => {
-    const at = await waitFor(`${n} admitted`, async () => { const a = Number(await admittedNow()); return a >= n && a; }, 60_000, 20);
+    const at = await waitFor(
+      `${n} admitted`,
+      async () => {
+        const a = Number(await admittedNow());
+        return a >= n && a;
+      },
+      60_000,
+      20,
+    );
     log.note(`admitted ${at} (waited for ${n})`);
   };
   const loopId = (name: string) => {
-    const started = readFileSync(joinPath(cl.logDir, `${name}.log`), 'utf8').split('\n').filter((l) => l.includes('admission loop started'));
+    const started = readFileSync(joinPath(cl.logDir, `${name}.log`), 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('admission loop started'));
     return (JSON.parse(started.at(-1)!) as { loop: string }).loop;
   };
-  const leader = () => waitFor('an admission leader', async () => {
-    const holder = await env.redis.get(ADMISSION_LEASE).catch(() => null);
-    return LOOPS.find((name) => cl.alive(name) && loopId(name) === holder);
-  }, 10_000, 20);
+  const leader = () =>
+    waitFor(
+      'an admission leader',
+      async () => {
+        const holder = await env.redis.get(ADMISSION_LEASE).catch(() => null);
+        return LOOPS.find((name) => cl.alive(name) && loopId(name) === holder);
+      },
+      10_000,
+      20,
+    );
   const killLeader = async (): Promise<Promise<void>> => {
     const name = await leader();
     await cl.signal(name, 'SIGKILL');
@@ -164,28 +218,43 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
   await env.stopRedis('SIGKILL');
   await delay(downMs);
   await env.startRedis();
-  log.note(`redis-server back (AOF replayed): admitted ${await admittedNow()}, available ${await env.redis.get(k.available)}`);
+  log.note(
+    `redis-server back (AOF replayed): admitted ${await admittedNow()}, available ${await env.redis.get(k.available)}`,
+  );
   await back;
   await delay(rand() * 4000);
-  await (await killLeader());
+  await await killLeader();
 
   const { joins: liveJoins, ms: liveMs } = await arrivals;
-  log.note(`live arrivals: ${LIVE} joins in ${liveMs} ms (${Math.round(LIVE / (liveMs / 1000))} joins/s): ${JSON.stringify(countBy(liveJoins, (j) => j.answer))}`);
+  log.note(
+    `live arrivals: ${LIVE} joins in ${liveMs} ms (${Math.round(LIVE / (liveMs / 1000))} joins/s): ${JSON.stringify(countBy(liveJoins, (j) => j.answer))}`,
+  );
   const soldOutMs = (await soldOut) - openedAt;
   watching = false;
   await watcher;
   for (let n = 0; n < buyers.length; n = buyers.length) await Promise.all(buyers.slice(n));
   await written(env, sale.id);
   await live.stop();
-  log.note(`sold out ${soldOutMs} ms after the opening; ${watched} admitted buyers asked, ${noShows.size} no-shows; their views ${JSON.stringify(countBy(seenStates, (s) => s))}; purchases ${JSON.stringify(countBy(purchases, (p) => p))}`);
+  log.note(
+    `sold out ${soldOutMs} ms after the opening; ${watched} admitted buyers asked, ${noShows.size} no-shows; their views ${JSON.stringify(countBy(seenStates, (s) => s))}; purchases ${JSON.stringify(countBy(purchases, (p) => p))}`,
+  );
 
   // Admission stays stopped while nothing is left: sampled at six ticks of the loop (each writes tickAt).
   const samples: { admitted: string; available: string; tickAt: string }[] = [];
-  await waitFor('six ticks at sold out', async () => {
-    const [[, room], [, available]] = (await env.redis.multi().hmget(k.room, 'admitted', 'tickAt').get(k.available).exec())! as [[null, string[]], [null, string]];
-    if (samples.at(-1)?.tickAt !== room[1]) samples.push({ admitted: room[0]!, tickAt: room[1]!, available });
-    return samples.length >= 6;
-  }, 20_000, 40);
+  await waitFor(
+    'six ticks at sold out',
+    async () => {
+      const [[, room], [, available]] = (await env.redis
+        .multi()
+        .hmget(k.room, 'admitted', 'tickAt')
+        .get(k.available)
+        .exec())! as [[null, string[]], [null, string]];
+      if (samples.at(-1)?.tickAt !== room[1]) samples.push({ admitted: room[0]!, tickAt: room[1]!, available });
+      return samples.length >= 6;
+    },
+    20_000,
+    40,
+  );
 
   // What there is now, read once: the line, the passes, the room, the orders.
   const line = await env.redis.zrange(k.queue, '0', '-1', 'WITHSCORES');
@@ -201,36 +270,74 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
   const passList = await env.redis.zrange(k.passes, '0', '-1', 'WITHSCORES');
   const passes = new Map<string, number>();
   for (let i = 0; i < passList.length; i += 2) passes.set(passList[i]!, Number(passList[i + 1]));
-  const orders = (await env.pool.query<{ id: string; user_id: string; qty: number }>('select id, user_id, qty from orders where sale_id = $1', [sale.id])).rows;
+  const orders = (
+    await env.pool.query<{ id: string; user_id: string; qty: number }>(
+      'select id, user_id, qty from orders where sale_id = $1',
+      [sale.id],
+    )
+  ).rows;
   const expired = Number(room.expired ?? 0);
-  const stateOf = async (buyer: string) => (await untilAnswered(() => http(port, 'GET', `/api/sales/${sale.id}/queue/me`, { user: buyer }))).body.state as string;
+  const stateOf = async (buyer: string) =>
+    (await untilAnswered(() => http(port, 'GET', `/api/sales/${sale.id}/queue/me`, { user: buyer }))).body
+      .state as string;
   const waitingProbe = [...order.slice(admitted, admitted + 10), order[PRE - 1]!, order[PRE]!, order.at(-1)!];
   const probeStates = await Promise.all(waitingProbe.map(stateOf));
 
   const statuses = answers();
-  const final = await checkSale(env, sale.id, accepted.map((a) => a.orderId));
+  const final = await checkSale(
+    env,
+    sale.id,
+    accepted.map((a) => a.orderId),
+  );
   summarize({
-    scenario: 'waiting-room', seed, buyers: PRE + LIVE, orders: orders.length, faults: log.faults, faultKinds: log.kinds.join(', '),
-    ...tally(live, final), answers: statuses,
+    scenario: 'waiting-room',
+    seed,
+    buyers: PRE + LIVE,
+    orders: orders.length,
+    faults: log.faults,
+    faultKinds: log.kinds.join(', '),
+    ...tally(live, final),
+    answers: statuses,
   });
-  log.note(`admitted ${admitted}, passes used ${[...passes.values()].filter((p) => p === 0).length}, expired ${expired}, still outstanding ${[...passes.values()].filter((p) => p > 0).length}; ticks sampled at sold out: ${JSON.stringify(samples.map((s) => s.admitted))}`);
+  log.note(
+    `admitted ${admitted}, passes used ${[...passes.values()].filter((p) => p === 0).length}, expired ${expired}, still outstanding ${[...passes.values()].filter((p) => p > 0).length}; ticks sampled at sold out: ${JSON.stringify(samples.map((s) => s.admitted))}`,
+  );
   assertNo500('waiting-room', statuses);
 
   // Everyone who joined has one place: 200 to every join, and the line holds exactly them.
-  assert.deepEqual(countBy([...pre, ...liveJoins], (j) => j.answer), { 200: PRE + LIVE }, 'every join answered 200 in the end');
+  assert.deepEqual(
+    countBy([...pre, ...liveJoins], (j) => j.answer),
+    { 200: PRE + LIVE },
+    'every join answered 200 in the end',
+  );
   assert.equal(order.length, PRE + LIVE, 'one place per buyer in the line');
-  assert.deepEqual(pre.filter((j) => j.position !== null).map((j) => j.buyer).slice(0, 5), [], 'no position before the start: places are drawn at the opening');
+  assert.deepEqual(
+    pre
+      .filter((j) => j.position !== null)
+      .map((j) => j.buyer)
+      .slice(0, 5),
+    [],
+    'no position before the start: places are drawn at the opening',
+  );
 
   // Order: the pre-queue first, in the seed's shuffle, each at the place the seed gives it ...
   const prePart = order.slice(0, PRE);
   const firstWrong = prePart.findIndex((b, i) => b !== expected[i]);
-  assert.equal(firstWrong, -1, `place ${firstWrong}: the line has ${prePart[firstWrong]}, the seed's shuffle puts ${expected[firstWrong]} there`);
+  assert.equal(
+    firstWrong,
+    -1,
+    `place ${firstWrong}: the line has ${prePart[firstWrong]}, the seed's shuffle puts ${expected[firstWrong]} there`,
+  );
   const offSeed = expected.filter((b) => places.get(b) !== shuffled(saleSeed, b));
   assert.deepEqual(offSeed.slice(0, 5), [], `pre-queue places that are not sha1(seed:buyer): ${offSeed.length}`);
   // ... then the live arrivals, numbered 1, 2, ... by the tail counter (place 1 + n), none lost to the restart ...
   const livePart = order.slice(PRE);
   const misnumbered = livePart.filter((b, i) => !b.startsWith('live-') || places.get(b) !== i + 2);
-  assert.deepEqual(misnumbered.slice(0, 5), [], `live arrivals off the tail counter: ${misnumbered.length} (tail ${room.tail})`);
+  assert.deepEqual(
+    misnumbered.slice(0, 5),
+    [],
+    `live arrivals off the tail counter: ${misnumbered.length} (tail ${room.tail})`,
+  );
   assert.equal(Number(room.tail), LIVE, 'the tail counter counted each arrival once');
   // ... in arrival order as far as the client sees it: a join answered before another was sent is ahead of it.
   const byAnswer = [...liveJoins].sort((a, b) => a.answeredAt - b.answeredAt);
@@ -241,42 +348,93 @@ test('waiting room: 50,000 joiners for 500 units, the admission loop SIGKILLed a
   let next = 0;
   for (const j of [...liveJoins].sort((a, b) => a.sentAt - b.sentAt)) {
     for (; next < byAnswer.length && byAnswer[next]!.answeredAt < j.sentAt; next++) {
-      if (places.get(byAnswer[next]!.buyer)! > ahead) [ahead, aheadOf] = [places.get(byAnswer[next]!.buyer)!, byAnswer[next]!.buyer];
+      if (places.get(byAnswer[next]!.buyer)! > ahead)
+        [ahead, aheadOf] = [places.get(byAnswer[next]!.buyer)!, byAnswer[next]!.buyer];
     }
     if (next > 0) comparable++;
-    if (places.get(j.buyer)! <= ahead) overtaken.push(`${j.buyer} (place ${places.get(j.buyer)}) sent after ${aheadOf} (place ${ahead}) was answered`);
+    if (places.get(j.buyer)! <= ahead)
+      overtaken.push(`${j.buyer} (place ${places.get(j.buyer)}) sent after ${aheadOf} (place ${ahead}) was answered`);
   }
-  assert.deepEqual(overtaken.slice(0, 5), [], `live arrivals behind a later one: ${overtaken.length} of ${comparable} comparable`);
-  log.note(`line: ${PRE} pre-queue places as the seed gives them, then ${LIVE} arrivals at places 2..${LIVE + 1}; ${comparable} arrivals were sent after another was answered, and each is behind it`);
+  assert.deepEqual(
+    overtaken.slice(0, 5),
+    [],
+    `live arrivals behind a later one: ${overtaken.length} of ${comparable} comparable`,
+  );
+  log.note(
+    `line: ${PRE} pre-queue places as the seed gives them, then ${LIVE} arrivals at places 2..${LIVE + 1}; ${comparable} arrivals were sent after another was answered, and each is behind it`,
+  );
   // The position a live join was answered is its place in the line less those admitted then, which only grows up to `admitted`.
-  const offPosition = liveJoins.filter((j) => j.position !== null && !(rank.get(j.buyer)! - (j.position - 1) >= 0 && rank.get(j.buyer)! - (j.position - 1) <= admitted))
+  const offPosition = liveJoins
+    .filter(
+      (j) =>
+        j.position !== null &&
+        !(rank.get(j.buyer)! - (j.position - 1) >= 0 && rank.get(j.buyer)! - (j.position - 1) <= admitted),
+    )
     .map((j) => `${j.buyer} at rank ${rank.get(j.buyer)} told position ${j.position}`);
-  assert.deepEqual(offPosition.slice(0, 5), [], `live joins told a position their place does not give: ${offPosition.length}`);
+  assert.deepEqual(
+    offPosition.slice(0, 5),
+    [],
+    `live joins told a position their place does not give: ${offPosition.length}`,
+  );
 
   // Nobody admitted twice, nobody skipped: every pass (live, used) is one of the first `admitted`
   // places, and the passes plus those that expired are exactly `admitted`, one per place.
   const beyond = [...passes.keys()].filter((b) => !(rank.get(b)! < admitted));
   assert.deepEqual(beyond, [], `buyers with a pass beyond the ${admitted} admitted places`);
-  assert.equal(passes.size + expired, admitted, `passes ${passes.size} + expired ${expired} != admitted ${admitted}: a place had no pass or two`);
+  assert.equal(
+    passes.size + expired,
+    admitted,
+    `passes ${passes.size} + expired ${expired} != admitted ${admitted}: a place had no pass or two`,
+  );
   // Every admitted buyer the test asked was admitted at the place the seed's order gives.
   assert.deepEqual(misplaced, [], 'buyers the loop had reached who were not admitted');
   assert.equal(watched, admitted, 'the test asked every admitted buyer');
-  const notAdmittedView = (await Promise.all(order.slice(0, admitted).map(async (b) => [b, await stateOf(b)] as const))).filter(([, s]) => !['admitted', 'used', 'expired'].includes(s));
+  const notAdmittedView = (
+    await Promise.all(order.slice(0, admitted).map(async (b) => [b, await stateOf(b)] as const))
+  ).filter(([, s]) => !['admitted', 'used', 'expired'].includes(s));
   assert.deepEqual(notAdmittedView, [], 'every one of the first places says admitted, used or expired');
 
   // Admission stopped at sold out: no new pass over six ticks while nothing is left, and the line is told so.
-  assert.ok(samples.every((s) => s.available === '0' && Number(s.admitted) === admitted), `admitted grew while sold out: ${JSON.stringify(samples)}`);
-  assert.deepEqual(probeStates, waitingProbe.map(() => 'sold_out'), `waiting buyers' views: ${waitingProbe.join(', ')}`);
+  assert.ok(
+    samples.every((s) => s.available === '0' && Number(s.admitted) === admitted),
+    `admitted grew while sold out: ${JSON.stringify(samples)}`,
+  );
+  assert.deepEqual(
+    probeStates,
+    waitingProbe.map(() => 'sold_out'),
+    `waiting buyers' views: ${waitingProbe.join(', ')}`,
+  );
 
   // No unit sold outside a pass: each order is one unit of a buyer whose pass bought, at most one per buyer.
   const perBuyer = countBy(orders, (o) => o.user_id);
-  assert.deepEqual(Object.entries(perBuyer).filter(([, n]) => n > 1), [], 'buyers with two orders');
-  assert.deepEqual(orders.filter((o) => passes.get(o.user_id) !== 0).map((o) => `${o.id} of ${o.user_id} (pass ${passes.get(o.user_id)})`), [], 'orders without a used pass');
-  assert.equal(orders.reduce((n, o) => n + o.qty, 0), STOCK, 'sold out: every unit in an order, no more');
+  assert.deepEqual(
+    Object.entries(perBuyer).filter(([, n]) => n > 1),
+    [],
+    'buyers with two orders',
+  );
+  assert.deepEqual(
+    orders
+      .filter((o) => passes.get(o.user_id) !== 0)
+      .map((o) => `${o.id} of ${o.user_id} (pass ${passes.get(o.user_id)})`),
+    [],
+    'orders without a used pass',
+  );
+  assert.equal(
+    orders.reduce((n, o) => n + o.qty, 0),
+    STOCK,
+    'sold out: every unit in an order, no more',
+  );
   assert.equal([...passes.values()].filter((p) => p === 0).length, orders.length, 'one order per used pass');
-  assert.ok(noShows.size > 0 && expired >= noShows.size, `no-shows' passes expired: ${noShows.size} no-shows, ${expired} expired`);
+  assert.ok(
+    noShows.size > 0 && expired >= noShows.size,
+    `no-shows' passes expired: ${noShows.size} no-shows, ${expired} expired`,
+  );
   assert.deepEqual(live.violations, [], 'invariants during the faults');
   assert.deepEqual(final.violations, [], 'invariants at rest');
   assert.deepEqual(cl.unexpectedExits, []);
-  assert.deepEqual(await cl.stopAll(), { api: 0, writer: 0, 'admission-a': 0, 'admission-b': 0 }, 'every process stops cleanly on SIGTERM');
+  assert.deepEqual(
+    await cl.stopAll(),
+    { api: 0, writer: 0, 'admission-a': 0, 'admission-b': 0 },
+    'every process stops cleanly on SIGTERM',
+  );
 });

@@ -37,13 +37,23 @@ export interface ApiSuite {
 }
 
 /** The app as startApi assembles it, stock-restored hints included, on the env's own connections. */
-export async function buildTestApp(env: TestEnv, overrides: Partial<Config> = {}): Promise<{ app: FastifyInstance; purchaser: Purchaser; close(): Promise<void> }> {
+export async function buildTestApp(
+  env: TestEnv,
+  overrides: Partial<Config> = {},
+): Promise<{ app: FastifyInstance; purchaser: Purchaser; close(): Promise<void> }> {
   const config = { ...env.config, ...overrides };
   const purchaser = new Purchaser(env.redis, config, env.replicaAcks);
   const subscriber: RedisClient = hintSubscriber(env.redis, env.logger, 'redis subscriber');
   subscriber.on('message', (_channel: string, saleId: string) => purchaser.stockRestored(saleId));
   await subscriber.subscribe(STOCK_CHANNEL);
-  const app = buildApp({ config, pool: env.pool, redis: env.redis, replicaAcks: env.replicaAcks, purchaser, logger: env.logger });
+  const app = buildApp({
+    config,
+    pool: env.pool,
+    redis: env.redis,
+    replicaAcks: env.replicaAcks,
+    purchaser,
+    logger: env.logger,
+  });
   await app.ready();
   return { app, purchaser, close: () => app.close().then(() => quitRedis(subscriber)) };
 }

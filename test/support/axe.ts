@@ -21,14 +21,28 @@ export interface Violation {
 export async function axeViolations(page: Page): Promise<Violation[]> {
   if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
   return page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run: () => Promise<{ violations: { id: string; impact?: string | null; help: string; nodes: { target: unknown[] }[] }[] }> } }).axe;
+    const axe = (
+      window as unknown as {
+        axe: {
+          run: () => Promise<{
+            violations: { id: string; impact?: string | null; help: string; nodes: { target: unknown[] }[] }[];
+          }>;
+        };
+      }
+    ).axe;
     const { violations } = await axe.run();
-    return violations.map((v) => ({ rule: v.id, impact: v.impact ?? null, help: v.help, nodes: v.nodes.map((n) => n.target.map(String).join(' ')) }));
+    return violations.map((v) => ({
+      rule: v.id,
+      impact: v.impact ?? null,
+      help: v.help,
+      nodes: v.nodes.map((n) => n.target.map(String).join(' ')),
+    }));
   });
 }
 
 /** Those a person meets as a barrier, not a nuisance: serious and critical. */
-export const serious = (violations: Violation[]) => violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+export const serious = (violations: Violation[]) =>
+  violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
 
 /** What makes the page scroll sideways (its width, and the outermost elements past the window's edge), or null when it fits. */
 export async function tooWide(page: Page): Promise<string | null> {
@@ -40,11 +54,16 @@ export async function tooWide(page: Page): Promise<string | null> {
       const parent = e.parentElement;
       if (e.getBoundingClientRect().right <= edge || (parent && parent.getBoundingClientRect().right > edge)) continue;
       let scrolled = false; // inside a box that scrolls (or clips) it: the page does not widen
-      for (let a = parent; a && a !== document.body && !scrolled; a = a.parentElement) scrolled = getComputedStyle(a).overflowX !== 'visible';
+      for (let a = parent; a && a !== document.body && !scrolled; a = a.parentElement)
+        scrolled = getComputedStyle(a).overflowX !== 'visible';
       if (scrolled) continue;
-      past.push(`${e.tagName.toLowerCase()}${typeof e.className === 'string' && e.className ? `.${e.className.trim().split(/\s+/).join('.')}` : ''}`);
+      past.push(
+        `${e.tagName.toLowerCase()}${typeof e.className === 'string' && e.className ? `.${e.className.trim().split(/\s+/).join('.')}` : ''}`,
+      );
     }
     return { scrollWidth: document.documentElement.scrollWidth, width: window.innerWidth, past: past.slice(0, 5) };
   });
-  return scrollWidth > width ? `${scrollWidth} px wide in a ${width} px window, past its edge: ${past.join(', ')}` : null;
+  return scrollWidth > width
+    ? `${scrollWidth} px wide in a ${width} px window, past its edge: ${past.join(', ')}`
+    : null;
 }

@@ -8,7 +8,10 @@ import type { TestEnv } from './env.js';
 
 /** Where the output of the in-process run this async context belongs to goes. */
 const capture = new AsyncLocalStorage<{ stdout: string[]; stderr: string[] }>();
-for (const [stream, key] of [[process.stdout, 'stdout'], [process.stderr, 'stderr']] as const) {
+for (const [stream, key] of [
+  [process.stdout, 'stdout'],
+  [process.stderr, 'stderr'],
+] as const) {
   const write = stream.write.bind(stream);
   // Only a command's own writes are taken; the test runner's reports pass on to the real stream.
   stream.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
@@ -31,7 +34,8 @@ export function cliHere(env: TestEnv | undefined, args: string[], vars: Vars = {
     const saved = { env: { ...process.env }, exitCode: process.exitCode };
     const run = { stdout: [] as string[], stderr: [] as string[] };
     for (const key of Object.keys(process.env)) delete process.env[key];
-    for (const [key, value] of Object.entries(cliEnv(env, { LOG_LEVEL: 'error', ...vars }))) if (value !== undefined) process.env[key] = value;
+    for (const [key, value] of Object.entries(cliEnv(env, { LOG_LEVEL: 'error', ...vars })))
+      if (value !== undefined) process.env[key] = value;
     process.exitCode = undefined;
     try {
       const refused = await capture.run(run, () => runCli(args));
@@ -44,6 +48,9 @@ export function cliHere(env: TestEnv | undefined, args: string[], vars: Vars = {
       process.exitCode = saved.exitCode;
     }
   });
-  inProcess = result.then(() => {}, () => {});
+  inProcess = result.then(
+    () => {},
+    () => {},
+  );
   return result;
 }

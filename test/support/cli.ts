@@ -17,17 +17,29 @@ export type Vars = Record<string, string | undefined>;
  */
 export function cliEnv(env: TestEnv | undefined, vars: Vars): NodeJS.ProcessEnv {
   return {
-    ...process.env, NODE_ENV: 'production', DATABASE_URL: env?.config.databaseUrl, ...redisVars(env),
-    JWT_SECRET, ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET, DIRECT_PAY: 'on', DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING: 'yes', PURCHASE_RATE_PER_BUYER: '0', ...vars,
+    ...process.env,
+    NODE_ENV: 'production',
+    DATABASE_URL: env?.config.databaseUrl,
+    ...redisVars(env),
+    JWT_SECRET,
+    ADMIN_TOKEN,
+    PAYMENT_WEBHOOK_SECRET,
+    DIRECT_PAY: 'on',
+    DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING: 'yes',
+    PURCHASE_RATE_PER_BUYER: '0',
+    ...vars,
   };
 }
 
 /** The env's Redis, in whichever form it has: one server, a cluster or a Sentinel set. */
 function redisVars(env: TestEnv | undefined): Vars {
-  const list = (nodes: { host: string; port: number }[] | undefined) => nodes?.map((n) => `${n.host}:${n.port}`).join(',');
+  const list = (nodes: { host: string; port: number }[] | undefined) =>
+    nodes?.map((n) => `${n.host}:${n.port}`).join(',');
   return {
-    REDIS_URL: env?.config.redisUrl, REDIS_CLUSTER_NODES: list(env?.config.redisClusterNodes),
-    REDIS_SENTINELS: list(env?.config.redisSentinels), REDIS_SENTINEL_NAME: env?.config.redisSentinelName,
+    REDIS_URL: env?.config.redisUrl,
+    REDIS_CLUSTER_NODES: list(env?.config.redisClusterNodes),
+    REDIS_SENTINELS: list(env?.config.redisSentinels),
+    REDIS_SENTINEL_NAME: env?.config.redisSentinelName,
   };
 }
 
@@ -62,7 +74,12 @@ export const operatorCli = (args: string[], vars: Vars = {}) => cli(undefined, a
  * Starts a long-running `flashsale <args>` (logging at warn level unless `vars` says otherwise).
  * Its stdout is dropped unless `output` is 'pipe', or a file descriptor that takes stderr too.
  */
-export function spawnCli(env: TestEnv | undefined, args: string[], vars: Vars = {}, output: 'ignore' | 'pipe' | number = 'ignore'): ChildProcess {
+export function spawnCli(
+  env: TestEnv | undefined,
+  args: string[],
+  vars: Vars = {},
+  output: 'ignore' | 'pipe' | number = 'ignore',
+): ChildProcess {
   return spawn(process.execPath, [CLI, ...args], {
     stdio: ['ignore', output, typeof output === 'number' ? output : 'inherit', 'ipc'],
     env: cliEnv(env, { LOG_LEVEL: 'warn', ...vars }),

@@ -13,9 +13,20 @@ import { FaultLog } from './scenario.js';
 export type Kind = 'api' | 'order-writer' | 'expiry-listener' | 'replay' | 'admission';
 
 /** Every kind once, under its usual name. */
-export const EVERY_KIND: [string, Kind][] = [['api', 'api'], ['writer', 'order-writer'], ['listener', 'expiry-listener'], ['replay', 'replay']];
+export const EVERY_KIND: [string, Kind][] = [
+  ['api', 'api'],
+  ['writer', 'order-writer'],
+  ['listener', 'expiry-listener'],
+  ['replay', 'replay'],
+];
 
-interface Proc { kind: Kind; vars: Vars; child: ChildProcess; expectExit: boolean; opsPort: number }
+interface Proc {
+  kind: Kind;
+  vars: Vars;
+  child: ChildProcess;
+  expectExit: boolean;
+  opsPort: number;
+}
 
 export class Cluster {
   private readonly procs = new Map<string, Proc>();
@@ -24,7 +35,11 @@ export class Cluster {
   apiPort = 0;
 
   /** `log` may be swapped between scenarios that share the processes. */
-  constructor(private readonly env: TestEnv, public log: FaultLog, private readonly base: Vars = {}) {
+  constructor(
+    private readonly env: TestEnv,
+    public log: FaultLog,
+    private readonly base: Vars = {},
+  ) {
     this.logDir = join(env.dataDir, 'logs');
     mkdirSync(this.logDir, { recursive: true });
   }
@@ -35,9 +50,13 @@ export class Cluster {
     const opsPort = prior?.opsPort ?? (await freePort());
     if (kind === 'api' && this.apiPort === 0) this.apiPort = await freePort();
     const vars: Vars = {
-      REPLAY_INTERVAL_SECONDS: '1', WRITER_LEASE_MS: '1000', OPS_PORT: String(opsPort),
+      REPLAY_INTERVAL_SECONDS: '1',
+      WRITER_LEASE_MS: '1000',
+      OPS_PORT: String(opsPort),
       ...(kind === 'api' ? { PORT: String(this.apiPort), OPS_PORT: '0' } : {}),
-      ...this.base, ...(prior?.vars ?? {}), ...extra,
+      ...this.base,
+      ...(prior?.vars ?? {}),
+      ...extra,
     };
     const out = openSync(join(this.logDir, `${name}.log`), 'a');
     const child = spawnCli(this.env, [kind], vars, out);
@@ -48,8 +67,13 @@ export class Cluster {
       if (proc.expectExit) return;
       // With the process's last fatal or error lines: the log goes with the test's data directory.
       // Lines that are not JSON are what Node printed itself (an uncaught exception's stack).
-      const last = readFileSync(join(this.logDir, `${name}.log`), 'utf8').split('\n').filter((l) => /"level":(50|60)/.test(l) || (l.trim() !== '' && !l.startsWith('{'))).slice(-12);
-      this.unexpectedExits.push(`${name} (pid ${child.pid}) exited by itself: code ${code}, signal ${signal}${last.length ? `; last errors:\n${last.join('\n')}` : ''}`);
+      const last = readFileSync(join(this.logDir, `${name}.log`), 'utf8')
+        .split('\n')
+        .filter((l) => /"level":(50|60)/.test(l) || (l.trim() !== '' && !l.startsWith('{')))
+        .slice(-12);
+      this.unexpectedExits.push(
+        `${name} (pid ${child.pid}) exited by itself: code ${code}, signal ${signal}${last.length ? `; last errors:\n${last.join('\n')}` : ''}`,
+      );
     });
     await ready(child, `${name} (log: ${this.logDir}/${name}.log)`);
     return child;
@@ -93,18 +117,22 @@ export class Cluster {
     const proc = this.proc(name);
     if (this.alive(name)) await this.signal(name, 'SIGKILL');
     await this.start(name, proc.kind, extra);
-    this.log.note(`restarted ${name} (pid ${this.pid(name)}${extra.WRITER_ID ? `, WRITER_ID=${extra.WRITER_ID}` : ''})`);
+    this.log.note(
+      `restarted ${name} (pid ${this.pid(name)}${extra.WRITER_ID ? `, WRITER_ID=${extra.WRITER_ID}` : ''})`,
+    );
   }
 
   /** Stops every process with SIGTERM and returns their exit codes (0 is a clean stop). */
   async stopAll(): Promise<Record<string, number | null>> {
     const codes: Record<string, number | null> = {};
-    await Promise.all([...this.procs.keys()].map(async (name) => {
-      if (this.alive(name)) {
-        this.proc(name).child.kill('SIGCONT');
-        codes[name] = await this.signal(name, 'SIGTERM', true);
-      }
-    }));
+    await Promise.all(
+      [...this.procs.keys()].map(async (name) => {
+        if (this.alive(name)) {
+          this.proc(name).child.kill('SIGCONT');
+          codes[name] = await this.signal(name, 'SIGTERM', true);
+        }
+      }),
+    );
     return codes;
   }
 
@@ -118,13 +146,15 @@ export class Cluster {
 
   /** Log lines at error level or above (pino level >= 50, or `level`) a process wrote, across its restarts. */
   errors(name: string, level = 50): string[] {
-    return readFileSync(join(this.logDir, `${name}.log`), 'utf8').split('\n').filter((l) => {
-      try {
-        return (JSON.parse(l) as { level: number }).level >= level;
-      } catch {
-        return false;
-      }
-    });
+    return readFileSync(join(this.logDir, `${name}.log`), 'utf8')
+      .split('\n')
+      .filter((l) => {
+        try {
+          return (JSON.parse(l) as { level: number }).level >= level;
+        } catch {
+          return false;
+        }
+      });
   }
 
   /** A counter's value from a daemon's /metrics, or the API's own (summed over its labels when `labels` is left out). */
@@ -182,7 +212,11 @@ export function fileEnv(): { readonly env: TestEnv; cluster(log: FaultLog, base?
  * (logging to a FaultLog named `scenario` until a test takes it over), handed to `use`; after
  * them, every process killed and the servers closed.
  */
-export function fileCluster(scenario: string, use: (started: { env: TestEnv; c: Cluster }) => void, opts: { base?: Vars; procs?: [string, Kind][] } = {}): void {
+export function fileCluster(
+  scenario: string,
+  use: (started: { env: TestEnv; c: Cluster }) => void,
+  opts: { base?: Vars; procs?: [string, Kind][] } = {},
+): void {
   let started: { env: TestEnv; c: Cluster } | undefined;
   before(async () => {
     const env = await testEnv();

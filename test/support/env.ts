@@ -71,7 +71,9 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
   // A directory of its own: Postgres runs as another user, who cannot enter dataDir.
   const pgDir = opts.ownPostgres ? mkdtempSync(join(tmpdir(), 'flashsale-pg-')) : '';
   const pgPort = opts.ownPostgres ? await freePort() : 0;
-  let pgServer = opts.ownPostgres ? await startPostgres(pgDir, { port: pgPort, persistent: true, fsync: false }) : undefined;
+  let pgServer = opts.ownPostgres
+    ? await startPostgres(pgDir, { port: pgPort, persistent: true, fsync: false })
+    : undefined;
   const admin = pgServer?.url ?? (await adminUrl());
   const db = `t_${randomBytes(6).toString('hex')}`;
   const adminClient = new pg.Client({ connectionString: admin });
@@ -86,17 +88,31 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
   const redisServer = opts.redis ? (undefined as unknown as RedisServer) : await startRedis(redisDir, redisOpts);
   const databaseUrl = admin.replace(/\/[^/]*$/, `/${db}`);
   const config = loadConfig({
-    databaseUrl, ...(opts.redis ?? { redisUrl: redisServer.url }), jwtSecret: JWT_SECRET, adminToken: ADMIN_TOKEN, logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
+    databaseUrl,
+    ...(opts.redis ?? { redisUrl: redisServer.url }),
+    jwtSecret: JWT_SECRET,
+    adminToken: ADMIN_TOKEN,
+    logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
     // Tests pay through POST /api/orders/:id/pay, which signs its event and takes the webhook path.
-    paymentWebhookSecret: PAYMENT_WEBHOOK_SECRET, directPay: true,
+    paymentWebhookSecret: PAYMENT_WEBHOOK_SECRET,
+    directPay: true,
     // Off unless a test turns it on: many tests hammer one buyer to reach the purchase script's own guards.
-    purchaseRatePerBuyer: 0, development: false, port: 0, ...overrides,
+    purchaseRatePerBuyer: 0,
+    development: false,
+    port: 0,
+    ...overrides,
   });
   const logger = createLogger(config);
   const { pool, redis, replicaAcks, close } = await connect(config, logger, { poolSize: 20 });
   if (!template) await migrate(pool);
   const env: TestEnv = {
-    config, pool, redis, replicaAcks, logger, redisServer, dataDir,
+    config,
+    pool,
+    redis,
+    replicaAcks,
+    logger,
+    redisServer,
+    dataDir,
     async stopRedis(signal = 'SIGKILL') {
       if (opts.redis) throw new Error('stopRedis: this env uses a Redis topology the test started');
       const child = env.redisServer.child;

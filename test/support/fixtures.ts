@@ -15,8 +15,18 @@ let saleCounter = 0;
 export const SALE_PRICE = { price: 1999, currency: 'EUR' } as const;
 
 /** `load.legacyBuyCounts`: the sale keeps a key per buyer's count, as LEGACY_BUY_COUNTS or the previous release loads it. */
-export async function newSale(env: TestEnv, fields: Record<string, unknown> = {}, load: LoadOptions = {}): Promise<Sale> {
-  const sale = parseSaleInput({ id: `sale-${process.pid}-${++saleCounter}`, name: 'Test sale', stock: 10, ...SALE_PRICE, ...fields });
+export async function newSale(
+  env: TestEnv,
+  fields: Record<string, unknown> = {},
+  load: LoadOptions = {},
+): Promise<Sale> {
+  const sale = parseSaleInput({
+    id: `sale-${process.pid}-${++saleCounter}`,
+    name: 'Test sale',
+    stock: 10,
+    ...SALE_PRICE,
+    ...fields,
+  });
   await createSale(env.pool, env.redis, sale, load);
   return sale;
 }
@@ -31,18 +41,27 @@ export async function buyCount(redis: RedisClient, saleId: string, user: string)
 }
 
 /** A draw's fields with its entries open since a minute ago for an hour (closeEntries brings the close to now): spread into a sale definition. */
-export const openDraw = () => ({ admission: 'draw', startsAt: new Date(Date.now() - 60_000).toISOString(), entriesCloseAt: new Date(Date.now() + HOUR).toISOString() });
+export const openDraw = () => ({
+  admission: 'draw',
+  startsAt: new Date(Date.now() - 60_000).toISOString(),
+  entriesCloseAt: new Date(Date.now() + HOUR).toISOString(),
+});
 
 /** A draw's entries close now and its backfill runs for an hour: the sale as Postgres then has it (the API's cache follows within a second). */
 export async function closeEntries(env: TestEnv, s: Sale): Promise<Sale> {
-  await env.pool.query("update sales set entries_close_at = now(), backfill_until = now() + interval '1 hour' where id = $1", [s.id]);
+  await env.pool.query(
+    "update sales set entries_close_at = now(), backfill_until = now() + interval '1 hour' where id = $1",
+    [s.id],
+  );
   return (await getSale(env.pool, s.id))!;
 }
 
 /** A draw's backfill ends `interval` from Postgres's now() (the clock that judges it; entries close no later): the sale as Postgres then has it. */
 export async function endBackfillIn(env: TestEnv, s: Sale, interval = '0 seconds'): Promise<Sale> {
   await env.pool.query(
-    'update sales set backfill_until = now() + $2::interval, entries_close_at = least(entries_close_at, now() + $2::interval) where id = $1', [s.id, interval]);
+    'update sales set backfill_until = now() + $2::interval, entries_close_at = least(entries_close_at, now() + $2::interval) where id = $1',
+    [s.id, interval],
+  );
   return (await getSale(env.pool, s.id))!;
 }
 
@@ -52,7 +71,10 @@ export async function endBackfillIn(env: TestEnv, s: Sale, interval = '0 seconds
  * The sale as Postgres then has it (the API's cache follows within a second).
  */
 export async function startNow(env: TestEnv, s: Sale): Promise<Sale> {
-  const res = await env.pool.query<{ starts_at: Date }>('update sales set starts_at = now() where id = $1 and starts_at > now() returning starts_at', [s.id]);
+  const res = await env.pool.query<{ starts_at: Date }>(
+    'update sales set starts_at = now() where id = $1 and starts_at > now() returning starts_at',
+    [s.id],
+  );
   if (res.rowCount !== 1) throw new Error(`sale ${s.id} has already started`);
   await env.redis.hset(saleKeys(s.id).meta, 'startsAt', res.rows[0]!.starts_at.getTime());
   return (await getSale(env.pool, s.id))!;
@@ -103,12 +125,14 @@ export function seededRandom(seed: number): () => number {
 export async function runConcurrently<T>(n: number, concurrency: number, fn: (i: number) => Promise<T>): Promise<T[]> {
   const results = new Array<T>(n);
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(concurrency, n) }, async () => {
-    while (next < n) {
-      const i = next++;
-      results[i] = await fn(i);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, n) }, async () => {
+      while (next < n) {
+        const i = next++;
+        results[i] = await fn(i);
+      }
+    }),
+  );
   return results;
 }
 
@@ -118,7 +142,12 @@ export function countBy<T>(items: T[], key: (t: T) => string): Record<string, nu
   return out;
 }
 
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 20_000, everyMs = 25): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined | null | false>,
+  timeoutMs = 20_000,
+  everyMs = 25,
+): Promise<T> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
@@ -131,7 +160,8 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined |
 /** Orders of a sale in Postgres, of one status or all. */
 export async function orderCount(env: TestEnv, saleId: string, status?: string): Promise<number> {
   const res = await env.pool.query<{ n: number }>(
-    `select count(*)::int as n from orders where sale_id = $1 and ($2::text is null or status = $2)`, [saleId, status ?? null],
+    `select count(*)::int as n from orders where sale_id = $1 and ($2::text is null or status = $2)`,
+    [saleId, status ?? null],
   );
   return res.rows[0]!.n;
 }
@@ -145,13 +175,17 @@ export async function orderCount(env: TestEnv, saleId: string, status?: string):
 export async function deadlineNow(env: TestEnv, saleId: string, ids?: string[]): Promise<string[]> {
   const moved = await env.pool.query<{ id: string; ms: string }>(
     `update orders set expires_at = now() where sale_id = $1 and status = 'pending' and ($2::text[] is null or id = any($2))
-     returning id, (extract(epoch from expires_at) * 1000)::int8 as ms`, [saleId, ids ?? null]);
+     returning id, (extract(epoch from expires_at) * 1000)::int8 as ms`,
+    [saleId, ids ?? null],
+  );
   const k = saleKeys(saleId);
-  await Promise.all(moved.rows.map(async (r) => {
-    // Older writers indexed the expiry key's name instead of the id: whichever is there moves.
-    await env.redis.multi().zadd(k.deadlines, 'XX', r.ms, r.id).zadd(k.deadlines, 'XX', r.ms, k.expiry(r.id)).exec();
-    await env.redis.pexpire(k.expiry(r.id), 1);
-  }));
+  await Promise.all(
+    moved.rows.map(async (r) => {
+      // Older writers indexed the expiry key's name instead of the id: whichever is there moves.
+      await env.redis.multi().zadd(k.deadlines, 'XX', r.ms, r.id).zadd(k.deadlines, 'XX', r.ms, k.expiry(r.id)).exec();
+      await env.redis.pexpire(k.expiry(r.id), 1);
+    }),
+  );
   return moved.rows.map((r) => r.id);
 }
 
@@ -163,14 +197,20 @@ export async function written(env: TestEnv, saleId: string, what = 'accepted pur
 /** Waits until a sale is at rest: nothing queued, nothing open (pending), every closed (expired, cancelled) order's stock back. */
 export async function settle(env: TestEnv, saleId: string, timeoutMs = 40_000): Promise<void> {
   const k = saleKeys(saleId);
-  await waitFor(`sale ${saleId} at rest`, async () => {
-    if ((await env.redis.hlen(k.queued)) > 0) return false;
-    const res = await env.pool.query<{ n: number }>(
-      `select count(*)::int as n from orders where sale_id = $1
-       and (status in ${sqlStates(OPEN)} or (status in ${sqlStates(RESTORING)} and restored_at is null))`, [saleId],
-    );
-    return res.rows[0]!.n === 0;
-  }, timeoutMs, 100);
+  await waitFor(
+    `sale ${saleId} at rest`,
+    async () => {
+      if ((await env.redis.hlen(k.queued)) > 0) return false;
+      const res = await env.pool.query<{ n: number }>(
+        `select count(*)::int as n from orders where sale_id = $1
+       and (status in ${sqlStates(OPEN)} or (status in ${sqlStates(RESTORING)} and restored_at is null))`,
+        [saleId],
+      );
+      return res.rows[0]!.n === 0;
+    },
+    timeoutMs,
+    100,
+  );
 }
 
 /** Resident memory of a process in MiB, from /proc. */

@@ -44,14 +44,22 @@ const count = (status: string) => void (answered[status] = (answered[status] ?? 
 /** A counter of the answers by status from now on: what a scenario's requests were told. */
 export function answersFromNow(): () => Record<string, number> {
   const start = { ...answered };
-  return () => Object.fromEntries(Object.entries(answered).map(([s, n]) => [s, n - (start[s] ?? 0)] as const).filter(([, n]) => n > 0));
+  return () =>
+    Object.fromEntries(
+      Object.entries(answered)
+        .map(([s, n]) => [s, n - (start[s] ?? 0)] as const)
+        .filter(([, n]) => n > 0),
+    );
 }
 
-const bodyText = (opts: HttpOptions) => (opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body));
+const bodyText = (opts: HttpOptions) =>
+  opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
 
 function requestHeaders(opts: HttpOptions, payload: string | undefined): Record<string, string | number> {
   return {
-    ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}),
+    ...(payload !== undefined
+      ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }
+      : {}),
     ...(opts.user !== undefined ? { authorization: `Bearer ${token(opts.user)}` } : {}),
     ...opts.headers,
   };
@@ -68,18 +76,33 @@ export function http(port: number, method: string, path: string, opts: HttpOptio
     return { status: 0, body: null, headers: {}, ms: performance.now() - started, error };
   };
   return new Promise((resolve) => {
-    const req = request({
-      host: '127.0.0.1', port, method, path, headers, agent: opts.agent ?? sharedAgent, timeout: timeoutMs, localAddress: opts.from,
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        count(String(res.statusCode));
-        resolve({ status: res.statusCode ?? 0, body: parse(Buffer.concat(chunks).toString('utf8')), headers: res.headers, ms: performance.now() - started });
-        if (opts.end === false || opts.agent === false) req.destroy();
-      });
-      res.on('error', (err) => resolve(failed(err.message)));
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path,
+        headers,
+        agent: opts.agent ?? sharedAgent,
+        timeout: timeoutMs,
+        localAddress: opts.from,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          count(String(res.statusCode));
+          resolve({
+            status: res.statusCode ?? 0,
+            body: parse(Buffer.concat(chunks).toString('utf8')),
+            headers: res.headers,
+            ms: performance.now() - started,
+          });
+          if (opts.end === false || opts.agent === false) req.destroy();
+        });
+        res.on('error', (err) => resolve(failed(err.message)));
+      },
+    );
     req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     req.on('error', (err: NodeJS.ErrnoException) => resolve(failed(err.code ?? err.message)));
     for (const c of opts.chunks ?? (payload !== undefined ? [payload] : [])) req.write(c);
@@ -89,15 +112,30 @@ export function http(port: number, method: string, path: string, opts: HttpOptio
 }
 
 /** `http()` without a socket: the same request answered by the app's `inject`. */
-export type Inject = (method: string, path: string, opts?: Pick<HttpOptions, 'body' | 'user' | 'headers' | 'from'>) => Promise<Reply>;
+export type Inject = (
+  method: string,
+  path: string,
+  opts?: Pick<HttpOptions, 'body' | 'user' | 'headers' | 'from'>,
+) => Promise<Reply>;
 
 export function injector(app: FastifyInstance): Inject {
   return async (method, path, opts = {}) => {
     const payload = bodyText(opts);
     const started = performance.now();
-    const res = await app.inject({ method: method as 'GET', url: path, headers: requestHeaders(opts, payload), payload, remoteAddress: opts.from });
+    const res = await app.inject({
+      method: method as 'GET',
+      url: path,
+      headers: requestHeaders(opts, payload),
+      payload,
+      remoteAddress: opts.from,
+    });
     count(String(res.statusCode));
-    return { status: res.statusCode, body: parse(res.payload), headers: res.headers as Reply['headers'], ms: performance.now() - started };
+    return {
+      status: res.statusCode,
+      body: parse(res.payload),
+      headers: res.headers as Reply['headers'],
+      ms: performance.now() - started,
+    };
   };
 }
 
@@ -158,10 +196,13 @@ export function rawRequest(port: number, text: string, opts: RawOptions = {}): P
     let error: string | undefined;
     let closed = true;
     let drip: NodeJS.Timeout | undefined;
-    const timer = opts.timeoutMs === undefined ? undefined : setTimeout(() => {
-      closed = false;
-      socket.destroy();
-    }, opts.timeoutMs);
+    const timer =
+      opts.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            closed = false;
+            socket.destroy();
+          }, opts.timeoutMs);
     socket.on('data', (d: Buffer) => chunks.push(d));
     socket.on('error', (err: NodeJS.ErrnoException) => {
       error = err.code ?? err.message;
@@ -186,7 +227,11 @@ export function rawRequest(port: number, text: string, opts: RawOptions = {}): P
 }
 
 /** An event stream's `data:` events, parsed as they come, until the server ends it (a 200 is asserted). */
-export function sseEvents<T = any>(port: number, path: string, headers: Record<string, string> = {}): { events: T[]; ended: Promise<void> } {
+export function sseEvents<T = any>(
+  port: number,
+  path: string,
+  headers: Record<string, string> = {},
+): { events: T[]; ended: Promise<void> } {
   const events: T[] = [];
   const ended = new Promise<void>((resolve, reject) => {
     const req = request({ port, path, headers }, (res) => {

@@ -22,8 +22,10 @@ const reports = [
   [stream.compose(process.stdout.isTTY ? new spec() : tap), process.stdout],
   [stream.compose(progress), process.stderr],
 ] as const;
-await Promise.all(reports.map(([report, out]) => {
-  report.pipe(out, { end: false });
-  return finished(report);
-}));
+await Promise.all(
+  reports.map(([report, out]) => {
+    report.pipe(out, { end: false });
+    return finished(report);
+  }),
+);
 process.exitCode = failed ? 1 : 0;

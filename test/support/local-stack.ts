@@ -11,10 +11,17 @@ export async function localStackVars(): Promise<{ dataDir: string; port: number;
   chmodSync(dataDir, 0o755); // as a fresh clone's .data would be, before the stack closes it
   const [port, pgPort, redisPort] = [await freePort(), await freePort(), await freePort()];
   return {
-    dataDir, port,
+    dataDir,
+    port,
     vars: {
-      NODE_ENV: undefined, JWT_SECRET: undefined, ADMIN_TOKEN: undefined, PAYMENT_WEBHOOK_SECRET: undefined, FLASHSALE_DATA_DIR: dataDir,
-      PORT: String(port), LOCAL_PG_PORT: String(pgPort), LOCAL_REDIS_PORT: String(redisPort),
+      NODE_ENV: undefined,
+      JWT_SECRET: undefined,
+      ADMIN_TOKEN: undefined,
+      PAYMENT_WEBHOOK_SECRET: undefined,
+      FLASHSALE_DATA_DIR: dataDir,
+      PORT: String(port),
+      LOCAL_PG_PORT: String(pgPort),
+      LOCAL_REDIS_PORT: String(redisPort),
     },
   };
 }

@@ -7,7 +7,11 @@
 /** Commands that take no key: the argument after the name is not checked. */
 const NO_KEY = new Set(['TIME', 'PUBLISH', 'PING', 'ECHO']);
 
-interface Token { text: string; kind: 'name' | 'string' | 'number' | 'op' | 'nl'; line: number }
+interface Token {
+  text: string;
+  kind: 'name' | 'string' | 'number' | 'op' | 'nl';
+  line: number;
+}
 
 function tokenize(src: string): Token[] {
   const out: Token[] = [];
@@ -16,8 +20,16 @@ function tokenize(src: string): Token[] {
   const longBracket = (at: number) => /^\[(=*)\[/.exec(src.slice(at));
   while (i < src.length) {
     const c = src[i]!;
-    if (c === '\n') { out.push({ text: '\n', kind: 'nl', line }); line++; i++; continue; }
-    if (/\s/.test(c)) { i++; continue; }
+    if (c === '\n') {
+      out.push({ text: '\n', kind: 'nl', line });
+      line++;
+      i++;
+      continue;
+    }
+    if (/\s/.test(c)) {
+      i++;
+      continue;
+    }
     if (src.startsWith('--', i)) {
       const long = longBracket(i + 2);
       const end = long ? src.indexOf(`]${long[1]}]`, i) + long[0].length : src.indexOf('\n', i);
@@ -42,9 +54,17 @@ function tokenize(src: string): Token[] {
       continue;
     }
     const word = /^[A-Za-z_][A-Za-z0-9_]*/.exec(src.slice(i, i + 200));
-    if (word) { out.push({ text: word[0], kind: 'name', line }); i += word[0].length; continue; }
+    if (word) {
+      out.push({ text: word[0], kind: 'name', line });
+      i += word[0].length;
+      continue;
+    }
     const num = /^[0-9][0-9a-fA-FxX.]*/.exec(src.slice(i, i + 100));
-    if (num) { out.push({ text: num[0], kind: 'number', line }); i += num[0].length; continue; }
+    if (num) {
+      out.push({ text: num[0], kind: 'number', line });
+      i += num[0].length;
+      continue;
+    }
     const op = /^(\.\.\.|\.\.|==|~=|<=|>=|.)/s.exec(src.slice(i, i + 3))![0];
     out.push({ text: op, kind: 'op', line });
     i += op.length;
@@ -54,7 +74,29 @@ function tokenize(src: string): Token[] {
 
 const OPEN: Record<string, string> = { '(': ')', '[': ']', '{': '}' };
 /** A line ending with one of these goes on: the expression is not finished. */
-const CONTINUES = new Set([',', '..', '+', '-', '*', '/', '%', '^', '==', '~=', '<', '>', '<=', '>=', 'and', 'or', 'not', '=', '(', '[', '{']);
+const CONTINUES = new Set([
+  ',',
+  '..',
+  '+',
+  '-',
+  '*',
+  '/',
+  '%',
+  '^',
+  '==',
+  '~=',
+  '<',
+  '>',
+  '<=',
+  '>=',
+  'and',
+  'or',
+  'not',
+  '=',
+  '(',
+  '[',
+  '{',
+]);
 
 /** A line starting with one of these continues the one before. */
 const BINARY = new Set(['..', '+', '-', '*', '/', '%', '^', '==', '~=', '<', '>', '<=', '>=', 'and', 'or', ',']);
@@ -79,7 +121,10 @@ function expressions(t: Token[], from: number, stopAtClose: boolean): { exprs: T
     else if (tok.kind === 'op' && (tok.text === ')' || tok.text === ']' || tok.text === '}')) {
       if (depth === 0) break;
       depth--;
-    } else if (depth === 0 && tok.text === ',') { exprs.push([]); continue; }
+    } else if (depth === 0 && tok.text === ',') {
+      exprs.push([]);
+      continue;
+    }
     exprs[exprs.length - 1]!.push(tok);
   }
   return { exprs: exprs.filter((e, n) => e.length > 0 || n < exprs.length - 1), end: i };
@@ -97,7 +142,10 @@ function isKeysIndex(e: Token[]): boolean {
   return true;
 }
 
-export interface UndeclaredKey { line: number; call: string }
+export interface UndeclaredKey {
+  line: number;
+  call: string;
+}
 
 /** Every call in `src` whose key argument is not declared (empty: every key comes from KEYS). */
 export function undeclaredKeys(src: string): UndeclaredKey[] {
@@ -108,7 +156,10 @@ export function undeclaredKeys(src: string): UndeclaredKey[] {
   const callAliases = new Set<string>();
   for (let i = 0; i < t.length; i++) {
     const tok = t[i]!;
-    if (tok.text === 'local' && t[i + 1]?.text === 'function') { bind(t[i + 2]!.text, false); continue; }
+    if (tok.text === 'local' && t[i + 1]?.text === 'function') {
+      bind(t[i + 2]!.text, false);
+      continue;
+    }
     if (tok.text === 'function') {
       // Parameters are bound to whatever the caller passes.
       let j = i + 1;
@@ -117,16 +168,23 @@ export function undeclaredKeys(src: string): UndeclaredKey[] {
       continue;
     }
     if (tok.text === 'for') {
-      for (let j = i + 1; j < t.length && t[j]!.text !== 'in' && t[j]!.text !== '='; j++) if (t[j]!.kind === 'name') bind(t[j]!.text, false);
+      for (let j = i + 1; j < t.length && t[j]!.text !== 'in' && t[j]!.text !== '='; j++)
+        if (t[j]!.kind === 'name') bind(t[j]!.text, false);
       continue;
     }
     const isLocal = tok.text === 'local';
     // A (multiple) assignment: names separated by commas, then `=`, at the start of a statement.
-    const startsStatement = isLocal || (tok.kind === 'name' && (i === 0 || t[i - 1]!.kind === 'nl' || ['then', 'do', 'else', 'end', ';'].includes(t[i - 1]!.text)));
+    const startsStatement =
+      isLocal ||
+      (tok.kind === 'name' &&
+        (i === 0 || t[i - 1]!.kind === 'nl' || ['then', 'do', 'else', 'end', ';'].includes(t[i - 1]!.text)));
     if (!startsStatement) continue;
     const names: string[] = [];
     let j = isLocal ? i + 1 : i;
-    while (t[j]?.kind === 'name' && !['function', 'return', 'if', 'for', 'while', 'local', 'end'].includes(t[j]!.text)) {
+    while (
+      t[j]?.kind === 'name' &&
+      !['function', 'return', 'if', 'for', 'while', 'local', 'end'].includes(t[j]!.text)
+    ) {
       names.push(t[j]!.text);
       if (t[j + 1]?.text !== ',') break;
       j += 2;
@@ -140,14 +198,27 @@ export function undeclaredKeys(src: string): UndeclaredKey[] {
     names.forEach((n, k) => {
       const e = exprs[k];
       bind(n, e !== undefined && isKeysIndex(e));
-      if (e && e.length === 3 && e[0]!.text === 'redis' && e[1]!.text === '.' && (e[2]!.text === 'call' || e[2]!.text === 'pcall')) callAliases.add(n);
+      if (
+        e &&
+        e.length === 3 &&
+        e[0]!.text === 'redis' &&
+        e[1]!.text === '.' &&
+        (e[2]!.text === 'call' || e[2]!.text === 'pcall')
+      )
+        callAliases.add(n);
     });
   }
 
   const found: UndeclaredKey[] = [];
   for (let i = 0; i < t.length; i++) {
     let open = -1;
-    if (t[i]!.text === 'redis' && t[i + 1]?.text === '.' && (t[i + 2]?.text === 'call' || t[i + 2]?.text === 'pcall') && t[i + 3]?.text === '(') open = i + 3;
+    if (
+      t[i]!.text === 'redis' &&
+      t[i + 1]?.text === '.' &&
+      (t[i + 2]?.text === 'call' || t[i + 2]?.text === 'pcall') &&
+      t[i + 3]?.text === '('
+    )
+      open = i + 3;
     else if (callAliases.has(t[i]!.text) && t[i + 1]?.text === '(' && t[i - 1]?.text !== 'function') open = i + 1;
     if (open < 0) continue;
     const { exprs } = expressions(t, open + 1, true);
@@ -167,7 +238,10 @@ export function undeclaredKeys(src: string): UndeclaredKey[] {
 }
 
 /** Indexes of KEYS: the literal ones (`KEYS[3]`), and whether any is computed (`KEYS[4 + i]`, `KEYS[7..]`, `#KEYS`). */
-export interface KeysNamed { literal: number[]; variable: boolean }
+export interface KeysNamed {
+  literal: number[];
+  variable: boolean;
+}
 
 /** The KEYS a script's header (its first `--[[ ]]` comment) lists, and those its code reads. */
 export function keysNamed(src: string): { header: KeysNamed; code: KeysNamed } {
@@ -182,7 +256,8 @@ export function keysNamed(src: string): { header: KeysNamed; code: KeysNamed } {
   t.forEach((tok, i) => {
     if (tok.text !== 'KEYS') return;
     if (t[i - 1]?.text === '#') code.variable = true;
-    else if (t[i + 1]?.text === '[' && t[i + 2]?.kind === 'number' && t[i + 3]?.text === ']') code.literal.push(Number(t[i + 2]!.text));
+    else if (t[i + 1]?.text === '[' && t[i + 2]?.kind === 'number' && t[i + 3]?.text === ']')
+      code.literal.push(Number(t[i + 2]!.text));
     else code.variable = true;
   });
   return { header, code };
@@ -199,15 +274,20 @@ export function keyCountProblems(src: string, count: number | null): string[] {
   const listed = [...new Set(header.literal)].sort((a, b) => a - b);
   const most = (ns: number[]) => Math.max(0, ...ns);
   const problems: string[] = [];
-  if (listed.some((n, i) => n !== i + 1)) problems.push(`the header lists KEYS ${listed.join(', ')}: not 1 to ${most(listed)}`);
+  if (listed.some((n, i) => n !== i + 1))
+    problems.push(`the header lists KEYS ${listed.join(', ')}: not 1 to ${most(listed)}`);
   if (count === null) {
-    if (!header.variable) problems.push('a per-call count, but the header lists no computed KEYS index (KEYS[k+i] or KEYS[k..])');
+    if (!header.variable)
+      problems.push('a per-call count, but the header lists no computed KEYS index (KEYS[k+i] or KEYS[k..])');
     if (!code.variable) problems.push('a per-call count, but the script reads no computed KEYS index nor #KEYS');
-    if (most(code.literal) > most(listed)) problems.push(`the script reads KEYS[${most(code.literal)}], the header lists up to KEYS[${most(listed)}]`);
+    if (most(code.literal) > most(listed))
+      problems.push(`the script reads KEYS[${most(code.literal)}], the header lists up to KEYS[${most(listed)}]`);
   } else {
-    if (header.variable || code.variable) problems.push(`${count} keys, but the ${header.variable ? 'header' : 'script'} names a computed KEYS index`);
+    if (header.variable || code.variable)
+      problems.push(`${count} keys, but the ${header.variable ? 'header' : 'script'} names a computed KEYS index`);
     if (most(listed) !== count) problems.push(`${count} keys, but the header lists up to KEYS[${most(listed)}]`);
-    if (most(code.literal) !== count) problems.push(`${count} keys, but the script reads up to KEYS[${most(code.literal)}]`);
+    if (most(code.literal) !== count)
+      problems.push(`${count} keys, but the script reads up to KEYS[${most(code.literal)}]`);
   }
   return problems;
 }

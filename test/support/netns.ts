@@ -33,20 +33,35 @@ function initNetns(): string | undefined {
  * Runs `node <args>` in a new network namespace whose loopback is brought up first; each line it
  * prints goes to `onLine`. The namespace goes when its last process does. Resolves with the exit code.
  */
-export function runInPrivateNetns(args: string[], env: NodeJS.ProcessEnv, onLine: (line: string) => void): Promise<number> {
-  const child = spawn('unshare', ['--net', '--', 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh', process.execPath, ...args], {
-    env: { ...env, [OUTSIDE]: netnsOf() }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
+export function runInPrivateNetns(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  onLine: (line: string) => void,
+): Promise<number> {
+  const child = spawn(
+    'unshare',
+    ['--net', '--', 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh', process.execPath, ...args],
+    {
+      env: { ...env, [OUTSIDE]: netnsOf() },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   for (const stream of [child.stdout, child.stderr]) createInterface({ input: stream }).on('line', onLine);
   return new Promise((resolve) => {
-    child.once('error', (err) => { onLine(`unshare: ${err.message}`); resolve(-1); });
+    child.once('error', (err) => {
+      onLine(`unshare: ${err.message}`);
+      resolve(-1);
+    });
     child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : -1)));
   });
 }
 
 /** iptables in this process's private namespace; refused anywhere else. */
 async function iptables(args: string[]): Promise<string> {
-  if (!inPrivateNetns()) throw new Error('iptables refused: not inside a namespace runInPrivateNetns made (the host\'s firewall is never touched)');
+  if (!inPrivateNetns())
+    throw new Error(
+      "iptables refused: not inside a namespace runInPrivateNetns made (the host's firewall is never touched)",
+    );
   return (await run('iptables', ['-w', ...args])).stdout;
 }
 

@@ -14,7 +14,17 @@ import { ADMIN_TOKEN, JWT_SECRET, PAYMENT_WEBHOOK_SECRET } from './tokens.js';
 
 const run = promisify(execFile);
 
-export interface Pm2Process { name: string; pid: number; pm2_env: { status: string; restart_time: number; exit_code?: number; pm_out_log_path: string; pm_err_log_path: string } }
+export interface Pm2Process {
+  name: string;
+  pid: number;
+  pm2_env: {
+    status: string;
+    restart_time: number;
+    exit_code?: number;
+    pm_out_log_path: string;
+    pm_err_log_path: string;
+  };
+}
 
 export interface Pm2Deployment {
   /** The API's shared port. */
@@ -42,27 +52,55 @@ export async function pm2Deployment(env: TestEnv, extra: NodeJS.ProcessEnv = {})
   // The ecosystem's ops ports: daemons on + 1..4, the API's two instances on + 10 and + 11.
   const opsBase = await freePortBase(OPS_OFFSETS);
   const vars: NodeJS.ProcessEnv = {
-    ...process.env, PM2_HOME: home, DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, PORT: String(port),
-    OPS_PORT_BASE: String(opsBase), JWT_SECRET, ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET, API_INSTANCES: '2', LOG_LEVEL: 'warn',
-    REPLAY_INTERVAL_SECONDS: '1', ...extra,
+    ...process.env,
+    PM2_HOME: home,
+    DATABASE_URL: env.config.databaseUrl,
+    REDIS_URL: env.config.redisUrl,
+    PORT: String(port),
+    OPS_PORT_BASE: String(opsBase),
+    JWT_SECRET,
+    ADMIN_TOKEN,
+    PAYMENT_WEBHOOK_SECRET,
+    API_INSTANCES: '2',
+    LOG_LEVEL: 'warn',
+    REPLAY_INTERVAL_SECONDS: '1',
+    ...extra,
   };
   const pm2 = (...args: string[]) => run('node_modules/.bin/pm2', args, { env: vars, timeout: 120_000 });
   const list = async (): Promise<Pm2Process[]> => JSON.parse((await pm2('jlist')).stdout) as Pm2Process[];
   return {
-    port, opsBase, vars, pm2, list,
+    port,
+    opsBase,
+    vars,
+    pm2,
+    list,
     start: async (count = PM2_APPS) => {
       await pm2('start', 'ecosystem.config.js');
       // Every app of the full set answers /readyz on its ops port once up: a wait that costs no
       // process, where each `pm2 jlist` below starts one (a third of a second of CPU).
       if (count === PM2_APPS) {
-        const up = (i: number) => http(opsBase + i, 'GET', '/readyz').then((r) => r.status === 200, () => false);
-        await waitFor('every ops port ready', async () => (await Promise.all(OPS_OFFSETS.map(up))).every(Boolean), 60_000, 100).catch(() => {});
+        const up = (i: number) =>
+          http(opsBase + i, 'GET', '/readyz').then(
+            (r) => r.status === 200,
+            () => false,
+          );
+        await waitFor(
+          'every ops port ready',
+          async () => (await Promise.all(OPS_OFFSETS.map(up))).every(Boolean),
+          60_000,
+          100,
+        ).catch(() => {});
       }
       let l: Pm2Process[] = [];
-      return waitFor('all online', async () => {
-        l = await list();
-        return l.length === count && l.every((p) => p.pm2_env.status === 'online') && l;
-      }, 60_000, 200).catch((e: Error) => {
+      return waitFor(
+        'all online',
+        async () => {
+          l = await list();
+          return l.length === count && l.every((p) => p.pm2_env.status === 'online') && l;
+        },
+        60_000,
+        200,
+      ).catch((e: Error) => {
         throw new Error(`${e.message}:\n${l.map(described).join('\n')}`);
       });
     },

@@ -21,13 +21,18 @@ export async function counterOf(challenge: Challenge): Promise<number> {
   return solution.counter;
 }
 
-export const challengeFor = (port: number, s: Sale, user: string) => http(port, 'GET', `/api/sales/${s.id}/challenge`, { user });
+export const challengeFor = (port: number, s: Sale, user: string) =>
+  http(port, 'GET', `/api/sales/${s.id}/challenge`, { user });
 
 export const exchange = (port: number, s: Sale, user: string, payload: string) =>
   http(port, 'POST', `/api/sales/${s.id}/purchase-token`, { user, body: { payload } });
 
 export const buy = (port: number, s: Sale, user: string, token?: string, qty = 1) =>
-  http(port, 'POST', `/api/sales/${s.id}/purchases`, { user, body: { qty }, headers: token === undefined ? {} : { [PURCHASE_TOKEN_HEADER]: token } });
+  http(port, 'POST', `/api/sales/${s.id}/purchases`, {
+    user,
+    body: { qty },
+    headers: token === undefined ? {} : { [PURCHASE_TOKEN_HEADER]: token },
+  });
 
 /** A solved challenge of this buyer's, ready to exchange. */
 export async function solvedPayload(port: number, s: Sale, user: string): Promise<string> {
@@ -44,4 +49,5 @@ export async function tokenFor(port: number, s: Sale, user: string): Promise<str
 }
 
 /** The id a purchase token carries (its signed body's `n`), under which purchase.lua marks it spent. */
-export const tokenId = (token: string): string => JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString('utf8')).n;
+export const tokenId = (token: string): string =>
+  JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString('utf8')).n;

@@ -27,7 +27,8 @@ export default async function* progress(source) {
   /** Seconds each file took, from its process's start to its end. */
   const durations = new Map();
   const heartbeat = setInterval(() => {
-    if (running.size > 0) process.stderr.write(`[${elapsed()}] ${done}/${total} files done; running: ${[...running].join(', ')}\n`);
+    if (running.size > 0)
+      process.stderr.write(`[${elapsed()}] ${done}/${total} files done; running: ${[...running].join(', ')}\n`);
   }, HEARTBEAT_MS);
   heartbeat.unref();
   try {

@@ -13,8 +13,14 @@ export const DEPLOY = new URL('../../deploy/', import.meta.url).pathname;
 
 /** The binary's path; throws the install line when it is missing, so the test fails saying it. */
 export function binary(name: 'promtool' | 'prometheus'): string {
-  const found = (process.env.PATH ?? '').split(delimiter).map((dir) => join(dir, name)).find((p) => existsSync(p));
-  if (!found) throw new Error(`${name} is not installed: sudo apt-get install prometheus (Debian's package brings prometheus and promtool)`);
+  const found = (process.env.PATH ?? '')
+    .split(delimiter)
+    .map((dir) => join(dir, name))
+    .find((p) => existsSync(p));
+  if (!found)
+    throw new Error(
+      `${name} is not installed: sudo apt-get install prometheus (Debian's package brings prometheus and promtool)`,
+    );
   return found;
 }
 
@@ -44,10 +50,16 @@ export async function startPrometheus(files: Record<string, string>): Promise<Pr
   const dir = mkdtempSync(join(tmpdir(), 'flashsale-prometheus-'));
   for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
   const port = await freePort();
-  const child: ChildProcess = spawn(bin, [
-    `--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`,
-    `--web.listen-address=127.0.0.1:${port}`, '--log.level=error',
-  ], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child: ChildProcess = spawn(
+    bin,
+    [
+      `--config.file=${join(dir, 'prometheus.yml')}`,
+      `--storage.tsdb.path=${join(dir, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      '--log.level=error',
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
   const api = async <T>(path: string): Promise<T> => {
     const res = await fetch(`http://127.0.0.1:${port}/api/v1/${path}`);
     const body = (await res.json()) as { status: string; data: T; error?: string };
@@ -62,17 +74,29 @@ export async function startPrometheus(files: Record<string, string>): Promise<Pr
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await waitFor('prometheus ready', async () => {
-      if (child.exitCode !== null) throw new Error(`prometheus exited with ${child.exitCode}`);
-      return fetch(`http://127.0.0.1:${port}/-/ready`).then((r) => r.ok, () => false);
-    }, 30_000, 100);
+    await waitFor(
+      'prometheus ready',
+      async () => {
+        if (child.exitCode !== null) throw new Error(`prometheus exited with ${child.exitCode}`);
+        return fetch(`http://127.0.0.1:${port}/-/ready`).then(
+          (r) => r.ok,
+          () => false,
+        );
+      },
+      30_000,
+      100,
+    );
   } catch (err) {
     await stop();
     throw err;
   }
   return {
-    port, api, stop,
-    query: (promql) => api<{ result: { metric: Record<string, string>; value: [number, string] }[] }>(`query?query=${encodeURIComponent(promql)}`)
-      .then((d) => d.result),
+    port,
+    api,
+    stop,
+    query: (promql) =>
+      api<{ result: { metric: Record<string, string>; value: [number, string] }[] }>(
+        `query?query=${encodeURIComponent(promql)}`,
+      ).then((d) => d.result),
   };
 }

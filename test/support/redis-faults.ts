@@ -27,26 +27,60 @@ export interface FaultyRedis {
 export async function startFaultyRedis(): Promise<FaultyRedis> {
   const dir = mkdtempSync(join(tmpdir(), 'flashsale-redis-faults-'));
   const clients: Redis[] = [];
-  const clusterNode = async (name: string) => startNode(join(dir, name), [
-    '--cluster-enabled', 'yes', '--cluster-config-file', join(dir, name, 'nodes.conf'), '--cluster-port', String(await unusedPort()),
+  const clusterNode = async (name: string) =>
+    startNode(join(dir, name), [
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      join(dir, name, 'nodes.conf'),
+      '--cluster-port',
+      String(await unusedPort()),
+    ]);
+  const [bare, a, b, master] = await Promise.all([
+    clusterNode('bare'),
+    clusterNode('a'),
+    clusterNode('b'),
+    startNode(join(dir, 'master'), []),
   ]);
-  const [bare, a, b, master] = await Promise.all([clusterNode('bare'), clusterNode('a'), clusterNode('b'), startNode(join(dir, 'master'), [])]);
   const replica = await startNode(join(dir, 'replica'), ['--replicaof', '127.0.0.1', String(master!.port)]);
-  const up = async () => ((await ask<string>(replica.port, 'INFO', 'replication')).includes('master_link_status:up') ? undefined : 'replica not in sync');
+  const up = async () =>
+    (await ask<string>(replica.port, 'INFO', 'replication')).includes('master_link_status:up')
+      ? undefined
+      : 'replica not in sync';
   await waitFor(up);
   await ask(a!.port, 'CLUSTER', 'ADDSLOTSRANGE', 0, 16383);
   const [, busA] = await ask<string[]>(a!.port, 'CONFIG', 'GET', 'cluster-port');
   await ask(b!.port, 'CLUSTER', 'MEET', '127.0.0.1', a!.port, busA!);
-  const [idA, idB] = await Promise.all([ask<string>(a!.port, 'CLUSTER', 'MYID'), ask<string>(b!.port, 'CLUSTER', 'MYID')]);
-  await waitFor(async () => ((await ask<string>(a!.port, 'CLUSTER', 'NODES')).includes(idB) && (await Promise.all([a!, b!].map(async (n) => ask<string>(n.port, 'CLUSTER', 'INFO')))).every((i) => i.includes('cluster_state:ok')) ? undefined : 'nodes not met'));
+  const [idA, idB] = await Promise.all([
+    ask<string>(a!.port, 'CLUSTER', 'MYID'),
+    ask<string>(b!.port, 'CLUSTER', 'MYID'),
+  ]);
+  await waitFor(async () =>
+    (await ask<string>(a!.port, 'CLUSTER', 'NODES')).includes(idB) &&
+    (await Promise.all([a!, b!].map(async (n) => ask<string>(n.port, 'CLUSTER', 'INFO')))).every((i) =>
+      i.includes('cluster_state:ok'),
+    )
+      ? undefined
+      : 'nodes not met',
+  );
   const slot = await ask<number>(a!.port, 'CLUSTER', 'KEYSLOT', MIGRATING.present);
   await ask(a!.port, 'SET', MIGRATING.present, '1');
   await ask(b!.port, 'CLUSTER', 'SETSLOT', slot, 'IMPORTING', idA);
   await ask(a!.port, 'CLUSTER', 'SETSLOT', slot, 'MIGRATING', idB);
   return {
-    bare: bare!, a: a!, b: b!, master: master!, replica,
+    bare: bare!,
+    a: a!,
+    b: b!,
+    master: master!,
+    replica,
     client(node, options: RedisOptions = {}) {
-      const c = new Redis({ port: node.port, host: '127.0.0.1', retryStrategy: () => null, maxRetriesPerRequest: 0, ...options });
+      const c = new Redis({
+        port: node.port,
+        host: '127.0.0.1',
+        retryStrategy: () => null,
+        maxRetriesPerRequest: 0,
+        ...options,
+      });
       c.on('error', () => {});
       clients.push(c);
       return c;

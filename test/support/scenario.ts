@@ -24,7 +24,10 @@ export class FaultLog {
   faults = 0;
 
   /** Without a seed: the log of processes shared by several scenarios, until one takes it over. */
-  constructor(readonly scenario: string, readonly seed?: number) {
+  constructor(
+    readonly scenario: string,
+    readonly seed?: number,
+  ) {
     if (seed !== undefined) console.log(`[${scenario}] seed=${seed} (TEST_SEED=${seed} reproduces this schedule)`);
   }
 
@@ -49,7 +52,10 @@ export class FaultLog {
  * A scenario's seed, its fault log (which the cluster, if given, logs to from now on), its seeded
  * randomness, and what its requests are answered from now on, by status.
  */
-export function beginScenario(scenario: string, cluster?: Cluster): { seed: number; log: FaultLog; rand: () => number; answers: () => Record<string, number> } {
+export function beginScenario(
+  scenario: string,
+  cluster?: Cluster,
+): { seed: number; log: FaultLog; rand: () => number; answers: () => Record<string, number> } {
   const seed = scenarioSeed();
   const log = new FaultLog(scenario, seed);
   if (cluster) cluster.log = log;
@@ -62,7 +68,11 @@ export function beginScenario(scenario: string, cluster?: Cluster): { seed: numb
  */
 export function assertNo500(scenario: string, answers: Record<string, number>): void {
   console.log(`[${scenario}] answers by status: ${JSON.stringify(answers)}`);
-  assert.equal(answers['500'] ?? 0, 0, `${scenario}: ${answers['500']} requests answered 500 (the api log's "request failed: a bug" lines say what they met)`);
+  assert.equal(
+    answers['500'] ?? 0,
+    0,
+    `${scenario}: ${answers['500']} requests answered 500 (the api log's "request failed: a bug" lines say what they met)`,
+  );
 }
 
 /**
@@ -71,23 +81,35 @@ export function assertNo500(scenario: string, answers: Record<string, number>): 
  */
 export function killMasterRuns(topology: string): { concurrency: number; scenario: string; title: string }[] {
   const seeds = Number(process.env.SOAK_SEEDS ?? 1);
-  return [50, 200].flatMap((concurrency) => Array.from({ length: seeds }, (_, i) => ({
-    concurrency,
-    scenario: `${topology}/kill-master-c${concurrency}${i > 0 ? `#${i + 1}` : ''}`,
-    title: `at concurrency ${concurrency}${i > 0 ? ` (seed ${i + 1} of ${seeds})` : ''}`,
-  })));
+  return [50, 200].flatMap((concurrency) =>
+    Array.from({ length: seeds }, (_, i) => ({
+      concurrency,
+      scenario: `${topology}/kill-master-c${concurrency}${i > 0 ? `#${i + 1}` : ''}`,
+      title: `at concurrency ${concurrency}${i > 0 ? ` (seed ${i + 1} of ${seeds})` : ''}`,
+    })),
+  );
 }
 
 /** Every invariant of one sale (all sales without one) at rest, with the purchases answered 202 if known. */
 export function checkSale(env: TestEnv, saleId: string | undefined, accepted?: string[]): Promise<InvariantReport> {
-  return checkInvariants(env.pool, env.redis, { saleIds: saleId === undefined ? undefined : [saleId], accepted, replayIntervalMs: 1000 });
+  return checkInvariants(env.pool, env.redis, {
+    saleIds: saleId === undefined ? undefined : [saleId],
+    accepted,
+    replayIntervalMs: 1000,
+  });
 }
 
 /**
  * Once every accepted purchase is written: exactly one order per 202 (`message` says for what none
  * is expected), every invariant holds, and no process exited by itself.
  */
-export async function assertAcceptedHeld(env: TestEnv, c: Cluster, saleId: string, accepted: string[], message: string): Promise<InvariantReport> {
+export async function assertAcceptedHeld(
+  env: TestEnv,
+  c: Cluster,
+  saleId: string,
+  accepted: string[],
+  message: string,
+): Promise<InvariantReport> {
   await written(env, saleId);
   assert.equal(await orderCount(env, saleId), accepted.length, message);
   const report = await checkSale(env, saleId, accepted);
@@ -104,11 +126,21 @@ export class LiveChecks {
   private stopping = false;
   private readonly running: Promise<void>;
 
-  constructor(env: TestEnv, saleIds: string[], accepted: () => string[], opts: { everyMs: number; graceMs: number | (() => number) }) {
+  constructor(
+    env: TestEnv,
+    saleIds: string[],
+    accepted: () => string[],
+    opts: { everyMs: number; graceMs: number | (() => number) },
+  ) {
     this.running = (async () => {
       while (!this.stopping) {
         try {
-          const r = await checkInvariants(env.pool, env.redis, { saleIds, accepted: accepted(), replayIntervalMs: 1000, graceMs: typeof opts.graceMs === 'number' ? opts.graceMs : opts.graceMs() });
+          const r = await checkInvariants(env.pool, env.redis, {
+            saleIds,
+            accepted: accepted(),
+            replayIntervalMs: 1000,
+            graceMs: typeof opts.graceMs === 'number' ? opts.graceMs : opts.graceMs(),
+          });
           this.checks += r.checks;
           this.violations.push(...r.violations);
         } catch {
@@ -127,7 +159,10 @@ export class LiveChecks {
 
 /** Checks and violations summed over reports (live checks and final ones), for a summary. */
 export function tally(...reports: { checks: number; violations: unknown[] }[]): { checks: number; violations: number } {
-  return { checks: reports.reduce((n, r) => n + r.checks, 0), violations: reports.reduce((n, r) => n + r.violations.length, 0) };
+  return {
+    checks: reports.reduce((n, r) => n + r.checks, 0),
+    violations: reports.reduce((n, r) => n + r.violations.length, 0),
+  };
 }
 
 export interface Summary {
@@ -146,7 +181,9 @@ export interface Summary {
 
 /** The scenario's closing figures: a summary line, and a record test/run.ts prints in its closing note. */
 export function summarize(s: Summary): void {
-  console.log(`[${s.scenario}] summary: seed=${s.seed} buyers=${s.buyers} orders=${s.orders} faults=${s.faults} (${s.faultKinds}) checks=${s.checks} violations=${s.violations}`);
+  console.log(
+    `[${s.scenario}] summary: seed=${s.seed} buyers=${s.buyers} orders=${s.orders} faults=${s.faults} (${s.faultKinds}) checks=${s.checks} violations=${s.violations}`,
+  );
   const dir = process.env.FLASHSALE_REPORT_DIR;
   if (dir) writeFileSync(join(dir, `${process.pid}-${s.scenario.replace(/\W+/g, '-')}.json`), JSON.stringify(s));
 }

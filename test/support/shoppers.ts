@@ -8,9 +8,13 @@ import { http, outcome } from './http.js';
 import { checkSale, type LiveChecks } from './scenario.js';
 
 export interface Won {
-  orderId: string; userId: string; qty: number;
+  orderId: string;
+  userId: string;
+  qty: number;
   /** The API that answered, and when (this process's clock) the request went and its 202 came. */
-  port: number; sentAt: number; answeredAt: number;
+  port: number;
+  sentAt: number;
+  answeredAt: number;
 }
 
 export interface ShopperOptions {
@@ -69,7 +73,13 @@ export class Shoppers {
       this.purchases[label] = (this.purchases[label] ?? 0) + 1;
       if (r.status === 202) {
         this.accepted.push({ orderId: r.body.orderId, userId, qty, port: to, sentAt, answeredAt: Date.now() });
-        if (rand() < this.o.payRatio) this.pay(to, r.body.orderId, userId, this.o.payDelayMs[0] + rand() * (this.o.payDelayMs[1] - this.o.payDelayMs[0]));
+        if (rand() < this.o.payRatio)
+          this.pay(
+            to,
+            r.body.orderId,
+            userId,
+            this.o.payDelayMs[0] + rand() * (this.o.payDelayMs[1] - this.o.payDelayMs[0]),
+          );
       } else if (r.status === 409 || r.status === 429) {
         await delay(20); // sold out or busy: a real buyer waits a moment before the next click
       } else if (r.status === 0 || r.status >= 500) {
@@ -104,7 +114,8 @@ export class Shoppers {
  */
 export async function answersHold(env: TestEnv, saleId: string, shoppers: Shoppers): Promise<string[]> {
   const rows = await env.pool.query<{ id: string; user_id: string; qty: number; status: string }>(
-    'select id, user_id, qty, status from orders where sale_id = $1', [saleId],
+    'select id, user_id, qty, status from orders where sale_id = $1',
+    [saleId],
   );
   const byId = new Map(rows.rows.map((r) => [r.id, r]));
   const problems: string[] = [];
@@ -116,12 +127,18 @@ export async function answersHold(env: TestEnv, saleId: string, shoppers: Shoppe
   for (const w of shoppers.accepted) {
     const row = byId.get(w.orderId);
     if (!row) problems.push(`${w.orderId}: answered 202, no order`);
-    else if (row.user_id !== w.userId || row.qty !== w.qty) problems.push(`${w.orderId}: answered 202 to ${w.userId} x${w.qty}, order is ${row.user_id} x${row.qty}`);
+    else if (row.user_id !== w.userId || row.qty !== w.qty)
+      problems.push(`${w.orderId}: answered 202 to ${w.userId} x${w.qty}, order is ${row.user_id} x${row.qty}`);
   }
   const told = new Set(shoppers.accepted.map((w) => w.orderId));
-  const unanswered = Object.entries(shoppers.purchases).filter(([l]) => l.startsWith('error') || l.startsWith('5')).reduce((n, [, c]) => n + c, 0);
+  const unanswered = Object.entries(shoppers.purchases)
+    .filter(([l]) => l.startsWith('error') || l.startsWith('5'))
+    .reduce((n, [, c]) => n + c, 0);
   const extra = rows.rows.filter((r) => !told.has(r.id)).length;
-  if (extra > unanswered) problems.push(`${extra} orders nobody was answered 202 for, but only ${unanswered} purchases got no definite answer`);
+  if (extra > unanswered)
+    problems.push(
+      `${extra} orders nobody was answered 202 for, but only ${unanswered} purchases got no definite answer`,
+    );
   return problems;
 }
 
@@ -129,7 +146,12 @@ export async function answersHold(env: TestEnv, saleId: string, shoppers: Shoppe
  * The end of a shopping scenario: buyers stop, every payment is answered, the sale comes to rest,
  * the live checks stop; then the invariants at rest and the orders there are.
  */
-export async function windDown(env: TestEnv, saleId: string, shoppers: Shoppers, live: LiveChecks): Promise<{ accepted: string[]; final: InvariantReport; orders: number }> {
+export async function windDown(
+  env: TestEnv,
+  saleId: string,
+  shoppers: Shoppers,
+  live: LiveChecks,
+): Promise<{ accepted: string[]; final: InvariantReport; orders: number }> {
   await shoppers.done();
   await settle(env, saleId);
   await live.stop();

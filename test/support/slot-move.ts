@@ -28,7 +28,10 @@ const MIGRATE_TIMEOUT_MS = 5000;
 
 /** Moves the slot; throws, with the slot half moved, if MIGRATE or SETSLOT refuses (BUSYKEY: the target made a key of its own meanwhile). */
 export async function moveSlotByHand(m: SlotMove): Promise<{ batches: number; keys: number }> {
-  const [fromId, toId] = [await ask<string>(m.from.port, 'CLUSTER', 'MYID'), await ask<string>(m.to.port, 'CLUSTER', 'MYID')];
+  const [fromId, toId] = [
+    await ask<string>(m.from.port, 'CLUSTER', 'MYID'),
+    await ask<string>(m.to.port, 'CLUSTER', 'MYID'),
+  ];
   await ask(m.to.port, 'CLUSTER', 'SETSLOT', m.slot, 'IMPORTING', fromId);
   await ask(m.from.port, 'CLUSTER', 'SETSLOT', m.slot, 'MIGRATING', toId);
   let batches = 0;
@@ -38,7 +41,17 @@ export async function moveSlotByHand(m: SlotMove): Promise<{ batches: number; ke
     if (names.length === 0) return;
     batches++;
     // NOKEY: every name expired since it was listed (a rate-limit window), nothing to send.
-    const reply = await ask<string>(m.from.port, 'MIGRATE', '127.0.0.1', m.to.port, '', 0, MIGRATE_TIMEOUT_MS, 'KEYS', ...names).catch((err: Error) => {
+    const reply = await ask<string>(
+      m.from.port,
+      'MIGRATE',
+      '127.0.0.1',
+      m.to.port,
+      '',
+      0,
+      MIGRATE_TIMEOUT_MS,
+      'KEYS',
+      ...names,
+    ).catch((err: Error) => {
       throw new Error(`MIGRATE of slot ${m.slot} (batch ${batches}: ${names.join(' ')}) failed: ${err.message}`);
     });
     if (reply === 'OK') keys += names.length;
@@ -54,7 +67,8 @@ export async function moveSlotByHand(m: SlotMove): Promise<{ batches: number; ke
   // The held-back keys, and any made on the source meanwhile: a migrating slot makes no new key
   // there (a write to a key it does not hold is sent on with ASK), so this ends.
   for (let round = 0, left = [...(await held())]; left.length > 0; round++, left = [...(await held())]) {
-    if (round === 10) throw new Error(`slot ${m.slot}: keys still made on the source after ${round} rounds: ${left.join(' ')}`);
+    if (round === 10)
+      throw new Error(`slot ${m.slot}: keys still made on the source after ${round} rounds: ${left.join(' ')}`);
     await send(left);
   }
   // The target first, so it never answers MOVED back to a source that has let the slot go.

@@ -12,13 +12,20 @@ export interface StateSnapshot {
 
 async function redisValue(r: RedisClient, key: string, type: string): Promise<unknown> {
   switch (type) {
-    case 'string': return r.get(key);
-    case 'hash': return r.hgetall(key);
-    case 'list': return r.lrange(key, 0, -1);
-    case 'set': return (await r.smembers(key)).sort();
-    case 'zset': return r.zrange(key, '0', '-1', 'WITHSCORES');
-    case 'stream': return r.xrange(key, '-', '+');
-    default: return null; // the dump still covers it
+    case 'string':
+      return r.get(key);
+    case 'hash':
+      return r.hgetall(key);
+    case 'list':
+      return r.lrange(key, 0, -1);
+    case 'set':
+      return (await r.smembers(key)).sort();
+    case 'zset':
+      return r.zrange(key, '0', '-1', 'WITHSCORES');
+    case 'stream':
+      return r.xrange(key, '-', '+');
+    default:
+      return null; // the dump still covers it
   }
 }
 
@@ -45,9 +52,14 @@ export async function stateSnapshot(env: TestEnv, skip?: (key: string) => boolea
     };
   }
   // SCAN sees one database; a write anywhere else shows up here.
-  const databases = (await env.redis.info('keyspace')).split('\n').filter((l) => /^db\d+:/.test(l)).map((l) => l.split(':')[0]!);
+  const databases = (await env.redis.info('keyspace'))
+    .split('\n')
+    .filter((l) => /^db\d+:/.test(l))
+    .map((l) => l.split(':')[0]!);
   // Row text keeps microseconds that a JS Date would drop.
   const rows = async (table: 'sales' | 'orders') =>
-    (await env.pool.query<{ r: string }>(`select row_to_json(t)::text as r from ${table} t order by id`)).rows.map((x) => x.r);
+    (await env.pool.query<{ r: string }>(`select row_to_json(t)::text as r from ${table} t order by id`)).rows.map(
+      (x) => x.r,
+    );
   return { databases, redis, sales: await rows('sales'), orders: await rows('orders') };
 }

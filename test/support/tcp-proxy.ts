@@ -14,7 +14,10 @@ class Pipe {
   private timer: NodeJS.Timeout | undefined;
   private ended = false;
 
-  constructor(private readonly to: Socket, private readonly delayOf: () => number) {}
+  constructor(
+    private readonly to: Socket,
+    private readonly delayOf: () => number,
+  ) {}
 
   push(chunk: Buffer): void {
     const d = this.delayOf();
@@ -41,13 +44,16 @@ class Pipe {
 
   private schedule(): void {
     if (this.timer || this.queue.length === 0) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      const now = Date.now();
-      while (this.queue.length > 0 && this.queue[0]!.at <= now) this.to.write(this.queue.shift()!.chunk);
-      if (this.queue.length > 0) this.schedule();
-      else if (this.ended) this.to.end();
-    }, Math.max(0, this.queue[0]!.at - Date.now()));
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        const now = Date.now();
+        while (this.queue.length > 0 && this.queue[0]!.at <= now) this.to.write(this.queue.shift()!.chunk);
+        if (this.queue.length > 0) this.schedule();
+        else if (this.ended) this.to.end();
+      },
+      Math.max(0, this.queue[0]!.at - Date.now()),
+    );
   }
 }
 
@@ -59,7 +65,11 @@ export class TcpProxy {
   accepted = 0;
   delayedChunks = 0;
 
-  private constructor(private readonly server: Server, readonly port: number, private readonly seed: number) {}
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+    private readonly seed: number,
+  ) {}
 
   /** Listens on 127.0.0.1:`port` (any free one by default) and forwards to 127.0.0.1:`target`. */
   static async start(target: number, opts: { seed: number; port?: number; delay?: DelayRange }): Promise<TcpProxy> {

@@ -34,7 +34,11 @@ export class OnTopology<T extends { stop(): Promise<void> }> {
     this.topo = await start(this.dir);
     this.env = await testEnv({ redisMinReplicasAck: 1 }, { redis: redis(this.topo) });
     this.c = new Processes(this.env, new FaultLog(this.name), { REDIS_MIN_REPLICAS_ACK: '1', EXPIRY_NUDGE_MS: '50' });
-    await this.c.startAll([['api', 'api'], ['writer', 'order-writer'], ['listener', 'expiry-listener']]);
+    await this.c.startAll([
+      ['api', 'api'],
+      ['writer', 'order-writer'],
+      ['listener', 'expiry-listener'],
+    ]);
     return this;
   }
 
@@ -51,7 +55,12 @@ export class OnTopology<T extends { stop(): Promise<void> }> {
  * The file's set, started before its tests and handed to `use` (which keeps its topo, env and
  * processes), stopped after them.
  */
-export function onTopology<T extends { stop(): Promise<void> }>(name: string, start: (dir: string) => Promise<T>, redis: (topo: T) => ConfigOverrides, use: (on: OnTopology<T>) => void): void {
+export function onTopology<T extends { stop(): Promise<void> }>(
+  name: string,
+  start: (dir: string) => Promise<T>,
+  redis: (topo: T) => ConfigOverrides,
+  use: (on: OnTopology<T>) => void,
+): void {
   const on = new OnTopology<T>(name);
   before(async () => use(await on.start(start, redis)));
   after(() => on.stop());
@@ -72,7 +81,13 @@ export async function masterOf(env: TestEnv, saleId: string): Promise<string> {
  * ids tried until every master has its share. The slot map is refreshed first: it may be a refresh
  * behind the fault the test just made, and a node's CLUSTER NODES may lag the client's map.
  */
-export async function salesOnEveryMaster(env: TestEnv, perMaster: number, prefix: string, fields: Record<string, unknown>, only?: string[]): Promise<Map<string, Sale[]>> {
+export async function salesOnEveryMaster(
+  env: TestEnv,
+  perMaster: number,
+  prefix: string,
+  fields: Record<string, unknown>,
+  only?: string[],
+): Promise<Map<string, Sale[]>> {
   const cluster = env.redis as RedisCluster;
   await new Promise<void>((resolve, reject) => cluster.refreshSlotsCache((err) => (err ? reject(err) : resolve())));
   const masters = only ?? [...new Set(cluster.slots.map((owners) => owners[0]!))];
@@ -90,21 +105,34 @@ export async function salesOnEveryMaster(env: TestEnv, perMaster: number, prefix
 
 /** Buys `n` orders of one unit each from a sale, one buyer each; returns the ids answered 202. */
 export async function buy(port: number, saleId: string, n: number, buyerPrefix: string): Promise<string[]> {
-  const answers = await runConcurrently(n, 20, (i) => http(port, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty: 1 }, user: `${buyerPrefix}-${i}` }));
+  const answers = await runConcurrently(n, 20, (i) =>
+    http(port, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty: 1 }, user: `${buyerPrefix}-${i}` }),
+  );
   for (const r of answers) assert.equal(r.status, 202, JSON.stringify(r.body));
   return answers.map((r) => r.body.orderId as string);
 }
 
 /** Waits until none of `ids` is queued or pending (written, then closed or paid). */
 export async function allClosed(env: TestEnv, ids: string[], timeoutMs = 30_000): Promise<void> {
-  await waitFor(`${ids.length} orders written and closed`, async () => {
-    const res = await env.pool.query<{ n: number }>(`select count(*)::int as n from orders where id = any($1::text[]) and status <> 'pending'`, [ids]);
-    return res.rows[0]!.n === ids.length;
-  }, timeoutMs, 100);
+  await waitFor(
+    `${ids.length} orders written and closed`,
+    async () => {
+      const res = await env.pool.query<{ n: number }>(
+        `select count(*)::int as n from orders where id = any($1::text[]) and status <> 'pending'`,
+        [ids],
+      );
+      return res.rows[0]!.n === ids.length;
+    },
+    timeoutMs,
+    100,
+  );
 }
 
 /** Close lateness of these orders in ms (closed_at - expires_at): p50, p99, max. */
-export async function lateness(env: TestEnv, ids: string[]): Promise<{ p50: number; p99: number; max: number; expired: number }> {
+export async function lateness(
+  env: TestEnv,
+  ids: string[],
+): Promise<{ p50: number; p99: number; max: number; expired: number }> {
   const res = await env.pool.query<{ p50: number; p99: number; max: number; expired: number }>(
     `select percentile_cont(0.5) within group (order by ms) as p50, percentile_cont(0.99) within group (order by ms) as p99,
             max(ms) as max, count(*)::int as expired
@@ -112,5 +140,10 @@ export async function lateness(env: TestEnv, ids: string[]): Promise<{ p50: numb
     [ids],
   );
   const r = res.rows[0]!;
-  return { p50: Math.round(Number(r.p50)), p99: Math.round(Number(r.p99)), max: Math.round(Number(r.max)), expired: r.expired };
+  return {
+    p50: Math.round(Number(r.p50)),
+    p99: Math.round(Number(r.p99)),
+    max: Math.round(Number(r.max)),
+    expired: r.expired,
+  };
 }

@@ -49,7 +49,9 @@ export const entriesDigest = (ordered: readonly string[]): string => sha256(orde
 /** The tickets in draw order: index i holds drawRank i + 1. */
 export function drawOrder(seed: string, tickets: readonly string[]): string[] {
   const keyed = tickets.map((ticket) => ({ ticket, key: drawKey(seed, ticket) }));
-  keyed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.ticket < b.ticket ? -1 : a.ticket > b.ticket ? 1 : 0));
+  keyed.sort((a, b) =>
+    a.key < b.key ? -1 : a.key > b.key ? 1 : a.ticket < b.ticket ? -1 : a.ticket > b.ticket ? 1 : 0,
+  );
   return keyed.map((k) => k.ticket);
 }
 
@@ -79,8 +81,20 @@ export interface EntryView {
 }
 
 /** The view of an entry as Postgres has it. */
-export function entryView(saleId: string, row: { ticket: string; secret: string | null; status: EntryState; draw_rank: number | null; order_id: string | null }, entries: number): EntryView {
-  return { saleId, state: row.status, ticket: row.ticket, secret: row.secret, drawRank: row.draw_rank, orderId: row.order_id, entries };
+export function entryView(
+  saleId: string,
+  row: { ticket: string; secret: string | null; status: EntryState; draw_rank: number | null; order_id: string | null },
+  entries: number,
+): EntryView {
+  return {
+    saleId,
+    state: row.status,
+    ticket: row.ticket,
+    secret: row.secret,
+    drawRank: row.draw_rank,
+    orderId: row.order_id,
+    entries,
+  };
 }
 
 /**
@@ -88,7 +102,11 @@ export function entryView(saleId: string, row: { ticket: string; secret: string 
  * go in rank order, so the tick's `through` says whether this rank has its order, whose id is derived.
  * null: the rank is needed and unknown (read it again).
  */
-export function viewFromTick(entry: { ticket: string; secret: string | null }, rank: number | null, tick: DrawTick): EntryView | null {
+export function viewFromTick(
+  entry: { ticket: string; secret: string | null },
+  rank: number | null,
+  tick: DrawTick,
+): EntryView | null {
   const base = { saleId: tick.saleId, ticket: entry.ticket, secret: entry.secret, entries: tick.entries };
   if (!tick.drawn) return { ...base, state: 'entered', drawRank: null, orderId: null };
   if (rank === null) return null;

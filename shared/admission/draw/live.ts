@@ -5,7 +5,8 @@ import type { Pool } from '../../runtime/db.js';
 import { count, figuresSchema } from '../../http/schema-parts.js';
 
 const FIGURES = {
-  entries: count('entries in the draw'), drawn: { type: 'boolean', description: 'the ranks have been given' },
+  entries: count('entries in the draw'),
+  drawn: { type: 'boolean', description: 'the ranks have been given' },
   drawnAt: { type: 'string', format: 'date-time', nullable: true, description: 'when the draw was made; null before' },
   awarded: count('entrants handed an order: the first `stock` ranks, then those backfill reached'),
   waiting: count('drawn, no order yet: next in line for a unit that comes back until backfillUntil'),
@@ -14,7 +15,10 @@ const FIGURES = {
 };
 
 /** DrawFigures as the live view's schema shows them. */
-export const drawFiguresSchema = figuresSchema('the draw (admission: draw), read from Postgres in one query; null for other sales', FIGURES);
+export const drawFiguresSchema = figuresSchema(
+  'the draw (admission: draw), read from Postgres in one query; null for other sales',
+  FIGURES,
+);
 
 export interface DrawFigures {
   /** Entries in the draw (draw_entries). */
@@ -34,7 +38,14 @@ export interface DrawFigures {
 }
 
 export async function drawFigures(pool: Pool, saleId: string): Promise<DrawFigures> {
-  const res = await pool.query<{ drawn_at: Date | null; over: boolean; entries: number; awarded: number; waiting: number; lost: number }>(
+  const res = await pool.query<{
+    drawn_at: Date | null;
+    over: boolean;
+    entries: number;
+    awarded: number;
+    waiting: number;
+    lost: number;
+  }>(
     `select s.drawn_at, s.draw_over_at is not null as over,
             count(d.buyer)::int as entries,
             count(d.buyer) filter (where d.status = 'won')::int as awarded,
@@ -47,7 +58,12 @@ export async function drawFigures(pool: Pool, saleId: string): Promise<DrawFigur
   const row = res.rows[0];
   if (!row) return { entries: 0, drawn: false, drawnAt: null, awarded: 0, waiting: 0, lost: 0, over: false };
   return {
-    entries: row.entries, drawn: row.drawn_at !== null, drawnAt: row.drawn_at?.toISOString() ?? null,
-    awarded: row.awarded, waiting: row.waiting, lost: row.lost, over: row.over,
+    entries: row.entries,
+    drawn: row.drawn_at !== null,
+    drawnAt: row.drawn_at?.toISOString() ?? null,
+    awarded: row.awarded,
+    waiting: row.waiting,
+    lost: row.lost,
+    over: row.over,
   };
 }

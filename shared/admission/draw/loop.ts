@@ -50,7 +50,14 @@ export class DrawLoop {
     if (now < k.retryAt) return null;
     try {
       const progress = await this.step(sale, k, now);
-      const tick: DrawTick = { saleId: sale.id, drawn: progress.drawn, entries: progress.entries, through: progress.through, over: progress.over, at: now };
+      const tick: DrawTick = {
+        saleId: sale.id,
+        drawn: progress.drawn,
+        entries: progress.entries,
+        through: progress.through,
+        over: progress.over,
+        at: now,
+      };
       if (!this.news(k, tick, now)) return null;
       await this.deps.redis.publish(DRAW_CHANNEL, JSON.stringify(tick));
       return tick;
@@ -107,7 +114,12 @@ export class DrawLoop {
   /** Publish when the draw changed, or after PUBLISH_EVERY_MS of quiet. */
   private news(k: Known, tick: DrawTick, now: number): boolean {
     const last = k.sent;
-    const changed = !last || last.drawn !== tick.drawn || last.entries !== tick.entries || last.through !== tick.through || last.over !== tick.over;
+    const changed =
+      !last ||
+      last.drawn !== tick.drawn ||
+      last.entries !== tick.entries ||
+      last.through !== tick.through ||
+      last.over !== tick.over;
     if (!changed && now - k.sentAt < PUBLISH_EVERY_MS) return false;
     k.sent = tick;
     k.sentAt = now;

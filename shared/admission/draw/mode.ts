@@ -27,7 +27,14 @@ const routes: FastifyPluginCallback<ModeRouteDeps> = (app, deps, done) => {
 /** The draw's tick, published now rather than at the admission loop's next look (a hint: the streams re-read Postgres). */
 async function tellEntrants(pool: Pool, redis: RedisClient, saleId: string): Promise<void> {
   const p = await readProgress(pool, saleId);
-  const tick: DrawTick = { saleId, drawn: p.drawn, entries: p.entries, through: p.through, over: p.over, at: Date.now() };
+  const tick: DrawTick = {
+    saleId,
+    drawn: p.drawn,
+    entries: p.entries,
+    through: p.through,
+    over: p.over,
+    at: Date.now(),
+  };
   await redis.publish(DRAW_CHANNEL, JSON.stringify(tick));
 }
 

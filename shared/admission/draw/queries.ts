@@ -27,7 +27,13 @@ export type EntryRefusal = 'entries_not_open' | 'entries_closed' | 'ended';
  * waits for a draw being made and then finds it drawn, or the draw waits for it. A buyer who had
  * entered gets their entry back, whenever they ask.
  */
-export async function insertEntry(db: Db, saleId: string, buyer: string, ticket: string, secret: string): Promise<EntryRow | EntryRefusal> {
+export async function insertEntry(
+  db: Db,
+  saleId: string,
+  buyer: string,
+  ticket: string,
+  secret: string,
+): Promise<EntryRow | EntryRefusal> {
   // On a conflict the insert returns nothing and the second branch, which cannot see a row this
   // statement inserted, finds the one entered before.
   const res = await db.query<{ opened: boolean; ended: boolean } & Partial<EntryRow>>(
@@ -55,7 +61,10 @@ export async function insertEntry(db: Db, saleId: string, buyer: string, ticket:
 }
 
 export async function entryOf(db: Db, saleId: string, buyer: string): Promise<EntryRow | null> {
-  const res = await db.query<EntryRow>('select buyer, ticket, secret, status, draw_rank, order_id from draw_entries where sale_id = $1 and buyer = $2', [saleId, buyer]);
+  const res = await db.query<EntryRow>(
+    'select buyer, ticket, secret, status, draw_rank, order_id from draw_entries where sale_id = $1 and buyer = $2',
+    [saleId, buyer],
+  );
   return res.rows[0] ?? null;
 }
 
@@ -70,53 +79,93 @@ export async function countEntries(db: Db, saleId: string): Promise<number> {
  * (FOR KEY SHARE on the sale) go on meanwhile. `closed`: entries have closed by Postgres's clock,
  * the one the entries' insert is judged by; `backfillOver`: backfillUntil has come, by that clock too.
  */
-export async function lockDraw(client: PoolClient, saleId: string): Promise<{ drawn: boolean; over: boolean; closed: boolean; backfillOver: boolean } | null> {
-  const res = await client.query<{ drawn_at: Date | null; draw_over_at: Date | null; closed: boolean; backfill_over: boolean }>(
+export async function lockDraw(
+  client: PoolClient,
+  saleId: string,
+): Promise<{ drawn: boolean; over: boolean; closed: boolean; backfillOver: boolean } | null> {
+  const res = await client.query<{
+    drawn_at: Date | null;
+    draw_over_at: Date | null;
+    closed: boolean;
+    backfill_over: boolean;
+  }>(
     `select drawn_at, draw_over_at, now() >= entries_close_at and now() >= starts_at as closed, now() >= backfill_until as backfill_over
-     from sales where id = $1 and admission = 'draw' for no key update`, [saleId],
+     from sales where id = $1 and admission = 'draw' for no key update`,
+    [saleId],
   );
   const row = res.rows[0];
-  return row ? { drawn: row.drawn_at !== null, over: row.draw_over_at !== null, closed: row.closed, backfillOver: row.backfill_over } : null;
+  return row
+    ? {
+        drawn: row.drawn_at !== null,
+        over: row.draw_over_at !== null,
+        closed: row.closed,
+        backfillOver: row.backfill_over,
+      }
+    : null;
 }
 
 /** The entries not yet ranked (all of them, the first time). */
 export async function unranked(client: PoolClient, saleId: string): Promise<{ buyer: string; ticket: string }[]> {
-  return (await client.query<{ buyer: string; ticket: string }>("select buyer, ticket from draw_entries where sale_id = $1 and status = 'entered'", [saleId])).rows;
+  return (
+    await client.query<{ buyer: string; ticket: string }>(
+      "select buyer, ticket from draw_entries where sale_id = $1 and status = 'entered'",
+      [saleId],
+    )
+  ).rows;
 }
 
 /**
  * Gives the ranks and marks the sale drawn now (Postgres's clock), with what the draw commits to:
  * how many entries it ranked and `digest` of their tickets. Returns how many entries were ranked.
  */
-export async function recordRanks(client: PoolClient, saleId: string, buyers: string[], ranks: number[], digest: string): Promise<number> {
+export async function recordRanks(
+  client: PoolClient,
+  saleId: string,
+  buyers: string[],
+  ranks: number[],
+  digest: string,
+): Promise<number> {
   const res = await client.query(
     `update draw_entries d set status = 'waiting', draw_rank = u.rank
      from unnest($2::text[], $3::int[]) as u(buyer, rank)
      where d.sale_id = $1 and d.buyer = u.buyer and d.status = 'entered'`,
     [saleId, buyers, ranks],
   );
-  await client.query('update sales set drawn_at = now(), drawn_entries = $2, drawn_entries_sha256 = $3 where id = $1 and drawn_at is null', [saleId, buyers.length, digest]);
+  await client.query(
+    'update sales set drawn_at = now(), drawn_entries = $2, drawn_entries_sha256 = $3 where id = $1 and drawn_at is null',
+    [saleId, buyers.length, digest],
+  );
   return res.rowCount ?? 0;
 }
 
 /** The next entrants waiting for a unit, lowest rank first. */
-export async function waitingHead(db: Db, saleId: string, limit: number): Promise<{ buyer: string; draw_rank: number }[]> {
-  return (await db.query<{ buyer: string; draw_rank: number }>(
-    "select buyer, draw_rank from draw_entries where sale_id = $1 and status = 'waiting' order by draw_rank limit $2", [saleId, limit],
-  )).rows;
+export async function waitingHead(
+  db: Db,
+  saleId: string,
+  limit: number,
+): Promise<{ buyer: string; draw_rank: number }[]> {
+  return (
+    await db.query<{ buyer: string; draw_rank: number }>(
+      "select buyer, draw_rank from draw_entries where sale_id = $1 and status = 'waiting' order by draw_rank limit $2",
+      [saleId, limit],
+    )
+  ).rows;
 }
 
 /** Records that rank `rank` holds order `orderId`; false if it was not waiting (already recorded). */
 export async function recordWon(db: Db, saleId: string, rank: number, orderId: string): Promise<boolean> {
   const res = await db.query(
-    "update draw_entries set status = 'won', order_id = $3 where sale_id = $1 and draw_rank = $2 and status = 'waiting'", [saleId, rank, orderId],
+    "update draw_entries set status = 'won', order_id = $3 where sale_id = $1 and draw_rank = $2 and status = 'waiting'",
+    [saleId, rank, orderId],
   );
   return res.rowCount === 1;
 }
 
 /** Backfill is over (or the sale ended): every entrant still waiting has lost, and the sale's draw is marked over now. */
 export async function recordOver(client: PoolClient, saleId: string): Promise<number> {
-  const res = await client.query("update draw_entries set status = 'lost' where sale_id = $1 and status = 'waiting'", [saleId]);
+  const res = await client.query("update draw_entries set status = 'lost' where sale_id = $1 and status = 'waiting'", [
+    saleId,
+  ]);
   await client.query('update sales set draw_over_at = now() where id = $1 and draw_over_at is null', [saleId]);
   return res.rowCount ?? 0;
 }
@@ -135,7 +184,9 @@ export interface Progress {
 }
 
 export async function readProgress(db: Db, saleId: string): Promise<Progress> {
-  const res = await db.query<Omit<Progress, 'committed'> & { drawn_entries: number | null; drawn_entries_sha256: string | null }>(
+  const res = await db.query<
+    Omit<Progress, 'committed'> & { drawn_entries: number | null; drawn_entries_sha256: string | null }
+  >(
     `select s.drawn_at is not null as drawn, s.draw_over_at is not null as over, s.drawn_entries, s.drawn_entries_sha256,
             count(d.buyer)::int as entries,
             coalesce(max(d.draw_rank) filter (where d.status = 'won'), 0)::int as through,
@@ -146,14 +197,18 @@ export async function readProgress(db: Db, saleId: string): Promise<Progress> {
     [saleId],
   );
   const row = res.rows[0];
-  if (!row) return { drawn: false, committed: null, over: false, entries: 0, through: 0, waiting: 0, dbNow: Date.now() };
+  if (!row)
+    return { drawn: false, committed: null, over: false, entries: 0, through: 0, waiting: 0, dbNow: Date.now() };
   const { drawn_entries: n, drawn_entries_sha256: sha256, ...rest } = row;
   return { ...rest, committed: n === null || sha256 === null ? null : { entries: n, sha256 } };
 }
 
 /** Every entry of the sale, in draw order once drawn (then by ticket): the public record and `draw verify`'s input. */
 export async function allEntries(db: Db, saleId: string): Promise<(EntryRow & { entered_at: Date })[]> {
-  return (await db.query<EntryRow & { entered_at: Date }>(
-    'select buyer, ticket, secret, status, draw_rank, order_id, entered_at from draw_entries where sale_id = $1 order by draw_rank nulls last, ticket', [saleId],
-  )).rows;
+  return (
+    await db.query<EntryRow & { entered_at: Date }>(
+      'select buyer, ticket, secret, status, draw_rank, order_id, entered_at from draw_entries where sale_id = $1 order by draw_rank nulls last, ticket',
+      [saleId],
+    )
+  ).rows;
 }

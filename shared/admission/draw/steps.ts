@@ -49,15 +49,29 @@ export async function makeDraw(pool: Pool, sale: Sale, now: number): Promise<num
 /** Ranks every entry by the seed and marks the sale drawn (under the sale's row lock). */
 async function rankAll(client: PoolClient, sale: Sale): Promise<number> {
   const rows = await unranked(client, sale.id);
-  const ordered = drawOrder(sale.seed!, rows.map((r) => r.ticket));
+  const ordered = drawOrder(
+    sale.seed!,
+    rows.map((r) => r.ticket),
+  );
   const rankOf = new Map(ordered.map((ticket, i) => [ticket, i + 1]));
-  return recordRanks(client, sale.id, rows.map((r) => r.buyer), rows.map((r) => rankOf.get(r.ticket)!), entriesDigest(ordered));
+  return recordRanks(
+    client,
+    sale.id,
+    rows.map((r) => r.buyer),
+    rows.map((r) => rankOf.get(r.ticket)!),
+    entriesDigest(ordered),
+  );
 }
 
 /** Reserves rank `rank`'s unit for `buyer` in Redis (purchase.lua's code: 1 reserved, now or before). */
 export async function reserveUnit(deps: DrawDeps, sale: Sale, rank: number, buyer: string): Promise<number> {
   const [code] = await purchaseScript(deps.redis, {
-    saleId: sale.id, userId: buyer, qty: 1, orderId: drawOrderId(sale.id, rank), buyCountTtlSeconds: deps.buyCountTtlSeconds, gate: { kind: 'draw' },
+    saleId: sale.id,
+    userId: buyer,
+    qty: 1,
+    orderId: drawOrderId(sale.id, rank),
+    buyCountTtlSeconds: deps.buyCountTtlSeconds,
+    gate: { kind: 'draw' },
   });
   return code;
 }
@@ -65,8 +79,13 @@ export async function reserveUnit(deps: DrawDeps, sale: Sale, rank: number, buye
 /** Which of these orders Redis holds as reserved (in `purchased` or `deadlines`, read atomically). */
 async function reserved(redis: RedisClient, saleId: string, orderIds: string[]): Promise<boolean[]> {
   const k = saleKeys(saleId);
-  const res = await redis.multi().smismember(k.purchased, ...orderIds).zmscore(k.deadlines, ...orderIds).exec();
-  if (!res || res.some(([err]) => err)) throw res?.find(([err]) => err)?.[0] ?? new Error('the reservation check was discarded');
+  const res = await redis
+    .multi()
+    .smismember(k.purchased, ...orderIds)
+    .zmscore(k.deadlines, ...orderIds)
+    .exec();
+  if (!res || res.some(([err]) => err))
+    throw res?.find(([err]) => err)?.[0] ?? new Error('the reservation check was discarded');
   const [inPurchased, inDeadlines] = [res[0]![1] as number[], res[1]![1] as (string | null)[]];
   return orderIds.map((_, i) => inPurchased[i] === 1 || inDeadlines[i] !== null);
 }
@@ -116,7 +135,8 @@ export async function awardUnits(deps: DrawDeps, sale: Sale, now: number, rechec
         const code = await reserveUnit(deps, sale, e.draw_rank, e.buyer);
         // Sold out (a unit taken meanwhile), or the sale ended: the rest wait.
         if (code === Refusal.SoldOut || code === Refusal.NotEnoughStock || code === Refusal.Ended) return awarded;
-        if (code !== 1) throw new Error(`sale ${sale.id}: purchase.lua refused the draw's unit of rank ${e.draw_rank} with ${code}`);
+        if (code !== 1)
+          throw new Error(`sale ${sale.id}: purchase.lua refused the draw's unit of rank ${e.draw_rank} with ${code}`);
         if (await recordWon(client, sale.id, e.draw_rank, drawOrderId(sale.id, e.draw_rank))) awarded++;
       }
     }

@@ -6,16 +6,28 @@ import type { RedisClient } from '../../redis/connect.js';
 import { count, figuresSchema } from '../../http/schema-parts.js';
 
 const FIGURES = {
-  open: { type: 'boolean', description: 'the room has opened (places drawn at the start); before, everyone is in the pre-queue' },
-  joined: count('buyers who joined'), waiting: count('joined, not yet admitted'),
+  open: {
+    type: 'boolean',
+    description: 'the room has opened (places drawn at the start); before, everyone is in the pre-queue',
+  },
+  joined: count('buyers who joined'),
+  waiting: count('joined, not yet admitted'),
   admitted: count('passes ever handed out: outstanding + used + expired'),
-  passesOutstanding: count('passes that can still buy'), passesUsed: count('passes that bought'),
+  passesOutstanding: count('passes that can still buy'),
+  passesUsed: count('passes that bought'),
   passesExpired: count('passes that ran out unused (no-shows)'),
-  noShowRate: { type: 'number', nullable: true, description: 'passesExpired / (passesUsed + passesExpired); null while both are 0' },
+  noShowRate: {
+    type: 'number',
+    nullable: true,
+    description: 'passesExpired / (passesUsed + passesExpired); null while both are 0',
+  },
 };
 
 /** RoomFigures as the live view's schema shows them. */
-export const roomFiguresSchema = figuresSchema('the waiting room (admission: queue), read in one snapshot; null for other sales', FIGURES);
+export const roomFiguresSchema = figuresSchema(
+  'the waiting room (admission: queue), read in one snapshot; null for other sales',
+  FIGURES,
+);
 
 export interface RoomFigures {
   /** Whether admit.lua has opened the room (places drawn); before that everyone is in the pre-queue. */
@@ -38,7 +50,8 @@ export interface RoomFigures {
 
 export async function roomFigures(redis: RedisClient, saleId: string, now: number): Promise<RoomFigures> {
   const k = saleKeys(saleId);
-  const replies = await redis.multi()
+  const replies = await redis
+    .multi()
     .zcard(k.queue)
     .hmget(k.room, 'phase', 'admitted', 'expired')
     .zcount(k.passes, `(${now}`, '+inf')
@@ -49,7 +62,13 @@ export async function roomFigures(redis: RedisClient, saleId: string, now: numbe
     .exec();
   if (!replies) throw new Error(`The read of sale ${saleId}'s waiting room was aborted.`);
   for (const [err] of replies) if (err) throw err;
-  const [joined, [phase, admitted, swept], outstanding, used, unswept] = replies.map(([, v]) => v) as [number, (string | null)[], number, number, number];
+  const [joined, [phase, admitted, swept], outstanding, used, unswept] = replies.map(([, v]) => v) as [
+    number,
+    (string | null)[],
+    number,
+    number,
+    number,
+  ];
   const open = phase === 'open';
   const admittedCount = open ? Number(admitted ?? 0) : 0;
   const expired = Number(swept ?? 0) + unswept;

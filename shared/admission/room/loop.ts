@@ -35,8 +35,17 @@ export class RoomLoop implements ModeStep {
     for (const sale of sales) {
       const step = await admitStep(redis, sale, Math.max(1, sale.admitRatePerSecond!));
       observe(sale, step);
-      const tick: RoomTick = { saleId: sale.id, phase: step.phase, admitted: step.admitted, waiting: step.waiting, available: step.available, passExpiresAt: step.passExpiresAt, at: step.now };
-      if (step.admittedNow > 0) logger.debug({ saleId: sale.id, admitted: step.admittedNow, waiting: step.waiting }, 'admitted');
+      const tick: RoomTick = {
+        saleId: sale.id,
+        phase: step.phase,
+        admitted: step.admitted,
+        waiting: step.waiting,
+        available: step.available,
+        passExpiresAt: step.passExpiresAt,
+        at: step.now,
+      };
+      if (step.admittedNow > 0)
+        logger.debug({ saleId: sale.id, admitted: step.admittedNow, waiting: step.waiting }, 'admitted');
       if (this.news(tick, now)) {
         await redis.publish(ADMISSION_CHANNEL, JSON.stringify(tick));
         ticks.push(tick);
@@ -48,14 +57,24 @@ export class RoomLoop implements ModeStep {
   // A former leader's last figures would sit beside the new leader's, and the stuck-queue alert
   // takes the max over instances: only the leader exports rooms.
   resign(): void {
-    for (const gauge of [metrics.queueWaiting, metrics.queueAvailable, metrics.queuePassesOutstanding, metrics.queueAdmittable]) gauge.reset();
+    for (const gauge of [
+      metrics.queueWaiting,
+      metrics.queueAvailable,
+      metrics.queuePassesOutstanding,
+      metrics.queueAdmittable,
+    ])
+      gauge.reset();
   }
 
   /** Publish when the room changed, or after PUBLISH_EVERY_MS of quiet. */
   private news(tick: RoomTick, now: number): boolean {
     const last = this.published.get(tick.saleId);
-    const changed = !last || last.tick.phase !== tick.phase || last.tick.admitted !== tick.admitted || last.tick.waiting !== tick.waiting
-      || (last.tick.available > 0) !== (tick.available > 0);
+    const changed =
+      !last ||
+      last.tick.phase !== tick.phase ||
+      last.tick.admitted !== tick.admitted ||
+      last.tick.waiting !== tick.waiting ||
+      last.tick.available > 0 !== tick.available > 0;
     if (!changed && now - last.sentAt < PUBLISH_EVERY_MS) return false;
     this.published.set(tick.saleId, { tick, sentAt: now });
     return true;

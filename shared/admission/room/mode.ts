@@ -25,7 +25,11 @@ export const queueMode: AdmissionMode = {
   seedInMeta: true,
   rule: admissionPass,
   step: (deps) => new RoomLoop(deps),
-  live: { key: 'room', schema: roomFiguresSchema, figures: (_pool, redis, sale, now) => roomFigures(redis, sale.id, now) },
+  live: {
+    key: 'room',
+    schema: roomFiguresSchema,
+    figures: (_pool, redis, sale, now) => roomFigures(redis, sale.id, now),
+  },
   routes,
   // The room has opened when admit.lua has set its phase (at the start, by the sale's master's
   // clock): the pre-queue's places are final then, so its seed is public and anyone can redo the

@@ -16,20 +16,31 @@ import type { Sale } from '../../sales/model.js';
 const JOIN_REFUSALS: Record<number, () => HttpError> = {
   [-1]: () => new HttpError('sale_not_found'),
   [-3]: () => new HttpError('ended'),
-  [-8]: () => new HttpError('purchase_token_required', 'This sale needs a purchase token to join its waiting room: solve GET /api/sales/:saleId/challenge and exchange it at POST /api/sales/:saleId/purchase-token.'),
+  [-8]: () =>
+    new HttpError(
+      'purchase_token_required',
+      'This sale needs a purchase token to join its waiting room: solve GET /api/sales/:saleId/challenge and exchange it at POST /api/sales/:saleId/purchase-token.',
+    ),
   [-9]: () => new HttpError('purchase_token_used'),
   [-13]: () => new HttpError('no_waiting_room'),
   [-14]: () => new HttpError('invalid_purchase_token', TOKEN_EXPIRED),
 };
 
-
 /** Joins `buyer` to the sale's room (idempotent): true if this call joined, false if they had before. */
-export async function joinQueue(redis: RedisClient, saleId: string, buyer: string, token?: CheckedToken): Promise<boolean> {
+export async function joinQueue(
+  redis: RedisClient,
+  saleId: string,
+  buyer: string,
+  token?: CheckedToken,
+): Promise<boolean> {
   const k = saleKeys(saleId);
   const t = token?.kind === 'token' ? token : undefined;
-  const [code, joined] = (await run(redis, 'join_queue', [k.meta, k.room, k.queue, k.tokenUsed(t ? t.id : '')], [
-    buyer, t ? 1 : 0, t ? t.expiresAt : 0, TOKEN_MARK_MARGIN_MS,
-  ])) as [number, number];
+  const [code, joined] = (await run(
+    redis,
+    'join_queue',
+    [k.meta, k.room, k.queue, k.tokenUsed(t ? t.id : '')],
+    [buyer, t ? 1 : 0, t ? t.expiresAt : 0, TOKEN_MARK_MARGIN_MS],
+  )) as [number, number];
   if (code === 1) return joined === 1;
   const refusal = JOIN_REFUSALS[code];
   if (!refusal) throw new Error(`Unknown join_queue result ${code}.`);
@@ -53,8 +64,22 @@ export interface Place {
 
 export async function readPlace(redis: RedisClient, saleId: string, buyer: string): Promise<Place> {
   const k = saleKeys(saleId);
-  const [rank, open, admitted, total, pass, available, expired, now] = (await run(redis, 'queue_status', [k.room, k.queue, k.passes, k.available], [buyer])) as number[];
-  return { rank: rank!, open: open === 1, admitted: admitted!, total: total!, pass: pass!, available: available!, expired: expired!, now: now! };
+  const [rank, open, admitted, total, pass, available, expired, now] = (await run(
+    redis,
+    'queue_status',
+    [k.room, k.queue, k.passes, k.available],
+    [buyer],
+  )) as number[];
+  return {
+    rank: rank!,
+    open: open === 1,
+    admitted: admitted!,
+    total: total!,
+    pass: pass!,
+    available: available!,
+    expired: expired!,
+    now: now!,
+  };
 }
 
 export const QUEUE_STATES = ['waiting', 'admitted', 'used', 'expired', 'sold_out', 'ended'] as const;
@@ -82,7 +107,14 @@ export interface QueueView {
 /** Where a buyer stands, from their place and the room's counts, at Redis's time of the place. `place.rank` must be >= 0. */
 export function viewOf(sale: Sale, place: Place): QueueView {
   const { now } = place;
-  const base = { saleId: sale.id, waiting: Math.max(0, place.total - place.admitted), position: null, ahead: null, estimatedWaitSeconds: null, seed: place.open ? sale.seed : null };
+  const base = {
+    saleId: sale.id,
+    waiting: Math.max(0, place.total - place.admitted),
+    position: null,
+    ahead: null,
+    estimatedWaitSeconds: null,
+    seed: place.open ? sale.seed : null,
+  };
   if (place.open && place.rank < place.admitted) {
     if (place.pass === 0) return { ...base, state: 'used' };
     if (place.pass > now) return { ...base, state: 'admitted', passExpiresAt: new Date(place.pass).toISOString() };
@@ -92,7 +124,13 @@ export function viewOf(sale: Sale, place: Place): QueueView {
   if (!place.open) return { ...base, state: 'waiting' };
   if (place.available <= 0) return { ...base, state: 'sold_out' };
   const ahead = place.rank - place.admitted;
-  return { ...base, state: 'waiting', position: ahead + 1, ahead, estimatedWaitSeconds: Math.ceil(ahead / (sale.admitRatePerSecond ?? 1)) };
+  return {
+    ...base,
+    state: 'waiting',
+    position: ahead + 1,
+    ahead,
+    estimatedWaitSeconds: Math.ceil(ahead / (sale.admitRatePerSecond ?? 1)),
+  };
 }
 
 /** admit.lua's phase codes. */
@@ -121,8 +159,21 @@ export interface AdmitStep {
 /** One admission step for a queue sale (admit.lua, judged by Redis's TIME); `burst` caps a step after a pause. */
 export async function admitStep(redis: RedisClient, sale: Sale, burst: number): Promise<AdmitStep> {
   const k = saleKeys(sale.id);
-  const [phase, admitted, admittedNow, waiting, outstanding, available, expiredNow, passExpiresAt, now] = (await run(redis, 'admit',
+  const [phase, admitted, admittedNow, waiting, outstanding, available, expiredNow, passExpiresAt, now] = (await run(
+    redis,
+    'admit',
     [k.meta, k.room, k.queue, k.passes, k.available],
-    [sale.admitRatePerSecond!, sale.admitOverbook!, sale.passSeconds! * 1000, burst])) as number[];
-  return { phase: phase!, admitted: admitted!, admittedNow: admittedNow!, waiting: waiting!, outstanding: outstanding!, available: available!, expiredNow: expiredNow!, passExpiresAt: passExpiresAt!, now: now! };
+    [sale.admitRatePerSecond!, sale.admitOverbook!, sale.passSeconds! * 1000, burst],
+  )) as number[];
+  return {
+    phase: phase!,
+    admitted: admitted!,
+    admittedNow: admittedNow!,
+    waiting: waiting!,
+    outstanding: outstanding!,
+    available: available!,
+    expiredNow: expiredNow!,
+    passExpiresAt: passExpiresAt!,
+    now: now!,
+  };
 }

@@ -13,12 +13,17 @@ export function serverLimits(config: Pick<Config, 'requestTimeoutMs'>): FastifyH
   return {
     // The longest id in a path is a recorded payment's (the refund route); every other id's own
     // pattern is far shorter and refuses anything longer as invalid_id.
-    bodyLimit: 16 * 1024, routerOptions: { maxParamLength: PAYMENT_ID_MAX }, return503OnClosing: true,
+    bodyLimit: 16 * 1024,
+    routerOptions: { maxParamLength: PAYMENT_ID_MAX },
+    return503OnClosing: true,
     requestTimeout: config.requestTimeoutMs,
     // Node enforces these only every connectionsCheckingInterval (30 s by default), and with its
     // headersTimeout (60 s) above requestTimeout it uses the larger for the body: a client that
     // stalls mid-body would hold its connection for up to 90 s (the body deadline is shorter).
-    http: { headersTimeout: config.requestTimeoutMs, connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs) },
+    http: {
+      headersTimeout: config.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs),
+    },
   };
 }
 
@@ -28,7 +33,10 @@ export function rawAnswer(e: HttpError, extra = ''): string {
   return `HTTP/1.1 ${e.status} ${e.code}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\n\r\n${body}`;
 }
 
-const REFUSED = rawAnswer(new HttpError('busy', 'Too many open connections from this address; retry shortly.'), 'retry-after: 1\r\n');
+const REFUSED = rawAnswer(
+  new HttpError('busy', 'Too many open connections from this address; retry shortly.'),
+  'retry-after: 1\r\n',
+);
 
 /**
  * Past `max` open connections from one address, a new one is answered 429 busy and closed before

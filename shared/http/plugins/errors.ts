@@ -27,13 +27,17 @@ const FASTIFY_ERRORS: Record<string, ErrorCode> = {
  */
 const REFUSAL = 'x-refusal';
 type Refusal = [ErrorCode, string, string?];
-export const refusal = (code: ErrorCode, message: string, unknownFields?: string) => ({ [REFUSAL]: [code, message, unknownFields] as Refusal });
+export const refusal = (code: ErrorCode, message: string, unknownFields?: string) => ({
+  [REFUSAL]: [code, message, unknownFields] as Refusal,
+});
 
 /**
  * Route schemas validated as our contract reads: no coercion ("1" is not a qty), nothing dropped
  * silently (an unknown field is refused), and each failure carries the schema that refused it.
  */
-export const SCHEMA_OPTIONS = { customOptions: { coerceTypes: false, removeAdditional: false, verbose: true, keywords: [REFUSAL] } };
+export const SCHEMA_OPTIONS = {
+  customOptions: { coerceTypes: false, removeAdditional: false, verbose: true, keywords: [REFUSAL] },
+};
 
 interface SchemaFailure {
   keyword: string;
@@ -50,7 +54,10 @@ function fromSchema(err: FastifyError): HttpError {
   if (failure.keyword !== 'additionalProperties' || !unknownFields) return new HttpError(code, message);
   const known = failure.parentSchema?.properties ?? {};
   const fields = Object.keys(failure.data as object).filter((k) => !Object.hasOwn(known, k));
-  return new HttpError(code, unknownFields.replace('{fields}', () => fields.join(', ')));
+  return new HttpError(
+    code,
+    unknownFields.replace('{fields}', () => fields.join(', ')),
+  );
 }
 
 /** What the client is answered for any failure. */
@@ -61,9 +68,12 @@ export function answerFor(err: unknown): HttpError {
   if (e.code && FASTIFY_ERRORS[e.code]) return new HttpError(FASTIFY_ERRORS[e.code]!);
   if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) return new HttpError('bad_request', e.message);
   switch (classify(err)) {
-    case 'client': return new HttpError('bad_request', e.message);
-    case 'unavailable': return new HttpError('unavailable');
-    default: return new HttpError('internal');
+    case 'client':
+      return new HttpError('bad_request', e.message);
+    case 'unavailable':
+      return new HttpError('unavailable');
+    default:
+      return new HttpError('internal');
   }
 }
 
@@ -88,7 +98,10 @@ export function errorHandler(logger: Logger) {
     if ((quietUntil.get(reason) ?? 0) > now) return;
     if (quietUntil.size > 100) quietUntil.clear();
     quietUntil.set(reason, now + 1000);
-    logger.warn({ backend, error: err.name, reason, request: requestForLog(req) }, 'request failed: a backing service is unavailable');
+    logger.warn(
+      { backend, error: err.name, reason, request: requestForLog(req) },
+      'request failed: a backing service is unavailable',
+    );
   };
   return (err: Error, req: FastifyRequest, reply: FastifyReply): void => {
     const answer = answerFor(err);
@@ -108,17 +121,24 @@ export function onClientError(err: Error & { code?: string }, socket: Socket): v
     socket.destroy();
     return;
   }
-  const code: ErrorCode = err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large'
-    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'bad_request';
+  const code: ErrorCode =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? 'headers_too_large'
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? 'request_timeout'
+        : 'bad_request';
   socket.end(rawAnswer(new HttpError(code)));
 }
 
 /** Route errors and unknown routes, through the same handler as the router's own errors. */
-export const errorMapping = fp<{ onError: ReturnType<typeof errorHandler> }>((app, { onError }, done) => {
-  app.setErrorHandler(onError);
-  app.setNotFoundHandler((_req, reply) => {
-    const e = new HttpError('not_found');
-    void reply.code(e.status).send(e.body());
-  });
-  done();
-}, { name: 'flashsale-errors', fastify: '5.x' });
+export const errorMapping = fp<{ onError: ReturnType<typeof errorHandler> }>(
+  (app, { onError }, done) => {
+    app.setErrorHandler(onError);
+    app.setNotFoundHandler((_req, reply) => {
+      const e = new HttpError('not_found');
+      void reply.code(e.status).send(e.body());
+    });
+    done();
+  },
+  { name: 'flashsale-errors', fastify: '5.x' },
+);

@@ -44,61 +44,66 @@ export function releaseSlot(reply: FastifyReply): void {
   res[RELEASE]?.(res);
 }
 
-export const loadShedding = fp<{ limits: Limits }>((app, { limits }, done) => {
-  // Wired on the server, not as a hook: inject() has no connections, and a refused connection
-  // must never reach the router.
-  capConnectionsPerClient(app.server, limits.maxConnectionsPerClient);
-  // A body gets bodyTimeoutMs once its headers are in, whatever answers it, and however early;
-  // requests without one go straight on.
-  app.addHook('onRequest', (req, reply, next) => {
-    const { headers } = req;
-    const hasBody = headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
-    if (hasBody && !BODYLESS.has(req.method)) bodyDeadline(req.raw, reply.raw, limits.bodyTimeoutMs);
-    next();
-  });
+export const loadShedding = fp<{ limits: Limits }>(
+  (app, { limits }, done) => {
+    // Wired on the server, not as a hook: inject() has no connections, and a refused connection
+    // must never reach the router.
+    capConnectionsPerClient(app.server, limits.maxConnectionsPerClient);
+    // A body gets bodyTimeoutMs once its headers are in, whatever answers it, and however early;
+    // requests without one go straight on.
+    app.addHook('onRequest', (req, reply, next) => {
+      const { headers } = req;
+      const hasBody =
+        headers['transfer-encoding'] !== undefined ||
+        (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+      if (hasBody && !BODYLESS.has(req.method)) bodyDeadline(req.raw, reply.raw, limits.bodyTimeoutMs);
+      next();
+    });
 
-  // A slot is taken only once the body is in: a client trickling its body holds a connection
-  // (capped per address, cut off at the body deadline) but never a slot real buyers need.
-  let inflight = 0;
-  const release = (res: Holder) => {
-    const conn = res[HELD];
-    if (!conn) return;
-    res[HELD] = null;
-    // Zero once the connection closed: its requests' slots came back then.
-    if (conn[HELD]! > 0) {
-      conn[HELD]!--;
-      inflight--;
-    }
-  };
-  const closed = function (this: Conn) {
-    inflight -= this[HELD]!;
-    this[HELD] = 0;
-  };
-  app.addHook('onResponse', (_req, reply, next) => {
-    release(reply.raw as Holder);
-    next();
-  });
-  app.addHook('preValidation', (req, reply, next) => {
-    bodyArrived(req.raw);
-    const conn = req.raw.socket as Conn;
-    // Gone already (its close event has fired): it would never give the slot back.
-    if (reply.raw.destroyed || conn.destroyed) return next();
-    if (conn[HELD] === undefined) {
-      conn[HELD] = 0;
-      conn.once('close', closed);
-    }
-    conn[HELD]++;
-    inflight++;
-    const res = reply.raw as Holder;
-    res[HELD] = conn;
-    res[RELEASE] = release;
-    if (inflight > limits.maxInflight && !UNSHED.has(pathOf(req.url))) {
-      if (req.routeOptions.url === PURCHASE_URL) purchaseOutcome('busy').inc();
-      const e = new HttpError('busy');
-      void reply.code(e.status).header('retry-after', '1').send(e.body());
-      return;
-    }
-    next();
-  });
-  done();
-}, { name: 'flashsale-load-shedding', fastify: '5.x' });
+    // A slot is taken only once the body is in: a client trickling its body holds a connection
+    // (capped per address, cut off at the body deadline) but never a slot real buyers need.
+    let inflight = 0;
+    const release = (res: Holder) => {
+      const conn = res[HELD];
+      if (!conn) return;
+      res[HELD] = null;
+      // Zero once the connection closed: its requests' slots came back then.
+      if (conn[HELD]! > 0) {
+        conn[HELD]!--;
+        inflight--;
+      }
+    };
+    const closed = function (this: Conn) {
+      inflight -= this[HELD]!;
+      this[HELD] = 0;
+    };
+    app.addHook('onResponse', (_req, reply, next) => {
+      release(reply.raw as Holder);
+      next();
+    });
+    app.addHook('preValidation', (req, reply, next) => {
+      bodyArrived(req.raw);
+      const conn = req.raw.socket as Conn;
+      // Gone already (its close event has fired): it would never give the slot back.
+      if (reply.raw.destroyed || conn.destroyed) return next();
+      if (conn[HELD] === undefined) {
+        conn[HELD] = 0;
+        conn.once('close', closed);
+      }
+      conn[HELD]++;
+      inflight++;
+      const res = reply.raw as Holder;
+      res[HELD] = conn;
+      res[RELEASE] = release;
+      if (inflight > limits.maxInflight && !UNSHED.has(pathOf(req.url))) {
+        if (req.routeOptions.url === PURCHASE_URL) purchaseOutcome('busy').inc();
+        const e = new HttpError('busy');
+        void reply.code(e.status).header('retry-after', '1').send(e.body());
+        return;
+      }
+      next();
+    });
+    done();
+  },
+  { name: 'flashsale-load-shedding', fastify: '5.x' },
+);

@@ -19,7 +19,8 @@ export function methodNotAllowed(app: FastifyInstance): FastifyPluginCallback {
       instance.route({
         // Not every route reaches onRoute: a plugin's '/' under a prefix adds the '<prefix>/' twin of
         // its GET without it (the API docs' UI does), so a method the router has is left alone.
-        method: instance.supportedMethods.filter((m) => !methods.has(m) && !instance.hasRoute({ method: m, url })), url,
+        method: instance.supportedMethods.filter((m) => !methods.has(m) && !instance.hasRoute({ method: m, url })),
+        url,
         handler: async (_req, reply) => {
           void reply.header('allow', allow);
           throw new HttpError('method_not_allowed', `This path takes ${allow}.`);

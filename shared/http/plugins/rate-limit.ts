@@ -13,11 +13,13 @@ import { rateLimitPrefix } from '../../redis/keys.js';
 import { purchaseOutcome } from '../../runtime/metrics.js';
 import type { RedisClient } from '../../redis/connect.js';
 
-export type RateLimitSettings = Pick<Config, 'purchaseRatePerIp' | 'purchaseRateWindowMs' | 'challengeRatePerBuyer' | 'challengeRateWindowMs'>;
+export type RateLimitSettings = Pick<
+  Config,
+  'purchaseRatePerIp' | 'purchaseRateWindowMs' | 'challengeRatePerBuyer' | 'challengeRateWindowMs'
+>;
 type Limit = 'ip' | 'challenge' | 'exchange';
 type Hook = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => void;
 type Check = ReturnType<FastifyInstance['createRateLimit']>;
-
 
 const MESSAGES: Record<Limit, string> = {
   ip: 'Too many purchases from this address',
@@ -47,7 +49,12 @@ function limiter(app: FastifyInstance, redis: RedisClient, spec: LimitSpec): Hoo
   // so every request finds `check` set.
   void app.register(async (scope) => {
     await scope.register(rateLimit, {
-      global: false, redis, nameSpace: rateLimitPrefix(limit), max, timeWindow: windowMs, keyGenerator: key,
+      global: false,
+      redis,
+      nameSpace: rateLimitPrefix(limit),
+      max,
+      timeWindow: windowMs,
+      keyGenerator: key,
       // Its store is the product's Redis: with Redis away the request answers 503 anyway, and a
       // buyer must never be refused because the counter could not be read.
       skipOnError: true,
@@ -74,14 +81,36 @@ function limiter(app: FastifyInstance, redis: RedisClient, spec: LimitSpec): Hoo
  * sold out, its purchases skip it: the answer comes from memory, which costs less than the Redis
  * round trip that would count it.
  */
-export function purchaseAddressLimit(app: FastifyInstance, redis: RedisClient, limits: RateLimitSettings, soldOut: (saleId: string) => boolean): Hook | undefined {
+export function purchaseAddressLimit(
+  app: FastifyInstance,
+  redis: RedisClient,
+  limits: RateLimitSettings,
+  soldOut: (saleId: string) => boolean,
+): Hook | undefined {
   const skip = (req: FastifyRequest) => soldOut((req.params as { saleId: string }).saleId);
   const refused = () => purchaseOutcome('rate_limited').inc();
   // An IPv6 client usually holds a whole /64: counted as one address, as the plugin's own key does.
-  return limiter(app, redis, { limit: 'ip', max: limits.purchaseRatePerIp, windowMs: limits.purchaseRateWindowMs, key: (req) => normalizeIP(req.ip), skip, refused });
+  return limiter(app, redis, {
+    limit: 'ip',
+    max: limits.purchaseRatePerIp,
+    windowMs: limits.purchaseRateWindowMs,
+    key: (req) => normalizeIP(req.ip),
+    skip,
+    refused,
+  });
 }
 
 /** Per buyer, a preHandler (auth has said who it is, the input is valid): `challenge` counts challenges fetched, `exchange` solutions exchanged. */
-export function challengeLimit(app: FastifyInstance, redis: RedisClient, limits: RateLimitSettings, limit: 'challenge' | 'exchange'): Hook | undefined {
-  return limiter(app, redis, { limit, max: limits.challengeRatePerBuyer, windowMs: limits.challengeRateWindowMs, key: (req) => req.buyer.id });
+export function challengeLimit(
+  app: FastifyInstance,
+  redis: RedisClient,
+  limits: RateLimitSettings,
+  limit: 'challenge' | 'exchange',
+): Hook | undefined {
+  return limiter(app, redis, {
+    limit,
+    max: limits.challengeRatePerBuyer,
+    windowMs: limits.challengeRateWindowMs,
+    key: (req) => req.buyer.id,
+  });
 }

@@ -4,8 +4,13 @@ import { $ } from './admin-session.js';
 
 export const UNITS = ['available', 'queued', 'pending', 'paid', 'expired', 'cancelled'];
 const COLORS = {
-  available: ['#067647', '#d1fadf'], queued: ['#b54708', '#fedf89'], pending: ['#1570ef', '#b2ddff'], paid: ['#6941c6', '#d9d6fe'],
-  restoring: ['#475467', '#eaecf0'], expired: ['#d92d20', '#fecdca'], cancelled: ['#475467', '#d0d5dd'],
+  available: ['#067647', '#d1fadf'],
+  queued: ['#b54708', '#fedf89'],
+  pending: ['#1570ef', '#b2ddff'],
+  paid: ['#6941c6', '#d9d6fe'],
+  restoring: ['#475467', '#eaecf0'],
+  expired: ['#d92d20', '#fecdca'],
+  cancelled: ['#475467', '#d0d5dd'],
 };
 // Stacked, bottom first, so that no unit's line hides another's (many sit at 0 together): where the
 // stock is, whose top is the sale's stock when the reconciliation holds; and the units closed so
@@ -20,7 +25,13 @@ const RATE_SPAN_S = 5;
 // Ticks at whole seconds or coarser, and at whole units: no 0.5 s, no 2.5 orders.
 const X_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300];
 const Y_INCRS = [0, 1, 2, 3, 4, 5, 6, 7].flatMap((p) => [1, 2, 5].map((m) => m * 10 ** p));
-const clock = (t) => new Date(t * 1000).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
+const clock = (t) =>
+  new Date(t * 1000).toLocaleTimeString(undefined, {
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    hour12: false,
+  });
 
 const chart = { plots: [], t: [], units: {}, samples: [] };
 
@@ -35,19 +46,32 @@ function makePlot({ box: id, units, height }) {
   const top = [...units].reverse(); // drawn first, each band then covered by those below it
   return {
     units,
-    plot: new uPlot({
-      width: Math.max(320, box.clientWidth), height,
-      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
-      // Units move in steps (a purchase, a close): drawn as steps, not as slopes between samples.
-      series: [{}, ...top.map((u) => ({
-        label: u, stroke: COLORS[u][0], fill: COLORS[u][1], width: 1.5, points: { show: false }, paths: uPlot.paths.stepped({ align: 1 }),
-      }))],
-      axes: [
-        { incrs: X_INCRS, space: 70, values: ticks(box, 'xTicks', clock) },
-        { incrs: Y_INCRS, size: 60, values: ticks(box, 'yTicks', String) },
-      ],
-      legend: { live: false },
-    }, [[], ...top.map(() => [])], box),
+    plot: new uPlot(
+      {
+        width: Math.max(320, box.clientWidth),
+        height,
+        scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
+        // Units move in steps (a purchase, a close): drawn as steps, not as slopes between samples.
+        series: [
+          {},
+          ...top.map((u) => ({
+            label: u,
+            stroke: COLORS[u][0],
+            fill: COLORS[u][1],
+            width: 1.5,
+            points: { show: false },
+            paths: uPlot.paths.stepped({ align: 1 }),
+          })),
+        ],
+        axes: [
+          { incrs: X_INCRS, space: 70, values: ticks(box, 'xTicks', clock) },
+          { incrs: Y_INCRS, size: 60, values: ticks(box, 'yTicks', String) },
+        ],
+        legend: { live: false },
+      },
+      [[], ...top.map(() => [])],
+      box,
+    ),
   };
 }
 
@@ -60,7 +84,11 @@ export function makeChart() {
   chart.plots = CHARTS.map(makePlot);
 }
 
-export const resizeChart = () => chart.plots.forEach(({ plot }, i) => void plot.setSize({ width: Math.max(320, $(CHARTS[i].box).clientWidth), height: CHARTS[i].height }));
+export const resizeChart = () =>
+  chart.plots.forEach(
+    ({ plot }, i) =>
+      void plot.setSize({ width: Math.max(320, $(CHARTS[i].box).clientWidth), height: CHARTS[i].height }),
+  );
 
 function draw({ plot, units }) {
   let sum = chart.t.map(() => 0);

@@ -9,7 +9,10 @@ export const drawLive = {
     setText('draw-made', draw.drawn ? `drawn ${when(draw.drawnAt)}` : `draw at ${when(sale.entriesCloseAt)}`);
     setText('draw-awarded', String(draw.awarded));
     setText('draw-waiting', String(draw.waiting));
-    setText('draw-backfill', draw.over ? 'backfill over' : draw.drawn ? `next in line until ${when(sale.backfillUntil)}` : 'not drawn yet');
+    setText(
+      'draw-backfill',
+      draw.over ? 'backfill over' : draw.drawn ? `next in line until ${when(sale.backfillUntil)}` : 'not drawn yet',
+    );
     setText('draw-lost', String(draw.lost));
   },
 };

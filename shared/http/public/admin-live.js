@@ -50,15 +50,22 @@ function renderLive(n) {
   rec.dataset.holds = String(r.holds);
   setText('reconciliation', r.holds ? 'Holds' : 'Violated');
   const sum = r.available + r.queued + r.pending + r.paid + r.restoring;
-  setText('reconciliation-detail', `${r.available} available + ${r.queued} queued + ${r.pending} pending + ${r.paid} paid + ${r.restoring} restoring = ${sum} of ${r.total}`);
+  setText(
+    'reconciliation-detail',
+    `${r.available} available + ${r.queued} queued + ${r.pending} pending + ${r.paid} paid + ${r.restoring} restoring = ${sum} of ${r.total}`,
+  );
   const outcomes = Object.entries(n.thisInstance.outcomes).sort(([a], [b]) => a.localeCompare(b));
   const rows = outcomes.length > 0 ? outcomes : [['no purchases yet', 0]];
-  $('outcomes').replaceChildren(...rows.map(([outcome, count]) => {
-    const tr = document.createElement('tr');
-    tr.dataset.outcome = outcome;
-    tr.append(...[outcome, String(count)].map((text) => Object.assign(document.createElement('td'), { textContent: text })));
-    return tr;
-  }));
+  $('outcomes').replaceChildren(
+    ...rows.map(([outcome, count]) => {
+      const tr = document.createElement('tr');
+      tr.dataset.outcome = outcome;
+      tr.append(
+        ...[outcome, String(count)].map((text) => Object.assign(document.createElement('td'), { textContent: text })),
+      );
+      return tr;
+    }),
+  );
 }
 
 async function pollLive(saleId) {
@@ -109,7 +116,13 @@ export function openFromHash() {
 
 export async function endSale() {
   const sale = live.sale;
-  if (!sale || !confirm(`End "${sale.name}" now? No one can buy from it after this; pending orders stay payable until their deadline.`)) return;
+  if (
+    !sale ||
+    !confirm(
+      `End "${sale.name}" now? No one can buy from it after this; pending orders stay payable until their deadline.`,
+    )
+  )
+    return;
   $('end-sale').disabled = true;
   try {
     const ended = await api('POST', `/api/sales/${encodeURIComponent(sale.id)}/end`);

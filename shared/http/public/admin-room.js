@@ -7,7 +7,12 @@ export const roomLive = {
   key: 'room',
   render(room) {
     setText('room-waiting', String(room.waiting));
-    setText('room-joined', room.open ? `${plural(room.joined, 'buyer', 'buyers')} joined` : `${plural(room.joined, 'buyer', 'buyers')} joined · places drawn at the start`);
+    setText(
+      'room-joined',
+      room.open
+        ? `${plural(room.joined, 'buyer', 'buyers')} joined`
+        : `${plural(room.joined, 'buyer', 'buyers')} joined · places drawn at the start`,
+    );
     setText('room-admitted', String(room.admitted));
     setText('room-outstanding', `${plural(room.passesOutstanding, 'pass', 'passes')} can still buy`);
     setText('room-used', String(room.passesUsed));

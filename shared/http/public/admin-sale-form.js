@@ -20,8 +20,15 @@ function saleDefinition(form) {
 
 // The server's refusal names the API's fields (the input names); the form says them as its labels do.
 function inLabels(form, message) {
-  const labels = new Map([...form.querySelectorAll('[name]')].map((input) => [input.name, input.closest('label')?.firstChild?.textContent.trim()]));
-  return message.replace(/(?<![\w-])[a-z][A-Za-z]*(?![\w-])/g, (word) => (labels.get(word) ? `“${labels.get(word)}”` : word));
+  const labels = new Map(
+    [...form.querySelectorAll('[name]')].map((input) => [
+      input.name,
+      input.closest('label')?.firstChild?.textContent.trim(),
+    ]),
+  );
+  return message.replace(/(?<![\w-])[a-z][A-Za-z]*(?![\w-])/g, (word) =>
+    labels.get(word) ? `“${labels.get(word)}”` : word,
+  );
 }
 
 /** Shows the settings of the chosen admission only (a label's data-only names its admission). */

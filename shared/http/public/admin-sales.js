@@ -22,7 +22,12 @@ export function saleIdLine(saleId) {
   const line = Object.assign(document.createElement('p'), { className: 'hint sale-id' });
   const id = Object.assign(document.createElement('code'), { textContent: saleId });
   id.dataset.testid = 'sale-id';
-  const page = Object.assign(document.createElement('a'), { href: buyerPage(saleId), textContent: 'buyer page', target: '_blank', rel: 'noopener' });
+  const page = Object.assign(document.createElement('a'), {
+    href: buyerPage(saleId),
+    textContent: 'buyer page',
+    target: '_blank',
+    rel: 'noopener',
+  });
   page.dataset.testid = 'sale-page';
   line.append(id, ' · ', page);
   return line;
@@ -31,31 +36,49 @@ export function saleIdLine(saleId) {
 function renderSales(sales) {
   $('sales-empty').hidden = sales.length > 0;
   const selected = location.hash.slice(1);
-  $('sales').replaceChildren(...sales.map((s) => {
-    const row = document.createElement('tr');
-    row.dataset.testid = 'sale-row';
-    row.dataset.sale = s.id;
-    row.classList.toggle('selected', s.id === selected);
-    const link = Object.assign(document.createElement('a'), { href: `#${s.id}`, textContent: s.name });
-    const name = document.createElement('div');
-    name.append(link, saleIdLine(s.id));
-    const price = s.price == null ? '—' : money(s.price, s.currency);
-    const cells = [name, SALE_STATES[s.state], price, `${s.available} of ${s.stock}`, s.pending, s.paid, s.expired, s.cancelled, when(s.startsAt), when(s.endsAt)];
-    row.append(...cells.map((c, i) => {
-      const td = document.createElement('td');
-      if (i === 1) td.dataset.state = s.state;
-      td.append(c instanceof Node ? c : String(c));
-      return td;
-    }));
-    return row;
-  }));
+  $('sales').replaceChildren(
+    ...sales.map((s) => {
+      const row = document.createElement('tr');
+      row.dataset.testid = 'sale-row';
+      row.dataset.sale = s.id;
+      row.classList.toggle('selected', s.id === selected);
+      const link = Object.assign(document.createElement('a'), { href: `#${s.id}`, textContent: s.name });
+      const name = document.createElement('div');
+      name.append(link, saleIdLine(s.id));
+      const price = s.price == null ? '—' : money(s.price, s.currency);
+      const cells = [
+        name,
+        SALE_STATES[s.state],
+        price,
+        `${s.available} of ${s.stock}`,
+        s.pending,
+        s.paid,
+        s.expired,
+        s.cancelled,
+        when(s.startsAt),
+        when(s.endsAt),
+      ];
+      row.append(
+        ...cells.map((c, i) => {
+          const td = document.createElement('td');
+          if (i === 1) td.dataset.state = s.state;
+          td.append(c instanceof Node ? c : String(c));
+          return td;
+        }),
+      );
+      return row;
+    }),
+  );
 }
 
 async function fetchSales() {
   const sales = [];
   let next = null;
   for (let page = 0; page < salesPages; page++) {
-    const answer = await api('GET', `/api/sales?limit=${SALES_PAGE}${next ? `&before=${encodeURIComponent(next)}` : ''}`);
+    const answer = await api(
+      'GET',
+      `/api/sales?limit=${SALES_PAGE}${next ? `&before=${encodeURIComponent(next)}` : ''}`,
+    );
     sales.push(...answer.sales);
     next = answer.next;
     if (!next) break;
@@ -83,5 +106,6 @@ export function moreSales() {
 
 /** Marks the shown sale's row (the rows are drawn again by each refresh, marked from the hash). */
 export function markSelected(saleId) {
-  for (const row of document.querySelectorAll('[data-testid="sale-row"]')) row.classList.toggle('selected', row.dataset.sale === saleId);
+  for (const row of document.querySelectorAll('[data-testid="sale-row"]'))
+    row.classList.toggle('selected', row.dataset.sale === saleId);
 }

@@ -25,12 +25,22 @@ export async function api(method, path, body) {
   if (body !== undefined) headers['content-type'] = 'application/json';
   let res;
   try {
-    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+    res = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: 'no-store',
+    });
   } catch {
     throw new ApiError(0, 'network', 'Cannot reach the server; retrying…');
   }
   const data = await res.json().catch(() => null);
-  if (!res.ok) throw new ApiError(res.status, data?.error ?? `http_${res.status}`, data?.message ?? `The server answered ${res.status}.`);
+  if (!res.ok)
+    throw new ApiError(
+      res.status,
+      data?.error ?? `http_${res.status}`,
+      data?.message ?? `The server answered ${res.status}.`,
+    );
   return data;
 }
 

@@ -22,7 +22,7 @@ const MESSAGES = {
   purchase_token_used: 'The anti-bot check was used up; please try again.',
   admission_pass_required: 'This sale has a waiting room: join it, and buy when it is your turn.',
   admission_pass_invalid: 'Your pass can no longer buy: it was used or has run out.',
-  not_in_queue: 'You are not in this sale\'s waiting room: join it first.',
+  not_in_queue: "You are not in this sale's waiting room: join it first.",
   entries_not_open: 'Entries to this draw are not open yet.',
   entries_closed: 'Entries to this draw are closed.',
   busy: 'The shop is very busy right now; please try again.',
@@ -43,7 +43,12 @@ export async function api(method, path, { token, body, headers: extra } = {}) {
   if (token) headers.authorization = `Bearer ${token}`;
   let res;
   try {
-    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+    res = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: 'no-store',
+    });
   } catch {
     throw new ApiError('network', '');
   }

@@ -20,11 +20,14 @@ function render() {
   const now = Date.now();
   renderSale(now);
   renderBuy();
-  const inFlight = state.buying || (orderHeld() && state.order.status !== 'paid') || MODES.some((mode) => mode.holdsIdentity?.());
+  const inFlight =
+    state.buying || (orderHeld() && state.order.status !== 'paid') || MODES.some((mode) => mode.holdsIdentity?.());
   el.userId.disabled = inFlight;
   el.emailVerified.disabled = inFlight;
   el.token.disabled = inFlight;
-  const message = state.saleMissing ? `There is no sale called "${saleId}".` : state.message || (state.offline ? networkMessage : '');
+  const message = state.saleMissing
+    ? `There is no sale called "${saleId}".`
+    : state.message || (state.offline ? networkMessage : '');
   el.message.hidden = message === '';
   setText(el.message, message);
   for (const mode of MODES) mode.render(now);

@@ -9,7 +9,8 @@ import { buyerKey, buyerToken, dropRefusedToken, identityGiven, purchaseToken, s
 import { development, el, orderHeld, render, salePath, state, TOKEN_HEADER } from './state.js';
 import { setText } from './text.js';
 
-const canBuy = () => state.sale?.state === 'open' && !state.buying && !orderHeld() && identityGiven() && (saleMode()?.mayBuy?.() ?? true);
+const canBuy = () =>
+  state.sale?.state === 'open' && !state.buying && !orderHeld() && identityGiven() && (saleMode()?.mayBuy?.() ?? true);
 
 export async function buy() {
   if (!canBuy()) return;
@@ -23,8 +24,11 @@ export async function buy() {
   try {
     const token = await buyerToken();
     gate = saleMode()?.purchase?.() ?? null;
-    const headers = gate ? gate.headers
-      : state.sale.challenge === 'pow' ? { [TOKEN_HEADER]: await purchaseToken(token) } : {};
+    const headers = gate
+      ? gate.headers
+      : state.sale.challenge === 'pow'
+        ? { [TOKEN_HEADER]: await purchaseToken(token) }
+        : {};
     const { orderId } = await api('POST', salePath('/purchases'), { token, body: { qty: 1 }, headers });
     if (gate) gate.bought();
     else spendPurchaseToken(buyer);

@@ -13,38 +13,67 @@ const drawSale = () => state.sale?.admission === 'draw';
 // The stream ends after won or lost.
 const ENTRY_RANK = { entered: 0, waiting: 1, won: 2, lost: 2 };
 
-const entriesOpen = (now) => drawSale() && now >= Date.parse(state.sale.entriesOpenAt) && now < Date.parse(state.sale.entriesCloseAt);
+const entriesOpen = (now) =>
+  drawSale() && now >= Date.parse(state.sale.entriesOpenAt) && now < Date.parse(state.sale.entriesCloseAt);
 const canEnter = () => entriesOpen(Date.now()) && !state.entering && !state.entry && identityGiven();
 
 const entry = admission({
-  slot: 'entry', busy: 'entering', path: 'entries', active: drawSale, allowed: canEnter, rank: ENTRY_RANK, until: 2,
+  slot: 'entry',
+  busy: 'entering',
+  path: 'entries',
+  active: drawSale,
+  allowed: canEnter,
+  rank: ENTRY_RANK,
+  until: 2,
   create: (token) => ({ token, view: null }),
   moved: (e, view) => {
     // Won: the draw's order is the buyer's order, followed as one just bought (unless a reload's
     // list of orders has it already).
-    if (view.state === 'won' && state.entry === e && state.order?.orderId !== view.orderId) takeOrder(view.orderId, e.token);
+    if (view.state === 'won' && state.entry === e && state.order?.orderId !== view.orderId)
+      takeOrder(view.orderId, e.token);
   },
 });
 
 /** A won entry whose order has closed since (expired or cancelled): its unit went to the next in line. */
-const orderClosed = (v) => v.state === 'won' && state.order?.orderId === v.orderId && (state.order.status === 'expired' || state.order.status === 'cancelled');
+const orderClosed = (v) =>
+  v.state === 'won' &&
+  state.order?.orderId === v.orderId &&
+  (state.order.status === 'expired' || state.order.status === 'cancelled');
 
 function entryText(v, s, now) {
   const ranked = `Drawn at rank ${v.drawRank} of ${v.entries}`;
   switch (v.state) {
     case 'entered':
       return now < Date.parse(s.entriesCloseAt)
-        ? ['You\'re in the draw', `${plural(v.entries, 'entry', 'entries')}; the draw is made at ${when(s.entriesCloseAt)}. Keep this page open, or come back then.`]
-        : ['You\'re in the draw', `Entries are closed (${plural(v.entries, 'entry', 'entries')}); the draw is being made…`];
+        ? [
+            "You're in the draw",
+            `${plural(v.entries, 'entry', 'entries')}; the draw is made at ${when(s.entriesCloseAt)}. Keep this page open, or come back then.`,
+          ]
+        : [
+            "You're in the draw",
+            `Entries are closed (${plural(v.entries, 'entry', 'entries')}); the draw is being made…`,
+          ];
     case 'won': {
       // The order may have closed since: its unit then goes to the next in line (not back on sale), until backfillUntil.
-      const gone = now < Date.parse(s.backfillUntil) ? 'so its unit went to the next in line' : 'and the draw is over: its unit is not sold again';
+      const gone =
+        now < Date.parse(s.backfillUntil)
+          ? 'so its unit went to the next in line'
+          : 'and the draw is over: its unit is not sold again';
       return orderClosed(v)
-        ? ['You were drawn', `${ranked}; your order was ${state.order.status === 'expired' ? 'not paid in time' : 'cancelled'}, ${gone}.`]
-        : ['You were drawn!', `${ranked}: your order is below. Pay before its timer runs out, or it goes to the next in line.`];
+        ? [
+            'You were drawn',
+            `${ranked}; your order was ${state.order.status === 'expired' ? 'not paid in time' : 'cancelled'}, ${gone}.`,
+          ]
+        : [
+            'You were drawn!',
+            `${ranked}: your order is below. Pay before its timer runs out, or it goes to the next in line.`,
+          ];
     }
     case 'waiting':
-      return [`Drawn at rank ${v.drawRank}; not yet`, `Units that come back (an order not paid in time, or cancelled) go to the next in line until ${when(s.backfillUntil)}. Keep this page open.`];
+      return [
+        `Drawn at rank ${v.drawRank}; not yet`,
+        `Units that come back (an order not paid in time, or cancelled) go to the next in line until ${when(s.backfillUntil)}. Keep this page open.`,
+      ];
     default:
       return ['Not drawn this time', `${ranked}; no unit came back to your place before ${when(s.backfillUntil)}.`];
   }
@@ -55,8 +84,10 @@ function drawHintText(s, now) {
   if (state.entry || state.entering) return '';
   if (now < Date.parse(s.entriesOpenAt)) return `Entries open at ${when(s.entriesOpenAt)}.`;
   if (now >= Date.parse(s.entriesCloseAt)) return 'Entries are closed.';
-  if (!identityGiven()) return development ? 'Enter a user id to enter the draw.' : 'Paste your buyer token to enter the draw.';
-  const first = s.stock === 1 ? 'the first entrant drawn gets an order' : `the first ${s.stock} entrants drawn get an order`;
+  if (!identityGiven())
+    return development ? 'Enter a user id to enter the draw.' : 'Paste your buyer token to enter the draw.';
+  const first =
+    s.stock === 1 ? 'the first entrant drawn gets an order' : `the first ${s.stock} entrants drawn get an order`;
   return `Entries close at ${when(s.entriesCloseAt)}; then the draw is made, and ${first}.`;
 }
 
@@ -83,9 +114,12 @@ function renderDraw(now) {
   setText(el.ticket, e ? e.view.ticket : '');
   el.secretRow.hidden = !e?.view.secret;
   setText(el.secret, e?.view.secret ?? '');
-  setText(el.drawCheck, s.seed === null
-    ? 'The seed that orders the draw is revealed once the draw is made. Its hash is published now, so it cannot be picked once the entries are known.'
-    : 'To check: sha256(seed) is the hash above; each ticket is sha256(sale id + ":" + buyer + ":" + that entry\'s secret), so yours is sha256 of your id and your secret above; the draw order is every ticket sorted by sha256(seed + ":" + ticket), and the first in that order get the units.');
+  setText(
+    el.drawCheck,
+    s.seed === null
+      ? 'The seed that orders the draw is revealed once the draw is made. Its hash is published now, so it cannot be picked once the entries are known.'
+      : 'To check: sha256(seed) is the hash above; each ticket is sha256(sale id + ":" + buyer + ":" + that entry\'s secret), so yours is sha256 of your id and your secret above; the draw order is every ticket sorted by sha256(seed + ":" + ticket), and the first in that order get the units.',
+  );
   el.recordLine.hidden = s.seed === null;
   const record = salePath('/draw');
   if (el.record.getAttribute('href') !== record) el.record.setAttribute('href', record);

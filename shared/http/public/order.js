@@ -29,10 +29,16 @@ export function takeOrder(orderId, token, status = 'queued', expiresAt = 0) {
 
 async function followOrder(o) {
   // Polled faster while it is being written, or once its deadline passed: both end in milliseconds.
-  const pause = () => (o.status === 'queued' || (o.status === 'pending_payment' && Date.now() >= o.expiresAt) ? 300 : 1000);
+  const pause = () =>
+    o.status === 'queued' || (o.status === 'pending_payment' && Date.now() >= o.expiresAt) ? 300 : 1000;
   await follow({
-    events: orderPath(o, '/events'), token: o.token, read: () => api('GET', orderPath(o), { token: o.token }), apply: applyOrder,
-    active: () => state.order === o && ORDER_RANK[o.status] < 2, pause, refused: (err) => (state.message = plain(err)),
+    events: orderPath(o, '/events'),
+    token: o.token,
+    read: () => api('GET', orderPath(o), { token: o.token }),
+    apply: applyOrder,
+    active: () => state.order === o && ORDER_RANK[o.status] < 2,
+    pause,
+    refused: (err) => (state.message = plain(err)),
   });
   void loadOrders(); // the list shows the order's final state too
 }
@@ -51,7 +57,8 @@ export async function loadOrders() {
     if (seq !== ordersAsked) return; // a newer question (another buyer) is on its way
     state.history = orders;
     const newest = orders[0];
-    if (!state.order && !state.buying && newest) takeOrder(newest.orderId, token, newest.status, newest.expiresAt ? Date.parse(newest.expiresAt) : 0);
+    if (!state.order && !state.buying && newest)
+      takeOrder(newest.orderId, token, newest.status, newest.expiresAt ? Date.parse(newest.expiresAt) : 0);
     else for (const view of orders) applyOrder(view);
   } catch (err) {
     if (unreachable(err)) state.offline = true;
@@ -103,9 +110,12 @@ export async function cancel() {
 
 const ORDER_TEXT = {
   queued: ['Queued…', 'You are in line; your order is being confirmed.'],
-  pending_payment: ['Waiting for payment', directPay
-    ? 'Pay before the timer runs out to keep your item.'
-    : 'Complete the payment with the payment provider before the timer runs out; this page updates by itself.'],
+  pending_payment: [
+    'Waiting for payment',
+    directPay
+      ? 'Pay before the timer runs out to keep your item.'
+      : 'Complete the payment with the payment provider before the timer runs out; this page updates by itself.',
+  ],
   paid: ['Paid', 'Thank you! Your order is paid.'],
   expired: ['Expired', 'The payment window closed, so the item went back on sale.'],
   cancelled: ['Cancelled', 'You cancelled this order, so the item went back on sale.'],
@@ -122,7 +132,7 @@ export function renderOrder(now) {
   setText(el.orderStatus, title);
   // Where the unit does not go back on sale, the mode says what it says instead.
   const closed = saleMode()?.closedOrderText?.[o.status];
-  setText(el.orderDetail, overdue ? 'Time is up; checking your order…' : closed ?? detail);
+  setText(el.orderDetail, overdue ? 'Time is up; checking your order…' : (closed ?? detail));
   el.timer.hidden = !pending;
   setText(el.timer, pending ? duration(o.expiresAt - now) : '');
   el.pay.hidden = !directPay || !pending || o.closed;
@@ -135,11 +145,16 @@ export function renderOrder(now) {
 
 export function renderHistory() {
   // The current order as the page follows it, the others as the server listed them.
-  const rows = state.history.map((v) => `${ORDER_TEXT[state.order?.orderId === v.orderId ? state.order.status : v.status][0]} · `
-    + `${v.qty} item${v.qty === 1 ? '' : 's'} · bought ${new Date(v.purchasedAt).toLocaleTimeString()}`);
+  const rows = state.history.map(
+    (v) =>
+      `${ORDER_TEXT[state.order?.orderId === v.orderId ? state.order.status : v.status][0]} · ` +
+      `${v.qty} item${v.qty === 1 ? '' : 's'} · bought ${new Date(v.purchasedAt).toLocaleTimeString()}`,
+  );
   el.history.hidden = rows.length === 0;
   const key = rows.join('\n');
   if (el.orderList.dataset.shown === key) return;
   el.orderList.dataset.shown = key;
-  el.orderList.replaceChildren(...rows.map((text) => Object.assign(document.createElement('li'), { textContent: text })));
+  el.orderList.replaceChildren(
+    ...rows.map((text) => Object.assign(document.createElement('li'), { textContent: text })),
+  );
 }

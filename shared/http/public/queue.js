@@ -12,14 +12,22 @@ const queueSale = () => state.sale?.admission === 'queue';
 const ROOM_RANK = { waiting: 0, sold_out: 0, admitted: 1, used: 2, expired: 2, ended: 2 };
 
 // A sold-out room can be joined: units come back from unpaid orders, and admission resumes.
-const canJoin = () => queueSale() && state.sale.state !== 'ended' && !state.joining && !state.room && !orderHeld() && identityGiven();
+const canJoin = () =>
+  queueSale() && state.sale.state !== 'ended' && !state.joining && !state.room && !orderHeld() && identityGiven();
 const passLive = () => state.room?.view.state === 'admitted' && Date.parse(state.room.view.passExpiresAt) > Date.now();
 
 const room = admission({
-  slot: 'room', busy: 'joining', path: 'queue', active: queueSale, allowed: canJoin, rank: ROOM_RANK, until: 1,
+  slot: 'room',
+  busy: 'joining',
+  path: 'queue',
+  active: queueSale,
+  allowed: canJoin,
+  rank: ROOM_RANK,
+  until: 1,
   create: (token) => ({ token, view: null, startAhead: null, expiryAsked: false }),
   // Within the line, a place further back is an older view.
-  behind: (old, view) => ROOM_RANK[view.state] === 0 && old.position !== null && view.position !== null && view.position > old.position,
+  behind: (old, view) =>
+    ROOM_RANK[view.state] === 0 && old.position !== null && view.position !== null && view.position > old.position,
   moved: (r, view) => {
     // The progress bar's baseline: the most people this page has seen ahead of the buyer (their
     // place is fixed once the room opens, so this is where they started, or where this page came in).
@@ -45,12 +53,18 @@ function waitText(seconds) {
 }
 
 const ROOM_TEXT = {
-  upcoming: ['You are in the waiting room', 'Places are drawn at random when the sale opens: everyone who joins before then has the same chance. Keep this page open.'],
+  upcoming: [
+    'You are in the waiting room',
+    'Places are drawn at random when the sale opens: everyone who joins before then has the same chance. Keep this page open.',
+  ],
   waiting: [null, 'Keep this page open: the Buy button appears here when it is your turn.'],
   admitted: ['It is your turn!', 'Buy before your pass runs out; after that it goes to the next in line.'],
   used: ['Your pass was used', 'You bought with it; your order is below.'],
   expired: ['Your turn has passed', 'Your pass ran out before you bought, so the next buyer in line was let in.'],
-  sold_out: ['Sold out for now', 'Every item is claimed. You keep your place: if a buyer does not pay in time, the line moves again.'],
+  sold_out: [
+    'Sold out for now',
+    'Every item is claimed. You keep your place: if a buyer does not pay in time, the line moves again.',
+  ],
   ended: ['The sale has ended', 'The waiting room closed before your turn.'],
 };
 
@@ -93,9 +107,14 @@ function renderRoom(now) {
     el.queueProgress.firstElementChild.style.width = `${progress}%`;
   }
   const moved = r.startAhead === null || !inLine ? 0 : r.startAhead - v.ahead;
-  setText(el.queueProgressHint, !inLine ? ''
-    : r.startAhead === 0 ? 'You are next in line.'
-      : `${moved} of the ${r.startAhead} ${r.startAhead === 1 ? 'person' : 'people'} ahead of you ${moved === 1 ? 'has' : 'have'} gone in.`);
+  setText(
+    el.queueProgressHint,
+    !inLine
+      ? ''
+      : r.startAhead === 0
+        ? 'You are next in line.'
+        : `${moved} of the ${r.startAhead} ${r.startAhead === 1 ? 'person' : 'people'} ahead of you ${moved === 1 ? 'has' : 'have'} gone in.`,
+  );
   const admitted = v.state === 'admitted';
   el.passCountdown.hidden = !admitted;
   setText(el.passCountdown, admitted ? `Your pass buys for ${duration(Date.parse(v.passExpiresAt) - now)}` : '');
@@ -113,17 +132,25 @@ export const queuePage = {
   mayBuy: passLive,
   purchase: () => {
     const r = state.room;
-    return r && {
-      headers: { [TOKEN_HEADER]: r.view.pass },
-      bought: () => room.apply(r, { ...r.view, state: 'used', pass: undefined }),
-      refused: (err) => {
-        if (err.code === 'admission_pass_invalid' && state.room) void room.refresh(state.room); // used elsewhere, or run out
-      },
-    };
+    return (
+      r && {
+        headers: { [TOKEN_HEADER]: r.view.pass },
+        bought: () => room.apply(r, { ...r.view, state: 'used', pass: undefined }),
+        refused: (err) => {
+          if (err.code === 'admission_pass_invalid' && state.room) void room.refresh(state.room); // used elsewhere, or run out
+        },
+      }
+    );
   },
   // Before the start, the generic countdown hint; in the room, its panel speaks.
-  hint: (s) => (s.state === 'upcoming' ? undefined : state.room ? ''
-    : s.state === 'open' && identityGiven() ? 'This sale has a waiting room: join it, and the Buy button appears when it is your turn.' : undefined),
+  hint: (s) =>
+    s.state === 'upcoming'
+      ? undefined
+      : state.room
+        ? ''
+        : s.state === 'open' && identityGiven()
+          ? 'This sale has a waiting room: join it, and the Buy button appears when it is your turn.'
+          : undefined,
   // Joined: the join took the purchase token; the pass buys.
   challengeAhead: () => !state.room,
 };

@@ -4,17 +4,51 @@
 
 export const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
 export const el = {
-  name: $('sale-name'), badge: $('sale-state'), countdown: $('countdown'), price: $('price'), stock: $('stock'),
-  userId: $('user-id'), emailVerified: $('email-verified'), token: $('token'), buy: $('buy'), buyHint: $('buy-hint'), message: $('message'),
-  order: $('order'), orderStatus: $('order-status'), orderDetail: $('order-detail'), timer: $('payment-countdown'), pay: $('pay'),
-  cancel: $('cancel'), history: $('orders'), orderList: $('order-list'), challenge: $('challenge'),
-  join: $('join'), queue: $('queue'), queueStatus: $('queue-status'), queueDetail: $('queue-detail'), queueFacts: $('queue-facts'),
-  queueAhead: $('queue-ahead'), queueWait: $('queue-wait'), queueProgress: $('queue-progress'), queueProgressHint: $('queue-progress-hint'),
+  name: $('sale-name'),
+  badge: $('sale-state'),
+  countdown: $('countdown'),
+  price: $('price'),
+  stock: $('stock'),
+  userId: $('user-id'),
+  emailVerified: $('email-verified'),
+  token: $('token'),
+  buy: $('buy'),
+  buyHint: $('buy-hint'),
+  message: $('message'),
+  order: $('order'),
+  orderStatus: $('order-status'),
+  orderDetail: $('order-detail'),
+  timer: $('payment-countdown'),
+  pay: $('pay'),
+  cancel: $('cancel'),
+  history: $('orders'),
+  orderList: $('order-list'),
+  challenge: $('challenge'),
+  join: $('join'),
+  queue: $('queue'),
+  queueStatus: $('queue-status'),
+  queueDetail: $('queue-detail'),
+  queueFacts: $('queue-facts'),
+  queueAhead: $('queue-ahead'),
+  queueWait: $('queue-wait'),
+  queueProgress: $('queue-progress'),
+  queueProgressHint: $('queue-progress-hint'),
   passCountdown: $('pass-countdown'),
-  enter: $('enter'), draw: $('draw'), drawStatus: $('draw-status'), drawDetail: $('draw-detail'), fairness: $('fairness'),
-  seedHash: $('draw-seed-hash'), seedRow: $('draw-seed-row'), seed: $('draw-seed'), ticketRow: $('draw-ticket-row'), ticket: $('draw-ticket'),
-  secretRow: $('draw-secret-row'), secret: $('draw-secret'),
-  drawCheck: $('draw-check'), recordLine: $('draw-record-line'), record: $('draw-record'),
+  enter: $('enter'),
+  draw: $('draw'),
+  drawStatus: $('draw-status'),
+  drawDetail: $('draw-detail'),
+  fairness: $('fairness'),
+  seedHash: $('draw-seed-hash'),
+  seedRow: $('draw-seed-row'),
+  seed: $('draw-seed'),
+  ticketRow: $('draw-ticket-row'),
+  ticket: $('draw-ticket'),
+  secretRow: $('draw-secret-row'),
+  secret: $('draw-secret'),
+  drawCheck: $('draw-check'),
+  recordLine: $('draw-record-line'),
+  record: $('draw-record'),
 };
 export const TOKEN_HEADER = 'flashsale-purchase-token';
 
@@ -48,4 +82,5 @@ export const setRender = (fn) => void (draw = fn);
 export const render = () => draw();
 
 // Queued, waiting for payment, or paid: one order per visit; an expired or cancelled one frees the button again.
-export const orderHeld = () => state.order !== null && state.order.status !== 'expired' && state.order.status !== 'cancelled';
+export const orderHeld = () =>
+  state.order !== null && state.order.status !== 'expired' && state.order.status !== 'cancelled';

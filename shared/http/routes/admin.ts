@@ -31,7 +31,9 @@ const assets = (): { url: string; file: string | URL; type: string }[] => [
 const ms = (description: string) => ({ type: 'integer', nullable: true, description });
 
 const UNITS = {
-  total: count('the sale\'s stock'), available: count('left in Redis'), queued: count('won, not yet written to Postgres'),
+  total: count("the sale's stock"),
+  available: count('left in Redis'),
+  queued: count('won, not yet written to Postgres'),
   ...Object.fromEntries(ORDER_STATES.map((s) => [s, count(STATE_RULES[s].describe)])),
   restoring: count(`${RESTORING.join(' or ')}, not yet back in Redis`),
   holds: { type: 'boolean', description: `available + queued + ${HOLDING.join(' + ')} + restoring = total` },
@@ -39,44 +41,74 @@ const UNITS = {
 
 /** Built when the routes are (a mode registered late, by a test, is in it): one nullable object per mode's figures. */
 const liveSchema = () => ({
-  description: 'the sale\'s numbers, read at `at`', type: 'object',
+  description: "the sale's numbers, read at `at`",
+  type: 'object',
   required: ['at', 'sale', 'reconciliation', 'purchases', 'writerLagMs', 'lateness', ...liveKeys(), 'thisInstance'],
   properties: {
-    at: { type: 'string', format: 'date-time', description: 'the server\'s clock when they were read' },
+    at: { type: 'string', format: 'date-time', description: "the server's clock when they were read" },
     sale: saleViewSchema,
-    reconciliation: { type: 'object', description: 'units of the sale by where they are (expired and cancelled: ever)', required: Object.keys(UNITS), properties: UNITS },
-    purchases: count('purchases accepted so far, by every API instance (Redis\'s purchase counter)'),
+    reconciliation: {
+      type: 'object',
+      description: 'units of the sale by where they are (expired and cancelled: ever)',
+      required: Object.keys(UNITS),
+      properties: UNITS,
+    },
+    purchases: count("purchases accepted so far, by every API instance (Redis's purchase counter)"),
     writerLagMs: ms('age of the oldest winner still in Redis; null when none waits'),
     lateness: {
-      type: 'object', required: ['closes', 'p50Ms', 'p99Ms'],
+      type: 'object',
+      required: ['closes', 'p50Ms', 'p99Ms'],
       description: `expired orders closed in the last ${LATENESS_WINDOW_MS / 1000} s (at most ${LATENESS_SAMPLE}): how long after their deadline`,
       properties: { closes: count('orders closed'), p50Ms: ms('median lateness'), p99Ms: ms('99th percentile') },
     },
     ...Object.fromEntries(registeredModes().flatMap(({ live }) => (live ? [[live.key, live.schema]] : []))),
     thisInstance: {
-      type: 'object', required: ['outcomes'],
-      description: 'the answering API process\'s own counters (all sales, since it started): refusals are counted per process only',
-      properties: { outcomes: { type: 'object', additionalProperties: { type: 'integer' }, description: 'purchase attempts by outcome' } },
+      type: 'object',
+      required: ['outcomes'],
+      description:
+        "the answering API process's own counters (all sales, since it started): refusals are counted per process only",
+      properties: {
+        outcomes: {
+          type: 'object',
+          additionalProperties: { type: 'integer' },
+          description: 'purchase attempts by outcome',
+        },
+      },
     },
   },
 });
 
-export const admin: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth }> = (app, { pool, redis, auth }, done) => {
+export const admin: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth }> = (
+  app,
+  { pool, redis, auth },
+  done,
+) => {
   const html = withSaleForm(readFileSync(new URL('admin.html', PUBLIC_DIR), 'utf8'));
-  staticRoute(app, '/admin', 'text/html; charset=utf-8', html, 'The operator\'s page: sales, a sale\'s live view, create and end');
-  for (const { url, file, type } of assets()) staticRoute(app, url, type, readFileSync(file), `The operator's page's ${url.slice(1)}`);
+  staticRoute(
+    app,
+    '/admin',
+    'text/html; charset=utf-8',
+    html,
+    "The operator's page: sales, a sale's live view, create and end",
+  );
+  for (const { url, file, type } of assets())
+    staticRoute(app, url, type, readFileSync(file), `The operator's page's ${url.slice(1)}`);
 
-  app.get<{ Params: { saleId: string } }>('/api/sales/:saleId/live', {
-    preValidation: auth.admin,
-    schema: adminSaleSchema(
-      'A sale\'s live numbers in one round trip: units by place, purchases, writer lag, expiry lateness, the waiting room or the draw',
-      'Polled every second by /admin. Everything but `thisInstance` comes from Redis and Postgres, whichever API instance answers.',
-      liveSchema(),
-    ),
-  }, async (req) => {
-    const sale = await getSale(pool, req.params.saleId);
-    if (!sale) throw new HttpError('sale_not_found', `No sale with id "${req.params.saleId}".`);
-    return saleLive(pool, redis, sale);
-  });
+  app.get<{ Params: { saleId: string } }>(
+    '/api/sales/:saleId/live',
+    {
+      preValidation: auth.admin,
+      schema: adminSaleSchema(
+        "A sale's live numbers in one round trip: units by place, purchases, writer lag, expiry lateness, the waiting room or the draw",
+        'Polled every second by /admin. Everything but `thisInstance` comes from Redis and Postgres, whichever API instance answers.',
+        liveSchema(),
+      ),
+    },
+    async (req) => {
+      const sale = await getSale(pool, req.params.saleId);
+      if (!sale) throw new HttpError('sale_not_found', `No sale with id "${req.params.saleId}".`);
+      return saleLive(pool, redis, sale);
+    },
+  );
   done();
 };

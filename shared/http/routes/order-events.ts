@@ -21,23 +21,33 @@ const RANK: Record<OrderStatus, number> = { queued: 0, pending_payment: 1, paid:
 const FINAL = 2;
 
 const schema = {
-  summary: 'The buyer\'s order as Server-Sent Events: its state now, then each transition; the stream ends after paid, expired or cancelled',
-  description: 'Each event\'s data is the order as GET /api/orders/:orderId shows it. A comment line comes every 15 s. '
-    + 'Browsers\' EventSource cannot send headers: the token may come as ?access_token= on this route only.',
-  tags: ['orders'], security: SECURITY.buyer,
+  summary:
+    "The buyer's order as Server-Sent Events: its state now, then each transition; the stream ends after paid, expired or cancelled",
+  description:
+    "Each event's data is the order as GET /api/orders/:orderId shows it. A comment line comes every 15 s. " +
+    "Browsers' EventSource cannot send headers: the token may come as ?access_token= on this route only.",
+  tags: ['orders'],
+  security: SECURITY.buyer,
   params: orderIdParams,
   querystring: streamQuery,
   response: {
-    200: textResponse('text/event-stream', 'the order\'s events: `data: {"orderId", "saleId", "qty", "status", "expiresAt"?}`'),
+    200: textResponse(
+      'text/event-stream',
+      'the order\'s events: `data: {"orderId", "saleId", "qty", "status", "expiresAt"?}`',
+    ),
     ...errorResponses('invalid_id', 'bad_request', 'unauthorized', 'order_not_found', 'busy', 'unavailable'),
   },
 };
 
 type Stream = { Params: { orderId: string }; Querystring: { access_token?: string } };
 
-export const orderEvents: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth: Auth; limits: Pick<Config, 'sseMaxStreams' | 'sseMaxStreamsPerBuyer'>; logger: Logger }> = (
-  app, { pool, redis, auth, limits, logger }, done,
-) => {
+export const orderEvents: FastifyPluginCallback<{
+  pool: Pool;
+  redis: RedisClient;
+  auth: Auth;
+  limits: Pick<Config, 'sseMaxStreams' | 'sseMaxStreamsPerBuyer'>;
+  logger: Logger;
+}> = (app, { pool, redis, auth, limits, logger }, done) => {
   const feed = new OrderFeed(redis, limits, logger);
   /** How to end each open stream, for a shutdown: the server cannot close while one is open. */
   const open = new Set<() => void>();
@@ -47,49 +57,66 @@ export const orderEvents: FastifyPluginCallback<{ pool: Pool; redis: RedisClient
   });
   app.addHook('onClose', () => feed.close());
 
-  app.get<Stream>('/api/orders/:orderId/events', { onRequest: tokenFromQuery, preValidation: auth.buyer, schema }, async (req, reply) => {
-    const { orderId } = req.params;
-    const buyer = req.buyer.id;
-    // Joined before the order is read: a transition published meanwhile waits here, not lost.
-    const early: (OrderEvent | null)[] = [];
-    let deliver: (e: OrderEvent | null) => void = (e) => void early.push(e);
-    const leave = await feed.join(orderId, buyer, (e) => deliver(e));
-    let first: OrderView;
-    try {
-      first = await getOrder(pool, redis, orderId, buyer);
-    } catch (err) {
-      leave();
-      throw err;
-    }
+  app.get<Stream>(
+    '/api/orders/:orderId/events',
+    { onRequest: tokenFromQuery, preValidation: auth.buyer, schema },
+    async (req, reply) => {
+      const { orderId } = req.params;
+      const buyer = req.buyer.id;
+      // Joined before the order is read: a transition published meanwhile waits here, not lost.
+      const early: (OrderEvent | null)[] = [];
+      let deliver: (e: OrderEvent | null) => void = (e) => void early.push(e);
+      const leave = await feed.join(orderId, buyer, (e) => deliver(e));
+      let first: OrderView;
+      try {
+        first = await getOrder(pool, redis, orderId, buyer);
+      } catch (err) {
+        leave();
+        throw err;
+      }
 
-    let sent: OrderView | undefined;
-    let reading = false;
-    // A queued order is written within milliseconds, a pending one closed at its deadline: one
-    // still showing either at a heartbeat is read again, in case its message was lost with a crashed producer.
-    const { res, end } = startStream(reply, open, leave, () => {
-      if (sent?.status === 'queued' || (sent?.status === 'pending_payment' && Date.now() > Date.parse(sent.expiresAt!) + OVERDUE_GRACE_MS)) reread();
-    });
-    // Transitions only go forward: an older state read or published late is never sent.
-    const send = (view: OrderView) => {
-      if (!open.has(end) || (sent && RANK[view.status] <= RANK[sent.status])) return;
-      sent = view;
-      res.write(`data: ${JSON.stringify(view)}\n\n`);
-      if (RANK[view.status] === FINAL) end();
-    };
-    const reread = () => {
-      if (reading || !open.has(end)) return;
-      reading = true;
-      getOrder(pool, redis, orderId, buyer).then(send, () => {}).finally(() => (reading = false));
-    };
-    const { saleId, qty } = first;
-    deliver = (e) => {
-      if (e) send({ orderId, saleId, qty, status: e.status, ...(e.status === 'pending_payment' && e.expiresAt ? { expiresAt: e.expiresAt } : {}) });
-      else reread();
-    };
-    send(first);
-    for (const e of early.splice(0)) deliver(e);
-    // Gone while its order was read: its 'close' has fired already.
-    if (res.destroyed) end();
-  });
+      let sent: OrderView | undefined;
+      let reading = false;
+      // A queued order is written within milliseconds, a pending one closed at its deadline: one
+      // still showing either at a heartbeat is read again, in case its message was lost with a crashed producer.
+      const { res, end } = startStream(reply, open, leave, () => {
+        if (
+          sent?.status === 'queued' ||
+          (sent?.status === 'pending_payment' && Date.now() > Date.parse(sent.expiresAt!) + OVERDUE_GRACE_MS)
+        )
+          reread();
+      });
+      // Transitions only go forward: an older state read or published late is never sent.
+      const send = (view: OrderView) => {
+        if (!open.has(end) || (sent && RANK[view.status] <= RANK[sent.status])) return;
+        sent = view;
+        res.write(`data: ${JSON.stringify(view)}\n\n`);
+        if (RANK[view.status] === FINAL) end();
+      };
+      const reread = () => {
+        if (reading || !open.has(end)) return;
+        reading = true;
+        getOrder(pool, redis, orderId, buyer)
+          .then(send, () => {})
+          .finally(() => (reading = false));
+      };
+      const { saleId, qty } = first;
+      deliver = (e) => {
+        if (e)
+          send({
+            orderId,
+            saleId,
+            qty,
+            status: e.status,
+            ...(e.status === 'pending_payment' && e.expiresAt ? { expiresAt: e.expiresAt } : {}),
+          });
+        else reread();
+      };
+      send(first);
+      for (const e of early.splice(0)) deliver(e);
+      // Gone while its order was read: its 'close' has fired already.
+      if (res.destroyed) end();
+    },
+  );
   done();
 };

@@ -42,7 +42,12 @@ export function feedStreams<T extends { saleId: string }>(app: FastifyInstance, 
   });
   app.addHook('onClose', () => feed.close());
 
-  return async function follow<V extends { state: string }>(reply: FastifyReply, saleId: string, buyer: string, f: Following<T, V>): Promise<void> {
+  return async function follow<V extends { state: string }>(
+    reply: FastifyReply,
+    saleId: string,
+    buyer: string,
+    f: Following<T, V>,
+  ): Promise<void> {
     let latest: T | null = null;
     let deliver: TickListener<T> = (t) => void (latest = t ?? latest);
     const leave = feed.join(saleId, buyer, (t) => deliver(t));
@@ -98,7 +103,13 @@ export interface SaleStream {
   data: string;
 }
 
-type StreamDeps = { redis: RedisClient; auth: Auth; limits: Pick<Config, 'sseMaxStreams'>; saleCache: SaleCache; logger: Logger };
+type StreamDeps = {
+  redis: RedisClient;
+  auth: Auth;
+  limits: Pick<Config, 'sseMaxStreams'>;
+  saleCache: SaleCache;
+  logger: Logger;
+};
 type Stream = { Params: { saleId: string }; Querystring: { access_token?: string } };
 
 /**
@@ -107,7 +118,9 @@ type Stream = { Params: { saleId: string }; Querystring: { access_token?: string
  * hands on the feed's ticks. The route's schema is the same for every kind but for its words.
  */
 export function saleStreamRoute<T extends { saleId: string }>(
-  app: FastifyInstance, { redis, auth, limits, saleCache, logger }: StreamDeps, s: SaleStream,
+  app: FastifyInstance,
+  { redis, auth, limits, saleCache, logger }: StreamDeps,
+  s: SaleStream,
   handler: (follow: ReturnType<typeof feedStreams<T>>, sale: Sale, buyer: string, reply: FastifyReply) => Promise<void>,
 ): void {
   const view = `GET .../${s.path}/me`;
@@ -115,13 +128,28 @@ export function saleStreamRoute<T extends { saleId: string }>(
   const schema = {
     summary: s.summary,
     description: `Each event's data is the view ${view} answers. ${s.description} The token may come as ?access_token= (EventSource cannot send headers).`,
-    tags: [s.kind], security: SECURITY.buyer, params: saleIdParams, querystring: streamQuery,
+    tags: [s.kind],
+    security: SECURITY.buyer,
+    params: saleIdParams,
+    querystring: streamQuery,
     response: {
       200: textResponse('text/event-stream', s.data),
-      ...errorResponses('invalid_id', 'bad_request', 'unauthorized', 'sale_not_found', ...s.refusals, 'busy', 'unavailable'),
+      ...errorResponses(
+        'invalid_id',
+        'bad_request',
+        'unauthorized',
+        'sale_not_found',
+        ...s.refusals,
+        'busy',
+        'unavailable',
+      ),
     },
   };
-  app.get<Stream>(`/api/sales/:saleId/${s.path}/events`, { onRequest: tokenFromQuery, preValidation: auth.buyer, schema }, async (req, reply) => {
-    await handler(follow, await s.sale(saleCache, req.params.saleId), req.buyer.id, reply);
-  });
+  app.get<Stream>(
+    `/api/sales/:saleId/${s.path}/events`,
+    { onRequest: tokenFromQuery, preValidation: auth.buyer, schema },
+    async (req, reply) => {
+      await handler(follow, await s.sale(saleCache, req.params.saleId), req.buyer.id, reply);
+    },
+  );
 }

@@ -17,7 +17,14 @@ export class SaleFeed<T extends { saleId: string }> {
   private subscriber: RedisClient | undefined;
 
   /** `what` names the streams in messages and logs; `poll` is the route to poll instead when they are full. */
-  constructor(private readonly redis: RedisClient, private readonly channel: string, private readonly what: string, poll: string, maxStreams: number, private readonly logger: Logger) {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly channel: string,
+    private readonly what: string,
+    poll: string,
+    maxStreams: number,
+    private readonly logger: Logger,
+  ) {
     this.slots = new StreamSlots(() => ({ all: maxStreams, perBuyer: MAX_STREAMS_PER_BUYER }), what, poll);
   }
 

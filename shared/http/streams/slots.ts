@@ -7,7 +7,11 @@ export class StreamSlots {
   private readonly byBuyer = new Map<string, number>();
   private open = 0;
 
-  constructor(private readonly max: () => { all: number; perBuyer: number }, private readonly what: string, private readonly poll: string) {}
+  constructor(
+    private readonly max: () => { all: number; perBuyer: number },
+    private readonly what: string,
+    private readonly poll: string,
+  ) {}
 
   get streams(): number {
     return this.open;
@@ -17,8 +21,10 @@ export class StreamSlots {
   take(buyer: string): () => void {
     const held = this.byBuyer.get(buyer) ?? 0;
     const { all, perBuyer } = this.max();
-    if (this.open >= all) throw new HttpError('busy', `Too many ${this.what} streams are open on this server; poll ${this.poll} instead.`);
-    if (held >= perBuyer) throw new HttpError('busy', `You already have ${held} ${this.what} streams open; close one first.`);
+    if (this.open >= all)
+      throw new HttpError('busy', `Too many ${this.what} streams are open on this server; poll ${this.poll} instead.`);
+    if (held >= perBuyer)
+      throw new HttpError('busy', `You already have ${held} ${this.what} streams open; close one first.`);
     this.open++;
     this.byBuyer.set(buyer, held + 1);
     return () => {

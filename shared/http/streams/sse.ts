@@ -8,8 +8,16 @@ import { releaseSlot } from '../plugins/load-shedding.js';
 
 /** An event stream's query: the token alone, for EventSource, which cannot send Authorization (url-token.ts takes it from there). */
 export const streamQuery = {
-  type: 'object', additionalProperties: false,
-  properties: { access_token: { type: 'string', minLength: 1, description: 'the buyer token, for clients that cannot send Authorization', ...refusal('bad_request', 'access_token must be a token.') } },
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    access_token: {
+      type: 'string',
+      minLength: 1,
+      description: 'the buyer token, for clients that cannot send Authorization',
+      ...refusal('bad_request', 'access_token must be a token.'),
+    },
+  },
   ...refusal('bad_request', 'The query takes access_token only.', 'Unknown query parameter(s): {fields}.'),
 };
 
@@ -20,10 +28,19 @@ export const HEARTBEAT_MS = 15_000;
  * Turns the reply into an event stream registered in `open` (a shutdown ends each). `onEnd` runs
  * once, whoever ends it: the client leaving, the route, or the shutdown.
  */
-export function startStream(reply: FastifyReply, open: Set<() => void>, onEnd: () => void, onHeartbeat?: () => void): { res: ServerResponse; end: () => void } {
+export function startStream(
+  reply: FastifyReply,
+  open: Set<() => void>,
+  onEnd: () => void,
+  onHeartbeat?: () => void,
+): { res: ServerResponse; end: () => void } {
   reply.hijack();
   const res = reply.raw;
-  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
+  res.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-accel-buffering': 'no',
+  });
   releaseSlot(reply);
   const heartbeat = setInterval(() => {
     res.write(': heartbeat\n\n');

@@ -7,14 +7,21 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError } from '../../runtime/errors.js';
 import { ORDER_ID_PATTERN } from '../../runtime/ids.js';
 import { duplicateKey } from '../../runtime/json-keys.js';
-import { EVENT_ID_MAX, EVENT_ID_PATTERN, type PaymentEvent, type PaymentProvider, type ProviderDefinition } from '../provider.js';
+import {
+  EVENT_ID_MAX,
+  EVENT_ID_PATTERN,
+  type PaymentEvent,
+  type PaymentProvider,
+  type ProviderDefinition,
+} from '../provider.js';
 
 export const SIGNATURE_HEADER = 'flashsale-signature';
 /** How far a signature's timestamp may be from now, either way: a captured event replays for this long at most. */
 export const SIGNATURE_TOLERANCE_SECONDS = 300;
 export const PAYMENT_SUCCEEDED = 'payment.succeeded';
 
-const hmac = (secret: string, t: string, raw: Buffer) => createHmac('sha256', secret).update(`${t}.`).update(raw).digest();
+const hmac = (secret: string, t: string, raw: Buffer) =>
+  createHmac('sha256', secret).update(`${t}.`).update(raw).digest();
 
 /** The header value for `raw` signed at `t` (unix seconds): what the provider sends, and what DIRECT_PAY builds. */
 export function signPayload(secret: string, raw: Buffer | string, t = Math.floor(Date.now() / 1000)): string {
@@ -25,8 +32,15 @@ export function signPayload(secret: string, raw: Buffer | string, t = Math.floor
  * Refuses anything but a signature of these exact bytes under the secret, made within the
  * tolerance. `name` is the header's, for the messages: Stripe signs the same way in Stripe-Signature.
  */
-export function verifySignature(secret: string, header: string | string[] | undefined, raw: Buffer, nowMs = Date.now(), name = 'Flashsale-Signature'): void {
-  if (typeof header !== 'string') throw new HttpError('invalid_signature', `Send the ${name} header once: t=<unix seconds>,v1=<hex HMAC-SHA256>.`);
+export function verifySignature(
+  secret: string,
+  header: string | string[] | undefined,
+  raw: Buffer,
+  nowMs = Date.now(),
+  name = 'Flashsale-Signature',
+): void {
+  if (typeof header !== 'string')
+    throw new HttpError('invalid_signature', `Send the ${name} header once: t=<unix seconds>,v1=<hex HMAC-SHA256>.`);
   let t: string | undefined;
   const candidates: Buffer[] = [];
   for (const part of header.split(',')) {
@@ -34,7 +48,11 @@ export function verifySignature(secret: string, header: string | string[] | unde
     if (key === 't' && t === undefined && /^\d{1,12}$/.test(value)) t = value;
     else if (key === 'v1' && /^[0-9a-f]{64}$/i.test(value)) candidates.push(Buffer.from(value, 'hex'));
   }
-  if (t === undefined || candidates.length === 0) throw new HttpError('invalid_signature', `The ${name} header needs t=<unix seconds> and at least one v1=<64 hex digits>.`);
+  if (t === undefined || candidates.length === 0)
+    throw new HttpError(
+      'invalid_signature',
+      `The ${name} header needs t=<unix seconds> and at least one v1=<64 hex digits>.`,
+    );
   const expected = hmac(secret, t, raw);
   // Every candidate is compared, in constant time, whichever matches.
   let match = false;
@@ -54,17 +72,22 @@ export function parseEvent(raw: Buffer): PaymentEvent {
   } catch {
     throw refuse('The body is not valid JSON.');
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw refuse('The event must be a JSON object.');
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw refuse('The event must be a JSON object.');
   const dup = duplicateKey(text);
-  if (dup !== undefined) throw refuse(`The key ${JSON.stringify(dup.slice(0, 64))} appears more than once in one object.`);
+  if (dup !== undefined)
+    throw refuse(`The key ${JSON.stringify(dup.slice(0, 64))} appears more than once in one object.`);
   const e = value as Record<string, unknown>;
-  if (typeof e.id !== 'string' || !EVENT_ID_PATTERN.test(e.id)) throw refuse(`id must be the provider's event id: 1 to ${EVENT_ID_MAX} printable characters.`);
+  if (typeof e.id !== 'string' || !EVENT_ID_PATTERN.test(e.id))
+    throw refuse(`id must be the provider's event id: 1 to ${EVENT_ID_MAX} printable characters.`);
   if (typeof e.type !== 'string') throw refuse('type must be a string.');
   if (e.type !== PAYMENT_SUCCEEDED) return { kind: 'ignored', id: e.id, type: e.type };
   if (typeof e.orderId !== 'string' || !ORDER_ID_PATTERN.test(e.orderId)) throw refuse('orderId must be an order id.');
-  if (!(Number.isSafeInteger(e.amount) && (e.amount as number) >= 0)) throw refuse('amount is required: a whole number of the currency\'s minor units, 0 or more.');
+  if (!(Number.isSafeInteger(e.amount) && (e.amount as number) >= 0))
+    throw refuse("amount is required: a whole number of the currency's minor units, 0 or more.");
   // Any code is recorded as sent (a wrong one is a refund, not a retry); the decision compares it exactly.
-  if (typeof e.currency !== 'string' || !/^[\x21-\x7e]{1,16}$/.test(e.currency)) throw refuse('currency is required: the ISO 4217 code of the amount, e.g. EUR.');
+  if (typeof e.currency !== 'string' || !/^[\x21-\x7e]{1,16}$/.test(e.currency))
+    throw refuse('currency is required: the ISO 4217 code of the amount, e.g. EUR.');
   return { kind: 'succeeded', id: e.id, orderId: e.orderId, amount: e.amount as number, currency: e.currency };
 }
 
@@ -94,20 +117,34 @@ export const signedWebhook: ProviderDefinition<SignedWebhook> = {
   security: {
     key: 'webhook',
     scheme: {
-      type: 'apiKey', in: 'header', name: 'Flashsale-Signature',
-      description: '`t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" under PAYMENT_WEBHOOK_SECRET>`; several v1= during a rotation',
+      type: 'apiKey',
+      in: 'header',
+      name: 'Flashsale-Signature',
+      description:
+        '`t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" under PAYMENT_WEBHOOK_SECRET>`; several v1= during a rotation',
     },
   },
   refusals: ['invalid_signature', 'stale_signature'],
   events: {
     body: {
-      type: 'object', required: ['id', 'type'],
+      type: 'object',
+      required: ['id', 'type'],
       properties: {
-        id: { type: 'string', description: `the provider's event id: 1 to ${EVENT_ID_MAX} printable characters (a longer one is 400 invalid_event)` },
+        id: {
+          type: 'string',
+          description: `the provider's event id: 1 to ${EVENT_ID_MAX} printable characters (a longer one is 400 invalid_event)`,
+        },
         type: { type: 'string', description: `${PAYMENT_SUCCEEDED}; any other type is ignored` },
         orderId: { type: 'string', description: `required for ${PAYMENT_SUCCEEDED}` },
-        amount: { type: 'integer', minimum: 0, description: `required for ${PAYMENT_SUCCEEDED}: in the currency's minor unit; pays the order only if it is price x qty` },
-        currency: { type: 'string', description: `required for ${PAYMENT_SUCCEEDED}: the ISO 4217 code, compared with the sale's exactly (upper case)` },
+        amount: {
+          type: 'integer',
+          minimum: 0,
+          description: `required for ${PAYMENT_SUCCEEDED}: in the currency's minor unit; pays the order only if it is price x qty`,
+        },
+        currency: {
+          type: 'string',
+          description: `required for ${PAYMENT_SUCCEEDED}: the ISO 4217 code, compared with the sale's exactly (upper case)`,
+        },
       },
     },
     types: { [PAYMENT_SUCCEEDED]: 'the money for `orderId` was taken: pays the order, or records a refund due' },

@@ -29,7 +29,8 @@ export function allRules(): readonly PurchaseRule[] {
 }
 
 /** The codes a door's rules may refuse with, for its route's documentation. */
-export const refusalsAt = (door: Door) => allRules().flatMap((rule) => (rule.doors.includes(door) ? rule.refusals : []));
+export const refusalsAt = (door: Door) =>
+  allRules().flatMap((rule) => (rule.doors.includes(door) ? rule.refusals : []));
 
 /** What a door's rules let through: the gate purchase.lua spends, if any; a promise when a read or a check was needed. */
 export type Judged = PurchaseGate | undefined | Promise<PurchaseGate | undefined>;
@@ -41,7 +42,10 @@ export class PurchaseRules {
   private readonly held = new Map<string, SaleRules>();
   private readonly reading = new Map<string, Promise<SaleRules | undefined>>();
 
-  constructor(private readonly redis: RedisClient, private readonly challenges: Challenges) {}
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly challenges: Challenges,
+  ) {}
 
   /**
    * Refuses the buyer at this door, or answers what purchase.lua must spend. `header`: a purchase's
@@ -63,14 +67,24 @@ export class PurchaseRules {
     this.apply(door, sale, buyer, undefined);
   }
 
-  private async judgeAfterReads(door: Door, saleId: string, buyer: Buyer, header: string | undefined): Promise<PurchaseGate | undefined> {
+  private async judgeAfterReads(
+    door: Door,
+    saleId: string,
+    buyer: Buyer,
+    header: string | undefined,
+  ): Promise<PurchaseGate | undefined> {
     // The token's or pass's expiry is purchase.lua's to judge, by Redis's clock.
     const carried = header === undefined ? undefined : await this.challenges.check(saleId, buyer.id, header);
-    const sale = this.held.get(saleId) ?? await this.read(saleId);
+    const sale = this.held.get(saleId) ?? (await this.read(saleId));
     return sale && this.apply(door, sale, buyer, carried);
   }
 
-  private apply(door: Door, sale: SaleRules, buyer: Buyer, carried: CheckedToken | undefined): PurchaseGate | undefined {
+  private apply(
+    door: Door,
+    sale: SaleRules,
+    buyer: Buyer,
+    carried: CheckedToken | undefined,
+  ): PurchaseGate | undefined {
     let gate: PurchaseGate | undefined;
     for (const rule of allRules()) {
       if (rule.doors.includes(door) && rule.applies(sale)) gate = rule.judge({ sale, buyer, carried }) ?? gate;
@@ -82,13 +96,15 @@ export class PurchaseRules {
   private read(saleId: string): Promise<SaleRules | undefined> {
     let reading = this.reading.get(saleId);
     if (!reading) {
-      reading = readSaleRules(this.redis, saleId).then((sale) => {
-        if (sale) {
-          if (this.held.size >= MAX_SALES) this.held.clear();
-          this.held.set(saleId, sale);
-        }
-        return sale;
-      }).finally(() => this.reading.delete(saleId));
+      reading = readSaleRules(this.redis, saleId)
+        .then((sale) => {
+          if (sale) {
+            if (this.held.size >= MAX_SALES) this.held.clear();
+            this.held.set(saleId, sale);
+          }
+          return sale;
+        })
+        .finally(() => this.reading.delete(saleId));
       this.reading.set(saleId, reading);
     }
     return reading;

@@ -10,22 +10,41 @@ import type { TcpProxy } from '../../support/tcp-proxy.js';
 export type Server = 'redis' | 'pg';
 
 export const PROCS: [string, Kind][] = [
-  ['api-a', 'api'], ['api-b', 'api'], ['writer-a', 'order-writer'], ['writer-b', 'order-writer'],
-  ['listener', 'expiry-listener'], ['replay', 'replay'], ['admission', 'admission'],
+  ['api-a', 'api'],
+  ['api-b', 'api'],
+  ['writer-a', 'order-writer'],
+  ['writer-b', 'order-writer'],
+  ['listener', 'expiry-listener'],
+  ['replay', 'replay'],
+  ['admission', 'admission'],
 ];
 
 /** The partitions the scenario makes: a process and the server it is cut from. */
 const PARTITIONS: [string, Server][] = [
-  ['api-a', 'redis'], ['api-b', 'redis'], ['writer-a', 'pg'], ['writer-b', 'pg'], ['writer-a', 'redis'], ['writer-b', 'redis'],
-  ['listener', 'redis'], ['admission', 'redis'],
+  ['api-a', 'redis'],
+  ['api-b', 'redis'],
+  ['writer-a', 'pg'],
+  ['writer-b', 'pg'],
+  ['writer-a', 'redis'],
+  ['writer-b', 'redis'],
+  ['listener', 'redis'],
+  ['admission', 'redis'],
 ];
 
 /** The seeded network faults, one every 0.4-1.6 s, each healed after its while, until stopped. */
-export function networkFaults(log: FaultLog, rand: () => number, faults: NetFaults, proxies: Map<string, Record<Server, TcpProxy>>, ports: Record<Server, number>): { stop(): Promise<void> } {
+export function networkFaults(
+  log: FaultLog,
+  rand: () => number,
+  faults: NetFaults,
+  proxies: Map<string, Record<Server, TcpProxy>>,
+  ports: Record<Server, number>,
+): { stop(): Promise<void> } {
   let stopping = false;
   const healing = new Set<Promise<void>>();
   const later = (ms: number, heal: () => Promise<void> | void) => {
-    const p = delay(ms).then(heal).catch((err) => log.note(`heal failed: ${(err as Error).message}`));
+    const p = delay(ms)
+      .then(heal)
+      .catch((err) => log.note(`heal failed: ${(err as Error).message}`));
     healing.add(p);
     void p.finally(() => healing.delete(p));
   };

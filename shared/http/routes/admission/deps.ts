@@ -21,4 +21,3 @@ export interface ModeRouteDeps {
   rules: PurchaseRules;
   logger: Logger;
 }
-

@@ -15,34 +15,45 @@ export const COUNT_EVERY_MS = 1000;
 const FINAL = new Set(['won', 'lost']);
 
 export const drawEvents: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
-  saleStreamRoute<DrawTick>(app, deps, {
-    path: 'entries', kind: 'draw', channel: DRAW_CHANNEL, sale: drawSale, refusals: ['not_a_draw', 'not_entered'],
-    summary: 'The buyer\'s entry in the draw as Server-Sent Events, until won or lost', data: 'the buyer\'s entry: `data: {"saleId", "state", "ticket", "secret", "drawRank", "orderId", "entries"}`',
-    description: 'A change of state comes at once, a new entry count at most once a second. The stream ends after won (with the orderId) or lost.',
-  }, async (follow, sale, buyer, reply) => {
-    let entry = { ticket: '', secret: null as string | null };
-    let rank: number | null = null;
-    // From Postgres: before the stream, once when the draw is made (the rank), and after the subscription was away.
-    const read = async () => {
-      const view = await buyerEntry(deps.pool, sale.id, buyer);
-      entry = { ticket: view.ticket, secret: view.secret };
-      rank = view.drawRank;
-      return view;
-    };
-    await follow<EntryView>(reply, sale.id, buyer, {
-      first: read,
-      read,
-      moved: (sent, view) => sent.entries !== view.entries,
-      everyMs: COUNT_EVERY_MS,
-      final: FINAL,
-      onTick: (tick, send, reread) => {
-        // A tick older than the entry read (published before the draw): nothing to say.
-        if (tick && !tick.drawn && rank !== null) return;
-        const view = tick && viewFromTick(entry, rank, tick);
-        if (view) send(view);
-        else reread();
-      },
-    });
-  });
+  saleStreamRoute<DrawTick>(
+    app,
+    deps,
+    {
+      path: 'entries',
+      kind: 'draw',
+      channel: DRAW_CHANNEL,
+      sale: drawSale,
+      refusals: ['not_a_draw', 'not_entered'],
+      summary: "The buyer's entry in the draw as Server-Sent Events, until won or lost",
+      data: 'the buyer\'s entry: `data: {"saleId", "state", "ticket", "secret", "drawRank", "orderId", "entries"}`',
+      description:
+        'A change of state comes at once, a new entry count at most once a second. The stream ends after won (with the orderId) or lost.',
+    },
+    async (follow, sale, buyer, reply) => {
+      let entry = { ticket: '', secret: null as string | null };
+      let rank: number | null = null;
+      // From Postgres: before the stream, once when the draw is made (the rank), and after the subscription was away.
+      const read = async () => {
+        const view = await buyerEntry(deps.pool, sale.id, buyer);
+        entry = { ticket: view.ticket, secret: view.secret };
+        rank = view.drawRank;
+        return view;
+      };
+      await follow<EntryView>(reply, sale.id, buyer, {
+        first: read,
+        read,
+        moved: (sent, view) => sent.entries !== view.entries,
+        everyMs: COUNT_EVERY_MS,
+        final: FINAL,
+        onTick: (tick, send, reread) => {
+          // A tick older than the entry read (published before the draw): nothing to say.
+          if (tick && !tick.drawn && rank !== null) return;
+          const view = tick && viewFromTick(entry, rank, tick);
+          if (view) send(view);
+          else reread();
+        },
+      });
+    },
+  );
   done();
 };

@@ -29,65 +29,115 @@ export interface DrawRecord {
 const hex64 = { type: 'string', pattern: '^[0-9a-f]{64}$' };
 
 const recordSchema = {
-  description: 'the draw\'s public record', type: 'object',
-  required: ['saleId', 'seedSha256', 'seed', 'entriesCloseAt', 'backfillUntil', 'entries', 'drawn', 'drawnEntries', 'drawnEntriesSha256', 'tickets', 'winners'],
+  description: "the draw's public record",
+  type: 'object',
+  required: [
+    'saleId',
+    'seedSha256',
+    'seed',
+    'entriesCloseAt',
+    'backfillUntil',
+    'entries',
+    'drawn',
+    'drawnEntries',
+    'drawnEntriesSha256',
+    'tickets',
+    'winners',
+  ],
   properties: {
     saleId: { type: 'string' },
-    seedSha256: { ...hex64, description: 'sha256(seed) in hex, published from the sale\'s creation' },
-    seed: { ...hex64, nullable: true, description: 'the seed (64 lower-case hex digits) once the draw is made (`drawn`); null before' },
+    seedSha256: { ...hex64, description: "sha256(seed) in hex, published from the sale's creation" },
+    seed: {
+      ...hex64,
+      nullable: true,
+      description: 'the seed (64 lower-case hex digits) once the draw is made (`drawn`); null before',
+    },
     entriesCloseAt: { type: 'string', format: 'date-time' },
     backfillUntil: { type: 'string', format: 'date-time' },
     entries: { type: 'integer', description: 'entries in the draw' },
     drawn: { type: 'boolean', description: 'the ranks have been given' },
-    drawnEntries: { type: 'integer', nullable: true, description: 'how many entries the draw ranked when it was made; null before (and for a draw made before this was recorded)' },
-    drawnEntriesSha256: { ...hex64, nullable: true, description: 'sha256 of the tickets in draw order joined by ":", recorded when the draw was made: no entry can be dropped afterwards' },
-    tickets: { type: 'array', items: hex64, description: 'every entry\'s ticket, sorted, once the draw is made (empty before)' },
+    drawnEntries: {
+      type: 'integer',
+      nullable: true,
+      description:
+        'how many entries the draw ranked when it was made; null before (and for a draw made before this was recorded)',
+    },
+    drawnEntriesSha256: {
+      ...hex64,
+      nullable: true,
+      description:
+        'sha256 of the tickets in draw order joined by ":", recorded when the draw was made: no entry can be dropped afterwards',
+    },
+    tickets: {
+      type: 'array',
+      items: hex64,
+      description: "every entry's ticket, sorted, once the draw is made (empty before)",
+    },
     winners: {
-      type: 'array', description: 'the entrants given an order, in draw order: the first `stock`, then those backfill reached',
-      items: { type: 'object', required: ['ticket', 'drawRank', 'orderId'], properties: { ticket: hex64, drawRank: { type: 'integer' }, orderId: { type: 'string' } } },
+      type: 'array',
+      description: 'the entrants given an order, in draw order: the first `stock`, then those backfill reached',
+      items: {
+        type: 'object',
+        required: ['ticket', 'drawRank', 'orderId'],
+        properties: { ticket: hex64, drawRank: { type: 'integer' }, orderId: { type: 'string' } },
+      },
     },
   },
 };
 
-const DESCRIPTION = 'How to recompute the draw: each entry\'s ticket is hex(sha256(saleId + ":" + buyer + ":" + secret)), the secret told to its entrant only '
-  + '(so a ticket does not tell who entered; an entrant checks their own ticket with their secret; an entry made before secrets has hex(sha256(saleId + ":" + buyer))); key = hex(sha256(seed + ":" + ticket)); '
-  + 'the draw order is the tickets sorted by key ascending (as lower-case hex strings), drawRank = 1 + the position. '
-  + 'Check first that sha256(seed) = seedSha256. The winners are the first `stock` ranks, then, as orders expire or are cancelled '
-  + 'before backfillUntil, the next ranks in order: every winner\'s rank is below every rank without an order. The draw committed to its entries when made: '
-  + 'drawnEntries tickets whose draw order, joined by ":", hashes to drawnEntriesSha256. `flashsale draw verify <saleId>` checks it all.';
+const DESCRIPTION =
+  'How to recompute the draw: each entry\'s ticket is hex(sha256(saleId + ":" + buyer + ":" + secret)), the secret told to its entrant only ' +
+  '(so a ticket does not tell who entered; an entrant checks their own ticket with their secret; an entry made before secrets has hex(sha256(saleId + ":" + buyer))); key = hex(sha256(seed + ":" + ticket)); ' +
+  'the draw order is the tickets sorted by key ascending (as lower-case hex strings), drawRank = 1 + the position. ' +
+  'Check first that sha256(seed) = seedSha256. The winners are the first `stock` ranks, then, as orders expire or are cancelled ' +
+  "before backfillUntil, the next ranks in order: every winner's rank is below every rank without an order. The draw committed to its entries when made: " +
+  'drawnEntries tickets whose draw order, joined by ":", hashes to drawnEntriesSha256. `flashsale draw verify <saleId>` checks it all.';
 
 async function readRecord(pool: Pool, sale: Sale): Promise<DrawRecord> {
   // The seed and the tickets are shown once Postgres says the draw is made, never by this process's clock.
   const progress = await readProgress(pool, sale.id);
   const rows = progress.drawn ? await allEntries(pool, sale.id) : [];
   return {
-    saleId: sale.id, seedSha256: sale.seedSha256!, seed: progress.drawn ? sale.seed : null,
-    entriesCloseAt: sale.entriesCloseAt!.toISOString(), backfillUntil: sale.backfillUntil!.toISOString(),
-    entries: progress.entries, drawn: progress.drawn,
-    drawnEntries: progress.committed?.entries ?? null, drawnEntriesSha256: progress.committed?.sha256 ?? null,
+    saleId: sale.id,
+    seedSha256: sale.seedSha256!,
+    seed: progress.drawn ? sale.seed : null,
+    entriesCloseAt: sale.entriesCloseAt!.toISOString(),
+    backfillUntil: sale.backfillUntil!.toISOString(),
+    entries: progress.entries,
+    drawn: progress.drawn,
+    drawnEntries: progress.committed?.entries ?? null,
+    drawnEntriesSha256: progress.committed?.sha256 ?? null,
     tickets: rows.map((r) => r.ticket).sort(),
-    winners: rows.filter((r) => r.status === 'won').map((r) => ({ ticket: r.ticket, drawRank: r.draw_rank!, orderId: r.order_id! })),
+    winners: rows
+      .filter((r) => r.status === 'won')
+      .map((r) => ({ ticket: r.ticket, drawRank: r.draw_rank!, orderId: r.order_id! })),
   };
 }
 
 export const drawRecord: FastifyPluginCallback<DrawDeps> = (app, { pool, saleCache }, done) => {
   const held = new Map<string, { until: number; record: Promise<DrawRecord> }>();
-  app.get<{ Params: { saleId: string } }>('/api/sales/:saleId/draw', {
-    schema: {
-      summary: 'A draw\'s public record: the seed once the draw is made, every ticket, the winners in draw order', tags: ['draw'], params: saleIdParams,
-      description: DESCRIPTION,
-      response: { 200: recordSchema, ...errorResponses('invalid_id', 'sale_not_found', 'not_a_draw', 'unavailable') },
+  app.get<{ Params: { saleId: string } }>(
+    '/api/sales/:saleId/draw',
+    {
+      schema: {
+        summary: "A draw's public record: the seed once the draw is made, every ticket, the winners in draw order",
+        tags: ['draw'],
+        params: saleIdParams,
+        description: DESCRIPTION,
+        response: { 200: recordSchema, ...errorResponses('invalid_id', 'sale_not_found', 'not_a_draw', 'unavailable') },
+      },
     },
-  }, async (req) => {
-    const sale = await drawSale(saleCache, req.params.saleId);
-    const now = Date.now();
-    const hit = held.get(sale.id);
-    if (hit && hit.until > now) return hit.record;
-    if (held.size >= MAX_HELD) held.clear();
-    const record = readRecord(pool, sale);
-    held.set(sale.id, { until: now + RECORD_TTL_MS, record });
-    record.catch(() => held.delete(sale.id));
-    return record;
-  });
+    async (req) => {
+      const sale = await drawSale(saleCache, req.params.saleId);
+      const now = Date.now();
+      const hit = held.get(sale.id);
+      if (hit && hit.until > now) return hit.record;
+      if (held.size >= MAX_HELD) held.clear();
+      const record = readRecord(pool, sale);
+      held.set(sale.id, { until: now + RECORD_TTL_MS, record });
+      record.catch(() => held.delete(sale.id));
+      return record;
+    },
+  );
   done();
 };
