@@ -32,6 +32,12 @@ import {
 import { http } from './support/http.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
 
+/**
+ * How long a wait for what the page should show may take before the test fails: a bound for a
+ * busy machine, not a speed the test asserts (a state that never comes still fails).
+ */
+const WAIT_MS = 20_000;
+
 const CHROMIUM_ARGS = [
   '--headless',
   '--no-sandbox',
@@ -368,8 +374,8 @@ describe('GET /api/sales/:saleId/live', () => {
 /** The page at `path` in a window of its own; with `clock`, one the test can move forward (page.clock.fastForward). */
 async function open(path: string, viewport = { width: 1200, height: 900 }, clock = false): Promise<Page> {
   const context = await browser.newContext({ viewport, locale: 'en-US' });
-  context.setDefaultTimeout(5000);
-  context.setDefaultNavigationTimeout(30_000); // a first load on a busy machine; the waits after it keep 5 s
+  context.setDefaultTimeout(WAIT_MS);
+  context.setDefaultNavigationTimeout(30_000); // a first load on a busy machine
   const page = await context.newPage();
   if (clock) await page.clock.install({ time: Date.now() });
   page.on('pageerror', (err) => pageErrors.push(err.message));
@@ -386,7 +392,7 @@ async function open(path: string, viewport = { width: 1200, height: 900 }, clock
 }
 
 /** Waits until [data-testid=testId] is visible with exactly `text` (or text matching it). */
-async function see(page: Page, testId: string, text: string | RegExp, timeout = 5000): Promise<void> {
+async function see(page: Page, testId: string, text: string | RegExp, timeout = WAIT_MS): Promise<void> {
   const pattern = typeof text === 'string' ? new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`) : text;
   const el = page.getByTestId(testId);
   await el

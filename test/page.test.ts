@@ -34,6 +34,12 @@ import { tokenId } from './support/pow.js';
 import { PAYMENT_WEBHOOK_SECRET, token } from './support/tokens.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/purchase.js';
 
+/**
+ * How long a wait for what the page should show may take before the test fails: a bound for a
+ * busy machine, not a speed the test asserts (a state that never comes still fails).
+ */
+const WAIT_MS = 20_000;
+
 const CHROMIUM_ARGS = [
   '--headless',
   '--no-sandbox',
@@ -102,9 +108,9 @@ async function open(
   } = {},
 ): Promise<Page> {
   const context = await browser.newContext({ viewport: opts.viewport ?? { width: 520, height: 820 }, locale: 'en-US' });
-  context.setDefaultTimeout(5000);
+  context.setDefaultTimeout(WAIT_MS);
   // A new window's first load (its renderer started, the page's scripts run) takes seconds on a busy
-  // machine; what a test then waits for keeps the 5 s.
+  // machine.
   context.setDefaultNavigationTimeout(30_000);
   stops.push(() => context.close());
   const page = await context.newPage();
@@ -134,7 +140,7 @@ async function open(
 const exactly = (text: string) => new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
 
 /** Waits until the element is visible and its text is exactly `text` (or matches the pattern). */
-async function see(page: Page, testId: string, text: string | RegExp, timeout = 5000): Promise<string> {
+async function see(page: Page, testId: string, text: string | RegExp, timeout = WAIT_MS): Promise<string> {
   const el = page.getByTestId(testId);
   const pattern = typeof text === 'string' ? exactly(text) : text;
   try {
@@ -146,7 +152,7 @@ async function see(page: Page, testId: string, text: string | RegExp, timeout = 
   return el.innerText();
 }
 
-const buyEnabled = (page: Page, timeout = 5000) => page.locator('[data-testid="buy"]:enabled').waitFor({ timeout });
+const buyEnabled = (page: Page, timeout = WAIT_MS) => page.locator('[data-testid="buy"]:enabled').waitFor({ timeout });
 const DOCS = fileURLToPath(new URL('../docs/', import.meta.url));
 /** A screenshot for the test's output; with UPDATE_SCREENSHOTS=1, also the copy in docs/ that docs/api.md names (as test/admin-page.test.ts). */
 async function shot(page: Page, name: string, docsName?: string): Promise<void> {
@@ -343,7 +349,7 @@ describe('buyer page', () => {
     assert.equal(await page.getByTestId('user-id').isHidden(), true, 'no user picker without dev tokens');
     await page
       .getByText('Paste the buyer token (a JWT) your sign-in gave you.', { exact: false })
-      .waitFor({ state: 'visible', timeout: 5000 });
+      .waitFor({ state: 'visible', timeout: WAIT_MS });
     await see(page, 'buy-hint', 'Paste your buyer token to buy.');
     assert.equal(await page.getByTestId('buy').isDisabled(), true);
 
@@ -748,7 +754,8 @@ const entryRows = async (s: Sale) =>
     )
   ).rows;
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
-const enterEnabled = (page: Page, timeout = 5000) => page.locator('[data-testid="enter"]:enabled').waitFor({ timeout });
+const enterEnabled = (page: Page, timeout = WAIT_MS) =>
+  page.locator('[data-testid="enter"]:enabled').waitFor({ timeout });
 
 describe('draw page', () => {
   test('page: a draw: enter, "in the draw", the loop makes the draw: the winner\'s page shows the order to pay, the other\'s "waiting", then "not drawn" after backfillUntil', {
