@@ -8,7 +8,7 @@ import { runLoadtest } from '../tools/loadtest.js';
 import { replayOnce } from '../shared/pipeline/replay.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import { testEnv, type TestEnv } from './support/env.js';
-import { deadlineNow, orderCount, waitFor, written } from './support/fixtures.js';
+import { waitFor } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { ADMIN_TOKEN, JWT_SECRET } from './support/tokens.js';
 
@@ -41,11 +41,11 @@ function sample(text: string, series: string): number {
 
 test('/metrics after a load test with payments and expiry shows real values for every series', async () => {
   const url = `http://127.0.0.1:${api.port}`;
-  // A fresh sale with an hour's window: create it through the API, then let the loadtest fire at it.
-  // The window outlasts the load test however slow the machine (with 8 s, a loaded one saw orders
-  // expire mid-run and their units sell again); the unpaid orders' deadline then comes now.
+  // A fresh sale with an 8 s window: create it through the API, then let the loadtest fire at it.
+  // The window must outlast the load test, or orders expire mid-run, their units sell again and
+  // payments come too late (on a busy machine 1,000 buyers took over 2 s).
   const created = await http(api.port, 'POST', '/api/sales', {
-    body: { name: 'metrics', stock: 200, price: 500, currency: 'EUR', paymentWindowSeconds: 3600 },
+    body: { name: 'metrics', stock: 200, price: 500, currency: 'EUR', paymentWindowSeconds: 8 },
     headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
   });
   assert.equal(created.status, 201);
@@ -62,10 +62,6 @@ test('/metrics after a load test with payments and expiry shows real values for 
   });
   assert.equal(r.won, 200);
   assert.equal(r.payments.paid, 100);
-  // Acknowledged too (nothing left queued in Redis): the ack sets the expiry keys that deadlineNow moves.
-  await waitFor('every order written', async () => (await orderCount(env, saleId)) === 200);
-  await written(env, saleId);
-  assert.equal((await deadlineNow(env, saleId)).length, 100, 'the unpaid orders');
   await waitFor(
     'unpaid orders expired and restored',
     async () => (await env.redis.get(`{sale:${saleId}}:available`)) === '100',
