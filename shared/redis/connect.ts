@@ -37,10 +37,15 @@ export function createRedis(where: RedisTarget | string, options: RedisOptions =
     reviveOnEnd(redis);
   } else {
     const { username, password, tls } = target.auth;
+    const { enableAutoPipelining: _unused, ...perNode } = common;
     redis = new Cluster(target.nodes, {
-      redisOptions: { ...common, username, password, ...(tls ? { tls: {} } : {}) },
+      redisOptions: { ...perNode, username, password, ...(tls ? { tls: {} } : {}) },
       enableOfflineQueue: options.enableOfflineQueue ?? true,
-      enableAutoPipelining: options.enableAutoPipelining ?? false,
+      // Never on a cluster, whatever the caller asks: ioredis 6.0.0 answers an auto-pipeline that
+      // runs out of redirections (a script refused with TRYAGAIN for as long as its slot is half
+      // moved: 16 tries, 1.6 s) with an empty result list, and its callback then throws where no
+      // caller can catch it, ending the process. A command sent on its own is refused as it should be.
+      enableAutoPipelining: false,
       autoPipeliningIgnoredCommands: PER_CALL_KEYS,
       // Every command goes to its slot's master; replicas are for failover only.
       scaleReads: 'master',
