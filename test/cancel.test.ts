@@ -296,6 +296,50 @@ describe('cancel', () => {
     assert.equal(await available(s), 9);
   });
 
+  test('cancel: a cancel asked inside the window that waits for a payment refused past the deadline answers order_expired', async () => {
+    const s = await sale();
+    const id = await buy(s, 'waits');
+    await drain(s);
+    // The payment's transaction as payments.ts runs it: the row locked first. The cancel's update
+    // starts while the window is open (its deadline is moved to just after that start, whatever the
+    // machine's speed) and waits for the row; the payment then finds the window closed.
+    const payment = await env.pool.connect();
+    try {
+      await payment.query('begin');
+      await lockOrder(payment, id);
+      const answer = cancel(id, 'waits');
+      let started: Date | undefined;
+      while (!started) {
+        const waiting = await env.pool.query<{ query_start: Date }>(
+          `select query_start from pg_stat_activity where wait_event_type = 'Lock' and query like 'update orders set status%' and query like '%expires_at >%'`,
+        );
+        started = waiting.rows[0]?.query_start;
+        if (!started) await new Promise((r) => setTimeout(r, 10));
+      }
+      await payment.query(`update orders set expires_at = $2::timestamptz + interval '1 millisecond' where id = $1`, [
+        id,
+        started,
+      ]);
+      while (
+        !(await payment.query(`select clock_timestamp() > expires_at as past from orders where id = $1`, [id])).rows[0]
+          .past
+      )
+        await new Promise((r) => setTimeout(r, 1));
+      assert.equal(await markPaid(payment, id, 'waits'), false, 'the payment finds the window closed');
+      await payment.query('commit');
+      assert.equal(outcome(await answer), '409 order_expired');
+    } finally {
+      payment.release();
+    }
+    assert.deepEqual(await row(id), { status: 'pending', closed: false, restored: false }, 'left for the expiry');
+    assert.deepEqual(
+      (await closeOrders(env.pool, env.redis, [id], 'listener')).closed.map((o) => o.id),
+      [id],
+    );
+    assert.deepEqual(await row(id), { status: 'expired', closed: true, restored: true });
+    assert.equal(await available(s), 10);
+  });
+
   test('cancel: racing payment and expiry on 90 orders around their deadlines, each ends in one state, as its answers say, restored once if closed', async () => {
     const s = await sale({ stock: 90 });
     const users = Array.from({ length: 90 }, (_, i) => `r${i}`);

@@ -167,9 +167,11 @@ export async function closeDue(pool: Pool, ids: string[]): Promise<ClosedOrder[]
 
 /**
  * The buyer cancels a pending order inside its window (the mirror of markPaid): the row count
- * decides a race with payment or expiry. The clock is this statement's, not its transaction's: the
- * transaction (cancel-allowance.ts) starts before the buyer's lock and count, and its now() would
- * let a cancel that waited there pass a deadline a payment has already seen go by.
+ * decides a race with payment or expiry. The window is judged when the row is reached, by
+ * clock_timestamp(): the transaction's now() (cancel-allowance.ts takes the buyer's lock and count
+ * first) and even the statement's own start come before a wait for a payment holding the row, and
+ * would let a cancel pass a deadline that payment has already seen go by (and answered
+ * order_expired). An update that waited re-checks its condition on the row it got, clock and all.
  */
 export async function cancelPending(
   pool: Pool | PoolClient,
@@ -177,8 +179,8 @@ export async function cancelPending(
   userId: string,
 ): Promise<ClosedOrder | undefined> {
   const res = await pool.query<ClosedRow>(
-    `update orders set status = ${sqlState(CANCEL.to)}, closed_at = statement_timestamp()
-     where id = $1 and user_id = $2 and status = ${sqlState(CANCEL.from)} and expires_at > statement_timestamp() ${CLOSED}`,
+    `update orders set status = ${sqlState(CANCEL.to)}, closed_at = clock_timestamp()
+     where id = $1 and user_id = $2 and status = ${sqlState(CANCEL.from)} and expires_at > clock_timestamp() ${CLOSED}`,
     [orderId, userId],
   );
   return closedOrders(res.rows)[0];
