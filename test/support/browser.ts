@@ -99,10 +99,16 @@ export async function see(page: Page, testId: string, text: string | RegExp, tim
 const SCREENSHOTS = fileURLToPath(new URL('../../test-output/screenshots/', import.meta.url));
 const DOCS = fileURLToPath(new URL('../../docs/', import.meta.url));
 
-/** A screenshot for the test's output; with UPDATE_SCREENSHOTS=1, also the copy in docs/ that the docs show. */
+/**
+ * A screenshot for a person to look at, taken only when asked: SCREENSHOTS=1 writes it to
+ * test-output/screenshots/, UPDATE_SCREENSHOTS=1 also the copy in docs/ that the docs show. No test
+ * reads it, and a full page costs Chromium a few tenths of a CPU-second.
+ */
 export async function shot(page: Page, name: string, docsName?: string): Promise<void> {
+  const update = process.env.UPDATE_SCREENSHOTS === '1';
+  if (!update && process.env.SCREENSHOTS !== '1') return;
   mkdirSync(SCREENSHOTS, { recursive: true });
   const path = `${SCREENSHOTS}${name}.png`;
   await page.screenshot({ path, fullPage: true });
-  if (docsName && process.env.UPDATE_SCREENSHOTS === '1') copyFileSync(path, `${DOCS}${docsName}`);
+  if (docsName && update) copyFileSync(path, `${DOCS}${docsName}`);
 }
