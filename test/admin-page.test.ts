@@ -3,11 +3,9 @@
 // endpoint's against the reconciliation, Redis's winners and Postgres's closes read directly.
 // UPDATE_SCREENSHOTS=1 also writes the screenshots docs/operations.md shows into docs/.
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdirSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { after, afterEach, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { AdmissionLoop } from '../shared/admission/loop.js';
 import { sweepOverdue } from '../shared/orders/close.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/purchase.js';
@@ -19,6 +17,7 @@ import { reconcile } from '../shared/checks/reconcile.js';
 import type { Sale } from '../shared/sales/sale.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import { axeViolations, serious, tooWide, VIEWPORTS, type Violation } from './support/axe.js';
+import { newWindow, openBrowser, see, shot } from './support/browser.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
 import {
   closeEntries as closeEntriesOf,
@@ -32,25 +31,6 @@ import {
 import { http } from './support/http.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
 
-/**
- * How long a wait for what the page should show may take before the test fails: a bound for a
- * busy machine, not a speed the test asserts (a state that never comes still fails).
- */
-const WAIT_MS = 20_000;
-
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-component-update',
-  '--disable-sync',
-];
-const SCREENSHOTS = fileURLToPath(new URL('../test-output/screenshots/', import.meta.url));
-const DOCS = fileURLToPath(new URL('../docs/', import.meta.url));
-
 let env: TestEnv;
 let app: FastifyInstance;
 let port: number;
@@ -59,7 +39,6 @@ const sales: Sale[] = [];
 const pageErrors: string[] = [];
 
 before(async () => {
-  mkdirSync(SCREENSHOTS, { recursive: true });
   env = await testEnv();
   app = buildApp({
     config: env.config,
@@ -70,7 +49,7 @@ before(async () => {
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   port = (app.server.address() as { port: number }).port;
-  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  browser = await openBrowser();
 });
 after(async () => {
   await browser?.close();
@@ -372,49 +351,8 @@ describe('GET /api/sales/:saleId/live', () => {
 });
 
 /** The page at `path` in a window of its own; with `clock`, one the test can move forward (page.clock.fastForward). */
-async function open(path: string, viewport = { width: 1200, height: 900 }, clock = false): Promise<Page> {
-  const context = await browser.newContext({ viewport, locale: 'en-US' });
-  context.setDefaultTimeout(WAIT_MS);
-  context.setDefaultNavigationTimeout(30_000); // a first load on a busy machine
-  const page = await context.newPage();
-  if (clock) await page.clock.install({ time: Date.now() });
-  page.on('pageerror', (err) => pageErrors.push(err.message));
-  page.on('console', (msg) => {
-    if (msg.type() === 'error' && !/the server responded with a status of 4\d\d/.test(msg.text()))
-      pageErrors.push(msg.text());
-  });
-  // Served by this app alone: no CDN, nothing from elsewhere.
-  page.on('request', (req) => {
-    if (!req.url().startsWith(`http://127.0.0.1:${port}/`)) pageErrors.push(`a request elsewhere: ${req.url()}`);
-  });
-  await page.goto(`http://127.0.0.1:${port}${path}`);
-  return page;
-}
-
-/** Waits until [data-testid=testId] is visible with exactly `text` (or text matching it). */
-async function see(page: Page, testId: string, text: string | RegExp, timeout = WAIT_MS): Promise<void> {
-  const pattern = typeof text === 'string' ? new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`) : text;
-  const el = page.getByTestId(testId);
-  await el
-    .filter({ hasText: pattern })
-    .first()
-    .waitFor({ state: 'visible', timeout })
-    .catch(async () => {
-      assert.fail(
-        `[data-testid=${testId}] should show ${pattern}; it shows ${JSON.stringify(await el.first().textContent())}`,
-      );
-    });
-}
-
-/** A screenshot for the test's output; with UPDATE_SCREENSHOTS=1, also the copy docs/operations.md shows. */
-async function shot(page: Page, name: string, docsName?: string): Promise<void> {
-  const path = `${SCREENSHOTS}${name}.png`;
-  await page.screenshot({ path, fullPage: true });
-  if (docsName && process.env.UPDATE_SCREENSHOTS === '1') {
-    mkdirSync(DOCS, { recursive: true });
-    copyFileSync(path, `${DOCS}${docsName}`);
-  }
-}
+const open = (path: string, viewport = { width: 1200, height: 900 }, clock = false): Promise<Page> =>
+  newWindow(browser, `http://127.0.0.1:${port}${path}`, pageErrors, { viewport, clock: clock ? 'movable' : undefined });
 
 /** Signs in with `token`, the admin token unless a test tries another. */
 async function signIn(page: Page, token = ADMIN_TOKEN): Promise<void> {

@@ -2,10 +2,8 @@
 // API, order writer and expiry listener. Assertions are on what a person sees: visible text.
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
-import { copyFileSync, mkdirSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { startApi } from '../daemons/api.js';
 import { AdmissionLoop } from '../shared/admission/loop.js';
 import { POSITION_EVERY_MS } from '../shared/http/routes/admission/room-events.js';
@@ -17,6 +15,7 @@ import { Purchaser } from '../shared/purchase/purchaser.js';
 import type { Sale } from '../shared/sales/sale.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import { axeViolations, tooWide, VIEWPORTS, type Violation } from './support/axe.js';
+import { newWindow, openBrowser, see, shot, WAIT_MS } from './support/browser.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
 import {
   closeEntries as closeEntriesOf,
@@ -34,24 +33,6 @@ import { tokenId } from './support/pow.js';
 import { PAYMENT_WEBHOOK_SECRET, token } from './support/tokens.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/purchase.js';
 
-/**
- * How long a wait for what the page should show may take before the test fails: a bound for a
- * busy machine, not a speed the test asserts (a state that never comes still fails).
- */
-const WAIT_MS = 20_000;
-
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-component-update',
-  '--disable-sync',
-];
-const SCREENSHOTS = fileURLToPath(new URL('../test-output/screenshots/', import.meta.url));
-
 let env: TestEnv;
 let api: Awaited<ReturnType<typeof startApi>>;
 let browser: Browser;
@@ -61,12 +42,13 @@ const stops: (() => Promise<unknown>)[] = [];
 const pageErrors: string[] = [];
 
 before(async () => {
-  mkdirSync(SCREENSHOTS, { recursive: true });
-  env = await testEnv({ development: true, writerLeaseMs: 1000, writerIdleMs: 5, expiryNudgeMs: 20 });
+  // The writer and the listener at their usual pace, not faster: each empty pass reads every sale of
+  // the file, and the page follows them at its own (a poll a second, or an event).
+  env = await testEnv({ development: true, writerLeaseMs: 1000 });
   api = await startApi(env.config, env.logger);
   listener = new ExpiryListener({ pool: env.pool, redis: env.redis, logger: env.logger, config: env.config });
   await listener.start();
-  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  browser = await openBrowser();
 });
 after(async () => {
   await browser?.close();
@@ -97,70 +79,21 @@ function writer(): void {
   stops.push(() => w.stop());
 }
 
-/** A buyer's own browser window (its own context: storage and, if asked, a paused clock or one the test can move forward). */
+/** A buyer's own browser window (its own context: storage and, if asked, a clock that is paused or one the test can move forward). */
 async function open(
   path: string,
-  opts: {
-    port?: number;
-    pausedClock?: boolean;
-    movableClock?: boolean;
-    viewport?: { width: number; height: number };
-  } = {},
+  opts: { port?: number; clock?: 'paused' | 'movable'; viewport?: { width: number; height: number } } = {},
 ): Promise<Page> {
-  const context = await browser.newContext({ viewport: opts.viewport ?? { width: 520, height: 820 }, locale: 'en-US' });
-  context.setDefaultTimeout(WAIT_MS);
-  // A new window's first load (its renderer started, the page's scripts run) takes seconds on a busy
-  // machine.
-  context.setDefaultNavigationTimeout(30_000);
-  stops.push(() => context.close());
-  const page = await context.newPage();
-  page.on('pageerror', (err) => pageErrors.push(`${path}: ${err.message}`));
-  page.on('console', (msg) => {
-    // Chromium logs every 4xx fetch; the refusals are expected, anything else is not.
-    if (
-      msg.type() === 'error' &&
-      !/^Failed to load resource: the server responded with a status of 4\d\d/.test(msg.text())
-    ) {
-      pageErrors.push(`${path}: ${msg.text()}`);
-    }
+  const page = await newWindow(browser, `http://127.0.0.1:${opts.port ?? api.port}${path}`, pageErrors, {
+    viewport: opts.viewport ?? { width: 520, height: 820 },
+    clock: opts.clock,
   });
-  if (opts.pausedClock) {
-    // No timer fires in this window: its view of the sale stays what it was when it loaded.
-    // pauseAt cannot go back: leave room for a busy machine between the two calls.
-    const at = Date.now();
-    await page.clock.install({ time: at });
-    await page.clock.pauseAt(at + 1000);
-  }
-  // Runs as the real one until page.clock.fastForward jumps it.
-  if (opts.movableClock) await page.clock.install({ time: Date.now() });
-  await page.goto(`http://127.0.0.1:${opts.port ?? api.port}${path}`);
+  stops.push(() => page.context().close());
   return page;
 }
 
-const exactly = (text: string) => new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
-
-/** Waits until the element is visible and its text is exactly `text` (or matches the pattern). */
-async function see(page: Page, testId: string, text: string | RegExp, timeout = WAIT_MS): Promise<string> {
-  const el = page.getByTestId(testId);
-  const pattern = typeof text === 'string' ? exactly(text) : text;
-  try {
-    await el.filter({ hasText: pattern }).waitFor({ state: 'visible', timeout });
-  } catch {
-    const shown = (await el.isVisible()) ? JSON.stringify(await el.innerText()) : 'nothing (hidden)';
-    assert.fail(`[data-testid=${testId}]: expected ${pattern} within ${timeout} ms, the page shows ${shown}`);
-  }
-  return el.innerText();
-}
-
+const saleUrl = (s: Sale) => `http://127.0.0.1:${api.port}/?sale=${s.id}`;
 const buyEnabled = (page: Page, timeout = WAIT_MS) => page.locator('[data-testid="buy"]:enabled').waitFor({ timeout });
-const DOCS = fileURLToPath(new URL('../docs/', import.meta.url));
-/** A screenshot for the test's output; with UPDATE_SCREENSHOTS=1, also the copy in docs/ that docs/api.md names (as test/admin-page.test.ts). */
-async function shot(page: Page, name: string, docsName?: string): Promise<void> {
-  await page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage: true });
-  if (docsName && process.env.UPDATE_SCREENSHOTS === '1')
-    copyFileSync(`${SCREENSHOTS}${name}.png`, `${DOCS}${docsName}`);
-}
-
 /** A buyer's window on the sale, one click on Buy made. */
 async function buyOne(s: Sale, user: string): Promise<Page> {
   const page = await open(`/?sale=${s.id}`);
@@ -295,7 +228,7 @@ describe('buyer page', () => {
   }, async () => {
     const s = await sale({ name: 'Last one standing', stock: 1, paymentWindowSeconds: 60 });
     writer();
-    const late = await open(`/?sale=${s.id}`, { pausedClock: true });
+    const late = await open(`/?sale=${s.id}`, { clock: 'paused' });
     await late.getByTestId('user-id').fill('carol');
     await see(late, 'stock', '1 of 1 left');
     await buyEnabled(late);
@@ -668,7 +601,7 @@ describe('waiting room page', () => {
       passSeconds: 60,
       startsAt: new Date(Date.now() - 60_000).toISOString(),
     });
-    const page = await open(`/?sale=${s.id}`, { movableClock: true });
+    const page = await open(`/?sale=${s.id}`, { clock: 'movable' });
     await page.getByTestId('user-id').fill('tom');
     await page.locator('[data-testid="join"]:enabled').waitFor();
     await page.getByTestId('join').click();
@@ -938,7 +871,9 @@ describe('draw page', () => {
       startsAt: new Date(Date.now() - 2 * HOUR).toISOString(),
       entriesCloseAt: new Date(Date.now() - HOUR).toISOString(),
     });
-    const closed = await open(`/?sale=${late.id}`);
+    // The same window, led to the other sale: it loads afresh.
+    const closed = page;
+    await closed.goto(saleUrl(late));
     await closed.getByTestId('user-id').fill('cy');
     await see(closed, 'buy-hint', 'Entries are closed.');
     assert.equal(await closed.getByTestId('enter').isHidden(), true);
@@ -997,6 +932,8 @@ describe('buyer page accessibility', () => {
     writer();
     const found: Record<string, Violation[] | string> = {};
     for (const [size, viewport] of Object.entries(VIEWPORTS)) {
+      // One window per size, led from sale to sale: each page loads afresh, and its storage holds
+      // only the buyer's name, typed again on each.
       const page = await open(`/?sale=${open1.id}`, { viewport });
       await page.getByTestId('user-id').fill(`a11y-${size}`);
       await buyEnabled(page);
@@ -1005,22 +942,20 @@ describe('buyer page accessibility', () => {
       await see(page, 'order-status', 'Waiting for payment');
       await audit(page, `${size}, waiting for payment`, found);
       if (size === 'phone') await shot(page, 'a11y-phone-order');
-      await page.context().close(); // done with: its polling would only slow the windows that follow
 
-      const inRoom = await open(`/?sale=${room.id}`, { viewport });
-      await inRoom.getByTestId('user-id').fill(`a11y-${size}`);
-      await inRoom.getByTestId('join').click();
-      await see(inRoom, 'queue-status', /^(You are in the waiting room|You are number 1)$/);
-      await audit(inRoom, `${size}, in a waiting room`, found);
-      await inRoom.context().close();
+      await page.goto(saleUrl(room));
+      await page.getByTestId('user-id').fill(`a11y-${size}`);
+      await page.getByTestId('join').click();
+      await see(page, 'queue-status', /^(You are in the waiting room|You are number 1)$/);
+      await audit(page, `${size}, in a waiting room`, found);
 
-      const entered = await open(`/?sale=${draw.id}`, { viewport });
-      await entered.getByTestId('user-id').fill(`a11y-${size}`);
-      await enterEnabled(entered);
-      await entered.getByTestId('enter').click();
-      await see(entered, 'draw-status', "You're in the draw");
-      await audit(entered, `${size}, in a draw`, found);
-      await entered.context().close();
+      await page.goto(saleUrl(draw));
+      await page.getByTestId('user-id').fill(`a11y-${size}`);
+      await enterEnabled(page);
+      await page.getByTestId('enter').click();
+      await see(page, 'draw-status', "You're in the draw");
+      await audit(page, `${size}, in a draw`, found);
+      await page.context().close(); // done with: its polling would only slow the window that follows
     }
     assert.deepEqual(found, {}, `accessibility and fit:\n${JSON.stringify(found, null, 2)}`);
     await waitFor('drained', async () => (await env.redis.hlen(saleKeys(open1.id).queued)) === 0);
