@@ -31,7 +31,11 @@ const endTimeBody = {
   required: ['endsAt'],
   additionalProperties: false,
   properties: {
-    endsAt: { type: 'string', description: 'the new end: ISO 8601 with Z or an offset, to come and after the start' },
+    endsAt: {
+      type: 'string',
+      description: 'the new end: ISO 8601 with Z or an offset, to come and after the start',
+      ...refusal('invalid_end_time', 'endsAt must be an ISO 8601 date-time, e.g. 2026-12-01T10:00:00Z.'),
+    },
   },
   ...refusal('invalid_end_time', 'The body must be {"endsAt": "<ISO 8601 time>"}.', 'Unknown field(s): {fields}.'),
 };
