@@ -6,7 +6,8 @@ import { describe, test } from 'node:test';
 import { admitStep, Phase } from '../shared/admission/room/room.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import { saleKeys } from '../shared/redis/keys.js';
-import type { Sale } from '../shared/sales/sale.js';
+import { isPaused } from '../shared/sales/controls.js';
+import { loadSaleIntoRedis, type Sale } from '../shared/sales/sale.js';
 import { apiSuite, type ApiSuite } from './support/api.js';
 import { assertConserved } from './support/env.js';
 import {
@@ -100,6 +101,16 @@ describe('pause and resume', () => {
     await s.env.stopRedis('SIGTERM');
     await s.env.startRedis();
     await waitFor('Redis back', async () => (await s.env.redis.ping().catch(() => '')) === 'PONG');
+    assert.equal(outcome(await buy(sale, 'dee')), '409 paused');
+
+    // A sale loaded again from its row (load_sale.lua) takes the flag Postgres records.
+    const k = saleKeys(sale.id);
+    await s.env.redis.del(k.meta, k.available);
+    assert.equal(
+      await loadSaleIntoRedis(s.env.redis, sale, { paused: (await isPaused(s.env.pool, sale.id)) === true }),
+      true,
+    );
+    assert.equal(await redisPaused(sale.id), true);
     assert.equal(outcome(await buy(sale, 'dee')), '409 paused');
   });
 
