@@ -3,6 +3,7 @@
 import type { Argv } from 'yargs';
 import { listRefunds, markRefunded, type Refund } from '../../shared/payments/refunds.js';
 import { printTable, serverFlags, withConnections } from './common.js';
+import { cliOperator } from './operator.js';
 
 function printRefunds(refunds: Refund[], all: boolean): void {
   if (refunds.length === 0) {
@@ -44,7 +45,7 @@ export const refunds = (y: Argv) =>
             }),
           async (argv) => {
             const refund = await withConnections(argv, ({ pool }) =>
-              markRefunded(pool, argv.paymentId, argv.reference),
+              markRefunded(pool, argv.paymentId, argv.reference, cliOperator()),
             );
             console.log(
               argv.json

@@ -8,7 +8,9 @@ import { endSale, listAllSales, type SaleListItem } from '../../shared/sales/adm
 import { SALE_DEFINITION, shownOrder, type SaleField } from '../../shared/sales/definition.js';
 import { fieldsRenamed } from '../../shared/sales/input.js';
 import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '../../shared/sales/sale.js';
+import { setEndTime, setPaused } from '../../shared/sales/controls.js';
 import { numberFlag, printTable, serverFlags, withConnections } from './common.js';
+import { cliOperator } from './operator.js';
 
 function printStatus(r: Awaited<ReturnType<typeof reconcile>>): void {
   const rows: [string, number | string][] = [
@@ -73,7 +75,7 @@ function createFlags(c: Argv): Argv {
 export const sale = (y: Argv) =>
   y.command(
     'sale',
-    'create, list, end and inspect sales',
+    'create, list, end, pause and inspect sales',
     (c) =>
       serverFlags(c)
         .command('create', 'create a sale and load it into Redis', createFlags, async (argv) => {
@@ -81,7 +83,7 @@ export const sale = (y: Argv) =>
           const view = await inFlags(async () => {
             const created = parseSaleInput(Object.fromEntries(given));
             return withConnections(argv, async ({ pool, redis }, config) => {
-              await createSale(pool, redis, created, { legacyBuyCounts: config.legacyBuyCounts });
+              await createSale(pool, redis, created, { legacyBuyCounts: config.legacyBuyCounts }, cliOperator());
               return saleView(redis, created);
             });
           });
@@ -125,7 +127,7 @@ export const sale = (y: Argv) =>
           (e) => e.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
           async (argv) => {
             const { view, ended } = await withConnections(argv, async ({ pool, redis }) => {
-              const r = await endSale(pool, redis, argv.id);
+              const r = await endSale(pool, redis, argv.id, undefined, cliOperator());
               return { view: await saleView(redis, r.sale), ended: r.ended };
             });
             if (argv.json) console.log(JSON.stringify(view));
@@ -137,6 +139,46 @@ export const sale = (y: Argv) =>
               );
           },
         )
+        .command(
+          'pause <id>',
+          "pause a sale: buyers' purchases answer 409 paused, its waiting room admits nobody; a draw takes entries",
+          (p) => p.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
+          (argv) => pauseCommand(argv, true),
+        )
+        .command(
+          'resume <id>',
+          'resume a paused sale',
+          (p) => p.positional('id', { type: 'string', demandOption: true }).option('json', { type: 'boolean' }),
+          (argv) => pauseCommand(argv, false),
+        )
+        .command(
+          'end-time <id> <endsAt>',
+          "move a live sale's end, earlier or later (ISO 8601 with Z or an offset, to come)",
+          (e) =>
+            e
+              .positional('id', { type: 'string', demandOption: true })
+              .positional('endsAt', { type: 'string', demandOption: true })
+              .option('json', { type: 'boolean' }),
+          async (argv) => {
+            const view = await withConnections(argv, async ({ pool, redis }) =>
+              saleView(redis, await setEndTime(pool, redis, argv.id, argv.endsAt, cliOperator())),
+            );
+            console.log(argv.json ? JSON.stringify(view) : `sale ${view.id} now ends at ${view.endsAt}`);
+          },
+        )
         .demandCommand(1),
     () => {},
   );
+
+async function pauseCommand(argv: { id: string; json?: boolean } & Record<string, unknown>, paused: boolean) {
+  const r = await withConnections(argv, async ({ pool, redis }) => {
+    const done = await setPaused(pool, redis, argv.id, paused, cliOperator());
+    return { sale: await saleView(redis, done.sale), paused: done.paused, changed: done.changed };
+  });
+  const word = paused ? 'paused' : 'resumed';
+  if (argv.json) console.log(JSON.stringify(r));
+  else
+    console.log(
+      r.changed ? `${word} sale ${r.sale.id}` : `sale ${r.sale.id} was ${paused ? 'paused' : 'not paused'} already`,
+    );
+}

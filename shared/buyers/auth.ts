@@ -1,5 +1,5 @@
 // Who is asking: the buyer of a request (a bearer JWT, or a gateway's X-User-Id header), and the
-// admin (ADMIN_TOKEN). Route hooks that run before input validation, so a request nobody may make
+// operator (ADMIN_TOKEN, or a named operator's secret: shared/operators/operators.ts). Route hooks that run before input validation, so a request nobody may make
 // is refused as such (401/403) whatever its body says.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, preValidationAsyncHookHandler } from 'fastify';
@@ -8,18 +8,25 @@ import { HttpError } from '../runtime/errors.js';
 import { buyerOf, checkUserId, type Buyer } from './buyer.js';
 import { createVerifier } from './jwt.js';
 import type { Logger } from '../runtime/logger.js';
+import type { Pool } from '../runtime/db.js';
+import { BOOTSTRAP_OPERATOR, operatorBySecret } from '../operators/operators.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** The buyer, set by Auth.buyer. */
     buyer: Buyer;
+    /** The operator's name, set by Auth.admin: the audit records it. */
+    operator: string;
   }
 }
 
 export interface Auth {
   /** Sets req.buyer, or refuses with 401 unauthorized (a callback hook: every purchase runs it). */
   buyer: (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => void;
-  /** Refuses anyone but the admin: 401 without a bearer token, 403 with another one. */
+  /**
+   * Refuses anyone but an operator (ADMIN_TOKEN or a named operator's secret) and sets req.operator:
+   * 401 without a bearer token or with a revoked secret, 403 with another one.
+   */
   admin: preValidationAsyncHookHandler;
 }
 
@@ -33,7 +40,7 @@ function bearer(req: FastifyRequest): string {
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
 /** Built once per app: a bad JWT setting stops the process here (ConfigError), and a JWKS is fetched once. */
-export function createAuth(config: Config, logger: Logger): Auth {
+export function createAuth(config: Config, logger: Logger, pool?: Pool): Auth {
   const verify = config.authMode === 'jwt' ? createVerifier(config, { logger }) : undefined;
   return {
     buyer(req, _reply, done) {
@@ -55,8 +62,17 @@ export function createAuth(config: Config, logger: Logger): Auth {
     async admin(req) {
       if (!config.adminToken) throw new HttpError('forbidden', 'The admin API is off: set ADMIN_TOKEN to turn it on.');
       // Compared as digests: constant time whatever the lengths.
-      if (!timingSafeEqual(digest(bearer(req)), digest(config.adminToken)))
-        throw new HttpError('forbidden', 'This token is not the admin token.');
+      const given = digest(bearer(req));
+      if (timingSafeEqual(given, digest(config.adminToken))) {
+        req.operator = BOOTSTRAP_OPERATOR;
+        return;
+      }
+      // Looked up on every request, no cache: a revocation holds from the next one.
+      const named = pool ? await operatorBySecret(pool, given) : undefined;
+      if (named?.revoked)
+        throw new HttpError('unauthorized', `Operator "${named.name}"'s secret was revoked: ask for a new operator.`);
+      if (!named) throw new HttpError('forbidden', 'This token is not the admin token.');
+      req.operator = named.name;
     },
   };
 }

@@ -132,7 +132,7 @@ export const SETTINGS = {
     flag: 'admin-token',
     parse: text(),
     shown: generated,
-    doc: 'bearer token of the admin routes (`POST /api/sales`, `GET /api/sales`, `POST /api/sales/:saleId/end`, `POST /api/payments/:paymentId/refund`), at least 16 characters; required (see [Security](security.md))',
+    doc: 'bearer token of the admin routes (`POST /api/sales`, `GET /api/sales`, `POST /api/sales/:saleId/end`, pause, resume and end-time, `GET /api/audit`, `POST /api/payments/:paymentId/refund`), at least 16 characters; required (see [Security](security.md)). The bootstrap operator, recorded as `admin-token` in the audit; named operators get secrets of their own (`flashsale operator add`)',
   },
   paymentWebhookSecret: {
     env: 'PAYMENT_WEBHOOK_SECRET',

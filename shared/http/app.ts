@@ -6,6 +6,7 @@ import Fastify, { type FastifyInstance, type FastifyPluginCallback } from 'fasti
 import type { ModeRouteDeps } from './routes/admission/deps.js';
 import type { RedisClient } from '../redis/connect.js';
 import { createAuth } from '../buyers/auth.js';
+import { controls } from './routes/controls.js';
 import type { Buyer } from '../buyers/buyer.js';
 import { Challenges } from '../purchase/challenge.js';
 import type { Config } from '../config/index.js';
@@ -57,13 +58,14 @@ export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }
     clientErrorHandler: onClientError,
   });
   // Here, not in a plugin: a bad JWT setting or a provider's missing secret must stop buildApp itself (ConfigError).
-  const auth = createAuth(config, logger);
+  const auth = createAuth(config, logger, pool);
   const providers = createProviders(config);
   const paymentDeps = { pool, redis, logger };
   // DIRECT_PAY signs its events as the signed webhook, which the registry always holds.
   const directPay = { ...paymentDeps, signed: providers.get(signedWebhook.name) as SignedWebhook };
   // Set by auth.buyer before any handler reads it; declared here so every request has the same shape.
   app.decorateRequest('buyer', null as unknown as Buyer);
+  app.decorateRequest('operator', '');
   const otherMethods = methodNotAllowed(app);
 
   void app.register(errorMapping, { onError });
@@ -105,6 +107,7 @@ export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }
   void app.register(orderEvents, { pool, redis, auth, limits: config, logger });
   void app.register(page, { development: config.development, directPay: config.directPay });
   void app.register(admin, { pool, redis, auth });
+  void app.register(controls, { pool, redis, auth, saleCache });
   void app.register(refunds, { pool, auth });
   void app.register(otherMethods);
   return app;

@@ -8,7 +8,7 @@
   Every time here (the opening, the end, the bucket, a pass's expiry) is this master's TIME, as
   purchase.lua judges the passes: a loop whose host clock is off opens nothing early.
 
-  KEYS[1] meta       sale rules (startsAt, endsAt, admission)
+  KEYS[1] meta       sale rules (startsAt, endsAt, admission, paused: present while paused)
   KEYS[2] room       hash: phase (pre | open), admitted (how many of the first places have had a
                      pass), expired (passes that ran out unused), tokens, tickAt (ms)
   KEYS[3] queue      zset buyer -> place (join_queue.lua)
@@ -22,7 +22,7 @@
 
   Returns {phase, admitted, admittedNow, waiting, outstanding, available, expiredNow, passExpiresAt, now}
     phase: 0 not started, 1 open, 2 sold out (nothing admitted; admission resumes when units come
-    back), 3 ended, -1 not a loaded queue sale. passExpiresAt: the passes handed out now (0: none).
+    back), 3 ended, 4 paused by an operator (nothing admitted, the bucket does not fill), -1 not a loaded queue sale. passExpiresAt: the passes handed out now (0: none).
     now: this master's TIME (ms) the step was judged at, for the caller's view of the room.
 ]]
 local rcall = redis.call
@@ -55,6 +55,11 @@ local outstanding = rcall('ZCOUNT', passesKey, '(' .. now, '+inf')
 local waiting = total - admitted
 
 if endsAt ~= 0 and now >= endsAt then return {3, admitted, 0, waiting, outstanding, available, expiredNow, 0, now} end
+-- Paused (pause_sale.lua): the line holds; the bucket restarts from the resume, never a burst of the pause.
+if rcall('HEXISTS', metaKey, 'paused') == 1 then
+  rcall('HSET', roomKey, 'tickAt', now)
+  return {4, admitted, 0, waiting, outstanding, available, expiredNow, 0, now}
+end
 local tokens = math.min(burst, tonumber(room[3]) + (now - tonumber(room[4])) * rate / 1000)
 if available <= 0 then
   rcall('HSET', roomKey, 'tokens', tostring(tokens), 'tickAt', now)

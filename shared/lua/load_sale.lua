@@ -10,7 +10,8 @@
     `redis` names in shared/sales/definition.ts: stock, startsAt (ms), endsAt (ms, 0 = none),
     perUser, maxPerOrder, paymentWindow (s), challenge (none | pow), admission
     (first-come or a registered mode's name), a queue's seed (64 hex digits), buyCounts, and gate:
-    the one gate purchase.lua requires (pass | draw | member | token | none)
+    the one gate purchase.lua requires (pass | draw | member | token | none), and paused (1) for
+    a sale its operator paused (sales.paused_at)
 
   Returns 1 loaded, 0 already there.
 ]]

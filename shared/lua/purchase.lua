@@ -4,7 +4,8 @@
 
   KEYS[1] meta          sale rules (hash: startsAt, endsAt (0 = no end), perUser, maxPerOrder, paymentWindow,
                         challenge (absent = none), admission (absent = first-come), buyCounts, gate: the
-                        one gate a purchase must pass, set by the admission mode at load (see "Gate"))
+                        one gate a purchase must pass, set by the admission mode at load (see "Gate"),
+                        paused: present while an operator pauses the sale (pause_sale.lua))
   KEYS[2] available     stock left
   KEYS[3] buys:<buyer>  this buyer's count in the older format, a key of its own (see "Buyer counts");
                         expires ARGV[4] s after end + payment window, never for a sale without end
@@ -63,6 +64,7 @@
     {-13, ms}               this buyer sent more than ARGV[7] purchases in the window; it ends in ms
     {-15, unpaid}           this buyer let ARGV[10] orders of this sale expire unpaid
     {-14, 0}                this purchase token has expired
+    {-17, 0}                paused by an operator (the draw's own award, 'draw', goes on)
     {-16, 0}                the sale's gate is one of no code above ('member', or a mode this script
                             does not know), and this purchase did not pass it: not on the mode's list
 
@@ -133,6 +135,8 @@ local hasEnd = endsAt ~= 0
 
 if now < startsAt then return {-2, 0} end
 if hasEnd and now >= endsAt then return {-3, 0} end
+-- Pause: one flag of meta, read apart. A draw's award is no buyer's purchase: a winner keeps their unit.
+if gate ~= 'draw' and rcall('HEXISTS', metaKey, 'paused') == 1 then return {-17, 0} end
 -- Who may buy: those who pass the sale's one gate (see "Gate"): a queue's pass holders (the pass
 -- replaced the token at joining), the draw's winners, a list's members, or, first come, anyone
 -- (with a token on a 'pow' sale).

@@ -3,6 +3,8 @@
 // one conditional update that says what it expects; marking again answers the first record as it
 // is, so a retried call (a lost answer, a double click) never changes its time or reference.
 import type { Pool } from '../runtime/db.js';
+import { withTransaction } from '../runtime/db.js';
+import { recordAudit } from '../operators/audit.js';
 import { HttpError } from '../runtime/errors.js';
 import type { RefundReason } from './queries.js';
 import { UNSHOWABLE } from '../sales/definition.js';
@@ -89,20 +91,30 @@ export function checkReference(reference: unknown): string {
 /**
  * Records that a refund_due payment's money went back. Marked already: the first record, unchanged.
  * No such payment: 404 payment_not_found. A payment that paid its order: 409 not_refund_due.
+ * `by`: the operator, recorded in the audit with the mark (a mark again records nothing).
  */
-export async function markRefunded(pool: Pool, paymentId: string, reference: string): Promise<Refund> {
+export async function markRefunded(pool: Pool, paymentId: string, reference: string, by: string): Promise<Refund> {
   checkReference(reference);
-  await pool.query(
-    `update payments set refunded_at = now(), refund_reference = $2 where id = $1 and outcome = 'refund_due' and refunded_at is null`,
-    [paymentId, reference],
-  );
-  const res = await pool.query<RefundRow & { outcome: string }>(
-    `select ${COLUMNS}, p.outcome from payments p join orders o on o.id = p.order_id where p.id = $1`,
-    [paymentId],
-  );
-  const row = res.rows[0];
-  if (!row) throw new HttpError('payment_not_found', `No payment has the id "${paymentId}".`);
-  if (row.outcome !== 'refund_due')
-    throw new HttpError('not_refund_due', `Payment "${paymentId}" paid its order: there is nothing to refund.`);
-  return refundOf(row);
+  return withTransaction(pool, async (client) => {
+    const marked = await client.query(
+      `update payments set refunded_at = now(), refund_reference = $2 where id = $1 and outcome = 'refund_due' and refunded_at is null`,
+      [paymentId, reference],
+    );
+    const res = await client.query<RefundRow & { outcome: string }>(
+      `select ${COLUMNS}, p.outcome from payments p join orders o on o.id = p.order_id where p.id = $1`,
+      [paymentId],
+    );
+    const row = res.rows[0];
+    if (!row) throw new HttpError('payment_not_found', `No payment has the id "${paymentId}".`);
+    if (row.outcome !== 'refund_due')
+      throw new HttpError('not_refund_due', `Payment "${paymentId}" paid its order: there is nothing to refund.`);
+    if (marked.rowCount === 1)
+      await recordAudit(client, {
+        operator: by,
+        action: 'refund.mark',
+        saleId: row.sale_id,
+        detail: { paymentId, orderId: row.order_id, reference },
+      });
+    return refundOf(row);
+  });
 }

@@ -26,6 +26,7 @@ export enum Refusal {
   TokenExpired = -14,
   UnpaidLimit = -15,
   NotAdmitted = -16,
+  Paused = -17,
 }
 
 /** The refusals answered with their catalogue message alone. */
@@ -40,6 +41,7 @@ const PLAIN: Partial<Record<Refusal, ErrorCode>> = {
   [Refusal.PassRequired]: 'admission_pass_required',
   [Refusal.PassInvalid]: 'admission_pass_invalid',
   [Refusal.NotAdmitted]: 'not_admitted',
+  [Refusal.Paused]: 'paused',
 };
 
 function refusalError(code: number, n: number): Error {

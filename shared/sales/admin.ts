@@ -6,6 +6,7 @@ import type { Pool } from '../runtime/db.js';
 import { withTransaction } from '../runtime/db.js';
 import { modeOf } from '../admission/modes.js';
 import { HttpError } from '../runtime/errors.js';
+import { recordAudit } from '../operators/audit.js';
 import { ORDER_STATES, type OrderState } from '../orders/states.js';
 import { endSaleScript } from './scripts.js';
 import { fromRow, saleView, type Sale, type SaleRow, type SaleState, type SaleView } from './sale.js';
@@ -118,9 +119,16 @@ export interface EndResult {
  * ended already is left as it is, but its end is written to Redis again, so a Redis that missed
  * an earlier end (the commit failed after Redis took it, or Redis lost it) catches up. The sale's
  * admission mode ends with it, in the same transaction (`ending`: a draw's entries stop and every
- * entrant without an order has lost), and tells its buyers once committed (`ended`).
+ * entrant without an order has lost), and tells its buyers once committed (`ended`). `by`: the
+ * operator, recorded in the audit when the end changed something.
  */
-export async function endSale(pool: Pool, redis: RedisClient, saleId: string, at?: Date): Promise<EndResult> {
+export async function endSale(
+  pool: Pool,
+  redis: RedisClient,
+  saleId: string,
+  at?: Date,
+  by?: string,
+): Promise<EndResult> {
   const result = await withTransaction(pool, async (client) => {
     const updated = await client.query<SaleRow>(
       `update sales set ends_at = e.at, starts_at = least(starts_at, e.at)
@@ -132,6 +140,13 @@ export async function endSale(pool: Pool, redis: RedisClient, saleId: string, at
     const row = updated.rows[0] ?? (await client.query<SaleRow>('select * from sales where id = $1', [saleId])).rows[0];
     if (!row) throw new HttpError('sale_not_found', `No sale with id "${saleId}".`);
     const sale = fromRow(row);
+    if (by !== undefined && updated.rowCount === 1)
+      await recordAudit(client, {
+        operator: by,
+        action: 'sale.end',
+        saleId,
+        detail: { at: sale.endsAt!.toISOString() },
+      });
     await modeOf(sale.admission)?.ending?.(client, redis, sale);
     // Not loaded (-1): there is nothing in Redis to sell from, and a reload takes its end from this row.
     await endSaleScript(redis, sale.id, sale.endsAt!.getTime());

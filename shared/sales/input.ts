@@ -15,7 +15,7 @@ if (unchecked.length > 0) throw new Error(`sales/definition.ts: add ${unchecked.
 // after 1970, and a typo such as 0026 must be refused rather than read as the year 26.
 const YEARS = { min: 2000, max: 9999 };
 
-function readTime(key: string, v: unknown): Date {
+export function readTime(key: string, v: unknown): Date {
   const message = `${key} must be an ISO 8601 date-time, e.g. 2026-12-01T10:00:00Z`;
   const m = typeof v === 'string' ? /^(\d{4})-(\d\d)-(\d\d)T/.exec(v) : null;
   if (!m) invalid(message);

@@ -7,6 +7,7 @@ import { HttpError } from '../runtime/errors.js';
 import { SALES_REGISTRY, saleKeys } from '../redis/keys.js';
 import { loadSale, type LoadOptions, type SaleRules } from './scripts.js';
 import { modeOf } from '../admission/mode.js';
+import { recordAudit } from '../operators/audit.js';
 import {
   SALE_DEFINITION,
   type Admission,
@@ -48,14 +49,24 @@ export async function loadSaleIntoRedis(redis: RedisClient, sale: Sale, opts: Lo
   return loaded;
 }
 
-/** Creates the sale in Postgres and loads it into Redis; Redis failing rolls the row back. */
-export async function createSale(pool: Pool, redis: RedisClient, sale: Sale, opts: LoadOptions = {}): Promise<void> {
+/**
+ * Creates the sale in Postgres and loads it into Redis; Redis failing rolls the row back. `by`: the
+ * operator who asked, recorded in the audit in the same transaction.
+ */
+export async function createSale(
+  pool: Pool,
+  redis: RedisClient,
+  sale: Sale,
+  opts: LoadOptions = {},
+  by?: string,
+): Promise<void> {
   await withTransaction(pool, async (client) => {
     const res = await client.query(
       INSERT,
       FIELDS.map((k) => sale[k]),
     );
     if (res.rowCount === 0) throw new HttpError('sale_exists', `A sale with id "${sale.id}" already exists.`);
+    if (by !== undefined) await recordAudit(client, { operator: by, action: 'sale.create', saleId: sale.id });
     await loadSaleIntoRedis(redis, sale, opts);
   });
 }

@@ -28,6 +28,8 @@ const META = (Object.keys(SALE_DEFINITION) as SaleField[]).flatMap((key) => {
 export interface LoadOptions {
   /** LEGACY_BUY_COUNTS: the sale keeps each buyer's count in a key of its own, which APIs of the previous release read (see purchase.lua). */
   legacyBuyCounts?: boolean;
+  /** The sale is paused (sales.paused_at): a reload keeps it so. */
+  paused?: boolean;
 }
 
 export async function loadSale(
@@ -47,7 +49,7 @@ export async function loadSale(
     redis,
     'load_sale',
     [k.meta, k.available],
-    [r.stock, ...meta, ...buyCounts, 'gate', requiredGate(r)],
+    [r.stock, ...meta, ...buyCounts, 'gate', requiredGate(r), ...(opts.paused ? ['paused', 1] : [])],
   );
   return loaded === 1;
 }
@@ -83,6 +85,20 @@ export async function readSaleRules(redis: RedisClient, saleId: string): Promise
 /** Brings a loaded sale's end forward to `endsAt` (ms): 1 moved, 0 ended at or before it already, -1 not loaded. */
 export async function endSaleScript(redis: RedisClient, saleId: string, endsAt: number): Promise<1 | 0 | -1> {
   return (await run(redis, 'end_sale', [saleKeys(saleId).meta], [endsAt])) as 1 | 0 | -1;
+}
+
+/** pause_sale.lua: sets (or with `paused` false, clears) the sale's pause flag: 1 changed, 0 so already, -1 not loaded. */
+export async function pauseScript(redis: RedisClient, saleId: string, paused: boolean): Promise<1 | 0 | -1> {
+  return (await run(redis, 'pause_sale', [saleKeys(saleId).meta], [paused ? 1 : 0])) as 1 | 0 | -1;
+}
+
+/** set_end.lua: moves a live sale's end to `endsAt` (ms), judged by Redis's TIME; {code, Redis's now}. */
+export async function setEndScript(
+  redis: RedisClient,
+  saleId: string,
+  endsAt: number,
+): Promise<[1 | -1 | -2 | -3, number]> {
+  return (await run(redis, 'set_end', [saleKeys(saleId).meta], [endsAt])) as [1 | -1 | -2 | -3, number];
 }
 
 /** exchange.lua: spends a solved challenge (by its signature) if the sale's window and the challenge's expiry allow, by Redis's clock; {code, Redis's now}. */

@@ -140,6 +140,8 @@ export enum Phase {
   Open = 1,
   SoldOut = 2,
   Ended = 3,
+  /** An operator paused the sale: nobody is admitted until it resumes. */
+  Paused = 4,
 }
 
 export interface AdmitStep {

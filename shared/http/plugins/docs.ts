@@ -11,7 +11,7 @@ const TAGS = [
   { name: 'draw', description: "a draw's entries and its public record (admission: draw)" },
   { name: 'orders', description: "a buyer's orders" },
   { name: 'payments', description: "the payment providers' webhooks" },
-  { name: 'admin', description: 'sales administration (ADMIN_TOKEN)' },
+  { name: 'admin', description: "sales administration (ADMIN_TOKEN or an operator's secret)" },
   { name: 'ops', description: 'probes, metrics and development helpers' },
   { name: 'page', description: "the buyer's page" },
 ];
@@ -25,7 +25,11 @@ const SECURITY_SCHEMES = {
       "The buyer's JWT (`sub` is the buyer): HS256 with JWT_SECRET, or RS256/ES256 from JWT_JWKS_URL. " +
       'With AUTH_MODE=trusted-header, the X-User-Id header an authenticating gateway sets instead.',
   },
-  admin: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' },
+  admin: {
+    type: 'http',
+    scheme: 'bearer',
+    description: "ADMIN_TOKEN, or a named operator's secret from `flashsale operator add` (revoked: 401)",
+  },
 } as const;
 
 /** On the whole app: in a plugin's own context it would see none of the routes. */

@@ -1,7 +1,8 @@
 // The live view of one sale (the one in the address's hash): GET /api/sales/:id/live every second,
 // its units, figures, its admission mode's figures (admin-modes.js), and this instance's purchase
-// outcomes; and ending it.
+// outcomes; and ending it (pausing it and moving its end: admin-controls.js).
 import { addSample, makeChart, purchaseRate, UNITS } from './admin-chart.js';
+import { loadAudit, moveEnd, renderControls, setPaused } from './admin-controls.js';
 import { LIVE_MODES } from './admin-modes.js';
 import { buyerPage, loadSales, markSelected, SALE_STATES } from './admin-sales.js';
 import { $, api, failed, setText, show, signedIn } from './admin-session.js';
@@ -36,6 +37,7 @@ function renderModes(n) {
 
 function renderLive(n) {
   renderSaleHead(n.sale);
+  renderControls(n);
   renderModes(n);
   const r = n.reconciliation;
   for (const u of UNITS) setText(`live-${u}`, String(r[u]));
@@ -129,6 +131,8 @@ export async function endSale() {
     // A poll asked before this answer may have read the sale before the end: dropped, not shown over it.
     live.asked++;
     renderSaleHead(ended);
+    renderControls({ sale: ended, paused: !$('paused-badge').hidden });
+    void loadAudit(sale.id);
     void loadSales();
   } catch (err) {
     failed(err);
@@ -136,3 +140,7 @@ export async function endSale() {
     $('end-sale').disabled = false;
   }
 }
+
+/** The controls act on the sale shown; none shown, they do nothing. */
+export const pauseShown = (paused) => live.sale && void setPaused(live.sale, paused);
+export const moveShownEnd = (event) => (live.sale ? void moveEnd(live.sale, event) : event.preventDefault());

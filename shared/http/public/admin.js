@@ -1,6 +1,6 @@
 // The operator's page: sign in with the admin token, list the sales (admin-sales.js), create one
 // (admin-sale-form.js), and follow one live (admin-live.js, its chart admin-chart.js).
-import { endSale, openFromHash, stopLive } from './admin-live.js';
+import { endSale, moveShownEnd, openFromHash, pauseShown, stopLive } from './admin-live.js';
 import { resizeChart } from './admin-chart.js';
 import { createSale, showAdmission } from './admin-sale-form.js';
 import { loadSales, moreSales } from './admin-sales.js';
@@ -32,6 +32,9 @@ $('create-form').addEventListener('submit', (event) => void createSale(event));
 $('create-admission').addEventListener('change', showAdmission);
 showAdmission();
 $('end-sale').addEventListener('click', () => void endSale());
+$('pause-sale').addEventListener('click', () => pauseShown(true));
+$('resume-sale').addEventListener('click', () => pauseShown(false));
+$('end-time-form').addEventListener('submit', moveShownEnd);
 $('close-live').addEventListener('click', () => {
   location.hash = '';
 });

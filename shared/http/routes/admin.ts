@@ -10,6 +10,7 @@ import type { Pool } from '../../runtime/db.js';
 import { HttpError } from '../../runtime/errors.js';
 import { HOLDING, ORDER_STATES, RESTORING, STATE_RULES } from '../../orders/states.js';
 import { getSale } from '../../sales/sale.js';
+import { isPaused } from '../../sales/controls.js';
 import { LATENESS_SAMPLE, LATENESS_WINDOW_MS, liveKeys, saleLive } from '../../sales/live.js';
 import { registeredModes } from '../../admission/modes.js';
 import { withSaleForm } from '../sale-form.js';
@@ -43,10 +44,21 @@ const UNITS = {
 const liveSchema = () => ({
   description: "the sale's numbers, read at `at`",
   type: 'object',
-  required: ['at', 'sale', 'reconciliation', 'purchases', 'writerLagMs', 'lateness', ...liveKeys(), 'thisInstance'],
+  required: [
+    'at',
+    'sale',
+    'paused',
+    'reconciliation',
+    'purchases',
+    'writerLagMs',
+    'lateness',
+    ...liveKeys(),
+    'thisInstance',
+  ],
   properties: {
     at: { type: 'string', format: 'date-time', description: "the server's clock when they were read" },
     sale: saleViewSchema,
+    paused: { type: 'boolean', description: 'an operator paused the sale (Postgres, the record)' },
     reconciliation: {
       type: 'object',
       description: 'units of the sale by where they are (expired and cancelled: ever)',
@@ -107,7 +119,8 @@ export const admin: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth
     async (req) => {
       const sale = await getSale(pool, req.params.saleId);
       if (!sale) throw new HttpError('sale_not_found', `No sale with id "${req.params.saleId}".`);
-      return saleLive(pool, redis, sale);
+      const [live, paused] = await Promise.all([saleLive(pool, redis, sale), isPaused(pool, sale.id)]);
+      return { ...live, paused: paused === true };
     },
   );
   done();

@@ -112,6 +112,7 @@ export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purc
             'sold_out',
             'not_enough_stock',
             'limit_reached',
+            'paused',
             'unpaid_limit',
             'rate_limited',
             'payload_too_large',

@@ -102,7 +102,7 @@ export const refunds: FastifyPluginCallback<{ pool: Pool; auth: Auth }> = (app, 
         },
       },
     },
-    async (req) => markRefunded(pool, req.params.paymentId, req.body.reference),
+    async (req) => markRefunded(pool, req.params.paymentId, req.body.reference, req.operator),
   );
   done();
 };

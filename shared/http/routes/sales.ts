@@ -93,7 +93,7 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, auth
     },
     async (req, reply) => {
       const sale = parseSaleInput(req.body);
-      await createSale(pool, redis, sale, load);
+      await createSale(pool, redis, sale, load, req.operator);
       return reply.code(201).send(await saleView(redis, sale));
     },
   );
@@ -143,7 +143,7 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, auth
       ),
     },
     async (req) => {
-      const { sale } = await endSale(pool, redis, req.params.saleId);
+      const { sale } = await endSale(pool, redis, req.params.saleId, undefined, req.operator);
       saleCache.drop(sale.id);
       return saleView(redis, sale);
     },

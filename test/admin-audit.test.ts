@@ -1,0 +1,137 @@
+// The operator's page's controls of a live sale in real headless Chromium against the real API:
+// pause and resume, a new end, and the sale's audit list naming who did each, signed in with a
+// named operator's secret. What the page shows is checked against Postgres and Redis directly.
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { addOperator } from '../shared/operators/operators.js';
+import { saleKeys } from '../shared/redis/keys.js';
+import { buildTestApp } from './support/api.js';
+import { testEnv, type TestEnv } from './support/env.js';
+import { HOUR, newSale, waitFor } from './support/fixtures.js';
+import { http, outcome } from './support/http.js';
+
+/** A bound for a busy machine, not a speed the test asserts (a state that never comes still fails). */
+const WAIT_MS = 20_000;
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--no-first-run',
+];
+const SCREENSHOTS = fileURLToPath(new URL('../test-output/screenshots/', import.meta.url));
+
+let env: TestEnv;
+let app: FastifyInstance;
+let built: Awaited<ReturnType<typeof buildTestApp>> | undefined;
+let port: number;
+let browser: Browser;
+const pageErrors: string[] = [];
+
+before(async () => {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  env = await testEnv();
+  built = await buildTestApp(env);
+  app = built.app;
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  port = (app.server.address() as { port: number }).port;
+  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+});
+after(async () => {
+  await browser?.close();
+  await built?.close();
+  await env?.close();
+});
+
+async function open(path: string): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1200, height: 900 }, locale: 'en-US' });
+  context.setDefaultTimeout(WAIT_MS);
+  context.setDefaultNavigationTimeout(30_000);
+  const page = await context.newPage();
+  page.on('pageerror', (err) => pageErrors.push(err.message));
+  page.on('console', (msg) => {
+    if (msg.type() === 'error' && !/the server responded with a status of 4\d\d/.test(msg.text()))
+      pageErrors.push(msg.text());
+  });
+  page.on('dialog', (dialog) => void dialog.accept());
+  await page.goto(`http://127.0.0.1:${port}${path}`);
+  return page;
+}
+
+/** Waits until [data-testid=testId] is visible and its text matches. */
+async function see(page: Page, testId: string, text: RegExp): Promise<void> {
+  const el = page.getByTestId(testId);
+  await el
+    .filter({ hasText: text })
+    .first()
+    .waitFor({ state: 'visible' })
+    .catch(async () =>
+      assert.fail(`[data-testid=${testId}] should show ${text}; it shows ${await el.first().textContent()}`),
+    );
+}
+
+const buy = (saleId: string, user: string) =>
+  http(port, 'POST', `/api/sales/${saleId}/purchases`, { user, body: { qty: 1 } });
+const pausedAt = async (id: string) =>
+  (await env.pool.query<{ paused_at: Date | null }>('select paused_at from sales where id = $1', [id])).rows[0]!
+    .paused_at;
+
+test('admin page: an operator pauses, resumes and moves the end of a live sale; each shows in its audit list with their name', {
+  timeout: 90_000,
+}, async () => {
+  const { secret } = await addOperator(env.pool, 'erin', 'test');
+  const sale = await newSale(env, { name: 'Audit drop', stock: 5, endsAt: new Date(Date.now() + HOUR).toISOString() });
+  const page = await open(`/admin#${sale.id}`);
+  await page.getByTestId('token').fill(secret);
+  await page.getByTestId('sign-in-button').click();
+  await see(page, 'live-name', /^Audit drop$/);
+  await see(page, 'audit-empty', /Nothing recorded yet/);
+
+  await page.getByTestId('pause-sale').click();
+  await see(page, 'paused-badge', /^Paused$/);
+  await see(page, 'audit', /erin paused/);
+  assert.ok((await pausedAt(sale.id)) instanceof Date, 'Postgres records the pause');
+  assert.equal(await env.redis.hexists(saleKeys(sale.id).meta, 'paused'), 1);
+  assert.equal(outcome(await buy(sale.id, 'pat')), '409 paused');
+  assert.equal(await page.getByTestId('pause-sale').isHidden(), true);
+
+  await page.getByTestId('resume-sale').click();
+  await see(page, 'audit', /erin resumed/);
+  await page.getByTestId('paused-badge').waitFor({ state: 'hidden' });
+  assert.equal(await pausedAt(sale.id), null);
+  assert.equal(outcome(await buy(sale.id, 'pat')), '202 queued');
+
+  // Two hours from now, as the browser's local time the input takes (the page's zone is the test's).
+  const target = new Date(Date.now() + 2 * HOUR);
+  target.setMilliseconds(0);
+  const local = new Date(target.getTime() - target.getTimezoneOffset() * 60_000).toISOString().slice(0, 19);
+  await page.getByTestId('end-time').fill(local);
+  await page.getByTestId('end-time-button').click();
+  await see(page, 'audit', /erin moved the end to /);
+  await waitFor('the new end recorded', async () => {
+    const { rows } = await env.pool.query<{ ends_at: Date }>('select ends_at from sales where id = $1', [sale.id]);
+    return rows[0]!.ends_at.getTime() === target.getTime();
+  });
+  assert.equal(Number(await env.redis.hget(saleKeys(sale.id).meta, 'endsAt')), target.getTime());
+
+  // A time gone is refused as the server says, and the operator stays signed in.
+  const past = new Date(Date.now() - HOUR);
+  await page
+    .getByTestId('end-time')
+    .fill(new Date(past.getTime() - past.getTimezoneOffset() * 60_000).toISOString().slice(0, 16));
+  await page.getByTestId('end-time-button').click();
+  await see(page, 'message', /is not to come/);
+  assert.equal(await page.getByTestId('console').isVisible(), true);
+
+  const items = await page.getByTestId('audit').locator('li').allTextContents();
+  assert.equal(items.length, 3, items.join('\n'));
+  assert.match(items[0]!, /erin moved the end/);
+  assert.match(items[2]!, /erin paused/);
+  await page.screenshot({ path: `${SCREENSHOTS}admin-audit.png`, fullPage: true });
+  await page.context().close();
+  assert.deepEqual(pageErrors, [], 'the page logged no errors');
+});
