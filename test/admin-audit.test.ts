@@ -2,28 +2,16 @@
 // pause and resume, a new end, and the sale's audit list naming who did each, signed in with a
 // named operator's secret. What the page shows is checked against Postgres and Redis directly.
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { addOperator } from '../shared/operators/operators.js';
 import { saleKeys } from '../shared/redis/keys.js';
 import { buildTestApp } from './support/api.js';
+import { newWindow, openBrowser, see, shot } from './support/browser.js';
 import { testEnv, type TestEnv } from './support/env.js';
 import { HOUR, newSale, waitFor } from './support/fixtures.js';
 import { http, outcome } from './support/http.js';
-
-/** A bound for a busy machine, not a speed the test asserts (a state that never comes still fails). */
-const WAIT_MS = 20_000;
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--no-first-run',
-];
-const SCREENSHOTS = fileURLToPath(new URL('../test-output/screenshots/', import.meta.url));
 
 let env: TestEnv;
 let app: FastifyInstance;
@@ -33,13 +21,12 @@ let browser: Browser;
 const pageErrors: string[] = [];
 
 before(async () => {
-  mkdirSync(SCREENSHOTS, { recursive: true });
   env = await testEnv();
   built = await buildTestApp(env);
   app = built.app;
   await app.listen({ port: 0, host: '127.0.0.1' });
   port = (app.server.address() as { port: number }).port;
-  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  browser = await openBrowser();
 });
 after(async () => {
   await browser?.close();
@@ -48,30 +35,9 @@ after(async () => {
 });
 
 async function open(path: string): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 1200, height: 900 }, locale: 'en-US' });
-  context.setDefaultTimeout(WAIT_MS);
-  context.setDefaultNavigationTimeout(30_000);
-  const page = await context.newPage();
-  page.on('pageerror', (err) => pageErrors.push(err.message));
-  page.on('console', (msg) => {
-    if (msg.type() === 'error' && !/the server responded with a status of 4\d\d/.test(msg.text()))
-      pageErrors.push(msg.text());
-  });
+  const page = await newWindow(browser, `http://127.0.0.1:${port}${path}`, pageErrors);
   page.on('dialog', (dialog) => void dialog.accept());
-  await page.goto(`http://127.0.0.1:${port}${path}`);
   return page;
-}
-
-/** Waits until [data-testid=testId] is visible and its text matches. */
-async function see(page: Page, testId: string, text: RegExp): Promise<void> {
-  const el = page.getByTestId(testId);
-  await el
-    .filter({ hasText: text })
-    .first()
-    .waitFor({ state: 'visible' })
-    .catch(async () =>
-      assert.fail(`[data-testid=${testId}] should show ${text}; it shows ${await el.first().textContent()}`),
-    );
 }
 
 const buy = (saleId: string, user: string) =>
@@ -131,7 +97,7 @@ test('admin page: an operator pauses, resumes and moves the end of a live sale; 
   assert.equal(items.length, 3, items.join('\n'));
   assert.match(items[0]!, /erin moved the end/);
   assert.match(items[2]!, /erin paused/);
-  await page.screenshot({ path: `${SCREENSHOTS}admin-audit.png`, fullPage: true });
+  await shot(page, 'admin-audit');
   await page.context().close();
   assert.deepEqual(pageErrors, [], 'the page logged no errors');
 });
