@@ -1,4 +1,5 @@
-// A draw at scale, checked from outside: 20,000 buyers enter through the HTTP API, the admission
+// A draw at scale, checked from outside: 20,000 buyers enter through the API (its routes as startApi
+// assembles them, answered by app.inject: the sockets are not what this file is about), the admission
 // loop makes the draw and gives the orders, and then an implementation written here from the
 // documented algorithm alone (node:crypto and a plain sort; nothing of shared/admission/draw/draw.ts) recomputes
 // every rank and the winners from what GET /api/sales/:saleId/draw publishes. Postgres, the API's
@@ -8,15 +9,15 @@ import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { AdmissionLoop } from '../../shared/admission/loop.js';
 import { getSale } from '../../shared/sales/sale.js';
-import { apiEnv, type ApiEnv } from '../support/api.js';
+import { apiSuite } from '../support/api.js';
 import { cli } from '../support/cli.js';
 import type { TestEnv } from '../support/env.js';
 import { newSale, runConcurrently, waitFor } from '../support/fixtures.js';
-import { http, outcome } from '../support/http.js';
+import { outcome, type Inject } from '../support/http.js';
 
 let env: TestEnv;
-let api: ApiEnv['api'];
-apiEnv((s) => ({ env, api } = s), { purchaseRatePerBuyer: 0 });
+let call: Inject;
+apiSuite((s) => ({ env, call } = s), { purchaseRatePerBuyer: 0 });
 
 const ENTRANTS = 20_000;
 const STOCK = 500;
@@ -41,7 +42,7 @@ test(`a draw of ${ENTRANTS} entries recomputed from the revealed seed by an inde
   const buyers = Array.from({ length: ENTRANTS }, (_, i) => `entrant-${i}`);
   const started = Date.now();
   const answers = await runConcurrently(ENTRANTS, CONCURRENCY, async (i) =>
-    http(api.port, 'POST', `/api/sales/${sale.id}/entries`, { user: buyers[i] }),
+    call('POST', `/api/sales/${sale.id}/entries`, { user: buyers[i] }),
   );
   const enterMs = Date.now() - started;
   assert.deepEqual([...new Set(answers.map(outcome))], ['200'], 'every entry answered 200');
@@ -68,7 +69,7 @@ test(`a draw of ${ENTRANTS} entries recomputed from the revealed seed by an inde
 
   // What an outsider sees.
   const pub = await waitFor('the seed revealed', async () => {
-    const r = await http(api.port, 'GET', `/api/sales/${sale.id}/draw`);
+    const r = await call('GET', `/api/sales/${sale.id}/draw`);
     return r.status === 200 && r.body.seed && r.body.winners.length === STOCK ? r.body : null;
   });
   assert.equal(hex(pub.seed), pub.seedSha256, 'the seed is the one committed to');
@@ -102,7 +103,7 @@ test(`a draw of ${ENTRANTS} entries recomputed from the revealed seed by an inde
   const byRank = new Map(rows.map((r) => [r.draw_rank, r]));
   for (const rank of [1, STOCK, STOCK + 1, ENTRANTS]) {
     const r = byRank.get(rank)!;
-    const view = (await http(api.port, 'GET', `/api/sales/${sale.id}/entries/me`, { user: r.buyer })).body;
+    const view = (await call('GET', `/api/sales/${sale.id}/entries/me`, { user: r.buyer })).body;
     assert.deepEqual(view, {
       saleId: sale.id,
       state: rank <= STOCK ? 'won' : 'waiting',

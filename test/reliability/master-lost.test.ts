@@ -18,7 +18,15 @@ import type { Cluster as Processes } from '../support/cluster.js';
 import type { TestEnv } from '../support/env.js';
 import { newSale, waitFor, written } from '../support/fixtures.js';
 import { http } from '../support/http.js';
-import { assertNo500, beginScenario, checkSale, summarize, tally, type FaultLog } from '../support/scenario.js';
+import {
+  assertNo500,
+  beginScenario,
+  checkSale,
+  QUIET_POLLING,
+  summarize,
+  tally,
+  type FaultLog,
+} from '../support/scenario.js';
 import { answersHold, Shoppers } from '../support/shoppers.js';
 import { addr, onTopology, salesOnEveryMaster } from '../support/topology.js';
 
@@ -192,6 +200,7 @@ describe('Cluster', () => {
     (d) => startCluster(d, { masters: 3, replicasPerMaster: 1 }),
     (t) => ({ redisClusterNodes: t.seeds }),
     (on) => ({ topo, env, c } = on),
+    QUIET_POLLING,
   );
 
   test('cluster: a master lost for good: every 202 gets its order, its sales answer 503 reserving nothing, the others sell on', async () => {
@@ -224,6 +233,7 @@ describe('Sentinel', () => {
     (d) => startSentinels(d, { replicas: 1 }),
     (t) => ({ redisSentinels: t.sentinels, redisSentinelName: t.name }),
     (on) => ({ topo, env, c } = on),
+    QUIET_POLLING,
   );
 
   test('sentinel: the master lost for good: every 202 gets its order, purchases answer 503 reserving nothing', async () => {

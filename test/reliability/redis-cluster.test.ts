@@ -13,7 +13,15 @@ import { cli } from '../support/cli.js';
 import type { Cluster as Processes } from '../support/cluster.js';
 import type { TestEnv } from '../support/env.js';
 import { http } from '../support/http.js';
-import { assertNo500, beginScenario, checkSale, killMasterRuns, summarize, tally } from '../support/scenario.js';
+import {
+  assertNo500,
+  beginScenario,
+  checkSale,
+  killMasterRuns,
+  QUIET_POLLING,
+  summarize,
+  tally,
+} from '../support/scenario.js';
 import { answersHold, Shoppers } from '../support/shoppers.js';
 import { addr, allClosed, buy, lateness, masterOf, onTopology, salesOnEveryMaster } from '../support/topology.js';
 import { redisNow, waitFor, written } from '../support/fixtures.js';
@@ -29,6 +37,7 @@ onTopology(
   (d) => startCluster(d, { masters: 3, replicasPerMaster: 1 }),
   (t) => ({ redisClusterNodes: t.seeds }),
   (on) => ({ topo, env, c } = on),
+  QUIET_POLLING,
 );
 
 const closedByListener = () => c.metric('listener', 'flashsale_orders_closed_total', 'by="listener"');

@@ -7,10 +7,20 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { delay } from '../../shared/runtime/daemon.js';
 import { checkInvariants, type InvariantReport, type Violation } from '../../shared/checks/invariants.js';
+import type { Vars } from './cli.js';
 import type { Cluster } from './cluster.js';
 import type { TestEnv } from './env.js';
 import { orderCount, seededRandom, written } from './fixtures.js';
 import { answersFromNow } from './http.js';
+
+/**
+ * Idle polling at 100 ms for a scenario's daemons (the writer's default is 20 ms, the scenarios'
+ * nudge 50 ms): an idle writer pass and a listener nudge each run one script per registered sale,
+ * and a file's sales stay registered to its end, so each later test pays for every sale before it,
+ * on every master. A queued purchase is still picked up within 100 ms and a due expiry key touched
+ * within 100 ms, well inside the 1 s of lateness the scenarios allow.
+ */
+export const QUIET_POLLING: Vars = { WRITER_IDLE_MS: '100', EXPIRY_NUDGE_MS: '100' };
 
 /** TEST_SEED reproduces a run's fault schedule; otherwise each scenario draws its own and prints it. */
 export function scenarioSeed(): number {

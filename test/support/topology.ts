@@ -9,6 +9,7 @@ import type { Cluster as RedisCluster } from 'ioredis';
 import type { ConfigOverrides } from '../../shared/config/index.js';
 import { saleKeys } from '../../shared/redis/keys.js';
 import type { Sale } from '../../shared/sales/sale.js';
+import type { Vars } from './cli.js';
 import { Cluster as Processes } from './cluster.js';
 import { testEnv, type TestEnv } from './env.js';
 import { newSale, runConcurrently, waitFor } from './fixtures.js';
@@ -26,14 +27,22 @@ export class OnTopology<T extends { stop(): Promise<void> }> {
   c!: Processes;
   private dir = '';
 
-  constructor(private readonly name: string) {}
+  /** `vars`: what the file's daemons run with besides (or instead of) these. */
+  constructor(
+    private readonly name: string,
+    private readonly vars: Vars = {},
+  ) {}
 
   async start(start: (dir: string) => Promise<T>, redis: (topo: T) => ConfigOverrides): Promise<this> {
     // On tmpfs where there is one: each node writes its nodes.conf, fsynced, at every slot and epoch change.
     this.dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), `flashsale-${this.name}-`));
     this.topo = await start(this.dir);
     this.env = await testEnv({ redisMinReplicasAck: 1 }, { redis: redis(this.topo) });
-    this.c = new Processes(this.env, new FaultLog(this.name), { REDIS_MIN_REPLICAS_ACK: '1', EXPIRY_NUDGE_MS: '50' });
+    this.c = new Processes(this.env, new FaultLog(this.name), {
+      REDIS_MIN_REPLICAS_ACK: '1',
+      EXPIRY_NUDGE_MS: '50',
+      ...this.vars,
+    });
     await this.c.startAll([
       ['api', 'api'],
       ['writer', 'order-writer'],
@@ -60,8 +69,9 @@ export function onTopology<T extends { stop(): Promise<void> }>(
   start: (dir: string) => Promise<T>,
   redis: (topo: T) => ConfigOverrides,
   use: (on: OnTopology<T>) => void,
+  vars: Vars = {},
 ): void {
-  const on = new OnTopology<T>(name);
+  const on = new OnTopology<T>(name, vars);
   before(async () => use(await on.start(start, redis)));
   after(() => on.stop());
 }

@@ -16,7 +16,7 @@ import { testEnv, type TestEnv } from '../../support/env.js';
 import { newSale, seededRandom, settle, waitFor, written } from '../../support/fixtures.js';
 import { http, outcome, type Reply } from '../../support/http.js';
 import { inPrivateNetns, NetFaults } from '../../support/netns.js';
-import { beginScenario, checkSale, LiveChecks, tally } from '../../support/scenario.js';
+import { beginScenario, checkSale, LiveChecks, QUIET_POLLING, tally } from '../../support/scenario.js';
 import { Shoppers } from '../../support/shoppers.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
 import { byFirstWord, networkFaults, PROCS, type Server } from './faults.js';
@@ -142,7 +142,7 @@ async function main(): Promise<NetworkScenarioResult> {
     const apiPorts: Record<string, number> = { 'api-a': await freePort(), 'api-b': await freePort() };
     const apiOf = (port: number) => (port === apiPorts['api-a'] ? 'api-a' : 'api-b');
     const skewNow: Record<string, number> = { 'api-a': 0, 'api-b': order[0]! };
-    c = new Cluster(env, log, { EXPIRY_NUDGE_MS: '50' });
+    c = new Cluster(env, log, QUIET_POLLING);
     const cl = c;
     await Promise.all(
       PROCS.map(([name, kind]) =>
