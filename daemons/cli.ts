@@ -5,4 +5,5 @@ import { hideBin } from 'yargs/helpers';
 import { runCli } from './cli/run.js';
 
 const code = await runCli(hideBin(process.argv));
-if (code !== undefined) process.exit(code);
+// A moment for a log transport's worker (pretty output in development) to print the reason.
+if (code !== undefined) setTimeout(() => process.exit(code), 50);

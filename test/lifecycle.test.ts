@@ -33,7 +33,7 @@ test('a missing setting stops the command with exit 2 and says what to set', asy
   });
   assert.equal(api.code, 2);
   assert.match(api.out, /JWT_SECRET is not set/);
-  const bad = await run(['sale', 'status', 'x'], {
+  const bad = await here(['sale', 'status', 'x'], {
     DATABASE_URL: env.config.databaseUrl,
     REDIS_URL: env.config.redisUrl,
     PORT: 'eighty',
@@ -83,18 +83,17 @@ async function withRedis(args: string[], fn: (url: string) => Promise<void>, pas
 const NO_CONFIG = ['--rename-command', 'CONFIG', '""'];
 
 /**
- * `flashsale <command>` as an operator types it: a service in a process of its own (how its start
- * ends is the point), a one-shot command in this one (test/cli.test.ts holds how its process ends).
+ * `flashsale <command>` as an operator types it, run in this process: what a refusal says and its
+ * exit code are the same as its process's (a process start costs a second of CPU). The tests of how
+ * a process ends start each service in a process of its own at least once (a missing setting, an
+ * unreachable or evicting Redis), and test/cli.test.ts does so for the one-shot commands.
  */
-const runCommand = (command: string[], vars: Vars) =>
-  command[0] === 'check' || command.includes('--once')
-    ? cliHere(undefined, command, { LOG_LEVEL: 'info', ...vars })
-    : run(command, vars);
+const here = (command: string[], vars: Vars) => cliHere(undefined, command, { LOG_LEVEL: 'info', ...vars });
 
 test('DIRECT_PAY=on outside `flashsale dev` refuses to start (exit 2 naming DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING=yes); consented, the API starts and warns', async () => {
   const servers = { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl, PORT: '0' };
   for (const service of ['api', 'replay']) {
-    const r = await run([service], {
+    const r = await here([service], {
       ...servers,
       DIRECT_PAY: 'on',
       DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING: undefined,
@@ -105,7 +104,11 @@ test('DIRECT_PAY=on outside `flashsale dev` refuses to start (exit 2 naming DIRE
       /DIRECT_PAY=on lets any buyer pay an order without paying .*set DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING=yes to run it here anyway/,
     );
   }
-  const typo = await run(['api'], { ...servers, DIRECT_PAY: 'on', DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING: 'true' });
+  const typo = await here(['api'], {
+    ...servers,
+    DIRECT_PAY: 'on',
+    DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING: 'true',
+  });
   assert.equal(typo.code, 2, typo.out);
   assert.match(typo.out, /DIRECT_PAY_I_UNDERSTAND_BUYERS_PAY_NOTHING must be yes or unset, got "true"/);
 
@@ -161,7 +164,7 @@ test('an evicting Redis is refused by every long-running process, exit 1 naming 
 
 test('a Redis with neither AOF nor a replica is used, with a warning saying what a restart loses', async () => {
   await withRedis(['--appendonly', 'no'], async (url) => {
-    const r = await run(['sale', 'status', 'nothing'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
+    const r = await here(['sale', 'status', 'nothing'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
     assert.equal(r.code, 2, r.out);
     assert.match(r.out, /neither AOF \(appendonly yes\) nor a replica: a restart loses stock counters/);
   });
@@ -219,7 +222,7 @@ test('bad values exit 2 with a message naming the variable, not a stack trace', 
   for (const [setting, message] of cases) {
     await Promise.all(
       [['api'], ['replay'], ['replay', '--once'], ['check']].map(async (command) => {
-        const r = await runCommand(command, {
+        const r = await here(command, {
           DATABASE_URL: env.config.databaseUrl,
           REDIS_URL: env.config.redisUrl,
           ...setting,
@@ -275,7 +278,7 @@ test('Redis forms: exactly one of REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINEL
     // The commands of a case side by side.
     await Promise.all(
       [['api'], ['order-writer'], ['check']].map(async (command) => {
-        const r = await runCommand(command, { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url, ...vars });
+        const r = await here(command, { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url, ...vars });
         assert.equal(r.code, 2, `${command.join(' ')} with ${JSON.stringify(vars)}: ${r.out}`);
         assert.match(r.out, message);
         assert.doesNotMatch(r.out, /\n\s+at /, 'no stack trace');
@@ -286,13 +289,13 @@ test('Redis forms: exactly one of REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINEL
 
 test('one-shot commands: bad input exits 2, an unusable dependency 1', async () => {
   const servers = { DATABASE_URL: env.config.databaseUrl, REDIS_URL: env.config.redisUrl };
-  const invalid = await run(
+  const invalid = await here(
     ['sale', 'create', '--name', 'x', '--stock', '0', '--price', '100', '--currency', 'EUR'],
     servers,
   );
   assert.equal(invalid.code, 2, invalid.out);
   assert.match(invalid.out, /^flashsale: --stock must be an integer/m);
-  const missing = await run(['sale', 'status', 'no-such-sale'], servers);
+  const missing = await here(['sale', 'status', 'no-such-sale'], servers);
   assert.equal(missing.code, 2, missing.out);
   assert.match(missing.out, /No sale with id "no-such-sale"/);
   const down = await run(['sale', 'status', 'x'], {

@@ -98,8 +98,9 @@ test('local stack: dev keeps its data to itself, its servers take only the rando
       listed.stderr,
       `flashsale: using the local stack running on ${dataDir} (pid ${dev.pid}): Postgres 127.0.0.1:${vars.LOCAL_PG_PORT}, Redis 127.0.0.1:${vars.LOCAL_REDIS_PORT}\n`,
     );
-    // A service never does: without servers it refuses to start, as it must in production.
-    const writer = await cli(undefined, ['order-writer'], vars);
+    // A service never does: without servers it refuses to start, as it must in production (judged
+    // in this process too: a refused service never starts here).
+    const writer = await cliHere(undefined, ['order-writer'], vars);
     assert.equal(writer.code, 2, writer.out);
     assert.match(writer.stderr, /^flashsale: cannot start: DATABASE_URL is not set/m);
     dev.kill('SIGINT');

@@ -62,7 +62,7 @@ test('a refused start of every service command is one plain line on stderr, neve
     new Set(SERVICE_COMMANDS),
     'every long-running command',
   );
-  const help = (await run(['--help'], {})).stdout;
+  const help = (await cliHere(undefined, ['--help'], { LOG_LEVEL: 'info' })).stdout;
   for (const command of SERVICE_COMMANDS)
     assert.match(help, new RegExp(`^  flashsale ${command} `, 'm'), `${command} is a command`);
   await Promise.all(
@@ -107,10 +107,9 @@ test('a malformed DATABASE_URL or REDIS_URL exits 2 at once, naming the setting 
   await Promise.all(
     cases.map(async ([vars, message], i) => {
       const command = i % 2 === 0 ? ['api'] : ['check'];
-      // The service in a process of its own, the one-shot command in this one.
-      const r = await (i % 2 === 0
-        ? run(command, { ...servers, ...vars })
-        : cliHere(undefined, command, { LOG_LEVEL: 'info', ...servers, ...vars }));
+      // In this process, with its process's output and exit code (a service never starts here): the
+      // first test starts every service in a process of its own.
+      const r = await cliHere(undefined, command, { LOG_LEVEL: 'info', ...servers, ...vars });
       const what = `${command.join(' ')} with ${JSON.stringify(vars)}: ${r.out}`;
       assert.equal(r.code, 2, what);
       assert.match(r.stderr, new RegExp(`^flashsale: ${message.source}`, 'm'), what);

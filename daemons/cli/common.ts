@@ -13,7 +13,7 @@ import {
   type Config,
   type ConfigOverrides,
 } from '../../shared/config/index.js';
-import { runUntilSignal, type Stoppable } from '../../shared/runtime/daemon.js';
+import { runUntilSignal, startRefused, type Stoppable } from '../../shared/runtime/daemon.js';
 import { classify, ClientError } from '../../shared/runtime/errors.js';
 import { createLogger } from '../../shared/runtime/logger.js';
 import { migrate } from '../../shared/runtime/migrate.js';
@@ -55,26 +55,39 @@ export function oneShotConfig(argv: Args): Config {
   return withLocalSecrets({ ...config, localStack: true });
 }
 
+/** A service's start refused by its settings, already reported (startRefused): the exit code is all that is left. */
+export class StartRefused extends Error {
+  constructor(readonly code: number) {
+    super(`start refused (exit ${code})`);
+  }
+}
+
 /**
  * Starts a long-running service and keeps it until a signal; a bad setting exits 2, a failed start
  * 1, with the reason. Every service but the local stack's own refuses to run without real secrets.
+ * The settings are judged before anything starts, so that a refusal returns (StartRefused) where a
+ * test runs the command in its own process; `argv.startService` false (runCli's `start: false`)
+ * stops there too when they pass.
  */
 export function serve(
   argv: Args,
   start: (config: Config, logger: ReturnType<typeof createLogger>) => Promise<Stoppable>,
-  opts = { secrets: true, dev: false },
+  opts: { secrets: boolean; dev: boolean; webhook?: boolean } = { secrets: true, dev: false },
 ): void {
   const config = configFrom(argv);
   const logger = createLogger(config);
-  runUntilSignal(async () => {
+  try {
     // `dev` turns DIRECT_PAY on for its demo page; every other process needs the consent.
     if (!opts.dev) requireDirectPayConsent(config);
     if (opts.secrets) {
       if (!config.development) requireServers(config);
-      requireSecrets(config);
+      requireSecrets(config, { webhook: opts.webhook });
     }
-    return start(config, logger);
-  }, logger);
+  } catch (err) {
+    throw new StartRefused(startRefused(err, logger));
+  }
+  if (argv.startService === false) throw new Error('a service never starts in this process: run it in its own');
+  runUntilSignal(() => start(config, logger), logger);
 }
 
 /** 2: the settings or the input are wrong (fix them); 1: a dependency is unusable, or a bug. */

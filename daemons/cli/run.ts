@@ -2,7 +2,7 @@
 // one-shot command in its own process this way instead of starting one.
 import yargs from 'yargs';
 import { check, draw } from './checks.js';
-import { exitCodeFor } from './common.js';
+import { exitCodeFor, StartRefused } from './common.js';
 import { audit, operator } from './operator.js';
 import { orders } from './orders.js';
 import { refunds } from './refunds.js';
@@ -16,9 +16,11 @@ class UsageError extends Error {}
 /**
  * Runs the command; resolves with the exit code of a refusal (2 for bad input or settings, 1 for an
  * unusable dependency), or undefined once it ran: a one-shot command's own code (3 on a violation)
- * is then process.exitCode, and a service has started and keeps its process until a signal.
+ * is then process.exitCode, and a service has started and keeps its process until a signal. With
+ * `start: false` a service whose settings pass is refused instead (exit 1), for a caller that only
+ * wants to hear its refusals.
  */
-export async function runCli(args: string[]): Promise<number | undefined> {
+export async function runCli(args: string[], { start = true } = {}): Promise<number | undefined> {
   try {
     // Each command group is a module of daemons/cli/, added in the order the help lists them.
     const cli = [services, check, refunds, tools, draw, sale, orders, operator, audit].reduce(
@@ -37,9 +39,10 @@ export async function runCli(args: string[]): Promise<number | undefined> {
         throw new UsageError(`${y.help()}\n\n${msg}`);
       })
       .help()
-      .parseAsync();
+      .parseAsync(args, { startService: start });
     return undefined;
   } catch (err) {
+    if (err instanceof StartRefused) return err.code;
     if (err instanceof UsageError) {
       console.error(err.message);
       return 2;

@@ -45,7 +45,8 @@ export const services = (y: Argv) =>
       'api',
       'serve the HTTP API',
       (c) => apiFlags(serverFlags(c)),
-      (argv) => serve(argv, startApi),
+      // The API's webhook secret is judged with the others, before anything starts (startApi checks it too).
+      (argv) => serve(argv, startApi, { secrets: true, dev: false, webhook: true }),
     )
     .command(
       'order-writer',

@@ -147,16 +147,23 @@ export function runUntilSignal(start: () => Promise<Stoppable>, logger: Logger, 
       process.send?.('ready');
     },
     (err: unknown) => {
-      const message = `cannot start: ${(err as Error | undefined)?.message ?? String(err)}`;
-      // A refused start is a setting or a server to fix, not a bug to debug: the JSON line (for log
-      // shippers) carries the stack only at LOG_LEVEL=debug, and one plain line goes to stderr for
-      // the operator (`pm2 logs --err` shows it).
-      logger.fatal({ err: logger.isLevelEnabled('debug') ? err : withoutTrace(err) }, message);
-      process.stderr.write(`flashsale: ${message}\n`);
-      // 2: fix the settings (PM2 leaves the app stopped: stop_exit_codes); 1: a dependency is unusable.
-      setTimeout(() => process.exit(classify(err) === 'client' ? 2 : 1), 50);
+      const code = startRefused(err, logger);
+      setTimeout(() => process.exit(code), 50);
     },
   );
+}
+
+/**
+ * Reports a start that failed and returns the process's exit code: 2, fix the settings (PM2 leaves
+ * the app stopped: stop_exit_codes); 1, a dependency is unusable.
+ */
+export function startRefused(err: unknown, logger: Logger): 1 | 2 {
+  const message = `cannot start: ${(err as Error | undefined)?.message ?? String(err)}`;
+  // A setting or a server to fix, not a bug to debug: the JSON line (for log shippers) carries the
+  // stack only at LOG_LEVEL=debug, and one plain line goes to stderr for the operator (`pm2 logs --err`).
+  logger.fatal({ err: logger.isLevelEnabled('debug') ? err : withoutTrace(err) }, message);
+  process.stderr.write(`flashsale: ${message}\n`);
+  return classify(err) === 'client' ? 2 : 1;
 }
 
 /** The error with its type, message and code, its stack only the first line. */

@@ -9,7 +9,7 @@ import { saleKeys } from '../../shared/redis/keys.js';
 import { reconcile } from '../../shared/checks/reconcile.js';
 import { purchaseScript } from '../../shared/sales/scripts.js';
 import { newOrderId } from '../../shared/runtime/ids.js';
-import { cli } from '../support/cli.js';
+import { cliHere } from '../support/cli-here.js';
 import { Cluster } from '../support/cluster.js';
 import { testEnv, type TestEnv } from '../support/env.js';
 import { newSale, orderCount, seededRandom, settle, waitFor } from '../support/fixtures.js';
@@ -184,10 +184,11 @@ test('server restarts: a Redis without persistence forgets the sale on a restart
   assert.equal(refused.status, 404);
   assert.equal(refused.body.error, 'sale_not_found', 'the sale itself is gone from Redis');
 
-  const once = await cli(env, ['replay', '--once']);
+  // One-shot commands, run in this process (test/cli.test.ts holds how their processes end).
+  const once = await cliHere(env, ['replay', '--once']);
   assert.equal(once.code, 3, `replay --once exits 3 on a failed reconciliation: ${once.stdout}${once.stderr}`);
   assert.match(once.stdout, /"alert":"CONSERVATION_VIOLATED"/);
-  const check = await cli(env, ['check', '--sale', sale.id, '--json']);
+  const check = await cliHere(env, ['check', '--sale', sale.id, '--json']);
   assert.equal(check.code, 3, check.stderr);
   assert.deepEqual(
     JSON.parse(check.stdout).violations.map((v: { invariant: string }) => v.invariant),
@@ -204,7 +205,7 @@ test('server restarts: a Redis without persistence forgets the sale on a restart
         ])
       ).rowCount === 0,
   );
-  assert.equal((await cli(env, ['replay', '--once'])).code, 3);
+  assert.equal((await cliHere(env, ['replay', '--once'])).code, 3);
   assert.equal(await orderCount(env, sale.id, 'expired'), 15);
   assert.equal(await orderCount(env, sale.id, 'paid'), 5);
   summarize({

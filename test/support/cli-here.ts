@@ -27,7 +27,8 @@ let inProcess = Promise.resolve();
 /**
  * `cli` of a one-shot command, here: the same environment, output and exit code as its process
  * (daemons/cli.ts exits with runCli's refusal, or the command's process.exitCode). One at a time, since the environment is the process's
- * own. A service never runs here: it would keep this process, and exits it on a failed start.
+ * own. A service is only judged here: its settings' refusal comes back as its process's would, and
+ * settings that pass end in exit 1 without starting it (it would keep this process).
  */
 export function cliHere(env: TestEnv | undefined, args: string[], vars: Vars = {}): Promise<RunResult> {
   const result = inProcess.then(async () => {
@@ -38,7 +39,7 @@ export function cliHere(env: TestEnv | undefined, args: string[], vars: Vars = {
       if (value !== undefined) process.env[key] = value;
     process.exitCode = undefined;
     try {
-      const refused = await capture.run(run, () => runCli(args));
+      const refused = await capture.run(run, () => runCli(args, { start: false }));
       const code = refused ?? (typeof process.exitCode === 'number' ? process.exitCode : 0);
       const [stdout, stderr] = [run.stdout.join(''), run.stderr.join('')];
       return { code, stdout, stderr, out: stdout + stderr };
