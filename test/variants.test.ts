@@ -9,6 +9,7 @@ import { describe, test } from 'node:test';
 import { checkInvariants } from '../shared/checks/invariants.js';
 import { reconcile } from '../shared/checks/reconcile.js';
 import { closeOrders, restore } from '../shared/orders/close.js';
+import { PAYMENT_SUCCEEDED, signPayload } from '../shared/payments/providers/signed-webhook.js';
 import { OrderWriter } from '../shared/pipeline/writer.js';
 import { saleKeys } from '../shared/redis/keys.js';
 import { createPool } from '../shared/runtime/db.js';
@@ -20,7 +21,7 @@ import { assertConserved, type TestEnv } from './support/env.js';
 import { newSale, SALE_PRICE } from './support/fixtures.js';
 import type { Inject } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
-import { ADMIN_TOKEN } from './support/tokens.js';
+import { ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
 
 let env: TestEnv;
 let call: Inject;
@@ -224,6 +225,39 @@ describe('variants', () => {
     assert.equal(outcome(await buy(single.id, 'kim', { variant: 'default' })), '400 unknown_variant');
     assert.deepEqual(await stateSnapshot(env), state, 'a refused purchase changes nothing');
     assert.equal((await call('GET', `/api/sales/${many.id}`)).body.variants[1].priceCents, 2499);
+  });
+
+  test("a variant with its own price is paid at that price, the others at the sale's", async () => {
+    const sale = await newSale(env, {
+      variants: [
+        { sku: 'plain', label: 'Plain', stock: 2 },
+        { sku: 'gold', label: 'Gold', stock: 2, priceCents: 4999 },
+      ],
+      paymentWindowSeconds: 3600,
+    });
+    const gold = (await buy(sale.id, 'lea', { variant: 'gold' })).body.orderId as string;
+    const plain = (await buy(sale.id, 'max', { variant: 'plain' })).body.orderId as string;
+    await writeAll();
+    const pay = (id: string, orderId: string, amount: number) => {
+      const raw = JSON.stringify({ id, type: PAYMENT_SUCCEEDED, orderId, amount, currency: 'EUR' });
+      return call('POST', '/api/payments/webhook', {
+        body: raw,
+        headers: { 'flashsale-signature': signPayload(PAYMENT_WEBHOOK_SECRET, raw) },
+      });
+    };
+    assert.equal((await pay('evt-gold-cheap', gold, SALE_PRICE.price)).body.reason, 'amount_mismatch');
+    assert.equal((await pay('evt-gold', gold, 4999)).body.outcome, 'applied');
+    assert.equal((await pay('evt-plain-dear', plain, 4999)).body.reason, 'amount_mismatch');
+    assert.equal((await pay('evt-plain', plain, SALE_PRICE.price)).body.outcome, 'applied');
+    const paid = await env.pool.query<{ sku: string }>(
+      "select sku from orders where sale_id = $1 and status = 'paid' order by sku",
+      [sale.id],
+    );
+    assert.deepEqual(
+      paid.rows.map((r) => r.sku),
+      ['gold', 'plain'],
+    );
+    await assertConserved(env, [sale]);
   });
 
   test('a bad definition of variants is a 400 invalid_sale naming the fault, and creates nothing', async () => {

@@ -69,7 +69,7 @@ export const SALE_DEFINITION: SaleDefinition = {
     redis: { name: 'stock' },
     required: 'stock is required: the units for sale, or variants with theirs',
     fallback: (s) => (s.variants ? s.variants.reduce((n, v) => n + v.stock, 0) : null),
-    cli: { flag: 'stock', describe: 'with --variants: their sum (may be left out)' },
+    cli: { flag: 'stock', demand: true, describe: 'with --variants: their sum' },
     form: { label: 'Stock', testId: 'create-stock', attrs: { min: '1', step: '1', required: true } },
   }),
   price: int(1, 1_000_000_000_000, {
