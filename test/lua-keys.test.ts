@@ -35,8 +35,8 @@ test('lua keys: each script says how many keys it takes, as its header lists the
     }),
   );
   // The counts the loader reads, as ioredis is told them: the scripts taking a key per order or writer say so.
-  assert.equal(counts['purchase.lua'], 12);
-  assert.equal(counts['settle_sale.lua'], 13);
+  assert.equal(counts['purchase.lua'], 14);
+  assert.equal(counts['settle_sale.lua'], 15);
   for (const perCall of ['ack.lua', 'restore.lua', 'snapshot.lua', 'touch_due.lua'])
     assert.equal(counts[perCall], null, perCall);
 });

@@ -164,7 +164,7 @@ describe('ending a sale early', () => {
 
 describe('listing sales', () => {
   test('newest first, filtered by state, paged by `before`, with orders by status', async () => {
-    await env.pool.query('truncate payments, orders, draw_entries, sales');
+    await env.pool.query('truncate payments, orders, draw_entries, sale_variants, sales');
     const now = Date.now();
     const upcoming = await newSale(env, { startsAt: iso(now + HOUR) });
     const past = await newSale(env, { startsAt: iso(now - 2 * HOUR), endsAt: iso(now - HOUR) });
@@ -235,12 +235,14 @@ describe('listing sales', () => {
       'paymentWindowSeconds',
       'pending',
       'perUserLimit',
+      'perVariantLimit',
       'price',
       'seed',
       'seedSha256',
       'startsAt',
       'state',
       'stock',
+      'variants',
     ]);
     assert.deepEqual([first.price, first.currency], [1999, 'EUR'], 'the admin list shows the price');
     assert.deepEqual(

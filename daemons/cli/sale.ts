@@ -7,6 +7,7 @@ import { reconcile, UNIT_PLACES } from '../../shared/checks/reconcile.js';
 import { endSale, listAllSales, type SaleListItem } from '../../shared/sales/admin.js';
 import { SALE_DEFINITION, shownOrder, type SaleField } from '../../shared/sales/definition.js';
 import { fieldsRenamed } from '../../shared/sales/input.js';
+import { MAX_VARIANTS } from '../../shared/sales/variants.js';
 import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '../../shared/sales/sale.js';
 import { setEndTime, setPaused } from '../../shared/sales/controls.js';
 import { numberFlag, printTable, serverFlags, withConnections } from './common.js';
@@ -20,6 +21,15 @@ function printStatus(r: Awaited<ReturnType<typeof reconcile>>): void {
   ];
   console.log(`sale ${r.saleId}`);
   for (const [k, v] of rows) console.log(`  ${k.padEnd(13)}${v}`);
+  if (r.variants)
+    printTable([
+      ['variant', 'total', ...UNIT_PLACES, 'conservation'],
+      ...r.variants.map((v) => [
+        v.sku,
+        ...[v.total, ...UNIT_PLACES.map((p) => v[p])].map(String),
+        v.holds ? 'holds' : 'VIOLATED',
+      ]),
+    ]);
 }
 
 function printSales(sales: SaleListItem[]): void {
@@ -67,9 +77,22 @@ async function inFlags<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+function readVariants(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new HttpError('invalid_sale', '--variants must be JSON: [{"sku":"M","label":"Medium","stock":10}, ...]');
+  }
+}
+
 function createFlags(c: Argv): Argv {
   for (const { flag, option } of CREATE_FLAGS) c.option(flag, option);
-  return c.option('json', { type: 'boolean' });
+  return c
+    .option('variants', {
+      type: 'string',
+      describe: `the variants as JSON, [{"sku":"M","label":"Medium","stock":10,"priceCents":1999}, ...] (1 to ${MAX_VARIANTS}; priceCents optional)`,
+    })
+    .option('json', { type: 'boolean' });
 }
 
 export const sale = (y: Argv) =>
@@ -81,7 +104,8 @@ export const sale = (y: Argv) =>
         .command('create', 'create a sale and load it into Redis', createFlags, async (argv) => {
           const given = CREATE_FLAGS.map(({ key, flag }) => [key, argv[flag]]).filter(([, v]) => v !== undefined);
           const view = await inFlags(async () => {
-            const created = parseSaleInput(Object.fromEntries(given));
+            const variants = argv.variants === undefined ? undefined : readVariants(String(argv.variants));
+            const created = parseSaleInput({ ...Object.fromEntries(given), ...(variants ? { variants } : {}) });
             return withConnections(argv, async ({ pool, redis }, config) => {
               await createSale(pool, redis, created, { legacyBuyCounts: config.legacyBuyCounts }, cliOperator());
               return saleView(redis, created);
@@ -99,7 +123,7 @@ export const sale = (y: Argv) =>
             const r = await withConnections(argv, async ({ pool, redis }) => {
               const found = await getSale(pool, argv.id);
               if (!found) throw new HttpError('sale_not_found', `No sale with id "${argv.id}".`);
-              return reconcile(pool, redis, found.id, found.stock);
+              return reconcile(pool, redis, found.id, found.stock, found.variants);
             });
             if (argv.json) console.log(JSON.stringify(r));
             else printStatus(r);

@@ -14,7 +14,7 @@ import { ADMISSION_LEASE } from '../redis/keys.js';
 import type { Logger } from '../runtime/logger.js';
 import type { RedisClient } from '../redis/connect.js';
 import { holdLease } from '../pipeline/writer-scripts.js';
-import { fromRow, type Sale, type SaleRow } from '../sales/sale.js';
+import { fromRow, SALE_COLUMNS, type Sale, type SaleRow } from '../sales/sale.js';
 import type { AdmissionMode, ModeStep } from './mode.js';
 import { registeredModes } from './modes.js';
 
@@ -40,7 +40,7 @@ const DRAW_OVER_KEPT = '1 minute';
 
 export async function admissionSales(pool: Pool): Promise<Sale[]> {
   const res = await pool.query<SaleRow>(
-    `select * from sales where admission <> 'first-come' and settled_at is null
+    `select ${SALE_COLUMNS} from sales where admission <> 'first-come' and settled_at is null
        and (draw_over_at is null or draw_over_at > now() - interval '${DRAW_OVER_KEPT}') order by starts_at`,
   );
   return res.rows.map(fromRow);

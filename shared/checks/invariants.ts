@@ -93,11 +93,16 @@ export async function checkInvariants(pool: Pool, redis: RedisClient, opts: Chec
         sale.id,
       );
     }
-    const r = await reconcile(pool, redis, sale.id, sale.stock);
+    const r = await reconcile(pool, redis, sale.id, sale.stock, sale.variants);
+    const broken = (r.variants ?? []).filter((v) => !v.holds);
     check(
       r.holds,
       'conservation',
-      () => `${conservationSum(r)} != total ${r.total} (${RESTORING.map((s) => `${s} ${r[s]}`).join(', ')})`,
+      () =>
+        [
+          `${conservationSum(r)} ${r.holds || broken.length === 0 ? '!=' : 'vs'} total ${r.total} (${RESTORING.map((s) => `${s} ${r[s]}`).join(', ')})`,
+          ...broken.map((v) => `variant ${v.sku}: ${conservationSum(v)} != stock ${v.total}`),
+        ].join('; '),
       sale.id,
     );
     check(r.available >= 0, 'stock_never_negative', () => `available is ${r.available}`, sale.id);

@@ -4,11 +4,24 @@
 // give their stock back through the same restored set). Redis is read at one instant (a
 // script); Postgres is then counted only up to that instant's purchase number, so purchases,
 // writes, payments and restores running meanwhile cannot skew the sum.
+// A sale of several variants holds the same sum for each variant, against its own stock: its units
+// left (the sale's hash), its queued winners (by their sku), its orders (by their sku) and its
+// units restored (restore.lua counts them per variant too).
 import type { RedisClient } from '../redis/connect.js';
 import { withClient, type Pool } from '../runtime/db.js';
-import { parseWinner } from '../runtime/ids.js';
+import { parseWinner, type Winner } from '../runtime/ids.js';
 import { HOLDING, ORDER_STATES, RESTORING, sqlState, sqlStates, type OrderState } from '../orders/states.js';
-import { snapshotSale } from '../pipeline/replay-scripts.js';
+import { snapshotSale, type SaleSnapshot } from '../pipeline/replay-scripts.js';
+
+/** One variant's units by where they are, as a sale's are. */
+export type VariantReconciliation = {
+  sku: string;
+  total: number;
+  available: number;
+  queued: number;
+  restoring: number;
+  holds: boolean;
+} & Record<OrderState, number>;
 
 /** Units of a sale by where they are: Redis's places, then every order state's, then restoring. */
 export type Reconciliation = {
@@ -20,15 +33,17 @@ export type Reconciliation = {
   holds: boolean;
   /** The sale is in Redis's registry with no row in Postgres: nothing to count its stock against. */
   missingInPostgres?: true;
+  /** A sale of several variants: each one's own sum (`holds` above is the sale's and every variant's). */
+  variants?: VariantReconciliation[];
 } & Record<OrderState, number>;
 
 /** Where a unit can be, in the order they add up to the total (the `flashsale_sale_stock` states). */
 export const UNIT_PLACES = ['available', 'queued', ...ORDER_STATES, 'restoring'] as const;
 
-const sum = (r: Reconciliation, states: readonly OrderState[]) => states.reduce((n, s) => n + r[s], 0);
+const sum = (r: Record<OrderState, number>, states: readonly OrderState[]) => states.reduce((n, s) => n + r[s], 0);
 
 /** The sum conservation checks, spelt out: `available 3 + queued 0 + pending 1 + paid 1 + restoring 0`. */
-export function conservationSum(r: Reconciliation): string {
+export function conservationSum(r: Reconciliation | VariantReconciliation): string {
   return (['available', 'queued', ...HOLDING, 'restoring'] as const).map((place) => `${place} ${r[place]}`).join(' + ');
 }
 
@@ -40,6 +55,8 @@ export async function reconcile(
   redis: RedisClient,
   saleId: string,
   total: number,
+  /** The sale's variants; with more than one, each is reconciled too. */
+  variants: { sku: string; stock: number }[] = [],
 ): Promise<Reconciliation> {
   const snap = await snapshotSale(redis, saleId);
   const queuedEntries = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w]));
@@ -68,7 +85,49 @@ export async function reconcile(
   r.restoring = settled ? unrestored : sum(r, RESTORING) - snap.restoredQty;
   r.holds =
     snap.available >= 0 && r.restoring >= 0 && snap.available + queued + sum(r, HOLDING) + r.restoring === total;
+  if (variants.length > 1) {
+    r.variants = await reconcileVariants(pool, saleId, snap, [...queuedEntries.values()], settled, variants);
+    r.holds &&= r.variants.every((v) => v.holds);
+  }
   return r;
+}
+
+/** Each variant's sum, counted as the sale's is: Postgres up to the snapshot's purchase number. */
+async function reconcileVariants(
+  pool: Pool,
+  saleId: string,
+  snap: SaleSnapshot,
+  queued: Winner[],
+  settled: boolean,
+  variants: { sku: string; stock: number }[],
+): Promise<VariantReconciliation[]> {
+  const res = await pool.query<Record<OrderState, number> & { sku: string; unrestored: number }>(
+    `select sku, ${ORDER_STATES.map(unitsOf).join(', ')},
+            coalesce(sum(qty) filter (where status in ${sqlStates(RESTORING)} and restored_at is null), 0)::int as unrestored
+     from orders where sale_id = $1 and seq <= $2 group by sku`,
+    [saleId, snap.seq],
+  );
+  const rows = new Map(res.rows.map((row) => [row.sku, row]));
+  const none = Object.fromEntries(ORDER_STATES.map((st) => [st, 0])) as Record<OrderState, number>;
+  return variants.map(({ sku, stock }) => {
+    const { unrestored = 0, ...units } = rows.get(sku) ?? { ...none, unrestored: 0 };
+    delete (units as { sku?: string }).sku;
+    const available = snap.variantsLeft.get(sku) ?? 0;
+    const q = queued.filter((w) => w.sku === sku).reduce((n, w) => n + w.qty, 0);
+    const v: VariantReconciliation = {
+      sku,
+      total: stock,
+      available,
+      queued: q,
+      ...none,
+      ...units,
+      restoring: 0,
+      holds: false,
+    };
+    v.restoring = settled ? unrestored : sum(v, RESTORING) - (snap.restoredByVariant.get(sku) ?? 0);
+    v.holds = available >= 0 && v.restoring >= 0 && available + q + sum(v, HOLDING) + v.restoring === stock;
+    return v;
+  });
 }
 
 /**

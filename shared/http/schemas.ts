@@ -8,6 +8,7 @@ import { SALE_ID_PATTERN, SALE_ID_RULE } from '../runtime/ids.js';
 import { ORDER_STATES, STATE_RULES } from '../orders/states.js';
 import { ADMISSIONS, BUYERS, CHALLENGES, SALE_DEFINITION, SALE_FIELDS } from '../sales/definition.js';
 import type { Field } from '../sales/field.js';
+import { DEFAULT_SKU, MAX_VARIANTS, SKU_PATTERN } from '../sales/variants.js';
 import { refusal } from './plugins/errors.js';
 
 /** Who may call a route, as the OpenAPI document's security schemes name them. */
@@ -138,6 +139,26 @@ const SALE_VIEW_PROPERTIES = {
     description:
       "the seed (hex): a draw's once the draw is made (as Postgres says), a waiting room's once the room has opened (its pre-queue order is then checkable); null before",
   },
+  perVariantLimit: {
+    type: 'integer',
+    nullable: true,
+    description: 'the most one buyer may hold of any one variant; null: only perUserLimit',
+  },
+  variants: {
+    type: 'array',
+    description: `what the sale sells (1 to ${MAX_VARIANTS}), in order; a sale made without variants has one, \`${DEFAULT_SKU}\``,
+    items: {
+      type: 'object',
+      required: ['sku', 'label', 'stock', 'priceCents', 'available'],
+      properties: {
+        sku: { type: 'string', description: 'what a purchase names as `variant`' },
+        label: { type: 'string' },
+        stock: integer,
+        priceCents: { type: 'integer', nullable: true, description: "this variant's price; null: the sale's" },
+        available: { type: 'integer', description: 'units of it left in Redis' },
+      },
+    },
+  },
 };
 
 /** A sale as GET /api/sales/:saleId shows it. */
@@ -179,7 +200,26 @@ export const saleDefinitionSchema = {
   type: 'object',
   required: SALE_FIELDS.filter((k) => required(SALE_DEFINITION[k])),
   additionalProperties: false,
-  properties: Object.fromEntries(SALE_FIELDS.map((k) => [k, SALE_DEFINITION[k].schema])),
+  properties: {
+    ...Object.fromEntries(SALE_FIELDS.map((k) => [k, SALE_DEFINITION[k].schema])),
+    variants: {
+      type: 'array',
+      minItems: 1,
+      maxItems: MAX_VARIANTS,
+      description: `its variants (sizes, colours), each with its own stock; left out: one variant, \`${DEFAULT_SKU}\`, of the whole stock`,
+      items: {
+        type: 'object',
+        required: ['sku', 'label', 'stock'],
+        additionalProperties: false,
+        properties: {
+          sku: { type: 'string', pattern: SKU_PATTERN.source, description: 'unique in the sale' },
+          label: { type: 'string', minLength: 1, maxLength: 200 },
+          stock: { type: 'integer', minimum: 0, maximum: 10_000_000 },
+          priceCents: { type: 'integer', minimum: 1, description: "overrides the sale's price" },
+        },
+      },
+    },
+  },
 };
 
 /** A route's answer that is not JSON (the page, its assets, metrics). */

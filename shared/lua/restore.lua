@@ -11,10 +11,17 @@
   KEYS[4] meta (sale rules; field `settled` once the sale is settled)
   KEYS[5] buy counts, the sale's hash buyer -> count
   KEYS[6] unpaid, the sale's hash buyer -> orders expired unpaid (purchase.lua bounds it)
-  KEYS[7..] each buyer's count in the older format, a key of its own, once per buyer
+  KEYS[7] variants left, a sale of several variants' hash sku -> units left (purchase.lua, "Variants")
+  KEYS[8] restored by variant, hash sku -> units restored (KEYS[3], per variant, for reconciliation)
+  KEYS[9] variant buys, hash `<sku>:<buyer>` -> count (a sale with perVariant)
+  KEYS[10..] each buyer's count in the older format, a key of its own, once per buyer
   ARGV[1] sale id (announced on the stock channel)  ARGV[2] channel
-  ARGV[5i-2], ARGV[5i-1], ARGV[5i], ARGV[5i+1], ARGV[5i+2] order i's id, qty, buyer, the index in
-          KEYS of the buyer's own key, and 1 if it expired unpaid (0: cancelled)
+  ARGV[6i-3], ARGV[6i-2], ARGV[6i-1], ARGV[6i], ARGV[6i+1], ARGV[6i+2] order i's id, qty, buyer, the
+          index in KEYS of the buyer's own key, 1 if it expired unpaid (0: cancelled), and its sku
+
+  A unit goes back to its own variant: on a sale of several, to the order's sku field of KEYS[7]
+  (a field exists for each of its variants) as well as to `available`, their sum. A sale of one has
+  no such hash: `available` is its variant's.
 
   A buyer's count is the sum of their own key (written by the previous release, or for a sale
   loaded with LEGACY_BUY_COUNTS) and their field in the hash (see purchase.lua, "Buyer counts").
@@ -34,8 +41,9 @@
 local rcall = redis.call
 local availableKey, restoredKey, restoredQtyKey, metaKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local saleId, channel = ARGV[1], ARGV[2]
-local buyCountsKey, unpaidKey = KEYS[5], KEYS[6]
-local n = (#ARGV - 2) / 5
+local unpaidKey = KEYS[6]
+local leftKey, restoredByKey = KEYS[7], KEYS[8]
+local n = (#ARGV - 2) / 6
 -- A settled sale's restored set is gone (settle_sale.lua), so the guard below would find every
 -- order new. Nothing may restore there: a sale settles only once every order is final with its
 -- stock back (restored_at set, in the same statement that settles it) and nothing is in flight, and
@@ -60,24 +68,32 @@ local function fromOwnKey(at, qty)
   end
   return math.max(qty - left, 0)
 end
-local function fromHash(buyer, qty)
-  local left = tonumber(rcall('HGET', buyCountsKey, buyer) or '0')
+-- A count kept as a hash field of KEYS[at]: the buyer's (5), or the buyer's of one variant (9).
+local function fromField(at, field, qty)
+  local key = KEYS[at]
+  local left = tonumber(rcall('HGET', key, field) or '0')
   if left > qty then
-    rcall('HINCRBY', buyCountsKey, buyer, -qty)
+    rcall('HINCRBY', key, field, -qty)
   elseif left > 0 then
-    rcall('HDEL', buyCountsKey, buyer)
+    rcall('HDEL', key, field)
   end
 end
 local results, units = {}, 0
 for i = 1, n do
-  local orderId, qty, buyer, at = ARGV[5 * i - 2], tonumber(ARGV[5 * i - 1]), ARGV[5 * i], tonumber(ARGV[5 * i + 1])
+  local orderId, qty, buyer, at = ARGV[6 * i - 3], tonumber(ARGV[6 * i - 2]), ARGV[6 * i - 1], tonumber(ARGV[6 * i])
+  local sku = ARGV[6 * i + 2]
   results[i] = rcall('SADD', restoredKey, orderId)
   if results[i] == 1 then
     units = units + qty
     local rest = fromOwnKey(at, qty)
-    if rest > 0 then fromHash(buyer, rest) end
+    if rest > 0 then fromField(5, buyer, rest) end
     -- Counted once per order, with its restore: the quota comes back, the expiry stays on record.
-    if ARGV[5 * i + 2] == '1' then rcall('HINCRBY', unpaidKey, buyer, 1) end
+    if ARGV[6 * i + 1] == '1' then rcall('HINCRBY', unpaidKey, buyer, 1) end
+    if sku ~= '' and rcall('HEXISTS', leftKey, sku) == 1 then
+      rcall('HINCRBY', leftKey, sku, qty)
+      rcall('HINCRBY', restoredByKey, sku, qty)
+      fromField(9, sku .. ':' .. buyer, qty)
+    end
   end
 end
 if units > 0 then

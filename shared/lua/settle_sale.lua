@@ -1,4 +1,4 @@
--- keys: 13
+-- keys: 15
 --[[
   Forget what a settled sale kept per order: the sale is over and every order is final, so nothing
   reads these any more. Marks the sale settled in its rules in the same step, and restore.lua
@@ -21,9 +21,11 @@
   KEYS[11] entries      a draw's copy of its entrants (absent without one); Postgres keeps the record
   KEYS[12] buy counts   hash buyer -> count (see purchase.lua)
   KEYS[13] unpaid       hash buyer -> orders expired unpaid (see purchase.lua)
+  KEYS[14] restored by variant  hash sku -> units restored (restore.lua); the variants' units left stay
+  KEYS[15] variant buys hash `<sku>:<buyer>` -> count (see purchase.lua)
 
   Returns the number of keys deleted.
 ]]
 local rcall = redis.call
 rcall('HSET', KEYS[1], 'settled', '1')
-return rcall('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13])
+return rcall('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15])

@@ -68,7 +68,7 @@ export async function restore(
       const done = await restoreStocks(
         redis,
         saleId,
-        of.map((o) => ({ orderId: o.id, userId: o.userId, qty: o.qty, unpaid: o.unpaid })),
+        of.map((o) => ({ orderId: o.id, userId: o.userId, qty: o.qty, unpaid: o.unpaid, sku: o.sku })),
       );
       return of.reduce((sum, o, i) => (done[i] ? sum + o.qty : sum), 0);
     }),

@@ -19,6 +19,7 @@ export interface OrderRow {
   sale_id: string;
   user_id: string;
   qty: number;
+  sku: string;
   status: OrderState;
   expires_at: Date;
   due: boolean;
@@ -29,6 +30,8 @@ export interface ClosedOrder {
   saleId: string;
   userId: string;
   qty: number;
+  /** The variant whose units it gives back. */
+  sku: string;
   lateMs: number;
   /** It expired unpaid (not cancelled): counted against its buyer (MAX_UNPAID_PER_SALE). */
   unpaid: boolean;
@@ -45,17 +48,20 @@ interface ClosedRow {
   sale_id: string;
   user_id: string;
   qty: number;
+  sku: string;
   late_ms: number;
   status: string;
 }
 
 const EXPIRES_MS = '(extract(epoch from expires_at) * 1000)::int8 as expires_ms';
 
-const INSERT_WINNERS = `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at)
-     select i.id, $1, i.user_id, i.qty, ${sqlState(WRITE.to)}, i.seq, to_timestamp(i.purchased_ms / 1000.0),
-            date_trunc('milliseconds', now()),
+// A winner without a sku (a one-variant sale's) is of the sale's one variant.
+const ONE_SKU = `(select sku from sale_variants where sale_id = $1 order by position limit 1)`;
+const INSERT_WINNERS = `insert into orders (id, sale_id, user_id, qty, sku, status, seq, purchased_at, created_at, expires_at)
+     select i.id, $1, i.user_id, i.qty, coalesce(i.sku, ${ONE_SKU}, 'default'), ${sqlState(WRITE.to)}, i.seq,
+            to_timestamp(i.purchased_ms / 1000.0), date_trunc('milliseconds', now()),
             date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds)
-     from unnest($2::text[], $3::text[], $4::int[], $5::bigint[], $6::float8[]) as i(id, user_id, qty, seq, purchased_ms)
+     from unnest($2::text[], $3::text[], $4::int[], $5::bigint[], $6::float8[], $7::text[]) as i(id, user_id, qty, seq, purchased_ms, sku)
        cross join (select payment_window_seconds from sales where id = $1 for key share) s`;
 const RETURNING_WRITTEN = `returning id, status, ${EXPIRES_MS}`;
 
@@ -87,6 +93,7 @@ export async function writeOrders(pool: Pool, saleId: string, winners: Winner[])
     winners.map((w) => w.qty),
     winners.map((w) => w.seq),
     winners.map((w) => w.purchasedAt),
+    winners.map((w) => w.sku ?? null),
   ];
   let rows: WrittenRow[];
   try {
@@ -108,7 +115,7 @@ export async function writeOrders(pool: Pool, saleId: string, winners: Winner[])
   return rows.map((r) => ({ id: r.id, status: r.status, expiresAt: Number(r.expires_ms) }));
 }
 
-const ORDER_COLUMNS = 'id, sale_id, user_id, qty, status, expires_at, expires_at <= now() as due';
+const ORDER_COLUMNS = 'id, sale_id, user_id, qty, sku, status, expires_at, expires_at <= now() as due';
 
 export async function findOrder(pool: Pool, orderId: string): Promise<OrderRow | undefined> {
   const res = await pool.query<OrderRow>(`select ${ORDER_COLUMNS} from orders where id = $1`, [orderId]);
@@ -142,7 +149,7 @@ export async function markPaid(pool: Pool | PoolClient, orderId: string, userId:
   return paid.rowCount === 1;
 }
 
-const CLOSED = `returning id, sale_id, user_id, qty, extract(epoch from (closed_at - expires_at)) * 1000 as late_ms, status`;
+const CLOSED = `returning id, sale_id, user_id, qty, sku, extract(epoch from (closed_at - expires_at)) * 1000 as late_ms, status`;
 
 function closedOrders(rows: ClosedRow[]): ClosedOrder[] {
   return rows.map((r) => ({
@@ -150,6 +157,7 @@ function closedOrders(rows: ClosedRow[]): ClosedOrder[] {
     saleId: r.sale_id,
     userId: r.user_id,
     qty: r.qty,
+    sku: r.sku,
     lateMs: Number(r.late_ms),
     unpaid: r.status === EXPIRE.to,
   }));
@@ -196,12 +204,12 @@ export async function insertCancelled(
   w: Winner,
 ): Promise<ClosedOrder | undefined> {
   const res = await pool.query<ClosedRow>(
-    `insert into orders (id, sale_id, user_id, qty, status, seq, purchased_at, created_at, expires_at, closed_at)
-     select $2, $1, $3, $4, ${sqlState(CANCEL_QUEUED.to)}, $5, to_timestamp($6::float8 / 1000.0), date_trunc('milliseconds', now()),
+    `insert into orders (id, sale_id, user_id, qty, sku, status, seq, purchased_at, created_at, expires_at, closed_at)
+     select $2, $1, $3, $4, coalesce($7, ${ONE_SKU}, 'default'), ${sqlState(CANCEL_QUEUED.to)}, $5, to_timestamp($6::float8 / 1000.0), date_trunc('milliseconds', now()),
             date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds), now()
      from sales s where s.id = $1 for key share
      on conflict (id) do nothing ${CLOSED}`,
-    [saleId, w.orderId, w.userId, w.qty, w.seq, w.purchasedAt],
+    [saleId, w.orderId, w.userId, w.qty, w.seq, w.purchasedAt, w.sku ?? null],
   );
   return closedOrders(res.rows)[0];
 }
@@ -246,7 +254,7 @@ export async function closeOverdue(pool: Pool, limit: number): Promise<ClosedOrd
 /** Orders already closed in Postgres (expired or cancelled) whose stock is not yet known to be back in Redis. */
 export async function unrestored(pool: Pool, limit: number): Promise<ClosedOrder[]> {
   const res = await pool.query<ClosedRow>(
-    `select id, sale_id, user_id, qty, 0 as late_ms, status from orders
+    `select id, sale_id, user_id, qty, sku, 0 as late_ms, status from orders
      where status in ${sqlStates(RESTORING)} and restored_at is null order by closed_at limit $1`,
     [limit],
   );

@@ -10,6 +10,8 @@ export interface Restorable {
   orderId: string;
   userId: string;
   qty: number;
+  /** Its variant's sku (absent: the sale's one variant). */
+  sku?: string;
   /** It expired unpaid (not cancelled): counted against its buyer once, with its restore (MAX_UNPAID_PER_SALE). */
   unpaid?: boolean;
 }
@@ -22,13 +24,23 @@ export async function restoreStocks(redis: RedisClient, saleId: string, orders: 
   const k = saleKeys(saleId);
   const calls: Promise<boolean[]>[] = [];
   for (let from = 0; from < orders.length; from += RESTORE_CHUNK) {
-    const keys = [k.available, k.restored, k.restoredQty, k.meta, k.buyCounts, k.unpaid];
+    const keys = [
+      k.available,
+      k.restored,
+      k.restoredQty,
+      k.meta,
+      k.buyCounts,
+      k.unpaid,
+      k.variantsLeft,
+      k.restoredByVariant,
+      k.variantBuys,
+    ];
     const countAt = new Map<string, number>(); // buyer -> index of their own count key in KEYS (1-based, as Lua)
     const args: (string | number)[] = [saleId, STOCK_CHANNEL];
     for (const o of orders.slice(from, from + RESTORE_CHUNK)) {
       let at = countAt.get(o.userId);
       if (at === undefined) countAt.set(o.userId, (at = keys.push(k.buys(o.userId))));
-      args.push(o.orderId, o.qty, o.userId, at, o.unpaid ? 1 : 0);
+      args.push(o.orderId, o.qty, o.userId, at, o.unpaid ? 1 : 0, o.sku ?? '');
     }
     calls.push(run(redis, 'restore', keys, args).then((res) => (res as number[]).map((r) => r === 1)));
   }

@@ -123,9 +123,11 @@ async function refusalOf(
   event: SucceededEvent,
 ): Promise<RefundReason | undefined> {
   if (!allows('pay', order.status)) return REFUSED_IN[order.status as keyof typeof REFUSED_IN];
+  // The order's variant's own price, where it has one.
   const res = await client.query<{ price: number | null; currency: string | null }>(
-    'select price, currency from sales where id = $1',
-    [order.sale_id],
+    `select coalesce(v.price, s.price) as price, s.currency from sales s
+     left join sale_variants v on v.sale_id = s.id and v.sku = $2 where s.id = $1`,
+    [order.sale_id, order.sku],
   );
   const sale = res.rows[0];
   // A sale made before prices takes any amount, as it always did.

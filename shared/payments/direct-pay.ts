@@ -36,7 +36,9 @@ export async function payOrder(
     if (row?.user_id !== userId) throw new HttpError('order_not_found');
   }
   const sale = await getSale(pool, row.sale_id);
-  const amount = sale?.price == null ? 0 : sale.price * row.qty;
+  // The order's variant's price, else the sale's.
+  const price = sale?.variants.find((v) => v.sku === row.sku)?.priceCents ?? sale?.price;
+  const amount = price == null ? 0 : price * row.qty;
   const raw = JSON.stringify({
     id: `direct.${orderId}`,
     type: PAYMENT_SUCCEEDED,

@@ -8,8 +8,17 @@ export interface SaleSnapshot {
   available: number;
   seq: number;
   restoredQty: number;
+  /** A sale of several variants: each one's units left, and units restored (sku -> units); empty for a sale of one. */
+  variantsLeft: Map<string, number>;
+  restoredByVariant: Map<string, number>;
   entries: string[];
 }
+
+const bySku = (pairs: string[]) => {
+  const m = new Map<string, number>();
+  for (let i = 0; i < pairs.length; i += 2) m.set(pairs[i]!, Number(pairs[i + 1]));
+  return m;
+};
 
 /** Re-reads of the writers a snapshot allows: each means a writer joined between the read and the script. */
 const SNAPSHOT_TRIES = 5;
@@ -21,12 +30,28 @@ export async function snapshotSale(redis: RedisClient, saleId: string): Promise<
     const res = (await run(
       redis,
       'snapshot',
-      [k.available, k.seq, k.winners, k.writers, k.restoredQty, ...writers.map((w) => k.processing(w))],
+      [
+        k.available,
+        k.seq,
+        k.winners,
+        k.writers,
+        k.restoredQty,
+        k.variantsLeft,
+        k.restoredByVariant,
+        ...writers.map((w) => k.processing(w)),
+      ],
       writers,
-    )) as [number, number, number, ...string[]] | null;
+    )) as [number, number, number, string[], string[], ...string[]] | null;
     if (res) {
-      const [available, seq, restoredQty, ...entries] = res;
-      return { available, seq, restoredQty, entries };
+      const [available, seq, restoredQty, left, restoredBy, ...entries] = res;
+      return {
+        available,
+        seq,
+        restoredQty,
+        variantsLeft: bySku(left),
+        restoredByVariant: bySku(restoredBy),
+        entries,
+      };
     }
     if (tries === SNAPSHOT_TRIES)
       throw new Error(`sale ${saleId}: its writers changed during each of ${SNAPSHOT_TRIES} snapshots`);
@@ -53,6 +78,8 @@ export async function forgetSettledOrders(redis: RedisClient, saleId: string): P
       k.entries,
       k.buyCounts,
       k.unpaid,
+      k.restoredByVariant,
+      k.variantBuys,
     ],
     [],
   );

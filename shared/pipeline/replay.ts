@@ -77,7 +77,7 @@ export async function replayOnce({
       report.restored = swept.restored;
       const held = new Set<string>();
       for (const sale of await unsettledSales(pool)) {
-        const r = await reconcile(pool, redis, sale.id, sale.stock);
+        const r = await reconcile(pool, redis, sale.id, sale.stock, sale.variants);
         report.reconciliations.push(r);
         if (r.holds) {
           held.add(sale.id);

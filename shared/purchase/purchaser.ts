@@ -26,7 +26,10 @@ export enum Refusal {
   TokenExpired = -14,
   UnpaidLimit = -15,
   NotAdmitted = -16,
-  Paused = -17,
+  VariantRequired = -17,
+  UnknownVariant = -18,
+  VariantLimitReached = -19,
+  Paused = -20,
 }
 
 /** The refusals answered with their catalogue message alone. */
@@ -44,10 +47,32 @@ const PLAIN: Partial<Record<Refusal, ErrorCode>> = {
   [Refusal.Paused]: 'paused',
 };
 
-function refusalError(code: number, n: number): Error {
+const listed = (skus: string[]) => skus.slice().sort().join(', ');
+
+function refusalError(code: number, n: number, skus: string[], variant: string | undefined): Error {
+  if (code === Refusal.SoldOut && n === 1)
+    return new HttpError(
+      'sold_out',
+      `Variant ${variant} is sold out.${skus.length > 0 ? ` Still available: ${listed(skus)}.` : ''}`,
+    );
   const plain = PLAIN[code as Refusal];
   if (plain) return new HttpError(plain);
   switch (code) {
+    case Refusal.VariantRequired:
+      return new HttpError(
+        'variant_required',
+        `This sale sells ${n} variants: name the one to buy as "variant" in the body, one of ${listed(skus)}.`,
+      );
+    case Refusal.UnknownVariant:
+      return new HttpError(
+        'unknown_variant',
+        `This sale has no variant "${variant}": its variants are ${listed(skus)}.`,
+      );
+    case Refusal.VariantLimitReached:
+      return new HttpError(
+        'limit_reached',
+        `This buyer already holds ${n} of variant ${variant}, the most this sale allows of one variant.`,
+      );
     case Refusal.QtyAboveMax:
       return new HttpError('qty_above_max', `qty is above this sale's maximum of ${n} per order.`);
     case Refusal.LimitReached:
@@ -81,6 +106,8 @@ export interface PurchaseResult {
 
 export class Purchaser {
   private readonly soldOutUntil = new Map<string, number>();
+  /** A sale's variants this process saw sold out (the sale itself not), each with its answer: sale -> sku -> memory. */
+  private readonly variantSoldOut = new Map<string, Map<string, { until: number; answer: HttpError }>>();
 
   constructor(
     private readonly redis: RedisClient,
@@ -111,6 +138,20 @@ export class Purchaser {
   /** Stock came back (an order expired): stop answering sold_out from memory. */
   stockRestored(saleId: string): void {
     this.soldOutUntil.delete(saleId);
+    this.variantSoldOut.delete(saleId);
+  }
+
+  /**
+   * The answer to a purchase of a variant this process saw sold out less than SOLD_OUT_CACHE_MS ago
+   * (with the variants then still available), or undefined: ask Redis. Asked once the body names the
+   * variant; a sale sold out whole is answered before the body (answerSoldOut).
+   */
+  variantSoldOutAnswer(saleId: string, variant: string, now = Date.now()): HttpError | undefined {
+    const held = this.variantSoldOut.get(saleId)?.get(variant);
+    if (held === undefined) return undefined;
+    if (now < held.until) return held.answer;
+    this.variantSoldOut.get(saleId)!.delete(variant);
+    return undefined;
   }
 
   /** Whether this process saw the sale sold out less than SOLD_OUT_CACHE_MS ago. */
@@ -140,13 +181,19 @@ export class Purchaser {
    * gets here, so that is not checked twice. `gate`: the buyer's purchase token or admission pass for
    * this sale, checked (shared/purchase/challenge.ts); a reservation spends it.
    */
-  async purchase(saleId: string, userId: string, qty: number, gate?: PurchaseGate): Promise<PurchaseResult> {
+  async purchase(
+    saleId: string,
+    userId: string,
+    qty: number,
+    gate?: PurchaseGate,
+    variant?: string,
+  ): Promise<PurchaseResult> {
     // The degraded mode (replica-watch.ts): nothing reserved that no replica could confirm.
     if (this.replicaAcks?.unreplicated(saleId)) throw new HttpError('unavailable', UNREPLICATED);
     const orderId = newOrderId(saleId);
-    let code: number, n: number;
+    let code: number, n: number, skus: string[];
     try {
-      [code, n] = await purchaseScript(this.redis, {
+      [code, n, ...skus] = await purchaseScript(this.redis, {
         saleId,
         userId,
         qty,
@@ -155,6 +202,7 @@ export class Purchaser {
         gate,
         rate: this.rate,
         maxUnpaid: this.opts.maxUnpaidPerSale,
+        variant,
       });
     } catch (err) {
       this.soldOutUntil.delete(saleId);
@@ -162,13 +210,21 @@ export class Purchaser {
     }
     // Remembered from the answer's arrival, not the request's start: under load the round trip can
     // outlast the memory. Any other answer forgets it: only a sold-out answer says the sale is.
-    if (code === Refusal.SoldOut && this.opts.soldOutCacheMs > 0)
-      this.soldOutUntil.set(saleId, Date.now() + this.opts.soldOutCacheMs);
+    // A variant sold out (n 1) is remembered for that variant alone, with its answer.
+    const wholeSale = code === Refusal.SoldOut && n === 0;
+    if (wholeSale && this.opts.soldOutCacheMs > 0) this.soldOutUntil.set(saleId, Date.now() + this.opts.soldOutCacheMs);
     else this.soldOutUntil.delete(saleId);
     if (code === 1) {
       await this.confirm(saleId, orderId);
       return { orderId, available: n };
     }
-    throw refusalError(code, n);
+    const err = refusalError(code, n, skus, variant);
+    if (code === Refusal.SoldOut && !wholeSale && variant !== undefined && this.opts.soldOutCacheMs > 0) {
+      const of = this.variantSoldOut.get(saleId) ?? new Map();
+      // Bounded by the sale's variants (at most 100), and dropped whole when stock comes back.
+      of.set(variant, { until: Date.now() + this.opts.soldOutCacheMs, answer: err as HttpError });
+      this.variantSoldOut.set(saleId, of);
+    }
+    throw err;
   }
 }

@@ -91,6 +91,12 @@ function buildSaleKeys(saleId: string) {
     processing: (writerId: string) => `${p}:processing:${writerId}`,
     /** The sale's buyer counts (hash buyer -> count), one TTL for all; a sale loaded with `buyCounts` = hash in its meta writes here. */
     buyCounts: `${p}:buys`,
+    /** A sale of more than one variant: units left of each (hash sku -> units, a field per variant, 0 kept); `available` is their sum. */
+    variantsLeft: `${p}:variants-left`,
+    /** Units of each variant given back by restore.lua (hash sku -> units): the per-variant `restoredQty`. */
+    restoredByVariant: `${p}:restored-by-variant`,
+    /** A sale with perVariantLimit: each buyer's count of each variant (hash `<sku>:<buyer>` -> count; a sku holds no ':'), with the buy counts' TTL. */
+    variantBuys: `${p}:variant-buys`,
     /** Each buyer's orders of the sale expired unpaid (hash buyer -> count; restore.lua): MAX_UNPAID_PER_SALE bounds it (purchase.lua). */
     unpaid: `${p}:unpaid`,
     /** Older format: buyer U's count in a key of its own, this prefix followed by U (settle finds them by it). Still read and given back. */

@@ -10,6 +10,8 @@ export const ERRORS = {
   invalid_qty: [400, 'qty must be a positive integer.'],
   qty_above_max: [400, "qty is above the sale's maximum per order."],
   invalid_sale: [400, 'The sale definition is invalid.'],
+  variant_required: [400, 'This sale sells several variants: name the one to buy as "variant" in the body.'],
+  unknown_variant: [400, 'This sale has no variant of that sku.'],
   invalid_id: [400, 'The id in the path is malformed.'],
   invalid_end_time: [400, "The new end must be a time to come, after the sale's start."],
   invalid_signature: [400, "The payment provider's signature header is missing, malformed or does not match the body."],

@@ -32,25 +32,37 @@ export function saleIdOfOrder(orderId: string): string | null {
   return m ? m[1]! : null;
 }
 
-/** A winner as purchase.lua writes it: `orderId|seq|qty|purchasedAtMs|userId` (user last: it may hold '|'). Read here only: cancel.lua compares it whole. */
+/**
+ * A winner as purchase.lua writes it: `orderId|seq|qty|purchasedAtMs|userId` (user last: it may
+ * hold '|'), the qty followed by `:sku` on a sale of several variants (a sku holds neither ':' nor
+ * '|'). Entries without a sku (a one-variant sale's, or made before variants) stay as they were: a
+ * sale may be live across the upgrade. Read here only: cancel.lua compares it whole. Order writers
+ * must be upgraded before the APIs: an older writer cannot read a sku.
+ */
 export interface Winner {
   orderId: string;
   seq: number;
   qty: number;
   purchasedAt: number;
   userId: string;
+  /** The variant's sku; undefined: the sale's one variant. */
+  sku?: string;
 }
 
 export function parseWinner(entry: string): Winner {
   const parts = entry.split('|');
   if (parts.length < 5) throw new Error(`malformed winner entry: ${entry}`);
-  return {
+  const units = parts[2]!;
+  const colon = units.indexOf(':');
+  const winner: Winner = {
     orderId: parts[0]!,
     seq: Number(parts[1]),
-    qty: Number(parts[2]),
+    qty: Number(colon < 0 ? units : units.slice(0, colon)),
     purchasedAt: Number(parts[3]),
     userId: parts.slice(4).join('|'),
   };
+  if (colon >= 0) winner.sku = units.slice(colon + 1);
+  return winner;
 }
 
 /**

@@ -9,7 +9,8 @@ import { HttpError } from '../runtime/errors.js';
 import { recordAudit } from '../operators/audit.js';
 import { ORDER_STATES, type OrderState } from '../orders/states.js';
 import { endSaleScript } from './scripts.js';
-import { fromRow, saleView, type Sale, type SaleRow, type SaleState, type SaleView } from './sale.js';
+import { variantsColumn } from './variants.js';
+import { fromRow, SALE_COLUMNS, saleView, type Sale, type SaleRow, type SaleState, type SaleView } from './sale.js';
 
 /**
  * A sale's orders in Postgres by status, every state. Orders, not units (`sale status` sums units):
@@ -73,7 +74,7 @@ export async function listSalePage(
     );
   }
   const res = await pool.query<SaleRow>(
-    `select s.* from sales s
+    `select s.*, ${variantsColumn('s')} from sales s
      where ($1::text is null or (s.created_at, s.id) < (select created_at, id from sales where id = $1))
        and ${opts.state ? BY_TIME[opts.state] : '$3::timestamptz is not null'}
      order by s.created_at desc, s.id desc limit $2`,
@@ -134,10 +135,12 @@ export async function endSale(
       `update sales set ends_at = e.at, starts_at = least(starts_at, e.at)
        from (select coalesce($2::timestamptz, statement_timestamp()) as at) e
        where id = $1 and settled_at is null and (ends_at is null or ends_at > e.at)
-       returning sales.*`,
+       returning ${SALE_COLUMNS}`,
       [saleId, at ?? null],
     );
-    const row = updated.rows[0] ?? (await client.query<SaleRow>('select * from sales where id = $1', [saleId])).rows[0];
+    const row =
+      updated.rows[0] ??
+      (await client.query<SaleRow>(`select ${SALE_COLUMNS} from sales where id = $1`, [saleId])).rows[0];
     if (!row) throw new HttpError('sale_not_found', `No sale with id "${saleId}".`);
     const sale = fromRow(row);
     if (by !== undefined && updated.rowCount === 1)

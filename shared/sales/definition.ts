@@ -62,10 +62,14 @@ export const SALE_DEFINITION: SaleDefinition = {
     cli: { flag: 'name', demand: true },
     form: { label: 'Name', testId: 'create-name', attrs: { maxlength: '200', required: true } },
   }),
+  // With variants, their sum: it may be left out, and must match if given.
   stock: int(1, 10_000_000, {
+    schema: { description: 'with variants: their sum (may be left out)' },
     column: 'stock',
     redis: { name: 'stock' },
-    cli: { flag: 'stock', demand: true },
+    required: 'stock is required: the units for sale, or variants with theirs',
+    fallback: (s) => (s.variants ? s.variants.reduce((n, v) => n + v.stock, 0) : null),
+    cli: { flag: 'stock', demand: true, describe: 'with --variants: their sum' },
     form: { label: 'Stock', testId: 'create-stock', attrs: { min: '1', step: '1', required: true } },
   }),
   price: int(1, 1_000_000_000_000, {
@@ -95,6 +99,19 @@ export const SALE_DEFINITION: SaleDefinition = {
     redis: { name: 'perUser' },
     cli: { flag: 'per-user' },
     form: { label: 'Per-user limit', testId: 'create-per-user', attrs: { min: '1', step: '1', value: '1' } },
+  }),
+  perVariantLimit: int(1, 1000, {
+    schema: { nullable: true, description: 'the most one buyer may hold of any one variant; null: no such limit' },
+    column: 'per_variant_limit',
+    redis: { name: 'perVariant' },
+    fallback: () => null,
+    rules: [
+      (s) =>
+        s.perVariantLimit != null && s.perVariantLimit > s.perUserLimit!
+          ? `perVariantLimit (${s.perVariantLimit}) must not be above perUserLimit (${s.perUserLimit})`
+          : undefined,
+    ],
+    cli: { flag: 'per-variant', describe: 'the most one buyer may hold of any one variant' },
   }),
   maxPerOrder: int(1, MAX_PER_ORDER, {
     schema: { default: 1, description: 'at most perUserLimit' },
@@ -205,6 +222,7 @@ export const CHECK_ORDER = [
   'endsAt',
   'stock',
   'perUserLimit',
+  'perVariantLimit',
   'maxPerOrder',
   'price',
   'currency',

@@ -3,6 +3,7 @@
 import { HttpError } from '../runtime/errors.js';
 import { CHECK_ORDER, SALE_DEFINITION, SALE_FIELDS, type Sale, type SaleField } from './definition.js';
 import type { Field } from './field.js';
+import { defaultVariants, parseVariants } from './variants.js';
 
 function invalid(message: string): never {
   throw new HttpError('invalid_sale', message);
@@ -54,6 +55,8 @@ function read(key: SaleField, f: Field<unknown>, given: unknown, sale: Partial<S
     return v;
   }
   const v = given ?? fallback ?? f.fallback?.(sale, now);
+  // A nullable number left out is null (no such limit); any other left out is refused below.
+  if (v === null && f.schema.nullable && (given === undefined || given === null)) return null;
   if (f.kind === 'text') {
     const ok =
       typeof v === 'string' &&
@@ -68,7 +71,7 @@ function read(key: SaleField, f: Field<unknown>, given: unknown, sale: Partial<S
     if (!values.includes(v as string)) invalid(`${key} must be one of ${values.join(', ')}`);
     return v;
   }
-  if (v === undefined) invalid(f.required ?? `${key} is required`);
+  if (v === undefined || v === null) invalid(f.required ?? `${key} is required`);
   if (f.kind === 'int' && (typeof v !== 'number' || !Number.isSafeInteger(v) || v < minimum || v > maximum)) {
     invalid(`${key} must be an integer from ${minimum} to ${maximum}`);
   }
@@ -94,9 +97,11 @@ export function fieldsRenamed(message: string, name: (field: SaleField) => strin
 export function parseSaleInput(body: unknown, now = new Date()): Sale {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) invalid('the body must be a JSON object');
   const b = body as Record<string, unknown>;
-  const unknown = Object.keys(b).filter((k) => !(SALE_FIELDS as string[]).includes(k));
+  const unknown = Object.keys(b).filter((k) => k !== 'variants' && !(SALE_FIELDS as string[]).includes(k));
   if (unknown.length > 0) invalid(`unknown field(s): ${unknown.join(', ')}`);
-  const sale: Record<string, unknown> = {};
+  // Read first: the sale's stock defaults to their sum.
+  const variants = parseVariants(b.variants);
+  const sale: Record<string, unknown> = { variants };
   for (const key of CHECK_ORDER) {
     const f: Field<unknown> = SALE_DEFINITION[key];
     if (f.only && f.only !== sale.admission) {
@@ -115,6 +120,15 @@ export function parseSaleInput(body: unknown, now = new Date()): Sale {
     const made = SALE_DEFINITION[key].made;
     if (made) sale[key] = made(sale);
   }
+  // A draw awards units of the sale, naming no variant: one variant only, for now.
+  if (variants && variants.length > 1 && sale.admission === 'draw')
+    invalid('a draw sale sells one variant: its award names none');
+  if (variants) {
+    const sum = variants.reduce((n, v) => n + v.stock, 0);
+    if (sale.stock !== sum)
+      invalid(`stock (${sale.stock}) must be the sum of the variants' stock (${sum}), or left out`);
+  }
+  sale.variants = variants ?? defaultVariants(sale.name as string, sale.stock as number);
   return sale as unknown as Sale;
 }
 

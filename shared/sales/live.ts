@@ -86,7 +86,7 @@ export async function saleLive(pool: Pool, redis: RedisClient, sale: Sale, now =
   const live = modeOf(sale.admission)?.live;
   const [view, rec, winners, lateness, figures, outcomes] = await Promise.all([
     saleView(redis, sale, now.getTime()),
-    reconcile(pool, redis, sale.id, sale.stock),
+    reconcile(pool, redis, sale.id, sale.stock, sale.variants),
     oldestWinnerAt(redis, sale.id),
     closeLateness(pool, sale.id, now),
     live?.figures(pool, redis, sale, now.getTime()) ?? null,

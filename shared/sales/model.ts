@@ -13,6 +13,8 @@ export interface Sale {
   /** ISO 4217, three upper-case letters; null with price. */
   currency: string | null;
   perUserLimit: number;
+  /** The most one buyer may hold of any one variant; null: only perUserLimit, across the sale. */
+  perVariantLimit: number | null;
   maxPerOrder: number;
   startsAt: Date;
   endsAt: Date | null;
@@ -38,9 +40,22 @@ export interface Sale {
   seedSha256: string | null;
   /** 'draw' only: when Postgres made the draw (null before, and for other sales): the seed is public from then on. */
   drawnAt: Date | null;
+  /** What the sale sells, 1 to MAX_VARIANTS, in the order shown; their stock adds up to `stock` (shared/sales/variants.ts). */
+  variants: Variant[];
 }
 
-export type SaleField = keyof Sale;
+/** One variant of a sale (a size, a colour): the unit of stock. */
+export interface Variant {
+  /** [A-Za-z0-9_-]{1,64}, unique in its sale; a sale made without variants has one, `default`. */
+  sku: string;
+  label: string;
+  stock: number;
+  /** Overrides the sale's price (minor units); null: the sale's. */
+  priceCents: number | null;
+}
+
+/** The fields of the definition table (definition.ts); a sale's variants are their own table. */
+export type SaleField = Exclude<keyof Sale, 'variants'>;
 /** 'first-come' or the name of a registered admission mode (shared/admission/mode.ts). */
 export type Admission = string;
 export type Challenge = (typeof CHALLENGES)[number];

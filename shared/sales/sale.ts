@@ -5,6 +5,7 @@ import type { Pool } from '../runtime/db.js';
 import { withTransaction } from '../runtime/db.js';
 import { HttpError } from '../runtime/errors.js';
 import { SALES_REGISTRY, saleKeys } from '../redis/keys.js';
+import { insertVariants, variantsColumn, type Variant } from './variants.js';
 import { loadSale, type LoadOptions, type SaleRules } from './scripts.js';
 import { modeOf } from '../admission/mode.js';
 import { recordAudit } from '../operators/audit.js';
@@ -28,23 +29,30 @@ const COLUMNS = FIELDS.map((k) => SALE_DEFINITION[k].column);
 const INSERT = `insert into sales (${COLUMNS.join(', ')})
   values (${COLUMNS.map((_, i) => `$${i + 1}`).join(', ')}) on conflict (id) do nothing`;
 
-/** A row of `sales` as `select *` returns it: a column per field of the definition, and the draw's and settling's own. */
+/** A row of `sales` as `select *` returns it: a column per field of the definition, and the draw's and settling's own; with `variantsColumn()`, the variants. */
 export type SaleRow = { id: string; [column: string]: unknown };
 
+/** Every column of a sale and its variants: `select ${SALE_COLUMNS} from sales`. */
+export const SALE_COLUMNS = `sales.*, ${variantsColumn()}`;
+
 export function fromRow(r: SaleRow): Sale {
-  return Object.fromEntries(FIELDS.map((k) => [k, r[SALE_DEFINITION[k].column]])) as unknown as Sale;
+  const sale = Object.fromEntries(FIELDS.map((k) => [k, r[SALE_DEFINITION[k].column]])) as unknown as Sale;
+  sale.variants = (r.variants as Variant[] | undefined) ?? [];
+  return sale;
 }
 
 /** What Redis keeps of a sale (load_sale.lua): times in ms. */
 export function rulesOf(sale: Sale): SaleRules {
   return Object.fromEntries(
-    Object.entries(sale).map(([k, v]) => [k, v instanceof Date ? v.getTime() : v]),
+    Object.entries(sale)
+      .filter(([k]) => k !== 'variants')
+      .map(([k, v]) => [k, v instanceof Date ? v.getTime() : v]),
   ) as SaleRules;
 }
 
 /** Puts a sale into Redis (idempotent: a loaded sale keeps its stock) and into the registry. */
 export async function loadSaleIntoRedis(redis: RedisClient, sale: Sale, opts: LoadOptions = {}): Promise<boolean> {
-  const loaded = await loadSale(redis, sale.id, rulesOf(sale), opts);
+  const loaded = await loadSale(redis, sale.id, rulesOf(sale), sale.variants, opts);
   await redis.sadd(SALES_REGISTRY, sale.id);
   return loaded;
 }
@@ -66,18 +74,19 @@ export async function createSale(
       FIELDS.map((k) => sale[k]),
     );
     if (res.rowCount === 0) throw new HttpError('sale_exists', `A sale with id "${sale.id}" already exists.`);
+    await insertVariants(client, sale.id, sale.variants);
     if (by !== undefined) await recordAudit(client, { operator: by, action: 'sale.create', saleId: sale.id });
     await loadSaleIntoRedis(redis, sale, opts);
   });
 }
 
 export async function getSale(pool: Pool, id: string): Promise<Sale | null> {
-  const res = await pool.query<SaleRow>('select * from sales where id = $1', [id]);
+  const res = await pool.query<SaleRow>(`select ${SALE_COLUMNS} from sales where id = $1`, [id]);
   return res.rows[0] ? fromRow(res.rows[0]) : null;
 }
 
 export async function listSales(pool: Pool): Promise<Sale[]> {
-  const res = await pool.query<SaleRow>('select * from sales order by starts_at');
+  const res = await pool.query<SaleRow>(`select ${SALE_COLUMNS} from sales order by starts_at`);
   return res.rows.map(fromRow);
 }
 
@@ -93,6 +102,7 @@ export interface SaleView {
   stock: number;
   available: number;
   perUserLimit: number;
+  perVariantLimit: number | null;
   maxPerOrder: number;
   paymentWindowSeconds: number;
   startsAt: string;
@@ -113,6 +123,19 @@ export interface SaleView {
   /** sha256 of the seed, from the start; the seed itself once a draw has been made (Postgres) or a waiting room has opened (Redis), null before. */
   seedSha256: string | null;
   seed: string | null;
+  /** In the sale's order, each with its units left (Redis). */
+  variants: VariantView[];
+}
+
+export interface VariantView extends Variant {
+  available: number;
+}
+
+/** Each variant with its units left: a one-variant sale's are the sale's, the others' in the sale's hash (load_sale.lua). */
+async function variantViews(redis: RedisClient, sale: Sale, available: number): Promise<VariantView[]> {
+  if (sale.variants.length <= 1) return sale.variants.map((v) => ({ ...v, available }));
+  const left = await redis.hmget(saleKeys(sale.id).variantsLeft, ...sale.variants.map((v) => v.sku));
+  return sale.variants.map((v, i) => ({ ...v, available: Number(left[i] ?? 0) }));
 }
 
 export async function saleView(redis: RedisClient, sale: Sale, now = Date.now()): Promise<SaleView> {
@@ -123,6 +146,7 @@ export async function saleView(redis: RedisClient, sale: Sale, now = Date.now())
     stock: sale.stock,
     available,
     perUserLimit: sale.perUserLimit,
+    perVariantLimit: sale.perVariantLimit,
     maxPerOrder: sale.maxPerOrder,
     paymentWindowSeconds: sale.paymentWindowSeconds,
     startsAt: sale.startsAt.toISOString(),
@@ -142,6 +166,7 @@ export async function saleView(redis: RedisClient, sale: Sale, now = Date.now())
     backfillUntil: iso(sale.backfillUntil),
     seedSha256: sale.seedSha256,
     seed: await publicSeed(redis, sale),
+    variants: await variantViews(redis, sale, available),
   };
 }
 

@@ -7,7 +7,8 @@ import { run } from '../redis/scripts.js';
 import { FIRST_COME, modeOf } from '../admission/mode.js';
 
 /** A sale's rules as load_sale.lua keeps them: times in ms; a rule left out takes its default. */
-import type { PurchaseGate, SaleRules } from './model.js';
+import type { PurchaseGate, SaleRules, Variant } from './model.js';
+import { DEFAULT_SKU } from './variants.js';
 export type { PurchaseGate, SaleRules };
 
 const META = (Object.keys(SALE_DEFINITION) as SaleField[]).flatMap((key) => {
@@ -36,6 +37,7 @@ export async function loadSale(
   redis: RedisClient,
   saleId: string,
   r: SaleRules,
+  variants: Variant[] = [],
   opts: LoadOptions = {},
 ): Promise<boolean> {
   const k = saleKeys(saleId);
@@ -45,11 +47,25 @@ export async function loadSale(
   });
   // A new sale's buyer counts go to one hash, unless APIs of the previous release still run (purchase.lua).
   const buyCounts = opts.legacyBuyCounts ? [] : ['buyCounts', 'hash'];
+  // One variant: `available` is its stock, and no hash is kept (a purchase costs what it did before variants).
+  const many = variants.length > 1;
+  const left = many ? variants.flatMap((v) => [v.sku, v.stock]) : [];
+  const which = many ? ['variants', variants.length] : ['sku', variants[0]?.sku ?? DEFAULT_SKU];
   const loaded = await run(
     redis,
     'load_sale',
-    [k.meta, k.available],
-    [r.stock, ...meta, ...buyCounts, 'gate', requiredGate(r), ...(opts.paused ? ['paused', 1] : [])],
+    [k.meta, k.available, k.variantsLeft],
+    [
+      r.stock,
+      left.length / 2,
+      ...left,
+      ...meta,
+      ...buyCounts,
+      'gate',
+      requiredGate(r),
+      ...which,
+      ...(opts.paused ? ['paused', 1] : []),
+    ],
   );
   return loaded === 1;
 }
@@ -149,16 +165,18 @@ export interface PurchaseArgs {
   rate?: { max: number; windowMs: number };
   /** MAX_UNPAID_PER_SALE: orders the buyer may let expire unpaid in this sale before it is refused (absent or 0: no bound). */
   maxUnpaid?: number;
+  /** The sku of the variant bought (absent: none named, which only a sale of one variant takes). */
+  variant?: string;
 }
 
 /** How long past its expiry a spent token's mark is kept: a failover to a master whose clock runs behind still finds it. */
 export const TOKEN_MARK_MARGIN_MS = 10_000;
 
-/** Raw {code, n} from purchase.lua; shared/purchase/purchaser.ts gives it meaning. */
-export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number]> {
+/** Raw {code, n, skus...} from purchase.lua; shared/purchase/purchaser.ts gives it meaning. */
+export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promise<[number, number, ...string[]]> {
   const k = saleKeys(a.saleId);
   const g = a.gate;
-  // Twelve keys every call: the gate's key is the token's mark, the mode's list, or else the passes, read only with a pass.
+  // Fourteen keys every call: the gate's key is the token's mark, the mode's list, or else the passes, read only with a pass.
   const keys = [
     k.meta,
     k.available,
@@ -172,6 +190,8 @@ export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promi
     k.rate(a.userId),
     g?.kind === 'token' ? k.tokenUsed(g.id) : g?.kind === 'member' ? k.modeList(g.mode) : k.passes,
     k.unpaid,
+    k.variantsLeft,
+    k.variantBuys,
   ];
   // No clock is sent: the script judges every time by the master's TIME.
   return (await run(redis, 'purchase', keys, [
@@ -185,5 +205,6 @@ export async function purchaseScript(redis: RedisClient, a: PurchaseArgs): Promi
     a.rate?.windowMs ?? 0,
     TOKEN_MARK_MARGIN_MS,
     a.maxUnpaid ?? 0,
-  ])) as [number, number];
+    a.variant ?? '',
+  ])) as [number, number, ...string[]];
 }

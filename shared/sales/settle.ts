@@ -16,6 +16,7 @@ import { SALES_REGISTRY, saleKeys } from '../redis/keys.js';
 import { OPEN, RESTORING, sqlStates } from '../orders/states.js';
 import { saleNode } from '../redis/connect.js';
 import { forgetSettledOrders } from '../pipeline/replay-scripts.js';
+import { variantsColumn, type Variant } from './variants.js';
 
 /**
  * How long after its end (by Postgres's clock) a sale may settle. purchase.lua judges the end by
@@ -27,12 +28,13 @@ export const SETTLE_AFTER_END_SECONDS = 60;
 export interface UnsettledSale {
   id: string;
   stock: number;
+  variants: Variant[];
 }
 
 /** The sales the replay still reconciles. */
 export async function unsettledSales(pool: Pool): Promise<UnsettledSale[]> {
   const res = await pool.query<UnsettledSale>(
-    'select id, stock from sales where settled_at is null order by starts_at, id',
+    `select id, stock, ${variantsColumn()} from sales where settled_at is null order by starts_at, id`,
   );
   return res.rows;
 }

@@ -156,7 +156,7 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
 /** Conservation must hold for every sale given: the check run after each test that moves stock. */
 export async function assertConserved(env: TestEnv, sales: Sale[]): Promise<void> {
   for (const sale of sales) {
-    const r = await reconcile(env.pool, env.redis, sale.id, sale.stock);
+    const r = await reconcile(env.pool, env.redis, sale.id, sale.stock, sale.variants);
     assert.ok(r.holds, `conservation broken for ${sale.id}: ${JSON.stringify(r)}`);
   }
 }

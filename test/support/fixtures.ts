@@ -23,7 +23,8 @@ export async function newSale(
   const sale = parseSaleInput({
     id: `sale-${process.pid}-${++saleCounter}`,
     name: 'Test sale',
-    stock: 10,
+    // With variants, their sum.
+    ...(fields.variants ? {} : { stock: 10 }),
     ...SALE_PRICE,
     ...fields,
   });

@@ -10,6 +10,7 @@ import { purchaseOutcome } from '../../runtime/metrics.js';
 import type { Purchaser } from '../../purchase/purchaser.js';
 import { refusalsAt, type PurchaseRules } from '../../purchase/rules/sale-rules.js';
 import { MAX_PER_ORDER } from '../../sales/sale.js';
+import { SKU_PATTERN } from '../../sales/variants.js';
 import { answerFor, refusal } from '../plugins/errors.js';
 import { purchaseAddressLimit, type RateLimitSettings } from '../plugins/rate-limit.js';
 import { errorResponses, saleIdParams, SECURITY } from '../schemas.js';
@@ -29,8 +30,20 @@ const purchaseBody = {
       maximum: MAX_PER_ORDER,
       ...refusal('invalid_qty', `qty must be an integer from 1 to ${MAX_PER_ORDER}.`),
     },
+    variant: {
+      type: 'string',
+      nullable: true,
+      pattern: SKU_PATTERN.source,
+      description:
+        'the sku of the variant to buy: required on a sale of several variants (GET /api/sales/{saleId} lists them)',
+      ...refusal('unknown_variant', 'variant must be a sku: 1-64 characters of A-Z a-z 0-9 _ -.'),
+    },
   },
-  ...refusal('bad_request', 'The body must be a JSON object like {"qty": 1}.', 'Unknown field(s): {fields}.'),
+  ...refusal(
+    'bad_request',
+    'The body must be a JSON object like {"qty": 1, "variant": "M"}.',
+    'Unknown field(s): {fields}.',
+  ),
 };
 
 const purchaseAnswer = {
@@ -79,7 +92,7 @@ export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purc
   // Per address on arrival, refused before the handler, so nothing changes; per buyer, purchase.lua
   // counts and refuses in the purchase's own round trip.
   const addressLimit = purchaseAddressLimit(app, redis, limits, (saleId) => purchaser.soldOut(saleId));
-  app.post<{ Params: { saleId: string }; Body: { qty?: number | null } }>(
+  app.post<{ Params: { saleId: string }; Body: { qty?: number | null; variant?: string | null } }>(
     PURCHASE_URL,
     {
       onRequest: addressLimit ? [soldOutFirst, addressLimit] : soldOutFirst,
@@ -91,12 +104,14 @@ export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purc
         security: SECURITY.buyer,
         params: saleIdParams,
         body: purchaseBody,
-        description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token); a token makes one reservation. A sale with \`admission: queue\` takes the pass its waiting room gave the buyer in the same header; a \`draw\` sale sells only through its draw; a \`buyers: verified-email\` sale only to buyers whose token carries \`email_verified: true\`. Once this API process knows a sale is sold out, a buyer's purchase is answered \`409 sold_out\` before its body is read.`,
+        description: `A sale with \`challenge: pow\` needs the header \`${PURCHASE_TOKEN_HEADER}\` (POST /api/sales/{saleId}/purchase-token); a token makes one reservation. A sale with \`admission: queue\` takes the pass its waiting room gave the buyer in the same header; a \`draw\` sale sells only through its draw; a \`buyers: verified-email\` sale only to buyers whose token carries \`email_verified: true\`. Once this API process knows a sale is sold out (every variant), a buyer's purchase is answered \`409 sold_out\` before its body is read; once it knows the variant named is sold out, right after the body is read, without asking Redis. A sale of several variants needs \`variant\`; a sale of one takes its sku or none.`,
         response: {
           202: purchaseAnswer,
           ...errorResponses(
             'invalid_qty',
             'qty_above_max',
+            'variant_required',
+            'unknown_variant',
             'bad_request',
             'invalid_json',
             'invalid_id',
@@ -125,12 +140,16 @@ export const purchase: FastifyPluginCallback<PurchaseDeps> = (app, { redis, purc
     async (req, reply) => {
       const { saleId } = req.params;
       const qty = req.body.qty ?? 1;
+      const variant = req.body.variant ?? undefined;
       try {
+        // A variant this process saw sold out is answered from memory, as a sale sold out whole is before the body.
+        const soldOut = variant === undefined ? undefined : purchaser.variantSoldOutAnswer(saleId, variant);
+        if (soldOut) throw soldOut;
         // The sale's rules refuse here, or name what the reservation spends (a token, a pass): purchase.lua spends it.
         const header = req.headers[PURCHASE_TOKEN_HEADER];
         const judged = rules.judge('purchase', saleId, req.buyer, header === undefined ? undefined : String(header));
         const gate = judged instanceof Promise ? await judged : judged;
-        const { orderId } = await purchaser.purchase(saleId, req.buyer.id, qty, gate);
+        const { orderId } = await purchaser.purchase(saleId, req.buyer.id, qty, gate, variant);
         purchaseOutcome('queued').inc();
         // The answer's JSON by hand: an order id is [A-Za-z0-9_.-] only (ids.ts), nothing to escape.
         return await reply

@@ -25,7 +25,7 @@ import {
 const saleBody = {
   type: 'object',
   additionalProperties: false,
-  properties: Object.fromEntries(SALE_FIELDS.map((field) => [field, {}])),
+  properties: Object.fromEntries([...SALE_FIELDS, 'variants'].map((field) => [field, {}])),
   ...refusal('invalid_sale', 'the body must be a JSON object', 'unknown field(s): {fields}'),
 };
 
