@@ -139,7 +139,7 @@ if rateMax > 0 then
   end
 end
 
-local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder', 'paymentWindow', 'challenge', 'admission', 'buyCounts', 'gate', 'variants', 'sku', 'perVariant')
+local meta = rcall('HMGET', metaKey, 'startsAt', 'endsAt', 'perUser', 'maxPerOrder', 'paymentWindow', 'challenge', 'admission', 'buyCounts', 'gate', 'variants', 'sku', 'perVariant', 'paused')
 if not meta[1] then return {-1, 0} end
 local startsAt, endsAt = tonumber(meta[1]), tonumber(meta[2])
 local perUser, maxPerOrder = tonumber(meta[3]), tonumber(meta[4])
@@ -152,8 +152,8 @@ local hasEnd = endsAt ~= 0
 
 if now < startsAt then return {-2, 0} end
 if hasEnd and now >= endsAt then return {-3, 0} end
--- Pause: one flag of meta, read apart. A draw's award is no buyer's purchase: a winner keeps their unit.
-if gate ~= 'draw' and rcall('HEXISTS', metaKey, 'paused') == 1 then return {-20, 0} end
+-- Pause: a flag of meta. A draw's award is no buyer's purchase: a winner keeps their unit.
+if gate ~= 'draw' and meta[13] then return {-20, 0} end
 -- Who may buy: those who pass the sale's one gate (see "Gate"): a queue's pass holders (the pass
 -- replaced the token at joining), the draw's winners, a list's members, or, first come, anyone
 -- (with a token on a 'pow' sale).

@@ -1,6 +1,7 @@
 // A sale definition as POST /api/sales and `flashsale sale create` take it, checked field by field
 // as SALE_DEFINITION describes them: each refusal is `invalid_sale` naming the field.
 import { HttpError } from '../runtime/errors.js';
+import { modeOf } from '../admission/mode.js';
 import { CHECK_ORDER, SALE_DEFINITION, SALE_FIELDS, type Sale, type SaleField } from './definition.js';
 import type { Field } from './field.js';
 import { defaultVariants, parseVariants } from './variants.js';
@@ -120,9 +121,9 @@ export function parseSaleInput(body: unknown, now = new Date()): Sale {
     const made = SALE_DEFINITION[key].made;
     if (made) sale[key] = made(sale);
   }
-  // A draw awards units of the sale, naming no variant: one variant only, for now.
-  if (variants && variants.length > 1 && sale.admission === 'draw')
-    invalid('a draw sale sells one variant: its award names none');
+  const mode = modeOf(sale.admission as string);
+  if (variants && variants.length > 1 && mode?.oneVariant)
+    invalid(`a ${mode.name} sale sells one variant: what it awards names none`);
   if (variants) {
     const sum = variants.reduce((n, v) => n + v.stock, 0);
     if (sale.stock !== sum)

@@ -43,6 +43,8 @@ export const drawMode: AdmissionMode = {
   label: 'Draw',
   gate: 'draw',
   seeded: true,
+  // Its award reserves a unit of the sale and names no variant.
+  oneVariant: true,
   rule: drawOnly,
   step: (deps): ModeStep => {
     const draws = new DrawLoop(deps);

@@ -203,11 +203,18 @@ export async function readProgress(db: Db, saleId: string): Promise<Progress> {
   return { ...rest, committed: n === null || sha256 === null ? null : { entries: n, sha256 } };
 }
 
-/** Every entry of the sale, in draw order once drawn (then by ticket): the public record and `draw verify`'s input. */
-export async function allEntries(db: Db, saleId: string): Promise<(EntryRow & { entered_at: Date })[]> {
+/**
+ * Every entry of the sale, in draw order once drawn (then by ticket): the public record and `draw
+ * verify`'s input. `late`: entered at or after the close, judged by Postgres in microseconds (a
+ * Date keeps milliseconds, and an entry made in the close's last millisecond is on time).
+ */
+export async function allEntries(db: Db, saleId: string): Promise<(EntryRow & { entered_at: Date; late: boolean })[]> {
   return (
-    await db.query<EntryRow & { entered_at: Date }>(
-      'select buyer, ticket, secret, status, draw_rank, order_id, entered_at from draw_entries where sale_id = $1 order by draw_rank nulls last, ticket',
+    await db.query<EntryRow & { entered_at: Date; late: boolean }>(
+      `select e.buyer, e.ticket, e.secret, e.status, e.draw_rank, e.order_id, e.entered_at,
+              e.entered_at >= s.entries_close_at as late
+       from draw_entries e join sales s on s.id = e.sale_id
+       where e.sale_id = $1 order by e.draw_rank nulls last, e.ticket`,
       [saleId],
     )
   ).rows;

@@ -37,7 +37,7 @@ export async function verifyDraw(pool: Pool, saleId: string): Promise<Verdict> {
   if (seedHash(sale.seed!) !== sale.seedSha256)
     return fail(`sha256(seed) is ${seedHash(sale.seed!)}, the published seedSha256 is ${sale.seedSha256}`);
   const close = sale.entriesCloseAt!;
-  const late = rows.find((r) => r.entered_at >= close);
+  const late = rows.find((r) => r.late);
   if (late)
     return fail(
       `ticket ${late.ticket} was entered at ${late.entered_at.toISOString()}, at or after the close ${close.toISOString()}`,
