@@ -16,27 +16,27 @@ import { createTemplate, TEMPLATE_ENV } from './support/template.js';
  * order, then the others by name: started last, a long file leaves the other lane idle at the end.
  */
 const LONGEST = [
-  // Seconds each took in the last whole run on the shared 2-core machine, or as measured since.
-  'test/lifecycle.test.ts', // 113, fewer processes since
-  'test/page.test.ts', // 81
-  'test/reliability/redis-cluster.test.ts', // 99, 40% less CPU since
-  'test/reliability/network-and-clock.test.ts', // 53
-  'test/reliability/waiting-room.test.ts', // 53
-  'test/reliability/redis-sentinel.test.ts', // 44
-  'test/reliability/draw.test.ts', // 43
-  'test/admin-page.test.ts', // 43
-  'test/reliability/server-restarts.test.ts', // 38
-  'test/reliability/races.test.ts', // 36
+  // Seconds each took in the last whole run on the shared 2-core machine.
+  'test/reliability/redis-cluster.test.ts', // 78
+  'test/page.test.ts', // 69
+  'test/reliability/network-and-clock.test.ts', // 58
+  'test/reliability/waiting-room.test.ts', // 56
+  'test/lifecycle.test.ts', // 55
+  'test/admin-page.test.ts', // 46
+  'test/reliability/redis-sentinel.test.ts', // 45
+  'test/reliability/server-restarts.test.ts', // 44
+  'test/reliability/draw.test.ts', // 37
+  'test/reliability/races.test.ts', // 31
   'test/reliability/master-lost.test.ts', // 31
-  'test/secrets.test.ts', // 30
-  'test/reliability/crashes.test.ts', // 30
-  'test/pm2.test.ts', // 29
-  'test/topology.test.ts', // 28
-  'test/pipeline.test.ts', // 39, less than half the CPU since
-  'test/draw.test.ts', // 25
-  'test/startup.test.ts', // 25
-  'test/replication.test.ts', // 21
-  'test/local-stack.test.ts', // 21
+  'test/pipeline.test.ts', // 27
+  'test/draw.test.ts', // 27
+  'test/pm2.test.ts', // 26
+  'test/reliability/crashes.test.ts', // 22
+  'test/startup.test.ts', // 21
+  'test/clock.test.ts', // 21
+  'test/reliability/lost-events.test.ts', // 19
+  'test/settle.test.ts', // 19
+  'test/reliability/redis-cluster-live-migration.test.ts', // 18
 ];
 
 function longestFirst(list: string[]): string[] {
