@@ -23,7 +23,6 @@ import {
   beginScenario,
   checkSale,
   killMasterRuns,
-  QUIET_POLLING,
   summarize,
   tally,
 } from '../support/scenario.js';
@@ -40,7 +39,6 @@ onTopology(
   (d) => startSentinels(d, { replicas: 2 }),
   (t) => ({ redisSentinels: t.sentinels, redisSentinelName: t.name }),
   (on) => ({ topo, env, c } = on),
-  QUIET_POLLING,
 );
 
 const closedBy = async () =>
