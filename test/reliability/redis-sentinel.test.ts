@@ -18,14 +18,7 @@ import { http } from '../support/http.js';
 import type { Cluster as Processes } from '../support/cluster.js';
 import type { TestEnv } from '../support/env.js';
 import { newSale, waitFor, written } from '../support/fixtures.js';
-import {
-  assertNo500,
-  beginScenario,
-  checkSale,
-  killMasterRuns,
-  summarize,
-  tally,
-} from '../support/scenario.js';
+import { assertNo500, beginScenario, checkSale, killMasterRuns, summarize, tally } from '../support/scenario.js';
 import { answersHold, Shoppers } from '../support/shoppers.js';
 import { addr, allClosed, buy, lateness, onTopology } from '../support/topology.js';
 
