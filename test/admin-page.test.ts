@@ -15,7 +15,6 @@ import { saleKeys } from '../shared/redis/keys.js';
 import { Purchaser } from '../shared/purchase/purchaser.js';
 import { reconcile } from '../shared/checks/reconcile.js';
 import type { Sale } from '../shared/sales/sale.js';
-import { OrderWriter } from '../shared/pipeline/writer.js';
 import { axeViolations, serious, tooWide, VIEWPORTS, type Violation } from './support/axe.js';
 import { newWindow, openBrowser, see, shot } from './support/browser.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
@@ -27,6 +26,7 @@ import {
   redisNow,
   startedAgo,
   waitFor,
+  drainWriter,
 } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
@@ -77,13 +77,7 @@ async function sale(fields: Record<string, unknown>): Promise<Sale> {
 
 /** Writes every queued winner, as the order writer would. */
 async function drain(): Promise<void> {
-  const writer = new OrderWriter({
-    pool: env.pool,
-    redis: env.redis,
-    logger: env.logger,
-    config: { ...env.config, writerId: 'w-admin-page', writerLeaseMs: 1 },
-  });
-  while ((await writer.drainOnce()) > 0);
+  await drainWriter(env, 'w-admin-page');
 }
 
 /** Puts orders `agoMs` past their deadline and lets the sweep close them (expired, stock back). */

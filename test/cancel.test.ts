@@ -14,11 +14,10 @@ import { cancelPending, lockOrder, markPaid } from '../shared/orders/queries.js'
 import { insertPayment } from '../shared/payments/queries.js';
 import { signPayload } from '../shared/payments/providers/signed-webhook.js';
 import type { Sale } from '../shared/sales/sale.js';
-import { OrderWriter } from '../shared/pipeline/writer.js';
 import { startApi } from '../daemons/api.js';
 import { assertConserved, type TestEnv } from './support/env.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
-import { buyCount, countBy, newSale, runConcurrently } from './support/fixtures.js';
+import { buyCount, countBy, newSale, runConcurrently, drainWriter } from './support/fixtures.js';
 import { http, outcome } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
 import { PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
@@ -50,13 +49,7 @@ async function buy(s: Sale, user: string): Promise<string> {
 }
 
 const drain = async (s: Sale) => {
-  const writer = new OrderWriter({
-    pool: env.pool,
-    redis: env.redis,
-    logger: env.logger,
-    config: { ...env.config, writerId: `w-${s.id}`, writerLeaseMs: 1 },
-  });
-  while ((await writer.drainOnce()) > 0);
+  await drainWriter(env, `w-${s.id}`);
 };
 const cancel = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/cancel`, { user });
 const pay = (orderId: string, user: string) => http(api.port, 'POST', `/api/orders/${orderId}/pay`, { user });

@@ -17,7 +17,6 @@ import { checkInvariants } from '../shared/checks/invariants.js';
 import { PURCHASE_TOKEN_HEADER } from '../shared/http/routes/purchase.js';
 import { saleKeys } from '../shared/redis/keys.js';
 import { getSale, type Sale } from '../shared/sales/sale.js';
-import { OrderWriter } from '../shared/pipeline/writer.js';
 import { freePort } from '../tools/local-stack.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
 import { cli, exited, ready, spawnCli } from './support/cli.js';
@@ -30,6 +29,7 @@ import {
   openDraw,
   redisNow,
   waitFor,
+  drainWriter,
 } from './support/fixtures.js';
 import { http, outcome, sseEvents } from './support/http.js';
 import * as pow from './support/pow.js';
@@ -84,13 +84,7 @@ async function enterAll(s: Sale, buyers: string[]): Promise<Map<string, string>>
 }
 const available = async (s: Sale) => Number(await env.redis.get(saleKeys(s.id).available));
 const drain = async (s: Sale) => {
-  const writer = new OrderWriter({
-    pool: env.pool,
-    redis: env.redis,
-    logger: env.logger,
-    config: { ...env.config, writerId: `w-${s.id}`, writerLeaseMs: 1 },
-  });
-  while ((await writer.drainOnce()) > 0);
+  await drainWriter(env, `w-${s.id}`);
 };
 
 /** The documented order, computed here from scratch: tickets sha256(saleId:buyer:secret) (no secret: sha256(saleId:buyer)), sorted by sha256(seed:ticket) hex. */

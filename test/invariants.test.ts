@@ -9,12 +9,11 @@ import { checkInvariants } from '../shared/checks/invariants.js';
 import { saleKeys } from '../shared/redis/keys.js';
 import { purchaseScript } from '../shared/sales/scripts.js';
 import type { Sale } from '../shared/sales/sale.js';
-import { OrderWriter } from '../shared/pipeline/writer.js';
 import { payOrder } from '../shared/payments/direct-pay.js';
 import { SignedWebhook } from '../shared/payments/providers/signed-webhook.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
-import { newSale } from './support/fixtures.js';
+import { newSale, drainWriter } from './support/fixtures.js';
 import { PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
 
 let env: TestEnv;
@@ -48,13 +47,7 @@ async function saleWithOrders(
   };
   for (let i = 0; i < n; i++) await buy(i);
   // The writer drains every sale; winners an earlier test left queued get written too, harmlessly.
-  const writer = new OrderWriter({
-    pool: env.pool,
-    redis: env.redis,
-    logger: env.logger,
-    config: { ...env.config, writerId: `w-${sale.id}` },
-  });
-  while ((await writer.drainOnce()) > 0);
+  await drainWriter(env, `w-${sale.id}`, env.config.writerLeaseMs);
   assert.equal((await env.pool.query('select 1 from orders where sale_id = $1', [sale.id])).rowCount, n);
   for (let i = n; i < n + queued; i++) await buy(i);
   return { sale, ids };

@@ -6,10 +6,9 @@ import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { describe, test } from 'node:test';
 import { signPayload } from '../shared/payments/providers/signed-webhook.js';
-import { OrderWriter } from '../shared/pipeline/writer.js';
 import { apiSuite, type ApiSuite } from './support/api.js';
 import { cliHere } from './support/cli-here.js';
-import { HOUR, newSale, SALE_PRICE } from './support/fixtures.js';
+import { HOUR, newSale, SALE_PRICE, drainWriter } from './support/fixtures.js';
 import { outcome } from './support/http.js';
 import { ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
 
@@ -39,13 +38,7 @@ const auditOf = async (saleId?: string) =>
   ).rows;
 
 async function drain(): Promise<void> {
-  const writer = new OrderWriter({
-    pool: s.env.pool,
-    redis: s.env.redis,
-    logger: s.env.logger,
-    config: { ...s.env.config, writerId: 'w-operators', writerLeaseMs: 1 },
-  });
-  while ((await writer.drainOnce()) > 0);
+  await drainWriter(s.env, 'w-operators');
 }
 
 describe('operators', () => {

@@ -10,11 +10,10 @@ import { ConfigError } from '../shared/config/index.js';
 import { metrics } from '../shared/runtime/metrics.js';
 import { createProviders, registerProvider } from '../shared/payments/providers/index.js';
 import { signedWebhook, signPayload } from '../shared/payments/providers/signed-webhook.js';
-import { OrderWriter } from '../shared/pipeline/writer.js';
 import type { Sale } from '../shared/sales/sale.js';
 import { apiSuite } from './support/api.js';
 import { assertConserved, type TestEnv } from './support/env.js';
-import { newSale } from './support/fixtures.js';
+import { newSale, drainWriter } from './support/fixtures.js';
 import type { Inject } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
 import { intentSucceeded, stripeProvider, stripeSignature } from './support/stripe-provider.js';
@@ -38,13 +37,7 @@ async function pendingOrder(user: string): Promise<string> {
   sales.push(sale);
   const r = await call('POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user });
   assert.equal(r.status, 202);
-  const writer = new OrderWriter({
-    pool: env.pool,
-    redis: env.redis,
-    logger: env.logger,
-    config: { ...env.config, writerId: `w-${sale.id}`, writerLeaseMs: 1 },
-  });
-  while ((await writer.drainOnce()) > 0);
+  await drainWriter(env, `w-${sale.id}`);
   return r.body.orderId as string;
 }
 

@@ -16,11 +16,10 @@ import { replayOnce } from '../shared/pipeline/replay.js';
 import { pino } from 'pino';
 import { Purchaser } from '../shared/purchase/purchaser.js';
 import type { Sale } from '../shared/sales/sale.js';
-import { OrderWriter } from '../shared/pipeline/writer.js';
 import { apiSuite } from './support/api.js';
 import { cli } from './support/cli.js';
 import { assertConserved, type TestEnv } from './support/env.js';
-import { newSale, runConcurrently } from './support/fixtures.js';
+import { newSale, runConcurrently, drainWriter } from './support/fixtures.js';
 import { injector, type Inject, type Reply } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
 import { ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
@@ -81,13 +80,7 @@ async function ordersOf(
     assert.equal(r.status, 202);
     ids.push(r.body.orderId as string);
   }
-  const writer = new OrderWriter({
-    pool: env.pool,
-    redis: env.redis,
-    logger: env.logger,
-    config: { ...env.config, writerId: `w-${sale.id}`, writerLeaseMs: 1 },
-  });
-  while ((await writer.drainOnce()) > 0);
+  await drainWriter(env, `w-${sale.id}`);
   return { sale, ids };
 }
 
@@ -316,13 +309,7 @@ describe('payments', () => {
     assert.deepEqual(again.body, { id: ignored.id, outcome: 'ignored' });
     assert.deepEqual(await everything(), state);
     // Once written, the provider's retry of the same event pays it.
-    const writer = new OrderWriter({
-      pool: env.pool,
-      redis: env.redis,
-      logger: env.logger,
-      config: { ...env.config, writerId: `w-${sale.id}`, writerLeaseMs: 1 },
-    });
-    while ((await writer.drainOnce()) > 0);
+    await drainWriter(env, `w-${sale.id}`);
     const event = succeeded(queued);
     assert.equal((await deliver(event)).body.outcome, 'applied');
     assert.equal(await status(queued), 'paid');

@@ -4,7 +4,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { admitStep, Phase } from '../shared/admission/room/room.js';
-import { OrderWriter } from '../shared/pipeline/writer.js';
 import { saleKeys } from '../shared/redis/keys.js';
 import { isPaused } from '../shared/sales/controls.js';
 import { loadSaleIntoRedis, type Sale } from '../shared/sales/sale.js';
@@ -19,6 +18,7 @@ import {
   refillRoom,
   runConcurrently,
   waitFor,
+  drainWriter,
 } from './support/fixtures.js';
 import { outcome } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
@@ -51,13 +51,7 @@ const auditActions = async (id: string) =>
   ).rows.map((r) => r.action);
 
 async function drain(): Promise<void> {
-  const writer = new OrderWriter({
-    pool: s.env.pool,
-    redis: s.env.redis,
-    logger: s.env.logger,
-    config: { ...s.env.config, writerId: 'w-controls', writerLeaseMs: 1 },
-  });
-  while ((await writer.drainOnce()) > 0);
+  await drainWriter(s.env, 'w-controls');
 }
 
 describe('pause and resume', () => {

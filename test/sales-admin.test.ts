@@ -9,10 +9,9 @@ import { SALES_REGISTRY, saleKeys } from '../shared/redis/keys.js';
 import { Purchaser } from '../shared/purchase/purchaser.js';
 import { replayOnce } from '../shared/pipeline/replay.js';
 import type { Sale } from '../shared/sales/sale.js';
-import { OrderWriter } from '../shared/pipeline/writer.js';
 import { cli } from './support/cli.js';
 import { assertConserved, testEnv, type TestEnv } from './support/env.js';
-import { newSale } from './support/fixtures.js';
+import { newSale, drainWriter } from './support/fixtures.js';
 import { stateSnapshot } from './support/snapshot.js';
 import { ADMIN_TOKEN, auth } from './support/tokens.js';
 
@@ -47,13 +46,7 @@ const list = (query = '', headers: Record<string, string> = ADMIN) =>
   app.inject({ method: 'GET', url: `/api/sales${query}`, headers });
 
 async function drain(): Promise<void> {
-  const writer = new OrderWriter({
-    pool: env.pool,
-    redis: env.redis,
-    logger: env.logger,
-    config: { ...env.config, writerId: 'w-admin', writerLeaseMs: 1 },
-  });
-  while ((await writer.drainOnce()) > 0);
+  await drainWriter(env, 'w-admin');
 }
 
 const pgEnd = async (id: string) =>

@@ -29,7 +29,7 @@ import { startCluster } from '../tools/redis-cluster.js';
 import { buildTestApp } from './support/api.js';
 import { cli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
-import { countBy, newSale, runConcurrently, SALE_PRICE, waitFor } from './support/fixtures.js';
+import { countBy, newSale, runConcurrently, SALE_PRICE, waitFor, drainWriter } from './support/fixtures.js';
 import { injector, outcome } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
@@ -87,13 +87,7 @@ async function buy(sale: Sale, userId: string, open = true): Promise<string> {
 
 /** Writes every queued winner; a 1 ms lease, so no lease is left running afterwards. */
 async function drain(e: TestEnv = env): Promise<void> {
-  const writer = new OrderWriter({
-    pool: e.pool,
-    redis: e.redis,
-    logger: e.logger,
-    config: { ...e.config, writerId: 'w-test', writerLeaseMs: 1 },
-  });
-  while ((await writer.drainOnce()) > 0);
+  await drainWriter(e, 'w-test');
 }
 
 const pay = (id: string) =>

@@ -10,7 +10,6 @@ import { checkInvariants } from '../shared/checks/invariants.js';
 import { reconcile } from '../shared/checks/reconcile.js';
 import { closeOrders, restore } from '../shared/orders/close.js';
 import { PAYMENT_SUCCEEDED, signPayload } from '../shared/payments/providers/signed-webhook.js';
-import { OrderWriter } from '../shared/pipeline/writer.js';
 import { saleKeys } from '../shared/redis/keys.js';
 import { createPool } from '../shared/runtime/db.js';
 import { migrate } from '../shared/runtime/migrate.js';
@@ -18,7 +17,7 @@ import { getSale, type Sale } from '../shared/sales/sale.js';
 import { MAX_VARIANTS } from '../shared/sales/variants.js';
 import { apiSuite } from './support/api.js';
 import { assertConserved, type TestEnv } from './support/env.js';
-import { newSale, SALE_PRICE } from './support/fixtures.js';
+import { newSale, SALE_PRICE, drainWriter } from './support/fixtures.js';
 import type { Inject } from './support/http.js';
 import { stateSnapshot } from './support/snapshot.js';
 import { ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
@@ -42,13 +41,7 @@ const sizes = (stock: (size: number) => number) =>
 const each = (stock: number, ...skus: string[]) => skus.map((sku) => ({ sku, label: sku, stock }));
 
 async function writeAll(): Promise<void> {
-  const writer = new OrderWriter({
-    pool: env.pool,
-    redis: env.redis,
-    logger: env.logger,
-    config: { ...env.config, writerId: `w-${randomBytes(4).toString('hex')}` },
-  });
-  while ((await writer.drainOnce()) > 0);
+  await drainWriter(env, `w-${randomBytes(4).toString('hex')}`, env.config.writerLeaseMs);
 }
 
 async function left(sale: Sale): Promise<Record<string, number>> {

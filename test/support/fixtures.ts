@@ -2,6 +2,7 @@
 // for the state a test expects (polled, with a deadline) instead of sleeping.
 import '../../shared/admission/modes.js';
 import { readFileSync } from 'node:fs';
+import { OrderWriter } from '../../shared/pipeline/writer.js';
 import { saleKeys } from '../../shared/redis/keys.js';
 import { OPEN, RESTORING, sqlStates } from '../../shared/orders/states.js';
 import type { RedisClient } from '../../shared/redis/connect.js';
@@ -191,6 +192,20 @@ export async function deadlineNow(env: TestEnv, saleId: string, ids?: string[]):
     }),
   );
   return moved.rows.map((r) => r.id);
+}
+
+/**
+ * Writes every queued winner of every sale, as the order writer would, as writer `writerId`. Its
+ * lease is 1 ms unless given, so none is left running afterwards.
+ */
+export async function drainWriter(env: TestEnv, writerId: string, writerLeaseMs = 1): Promise<void> {
+  const writer = new OrderWriter({
+    pool: env.pool,
+    redis: env.redis,
+    logger: env.logger,
+    config: { ...env.config, writerId, writerLeaseMs },
+  });
+  while ((await writer.drainOnce()) > 0);
 }
 
 /** Waits until every purchase the sale accepted is written to Postgres (none left queued in Redis). */
