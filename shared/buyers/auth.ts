@@ -1,7 +1,8 @@
 // Who is asking: the buyer of a request (a bearer JWT, or a gateway's X-User-Id header), and the
-// operator (ADMIN_TOKEN, or a named operator's secret: shared/operators/operators.ts). Route hooks that run before input validation, so a request nobody may make
-// is refused as such (401/403) whatever its body says.
-import { createHash, timingSafeEqual } from 'node:crypto';
+// operator (ADMIN_TOKEN, or a named operator's secret: shared/operators/operators.ts). Route hooks
+// that run before input validation, so a request nobody may make is refused as such (401/403)
+// whatever its body says.
+import { timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, preValidationAsyncHookHandler } from 'fastify';
 import type { Config } from '../config/index.js';
 import { HttpError } from '../runtime/errors.js';
@@ -9,7 +10,7 @@ import { buyerOf, checkUserId, type Buyer } from './buyer.js';
 import { createVerifier } from './jwt.js';
 import type { Logger } from '../runtime/logger.js';
 import type { Pool } from '../runtime/db.js';
-import { BOOTSTRAP_OPERATOR, operatorBySecret } from '../operators/operators.js';
+import { BOOTSTRAP_OPERATOR, operatorBySecret, secretDigest } from '../operators/operators.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -37,8 +38,6 @@ function bearer(req: FastifyRequest): string {
   return m[1]!;
 }
 
-const digest = (s: string) => createHash('sha256').update(s).digest();
-
 /** Built once per app: a bad JWT setting stops the process here (ConfigError), and a JWKS is fetched once. */
 export function createAuth(config: Config, logger: Logger, pool?: Pool): Auth {
   const verify = config.authMode === 'jwt' ? createVerifier(config, { logger }) : undefined;
@@ -61,9 +60,10 @@ export function createAuth(config: Config, logger: Logger, pool?: Pool): Auth {
     },
     async admin(req) {
       if (!config.adminToken) throw new HttpError('forbidden', 'The admin API is off: set ADMIN_TOKEN to turn it on.');
-      // Compared as digests: constant time whatever the lengths.
-      const given = digest(bearer(req));
-      if (timingSafeEqual(given, digest(config.adminToken))) {
+      // Compared as digests: constant time whatever the lengths. The same digest an operator's
+      // secret is kept as, so one computation serves both checks.
+      const given = secretDigest(bearer(req));
+      if (timingSafeEqual(given, secretDigest(config.adminToken))) {
         req.operator = BOOTSTRAP_OPERATOR;
         return;
       }
