@@ -49,6 +49,7 @@ export function conservationSum(r: Reconciliation | VariantReconciliation): stri
 
 const unitsOf = (state: OrderState) =>
   `coalesce(sum(qty) filter (where status = ${sqlState(state)}), 0)::int as ${state}`;
+const UNRESTORED = `coalesce(sum(qty) filter (where status in ${sqlStates(RESTORING)} and restored_at is null), 0)::int`;
 
 export async function reconcile(
   pool: Pool,
@@ -68,46 +69,50 @@ export async function reconcile(
   // reconciliation held); nothing of it moves any more, so Postgres alone says what is restoring:
   // its closed orders whose restore is not recorded, none once it is settled. Redis is read
   // first and the sale settled before its keys go, so a read on either side of that is consistent.
+  // A sale of several variants has its sums by variant too, in the same statement for the same reason.
+  const byVariant = variants.length > 1;
   const res = await pool.query<
-    Record<OrderState, number> & { unrestored: number; settled: boolean; written: string[] }
+    Record<OrderState, number> & { unrestored: number; settled: boolean; written: string[]; per: VariantRow[] | null }
   >(
     `select ${ORDER_STATES.map(unitsOf).join(',\n            ')},
-            coalesce(sum(qty) filter (where status in ${sqlStates(RESTORING)} and restored_at is null), 0)::int as unrestored,
+            ${UNRESTORED} as unrestored,
             exists (select 1 from sales where id = $1 and settled_at is not null) as settled,
-            (select coalesce(array_agg(id), '{}') from orders where id = any($3::text[])) as written
+            (select coalesce(array_agg(id), '{}') from orders where id = any($3::text[])) as written,
+            ${
+              byVariant
+                ? `(select json_agg(p) from (select sku, ${ORDER_STATES.map(unitsOf).join(', ')}, ${UNRESTORED} as unrestored
+                   from orders where sale_id = $1 and seq <= $2 group by sku) p)`
+                : 'null'
+            } as per
      from orders where sale_id = $1 and seq <= $2`,
     [saleId, snap.seq, [...queuedEntries.keys()]],
   );
-  const { unrestored, settled, written, ...units } = res.rows[0]!;
+  const { unrestored, settled, written, per, ...units } = res.rows[0]!;
   for (const id of written) queuedEntries.delete(id);
   const queued = [...queuedEntries.values()].reduce((n, w) => n + w.qty, 0);
   const r: Reconciliation = { saleId, total, available: snap.available, queued, ...units, restoring: 0, holds: false };
   r.restoring = settled ? unrestored : sum(r, RESTORING) - snap.restoredQty;
   r.holds =
     snap.available >= 0 && r.restoring >= 0 && snap.available + queued + sum(r, HOLDING) + r.restoring === total;
-  if (variants.length > 1) {
-    r.variants = await reconcileVariants(pool, saleId, snap, [...queuedEntries.values()], settled, variants);
+  if (byVariant) {
+    r.variants = reconcileVariants(per ?? [], snap, [...queuedEntries.values()], settled, variants);
     r.holds &&= r.variants.every((v) => v.holds);
   }
   return r;
 }
 
+/** One variant's orders, as reconcile's statement sums them. */
+type VariantRow = Record<OrderState, number> & { sku: string; unrestored: number };
+
 /** Each variant's sum, counted as the sale's is: Postgres up to the snapshot's purchase number. */
-async function reconcileVariants(
-  pool: Pool,
-  saleId: string,
+function reconcileVariants(
+  per: VariantRow[],
   snap: SaleSnapshot,
   queued: Winner[],
   settled: boolean,
   variants: { sku: string; stock: number }[],
-): Promise<VariantReconciliation[]> {
-  const res = await pool.query<Record<OrderState, number> & { sku: string; unrestored: number }>(
-    `select sku, ${ORDER_STATES.map(unitsOf).join(', ')},
-            coalesce(sum(qty) filter (where status in ${sqlStates(RESTORING)} and restored_at is null), 0)::int as unrestored
-     from orders where sale_id = $1 and seq <= $2 group by sku`,
-    [saleId, snap.seq],
-  );
-  const rows = new Map(res.rows.map((row) => [row.sku, row]));
+): VariantReconciliation[] {
+  const rows = new Map(per.map((row) => [row.sku, row]));
   const none = Object.fromEntries(ORDER_STATES.map((st) => [st, 0])) as Record<OrderState, number>;
   return variants.map(({ sku, stock }) => {
     const { unrestored = 0, ...units } = rows.get(sku) ?? { ...none, unrestored: 0 };
