@@ -55,7 +55,7 @@ const SETTINGS = `- **Load generator:** \`wrk\` (Debian's 4.1.0, C, one thread) 
   pays for JWT verification the others skip.
 - **Servers:** one embedded Postgres (\`fsync=on\`, server default \`synchronous_commit=off\`, which every connection
   made through the product's pool turns on for itself: an acknowledged commit survives a crash; \`shared_buffers=256MB\`), a fresh database
-  per run; a fresh \`redis-server\` per run with the product's settings (AOF \`everysec\`, \`notify-keyspace-events Ex\`,
+  per run; a fresh \`redis-server\` per run with the product's settings (AOF \`always\`, \`notify-keyspace-events Ex\`,
   \`noeviction\`).
 - **Same semantics everywhere:** stock, a per-user limit of 1, and the product's 200 ms sold-out memory
   (\`SOLD_OUT_CACHE_MS\`) in every design, so no design wins by skipping work the others do. The row-lock

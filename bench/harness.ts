@@ -106,7 +106,7 @@ export interface BenchRedis {
   stop(): Promise<void>;
 }
 
-/** A redis-server of its own (AOF everysec, expired events, noeviction: the product's settings). */
+/** A redis-server of its own (AOF always, expired events, noeviction: the product's settings). */
 export async function freshRedis(cleanup: Cleanup): Promise<BenchRedis> {
   const dir = mkdtempSync(join(tmpdir(), 'flashsale-bench-redis-'));
   const server = await startRedis(dir);

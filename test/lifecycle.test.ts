@@ -170,6 +170,21 @@ test('a Redis with neither AOF nor a replica is used, with a warning saying what
   });
 });
 
+test('a Redis appending with everysec and no replica is used, with a warning that a dying process can lose answered purchases; always gets none', async () => {
+  for (const fsync of ['everysec', 'always']) {
+    await withRedis(['--appendonly', 'yes', '--appendfsync', fsync, '--dir', env.dataDir], async (url) => {
+      const r = await here(['sale', 'status', 'nothing'], { DATABASE_URL: env.config.databaseUrl, REDIS_URL: url });
+      assert.equal(r.code, 2, r.out);
+      if (fsync === 'everysec')
+        assert.match(
+          r.out,
+          /appendfsync everysec and has no replica: .*up to 2 s of purchases already answered 202 are lost; set appendfsync always/,
+        );
+      else assert.doesNotMatch(r.out, /appendfsync|neither AOF/);
+    });
+  }
+});
+
 test('a wrong or missing Redis password is named as such (NOAUTH / WRONGPASS), exit 1', async () => {
   await withRedis(
     ['--requirepass', 'right-password'],

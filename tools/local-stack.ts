@@ -195,8 +195,10 @@ export async function startRedis(
       '',
       '--appendonly',
       opts.appendonly === false ? 'no' : 'yes',
+      // A purchase is answered 202 only after its write is on disk: under everysec, a slow fsync
+      // postpones the write by up to 2 s while replies still go out, and a killed process loses them.
       '--appendfsync',
-      'everysec',
+      'always',
       '--notify-keyspace-events',
       'Ex',
       '--maxmemory-policy',

@@ -44,5 +44,12 @@ async function checkNode(redis: Redis, logger: Logger): Promise<void> {
     logger.warn(
       "Redis has neither AOF (appendonly yes) nor a replica: a restart loses stock counters, buyers' counts and winners answered 202 but not yet written; set appendonly yes",
     );
+  } else {
+    // everysec sends replies before the write when a background fsync is slow (up to 2 s).
+    const fsync = await configGet(redis, 'appendfsync');
+    if (fsync !== null && fsync !== 'always')
+      logger.warn(
+        `Redis appends with appendfsync ${fsync} and has no replica: if the Redis process dies while its disk is slow, up to 2 s of purchases already answered 202 are lost; set appendfsync always, or run a replica with REDIS_MIN_REPLICAS_ACK=1`,
+      );
   }
 }
