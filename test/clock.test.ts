@@ -18,7 +18,18 @@ import type { Sale } from '../shared/sales/sale.js';
 import { freePort } from '../tools/local-stack.js';
 import { cli, exited, ready, spawnCli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
-import { closeEntries, endBackfillIn, newSale, openDraw, startedAgo, waitFor } from './support/fixtures.js';
+import {
+  closeEntries,
+  deadlineNow,
+  drainWriter,
+  endBackfillIn,
+  newSale,
+  openDraw,
+  orderCount,
+  startedAgo,
+  waitFor,
+  written,
+} from './support/fixtures.js';
 import { http, outcome } from './support/http.js';
 import { exchange, solvedPayload } from './support/pow.js';
 import type { RoomTick } from '../shared/admission/loop.js';
@@ -32,7 +43,8 @@ let env: TestEnv;
 const children: ChildProcess[] = [];
 
 before(async () => {
-  env = await testEnv();
+  // DEBUG: the listener's test stops Redis's active expiry.
+  env = await testEnv({}, { redisArgs: ['--enable-debug-command', 'local'] });
 });
 after(async () => {
   for (const child of children) child.kill('SIGTERM');
@@ -408,4 +420,54 @@ test("clock: an API 30 s slow tells a buyer their pass has expired once Redis's 
     (await redisNow()) - 10_000,
   ]);
   await waitFor('the API to see the end', async () => (await state('v3')) === 'ended');
+});
+
+// An order's expiry key fires by Redis's clock, and the listener's nudger looks for the due keys by it too (due.lua).
+
+test("clock: a listener 10 min slow touches an expiry key at its deadline by Redis's clock, and closes its order then, not 10 min later", async () => {
+  const sale = await newSale(env, { stock: 5, paymentWindowSeconds: 3600 });
+  const orderIds: string[] = [];
+  for (const userId of ['l1', 'l2']) {
+    const orderId = `${sale.id}.${randomUUID()}`;
+    const [code] = await purchaseScript(env.redis, {
+      saleId: sale.id,
+      userId,
+      qty: 1,
+      orderId,
+      buyCountTtlSeconds: 3600,
+    });
+    assert.equal(code, 1);
+    orderIds.push(orderId);
+  }
+  // The writer 10 min fast of an earlier test may write them first.
+  await drainWriter(env, 'w-listener-clock');
+  await written(env, sale.id);
+  const [closing, waiting] = orderIds as [string, string];
+  await shifted('expiry-listener', '-600s');
+  const k = saleKeys(sale.id);
+  // Redis then deletes an expired key only when it is touched: the nudger's look alone can close the order.
+  await env.redis.call('DEBUG', 'SET-ACTIVE-EXPIRE', '0');
+  try {
+    // Due now by Postgres and Redis; by the listener's clock, in 10 min.
+    assert.deepEqual(await deadlineNow(env, sale.id, [closing]), [closing]);
+    await waitFor(
+      'the slow listener to close the order',
+      async () => (await orderCount(env, sale.id, 'expired')) === 1 && (await env.redis.get(k.available)) === '4',
+    );
+  } finally {
+    await env.redis.call('DEBUG', 'SET-ACTIVE-EXPIRE', '1');
+  }
+  const rows = (
+    await env.pool.query<{ id: string; status: string; on_time: boolean }>(
+      'select id, status, closed_at >= expires_at as on_time from orders where sale_id = $1',
+      [sale.id],
+    )
+  ).rows;
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  assert.equal(byId.get(closing)?.status, 'expired');
+  assert.equal(byId.get(closing)?.on_time, true, 'closed at or after its deadline by Postgres');
+  assert.equal(byId.get(waiting)?.status, 'pending', 'the order due in an hour stays open');
+  assert.ok(Number(await env.redis.pttl(k.expiry(waiting))) > 0, 'its key is still set');
+  assert.equal(await env.redis.zscore(k.deadlines, closing), null, 'the closed order left the deadlines index');
+  assert.notEqual(await env.redis.zscore(k.deadlines, waiting), null);
 });
