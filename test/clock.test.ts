@@ -18,6 +18,7 @@ import type { Sale } from '../shared/sales/sale.js';
 import { freePort } from '../tools/local-stack.js';
 import { cli, exited, ready, spawnCli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
+import { ADMIN_TOKEN } from './support/tokens.js';
 import {
   closeEntries,
   deadlineNow,
@@ -104,6 +105,48 @@ test("clock: an API 10 min slow or 10 min fast judges a sale's window by Redis's
     [9, 10, 10, 9],
     'a unit taken for each purchase accepted, none for a refusal',
   );
+});
+
+test("clock: a sale created with no start by an API or a CLI 10 min fast starts at Postgres's now, not 10 min later", async () => {
+  const port = await freePort();
+  await shifted('api', '+600s', { PORT: String(port) });
+  const made = await http(port, 'POST', '/api/sales', {
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    body: { id: `clock-start-${randomUUID()}`, name: 'No start', stock: 10, price: 1999, currency: 'EUR' },
+  });
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  const id = `clock-start-cli-${randomUUID()}`;
+  const faked = { LD_PRELOAD: FAKETIME_LIB, FAKETIME: '+600s', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+  const cliArgs = [
+    'sale',
+    'create',
+    '--id',
+    id,
+    '--name',
+    'No start',
+    '--stock',
+    '10',
+    '--price',
+    '1999',
+    '--currency',
+    'EUR',
+  ];
+  const created = await cli(env, cliArgs, faked);
+  assert.equal(created.code, 0, created.out);
+  for (const saleId of [made.body.id as string, id]) {
+    const row = (
+      await env.pool.query<{ started: boolean }>('select starts_at <= now() as started from sales where id = $1', [
+        saleId,
+      ])
+    ).rows[0];
+    assert.equal(row?.started, true, `${saleId}: started by Postgres's clock`);
+    // Open by Redis's clock too: a purchase through that API is taken at once.
+    const bought = await http(port, 'POST', `/api/sales/${saleId}/purchases`, {
+      body: { qty: 1 },
+      user: `b-${saleId}`,
+    });
+    assert.equal(bought.status, 202, JSON.stringify(bought.body));
+  }
 });
 
 test("clock: a writer 10 min fast still sets each order's expiry key at its deadline (ack.lua judges by Redis's clock)", async () => {
