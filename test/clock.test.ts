@@ -467,10 +467,10 @@ test("clock: an API 30 s slow tells a buyer their pass has expired once Redis's 
 
 // An order's expiry key fires by Redis's clock, and the listener's nudger looks for the due keys by it too (due.lua).
 
-test("clock: a listener 10 min slow touches an expiry key at its deadline by Redis's clock, and closes its order then, not 10 min later", async () => {
+test("clock: a listener 10 min slow touches an expiry key at its deadline by Redis's clock, and closes its order then (or at Postgres's deadline, when the key fired first), not 10 min later", async () => {
   const sale = await newSale(env, { stock: 5, paymentWindowSeconds: 3600 });
   const orderIds: string[] = [];
-  for (const userId of ['l1', 'l2']) {
+  for (const userId of ['l1', 'l2', 'l3']) {
     const orderId = `${sale.id}.${randomUUID()}`;
     const [code] = await purchaseScript(env.redis, {
       saleId: sale.id,
@@ -485,7 +485,7 @@ test("clock: a listener 10 min slow touches an expiry key at its deadline by Red
   // The writer 10 min fast of an earlier test may write them first.
   await drainWriter(env, 'w-listener-clock');
   await written(env, sale.id);
-  const [closing, waiting] = orderIds as [string, string];
+  const [closing, waiting, early] = orderIds as [string, string, string];
   await shifted('expiry-listener', '-600s');
   const k = saleKeys(sale.id);
   // Redis then deletes an expired key only when it is touched: the nudger's look alone can close the order.
@@ -495,7 +495,16 @@ test("clock: a listener 10 min slow touches an expiry key at its deadline by Red
     assert.deepEqual(await deadlineNow(env, sale.id, [closing]), [closing]);
     await waitFor(
       'the slow listener to close the order',
-      async () => (await orderCount(env, sale.id, 'expired')) === 1 && (await env.redis.get(k.available)) === '4',
+      async () => (await orderCount(env, sale.id, 'expired')) === 1 && (await env.redis.get(k.available)) === '3',
+    );
+    // Its key fires 3 s before its deadline by Postgres (as when Redis's clock runs ahead): the close
+    // is refused, and tried again when Postgres's clock reaches the deadline, not the listener's.
+    await env.pool.query(`update orders set expires_at = now() + interval '3 seconds' where id = $1`, [early]);
+    await env.redis.zadd(k.deadlines, 'XX', await redisNow(), early);
+    await env.redis.pexpire(k.expiry(early), 100);
+    await waitFor(
+      'the slow listener to close the order whose key fired early',
+      async () => (await orderCount(env, sale.id, 'expired')) === 2 && (await env.redis.get(k.available)) === '4',
     );
   } finally {
     await env.redis.call('DEBUG', 'SET-ACTIVE-EXPIRE', '1');
@@ -507,8 +516,10 @@ test("clock: a listener 10 min slow touches an expiry key at its deadline by Red
     )
   ).rows;
   const byId = new Map(rows.map((r) => [r.id, r]));
-  assert.equal(byId.get(closing)?.status, 'expired');
-  assert.equal(byId.get(closing)?.on_time, true, 'closed at or after its deadline by Postgres');
+  for (const id of [closing, early]) {
+    assert.equal(byId.get(id)?.status, 'expired');
+    assert.equal(byId.get(id)?.on_time, true, 'closed at or after its deadline by Postgres');
+  }
   assert.equal(byId.get(waiting)?.status, 'pending', 'the order due in an hour stays open');
   assert.ok(Number(await env.redis.pttl(k.expiry(waiting))) > 0, 'its key is still set');
   assert.equal(await env.redis.zscore(k.deadlines, closing), null, 'the closed order left the deadlines index');
