@@ -18,7 +18,19 @@ import type { Sale } from '../shared/sales/sale.js';
 import { freePort } from '../tools/local-stack.js';
 import { cli, exited, ready, spawnCli } from './support/cli.js';
 import { testEnv, type TestEnv } from './support/env.js';
-import { closeEntries, endBackfillIn, newSale, openDraw, startedAgo, waitFor } from './support/fixtures.js';
+import { ADMIN_TOKEN } from './support/tokens.js';
+import {
+  closeEntries,
+  deadlineNow,
+  drainWriter,
+  endBackfillIn,
+  newSale,
+  openDraw,
+  orderCount,
+  startedAgo,
+  waitFor,
+  written,
+} from './support/fixtures.js';
 import { http, outcome } from './support/http.js';
 import { exchange, solvedPayload } from './support/pow.js';
 import type { RoomTick } from '../shared/admission/loop.js';
@@ -32,7 +44,8 @@ let env: TestEnv;
 const children: ChildProcess[] = [];
 
 before(async () => {
-  env = await testEnv();
+  // DEBUG: the listener's test stops Redis's active expiry.
+  env = await testEnv({}, { redisArgs: ['--enable-debug-command', 'local'] });
 });
 after(async () => {
   for (const child of children) child.kill('SIGTERM');
@@ -92,6 +105,48 @@ test("clock: an API 10 min slow or 10 min fast judges a sale's window by Redis's
     [9, 10, 10, 9],
     'a unit taken for each purchase accepted, none for a refusal',
   );
+});
+
+test("clock: a sale created with no start by an API or a CLI 10 min fast starts at Postgres's now, not 10 min later", async () => {
+  const port = await freePort();
+  await shifted('api', '+600s', { PORT: String(port) });
+  const made = await http(port, 'POST', '/api/sales', {
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    body: { id: `clock-start-${randomUUID()}`, name: 'No start', stock: 10, price: 1999, currency: 'EUR' },
+  });
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  const id = `clock-start-cli-${randomUUID()}`;
+  const faked = { LD_PRELOAD: FAKETIME_LIB, FAKETIME: '+600s', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+  const cliArgs = [
+    'sale',
+    'create',
+    '--id',
+    id,
+    '--name',
+    'No start',
+    '--stock',
+    '10',
+    '--price',
+    '1999',
+    '--currency',
+    'EUR',
+  ];
+  const created = await cli(env, cliArgs, faked);
+  assert.equal(created.code, 0, created.out);
+  for (const saleId of [made.body.id as string, id]) {
+    const row = (
+      await env.pool.query<{ started: boolean }>('select starts_at <= now() as started from sales where id = $1', [
+        saleId,
+      ])
+    ).rows[0];
+    assert.equal(row?.started, true, `${saleId}: started by Postgres's clock`);
+    // Open by Redis's clock too: a purchase through that API is taken at once.
+    const bought = await http(port, 'POST', `/api/sales/${saleId}/purchases`, {
+      body: { qty: 1 },
+      user: `b-${saleId}`,
+    });
+    assert.equal(bought.status, 202, JSON.stringify(bought.body));
+  }
 });
 
 test("clock: a writer 10 min fast still sets each order's expiry key at its deadline (ack.lua judges by Redis's clock)", async () => {
@@ -408,4 +463,65 @@ test("clock: an API 30 s slow tells a buyer their pass has expired once Redis's 
     (await redisNow()) - 10_000,
   ]);
   await waitFor('the API to see the end', async () => (await state('v3')) === 'ended');
+});
+
+// An order's expiry key fires by Redis's clock, and the listener's nudger looks for the due keys by it too (due.lua).
+
+test("clock: a listener 10 min slow touches an expiry key at its deadline by Redis's clock, and closes its order then (or at Postgres's deadline, when the key fired first), not 10 min later", async () => {
+  const sale = await newSale(env, { stock: 5, paymentWindowSeconds: 3600 });
+  const orderIds: string[] = [];
+  for (const userId of ['l1', 'l2', 'l3']) {
+    const orderId = `${sale.id}.${randomUUID()}`;
+    const [code] = await purchaseScript(env.redis, {
+      saleId: sale.id,
+      userId,
+      qty: 1,
+      orderId,
+      buyCountTtlSeconds: 3600,
+    });
+    assert.equal(code, 1);
+    orderIds.push(orderId);
+  }
+  // The writer 10 min fast of an earlier test may write them first.
+  await drainWriter(env, 'w-listener-clock');
+  await written(env, sale.id);
+  const [closing, waiting, early] = orderIds as [string, string, string];
+  await shifted('expiry-listener', '-600s');
+  const k = saleKeys(sale.id);
+  // Redis then deletes an expired key only when it is touched: the nudger's look alone can close the order.
+  await env.redis.call('DEBUG', 'SET-ACTIVE-EXPIRE', '0');
+  try {
+    // Due now by Postgres and Redis; by the listener's clock, in 10 min.
+    assert.deepEqual(await deadlineNow(env, sale.id, [closing]), [closing]);
+    await waitFor(
+      'the slow listener to close the order',
+      async () => (await orderCount(env, sale.id, 'expired')) === 1 && (await env.redis.get(k.available)) === '3',
+    );
+    // Its key fires 3 s before its deadline by Postgres (as when Redis's clock runs ahead): the close
+    // is refused, and tried again when Postgres's clock reaches the deadline, not the listener's.
+    await env.pool.query(`update orders set expires_at = now() + interval '3 seconds' where id = $1`, [early]);
+    await env.redis.zadd(k.deadlines, 'XX', await redisNow(), early);
+    await env.redis.pexpire(k.expiry(early), 100);
+    await waitFor(
+      'the slow listener to close the order whose key fired early',
+      async () => (await orderCount(env, sale.id, 'expired')) === 2 && (await env.redis.get(k.available)) === '4',
+    );
+  } finally {
+    await env.redis.call('DEBUG', 'SET-ACTIVE-EXPIRE', '1');
+  }
+  const rows = (
+    await env.pool.query<{ id: string; status: string; on_time: boolean }>(
+      'select id, status, closed_at >= expires_at as on_time from orders where sale_id = $1',
+      [sale.id],
+    )
+  ).rows;
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  for (const id of [closing, early]) {
+    assert.equal(byId.get(id)?.status, 'expired');
+    assert.equal(byId.get(id)?.on_time, true, 'closed at or after its deadline by Postgres');
+  }
+  assert.equal(byId.get(waiting)?.status, 'pending', 'the order due in an hour stays open');
+  assert.ok(Number(await env.redis.pttl(k.expiry(waiting))) > 0, 'its key is still set');
+  assert.equal(await env.redis.zscore(k.deadlines, closing), null, 'the closed order left the deadlines index');
+  assert.notEqual(await env.redis.zscore(k.deadlines, waiting), null);
 });

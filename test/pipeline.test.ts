@@ -544,7 +544,7 @@ describe('where an order id is kept in Redis', () => {
     assert.equal(await place(s.id, expiring), 'purchased');
     // Nothing more for anyone to do: no second restore.
     assert.equal((await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger })).restored, 0);
-    assert.equal(await touchDue(env.redis, s.id, Date.now(), 100), 0);
+    assert.equal(await touchDue(env.redis, s.id, 100), 0);
     const before = await reservations(s.id, ['old-1', 'old-2']);
     assert.deepEqual(before, ['1', '2', 0, 0, '1', 0, 1]);
     assert.equal((await resend(s.id, expiring, 'old-1'))[0], 1);

@@ -1,6 +1,7 @@
 // `flashsale sale`: create (its flags from the sale's definition), list, end and inspect sales.
 import '../../shared/admission/modes.js';
 import type { Argv } from 'yargs';
+import { databaseNow } from '../../shared/runtime/db.js';
 import { HttpError } from '../../shared/runtime/errors.js';
 import { ORDER_STATES } from '../../shared/orders/states.js';
 import { reconcile, UNIT_PLACES } from '../../shared/checks/reconcile.js';
@@ -105,8 +106,11 @@ export const sale = (y: Argv) =>
           const given = CREATE_FLAGS.map(({ key, flag }) => [key, argv[flag]]).filter(([, v]) => v !== undefined);
           const view = await inFlags(async () => {
             const variants = argv.variants === undefined ? undefined : readVariants(String(argv.variants));
-            const created = parseSaleInput({ ...Object.fromEntries(given), ...(variants ? { variants } : {}) });
+            const input = { ...Object.fromEntries(given), ...(variants ? { variants } : {}) };
+            // Refused before connecting; then read again with Postgres's now for a sale given no start.
+            parseSaleInput(input);
             return withConnections(argv, async ({ pool, redis }, config) => {
+              const created = parseSaleInput(input, await databaseNow(pool));
               await createSale(pool, redis, created, { legacyBuyCounts: config.legacyBuyCounts }, cliOperator());
               return saleView(redis, created);
             });

@@ -2,7 +2,8 @@
 --[[
   Touch the expiry keys whose deadline has come. Redis deletes an expired key (and emits
   `expired`) when it is accessed, so this turns its lazy, sampled expiry into an on-time one.
-  Keys still present (Redis's clock a hair behind ours) stay indexed and are touched next time.
+  Keys still present (due.lua judged them due at their very millisecond, which Redis does not
+  count as past yet) stay indexed and are touched next time.
   An order whose key is gone (expired now, paid, or closed) leaves the deadlines index and its id
   goes back to the purchased set, in this one step, so a resent purchase still finds it.
 

@@ -266,11 +266,15 @@ export async function markRestored(pool: Pool, ids: string[]): Promise<void> {
   await pool.query('update orders set restored_at = now() where id = any($1::text[]) and restored_at is null', [ids]);
 }
 
-/** Orders of `ids` still pending with a deadline ahead (an event that fired a hair early). */
-export async function stillPending(pool: Pool, ids: string[]): Promise<{ id: string; expiresAt: number }[]> {
-  const res = await pool.query<{ id: string; expires_at: Date }>(
-    `select id, expires_at from orders where id = any($1::text[]) and status = ${sqlState(EXPIRE.from)} and expires_at > now()`,
+/**
+ * Orders of `ids` still pending with a deadline ahead (an event that fired a hair early), and how
+ * long until it by Postgres's clock, which closes them: the caller's own clock may be off.
+ */
+export async function stillPending(pool: Pool, ids: string[]): Promise<{ id: string; inMs: number }[]> {
+  const res = await pool.query<{ id: string; in_ms: number }>(
+    `select id, ceil(extract(epoch from expires_at - now()) * 1000)::float8 as in_ms
+     from orders where id = any($1::text[]) and status = ${sqlState(EXPIRE.from)} and expires_at > now()`,
     [ids],
   );
-  return res.rows.map((r) => ({ id: r.id, expiresAt: r.expires_at.getTime() }));
+  return res.rows.map((r) => ({ id: r.id, inMs: r.in_ms }));
 }

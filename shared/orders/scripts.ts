@@ -1,6 +1,6 @@
 // The wrappers of the scripts that close orders and give their stock back: restore (expiry and
-// cancels, shared/orders/close.ts), cancel (shared/orders/cancel.ts), touch_due (the listener's nudger), and
-// the expiry key a paid or cancelled order no longer needs.
+// cancels, shared/orders/close.ts), cancel (shared/orders/cancel.ts), due and touch_due (the
+// listener's nudger), and the expiry key a paid or cancelled order no longer needs.
 import { saleKeys, STOCK_CHANNEL } from '../redis/keys.js';
 import type { RedisClient } from '../redis/connect.js';
 import { run } from '../redis/scripts.js';
@@ -86,18 +86,19 @@ export async function dropExpiry(redis: RedisClient, saleId: string, orderId: st
 }
 
 /**
- * touch_due.lua over the deadlines due at `now`: up to `limit` members per call, `calls` calls at
- * once on disjoint members (read first, so the script can declare their keys). Returns the keys found gone.
+ * touch_due.lua over the deadlines due by the sale's master's TIME (due.lua), `aheadMs` later for
+ * tests: up to `limit` members per call, `calls` calls at once on disjoint members (read first, so
+ * the script can declare their keys). Returns the keys found gone.
  */
 export async function touchDue(
   redis: RedisClient,
   saleId: string,
-  now: number,
   limit: number,
   calls = 1,
+  aheadMs = 0,
 ): Promise<number> {
   const k = saleKeys(saleId);
-  const due = await redis.zrangebyscore(k.deadlines, '-inf', now, 'LIMIT', 0, limit * calls);
+  const due = (await run(redis, 'due', [k.deadlines], [limit * calls, aheadMs])) as string[];
   const runs: Promise<unknown>[] = [];
   for (let from = 0; from < due.length; from += limit) {
     const keys = [k.deadlines, k.purchased];

@@ -1,8 +1,8 @@
 // Daemon two: closes unpaid orders when their expiry key fires `expired`. Events are a latency
 // hint, not a guarantee (the replay's sweep is); to make them timely, a nudger touches keys whose
-// deadline has come, since Redis only emits `expired` when it actually deletes a key. A failed
-// close or nudge is retried by what failed (daemon.ts Retries); a bug that keeps failing makes the
-// listener give up (`failed`), and its process exits 1.
+// deadline has come by Redis's clock (the one they fire by), since Redis only emits `expired` when
+// it actually deletes a key. A failed close or nudge is retried by what failed (daemon.ts Retries);
+// a bug that keeps failing makes the listener give up (`failed`), and its process exits 1.
 import type { RedisClient } from '../redis/connect.js';
 import type { Config } from '../config/index.js';
 import { delay, failureSignal, Retries } from '../runtime/daemon.js';
@@ -148,9 +148,9 @@ export class ExpiryListener {
     const restored = await finishClosed(pool, redis, closed, 'listener', 'expired', this.deps.replicaAcks);
     this.restored += restored;
     if (closed.length < ids.length) {
-      // Redis's clock may run a hair ahead of Postgres's: retry those at their deadline.
+      // Redis's clock may run a hair ahead of Postgres's: retry those at their deadline, by Postgres's.
       for (const o of await stillPending(pool, ids)) {
-        this.later(Math.max(1, o.expiresAt - Date.now() + 1), () => this.track(() => this.close([o.id])));
+        this.later(o.inMs + 1, () => this.track(() => this.close([o.id])));
       }
     }
     if (closed.length > 0) logger.debug({ closed: closed.length }, 'orders expired by event');
@@ -169,14 +169,13 @@ export class ExpiryListener {
       try {
         const saleIds = await redis.smembers(SALES_REGISTRY);
         // A whole batch gone means more may be due (a burst of deadlines in the same second): touch
-        // again at once, with the clock read again, rather than one batch per tick, which capped
+        // again at once, with Redis's clock read again, rather than one batch per tick, which capped
         // closes at 10k/s; then several calls at once, since a round trip each capped them at ~13k/s.
         // An idle sale still costs one read a tick.
         await Promise.all(
           saleIds.map(async (id) => {
             for (let width = 1; !this.abort.signal.aborted; width = NUDGE_PIPELINE) {
-              const now = Date.now();
-              if ((await touchDue(redis, id, now, NUDGE_BATCH, width)) < width * NUDGE_BATCH) break;
+              if ((await touchDue(redis, id, NUDGE_BATCH, width)) < width * NUDGE_BATCH) break;
             }
           }),
         );

@@ -55,6 +55,11 @@ export async function withClient<T>(pool: Pool, fn: (client: PoolClient) => Prom
   }
 }
 
+/** Postgres's clock: what a time chosen for the record (a sale's default start) is read from, not the host's. */
+export async function databaseNow(pool: Pool): Promise<Date> {
+  return (await pool.query<{ now: Date }>('select now()')).rows[0]!.now;
+}
+
 /** Runs fn in one transaction on one checked-out client. */
 export function withTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   return withClient(pool, async (client) => {

@@ -49,6 +49,8 @@ export interface EnvOptions {
   ownPostgres?: boolean;
   /** false: redis-server without persistence, so a restart forgets everything. */
   appendonly?: boolean;
+  /** More redis-server arguments (`--enable-debug-command local`, for a test that stops its active expiry). */
+  redisArgs?: string[];
   /**
    * A Redis Cluster or Sentinel set the test started (`redisClusterNodes`, or `redisSentinels` and
    * `redisSentinelName`) instead of a redis-server of the file's own; stopRedis/startRedis are then
@@ -83,7 +85,7 @@ export async function testEnv(overrides: ConfigOverrides = {}, opts: EnvOptions 
   await adminClient.query(`create database ${db}${template ? ` template ${template}` : ''}`);
   await adminClient.end();
   const redisDir = join(dataDir, 'redis');
-  const redisOpts = { appendonly: opts.appendonly ?? true };
+  const redisOpts = { appendonly: opts.appendonly ?? true, args: opts.redisArgs };
   // Without a server of its own, `redisServer` is never used (the methods below refuse).
   const redisServer = opts.redis ? (undefined as unknown as RedisServer) : await startRedis(redisDir, redisOpts);
   const databaseUrl = admin.replace(/\/[^/]*$/, `/${db}`);

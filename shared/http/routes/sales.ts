@@ -4,7 +4,7 @@ import type { FastifyPluginCallback } from 'fastify';
 import type { RedisClient } from '../../redis/connect.js';
 import type { LoadOptions } from '../../sales/scripts.js';
 import type { Auth } from '../../buyers/auth.js';
-import type { Pool } from '../../runtime/db.js';
+import { databaseNow, type Pool } from '../../runtime/db.js';
 import { SALE_ID_PATTERN } from '../../runtime/ids.js';
 import { endSale, LIST_LIMIT, listSalePage } from '../../sales/admin.js';
 import { createSale, parseSaleInput, SALE_FIELDS, saleView, type SaleState } from '../../sales/sale.js';
@@ -92,7 +92,8 @@ export const sales: FastifyPluginCallback<SalesDeps> = (app, { pool, redis, auth
       config: documentedOnly({ body: saleDefinitionSchema }),
     },
     async (req, reply) => {
-      const sale = parseSaleInput(req.body);
+      // A sale given no start starts at Postgres's now, not this host's.
+      const sale = parseSaleInput(req.body, await databaseNow(pool));
       await createSale(pool, redis, sale, load, req.operator);
       return reply.code(201).send(await saleView(redis, sale));
     },
