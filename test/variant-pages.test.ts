@@ -225,6 +225,7 @@ describe('a sale of several variants on the pages', () => {
     );
     assert.deepEqual(await rows(), expected);
     await see(page, 'reconciliation', 'Holds');
+    assert.deepEqual(await axeViolations(page), [], "axe-core: /admin's table of variants");
     await shot(page, 'variants-admin');
   });
 
