@@ -5,13 +5,14 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
+import { AdmissionLoop } from '../shared/admission/loop.js';
 import { saleKeys } from '../shared/redis/keys.js';
 import type { Sale } from '../shared/sales/sale.js';
 import { axeViolations, tooWide, VIEWPORTS } from './support/axe.js';
 import { newWindow, openBrowser, see, shot } from './support/browser.js';
 import { apiEnv } from './support/api.js';
 import { assertConserved, type TestEnv } from './support/env.js';
-import { drainWriter, newSale } from './support/fixtures.js';
+import { drainWriter, newSale, refillRoom } from './support/fixtures.js';
 import { http } from './support/http.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
 
@@ -227,6 +228,46 @@ describe('a sale of several variants on the pages', () => {
     await see(page, 'reconciliation', 'Holds');
     assert.deepEqual(await axeViolations(page), [], "axe-core: /admin's table of variants");
     await shot(page, 'variants-admin');
+  });
+
+  test('buyer page: a waiting room of several sizes: the admitted buyer is asked for a size, and the pass buys the one chosen', {
+    timeout: 60_000,
+  }, async () => {
+    const s = await sale({
+      name: 'Room of sizes',
+      variants: SIZES,
+      admission: 'queue',
+      admitOverbook: 1,
+      passSeconds: 60,
+      admitRatePerSecond: 1,
+    });
+    // The loop of the waiting room, ticked here: the room opens, then a second's worth of passes.
+    const loop = new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
+    const admit = async () => {
+      await loop.refreshSales();
+      await loop.tick(Date.now());
+    };
+    await admit();
+    const page = await open(`/?sale=${s.id}`);
+    await page.getByTestId('user-id').fill('zoe');
+    await page.getByRole('group', { name: 'Size' }).waitFor();
+    await page.getByTestId('join').click();
+    await see(page, 'queue-status', /^(You are in the waiting room|You are number 1)$/);
+    await refillRoom(env, s, 1000);
+    await admit();
+    await see(page, 'queue-status', 'It is your turn!');
+    await see(page, 'buy-hint', 'Choose a size to buy.');
+    assert.equal(await page.getByTestId('buy').isDisabled(), true, 'the pass waits for a size');
+    await page.getByTestId('size-EU42').click();
+    await see(page, 'price', '€19.99');
+    await page.locator('[data-testid="buy"]:enabled').waitFor();
+    await page.getByTestId('buy').click();
+    await see(page, 'order-status', 'Queued…');
+    await drainWriter(env, 'w-variant-room');
+    await see(page, 'order-status', 'Waiting for payment');
+    assert.deepEqual(await ordersOf(s), [{ user_id: 'zoe', sku: 'EU42', status: 'pending' }]);
+    assert.equal(await env.redis.zscore(saleKeys(s.id).passes, 'zoe'), '0', 'the pass bought, once');
+    await soldOutShown(page, 'EU42');
   });
 
   test("live: a sale's variants come with their stock, price and units by place; a sale of one has its one row as the sale's", async () => {
