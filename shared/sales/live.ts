@@ -1,6 +1,6 @@
 // One sale's live numbers for the operator's page, in one round trip: where its units are (the
 // reconciliation), how many purchases Redis has accepted, how far the writer is behind, how late
-// expired orders were closed, the admission mode's figures (a waiting room's, a draw's), and this API instance's purchase outcomes.
+// expired orders were closed, each variant's units (variant-figures.ts), the admission mode's figures (a waiting room's, a draw's), and this API instance's purchase outcomes.
 //
 // Everything but the outcomes is read from Redis and Postgres, so any API instance answers the
 // same. Refusals are never written to Redis (a write per refusal would cost the sold-out path,
@@ -14,6 +14,7 @@ import { metrics } from '../runtime/metrics.js';
 import { reconcile, type Reconciliation } from '../checks/reconcile.js';
 import { modeOf, registeredModes } from '../admission/modes.js';
 import { saleView, type Sale, type SaleView } from './sale.js';
+import { variantFigures, type VariantFigures } from './variant-figures.js';
 
 /** Expiry lateness is taken from the orders closed in this window, at most LATENESS_SAMPLE of them. */
 export const LATENESS_WINDOW_MS = 60_000;
@@ -37,6 +38,8 @@ export interface SaleLive {
   /** Age of the oldest winner not yet taken off Redis by a writer; null when none waits. */
   writerLagMs: number | null;
   lateness: Lateness;
+  /** Each variant's stock, price and units by place, in the sale's order. */
+  variants: VariantFigures[];
   /** Each admission mode's figures under its key (`room` a waiting room's, `draw` a draw's): the sale's mode's, null for the others. */
   [modeKey: string]: unknown;
   /** flashsale_purchases_total of the API process that answered, all sales, since it started. */
@@ -100,6 +103,7 @@ export async function saleLive(pool: Pool, redis: RedisClient, sale: Sale, now =
     purchases: winners.purchases,
     writerLagMs: winners.oldestAt === null ? null : Math.max(0, now.getTime() - winners.oldestAt),
     lateness,
+    variants: variantFigures(sale, rec),
     ...Object.fromEntries(liveKeys().map((key) => [key, key === live?.key ? figures : null])),
     thisInstance: { outcomes },
   };

@@ -1,9 +1,10 @@
 // The live view of one sale (the one in the address's hash): GET /api/sales/:id/live every second,
-// its units, figures, its admission mode's figures (admin-modes.js), and this instance's purchase
-// outcomes; and ending it (pausing it and moving its end: admin-controls.js).
+// its units, figures, its variants (admin-variants.js), its admission mode's figures (admin-modes.js),
+// and this instance's purchase outcomes; and ending it (pausing it and moving its end: admin-controls.js).
 import { addSample, makeChart, purchaseRate, UNITS } from './admin-chart.js';
 import { loadAudit, moveEnd, renderControls, setPaused } from './admin-controls.js';
 import { LIVE_MODES } from './admin-modes.js';
+import { renderVariants } from './admin-variants.js';
 import { buyerPage, loadSales, markSelected, SALE_STATES } from './admin-sales.js';
 import { $, api, failed, setText, show, signedIn } from './admin-session.js';
 
@@ -39,6 +40,7 @@ function renderLive(n) {
   renderSaleHead(n.sale);
   renderControls(n);
   renderModes(n);
+  renderVariants(n.variants, n.sale);
   const r = n.reconciliation;
   for (const u of UNITS) setText(`live-${u}`, String(r[u]));
   addSample(n);
@@ -101,6 +103,7 @@ function startLive(saleId) {
   live.saleId = saleId;
   $('live').hidden = false;
   for (const mode of LIVE_MODES) $(mode.key).hidden = true;
+  $('variants').hidden = true;
   for (const u of UNITS) setText(`live-${u}`, '–');
   makeChart();
   void pollLive(saleId);

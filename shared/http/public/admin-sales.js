@@ -9,7 +9,7 @@ let salesPages = 1;
 export const when = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
 
 // Minor units in the currency's own format (EUR 1999 is €19.99, JPY 1999 ¥1,999).
-function money(amount, currency) {
+export function money(amount, currency) {
   const format = new Intl.NumberFormat(undefined, { style: 'currency', currency });
   return format.format(amount / 10 ** format.resolvedOptions().maximumFractionDigits);
 }

@@ -8,6 +8,7 @@ import { pageModes } from './mode.js';
 import './modes.js';
 import { cancel, forgetOrders, loadOrders, pay, renderHistory, renderOrder } from './order.js';
 import { checkStart, pollSale, renderSale } from './sale.js';
+import { renderSizes, sizeMessage } from './sizes.js';
 import { el, orderHeld, saleId, setRender, state } from './state.js';
 import { setText } from './text.js';
 
@@ -19,6 +20,7 @@ const MODES = pageModes();
 function render() {
   const now = Date.now();
   renderSale(now);
+  renderSizes();
   renderBuy();
   const inFlight =
     state.buying || (orderHeld() && state.order.status !== 'paid') || MODES.some((mode) => mode.holdsIdentity?.());
@@ -27,7 +29,7 @@ function render() {
   el.token.disabled = inFlight;
   const message = state.saleMissing
     ? `There is no sale called "${saleId}".`
-    : state.message || (state.offline ? networkMessage : '');
+    : state.message || sizeMessage() || (state.offline ? networkMessage : '');
   el.message.hidden = message === '';
   setText(el.message, message);
   for (const mode of MODES) mode.render(now);
@@ -52,6 +54,7 @@ function changeIdentity() {
   forgetOrders();
   for (const mode of MODES) mode.flow.forget();
   state.message = '';
+  state.refusedSize = null;
   render();
 }
 

@@ -4,6 +4,7 @@
 // at the end.
 import { admission } from './follow.js';
 import { takeOrder } from './order.js';
+import { entryBody, sizeHint, sizeReady } from './sizes.js';
 import { identityGiven } from './tokens.js';
 import { development, el, orderHeld, salePath, state } from './state.js';
 import { duration, plural, setText, when } from './text.js';
@@ -15,7 +16,7 @@ const ENTRY_RANK = { entered: 0, waiting: 1, won: 2, lost: 2 };
 
 const entriesOpen = (now) =>
   drawSale() && now >= Date.parse(state.sale.entriesOpenAt) && now < Date.parse(state.sale.entriesCloseAt);
-const canEnter = () => entriesOpen(Date.now()) && !state.entering && !state.entry && identityGiven();
+const canEnter = () => entriesOpen(Date.now()) && !state.entering && !state.entry && identityGiven() && sizeReady();
 
 const entry = admission({
   slot: 'entry',
@@ -25,6 +26,8 @@ const entry = admission({
   allowed: canEnter,
   rank: ENTRY_RANK,
   until: 2,
+  // On a sale of several variants, the size wanted and an optional second choice.
+  body: entryBody,
   create: (token) => ({ token, view: null }),
   moved: (e, view) => {
     // Won: the draw's order is the buyer's order, followed as one just bought (unless a reload's
@@ -86,6 +89,8 @@ function drawHintText(s, now) {
   if (now >= Date.parse(s.entriesCloseAt)) return 'Entries are closed.';
   if (!identityGiven())
     return development ? 'Enter a user id to enter the draw.' : 'Paste your buyer token to enter the draw.';
+  const size = sizeHint('enter the draw');
+  if (size) return size;
   const first =
     s.stock === 1 ? 'the first entrant drawn gets an order' : `the first ${s.stock} entrants drawn get an order`;
   return `Entries close at ${when(s.entriesCloseAt)}; then the draw is made, and ${first}.`;
@@ -142,6 +147,9 @@ export const drawPage = {
   // No Buy button: the draw's orders come from the draw.
   buyHidden: () => true,
   mayBuy: () => false,
+  // The entry names the size wanted, and a second choice if the first is gone.
+  secondChoice: true,
+  sizeSent: () => state.entry !== null,
   hint: drawHintText,
   timeText: drawTimeText,
   // Entered: the entry took the purchase token; closed: nothing left to spend one on.

@@ -59,10 +59,10 @@ function stream(url, apply, active) {
  * The buyer's place in the waiting room (`state.room`) or entry in the draw (`state.entry`): GET
  * `<path>/me` finds it on load (a reload, a new buyer), POST `<path>` takes it (spending a purchase
  * token on a pow sale), `<path>/events` follows it until its state's rank reaches `until`.
- * `create(token)` makes the followed object; `behind(old, view)` drops a view the ranks alone
+ * `body()` is what the POST sends (undefined: none). `create(token)` makes the followed object; `behind(old, view)` drops a view the ranks alone
  * cannot tell is late; `moved(x, view)` runs after each view taken; `refused(err, x)` after a poll's refusal.
  */
-export function admission({ slot, busy, path, active, allowed, rank, until, create, behind, moved, refused }) {
+export function admission({ slot, busy, path, active, allowed, rank, until, body, create, behind, moved, refused }) {
   let asked = 0; // a newer question (another buyer, a join) makes the answer to an older one stale
   const url = (tail = '') => salePath(`/${path}${tail}`);
   const current = (x) => state[slot] === x;
@@ -120,7 +120,7 @@ export function admission({ slot, busy, path, active, allowed, rank, until, crea
       const token = await buyerToken();
       const pow = state.sale.challenge === 'pow';
       const headers = pow ? { [TOKEN_HEADER]: await purchaseToken(token) } : {};
-      const view = await api('POST', url(), { token, headers });
+      const view = await api('POST', url(), { token, headers, body: body?.() });
       if (pow) spendPurchaseToken(buyer);
       if (seq === asked) begin(token, view);
     } catch (err) {

@@ -8,6 +8,8 @@
 // - holdsIdentity(): its request is in flight or the buyer's turn is on: the identity stays fixed;
 // - buyHidden(), mayBuy(): the Buy button hidden, or allowed to buy, on its sales;
 // - purchase(): what a purchase carries ({ headers, bought(), refused(err) }), or null for the generic;
+// - secondChoice: on a sale of several variants, ask for a second size too (sizes.js); sizeSent(): the
+//   sizes went with the buyer's request (an entry): the pickers are hidden;
 // - hint(s, now), timeText(s, now): the text under Buy and the sale's countdown (undefined: the generic);
 // - challengeAhead(s, now): whether solving a proof-of-work challenge ahead of the click still helps;
 // - closedOrderText: an expired or cancelled order's detail, by status, where its unit does not go back on sale.

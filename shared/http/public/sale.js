@@ -2,9 +2,10 @@
 // price, stock), and asked at once when its start passes rather than at the next poll.
 import { api } from './api.js';
 import { saleMode } from './mode.js';
+import { priceText } from './sizes.js';
 import { prepareChallenge } from './tokens.js';
 import { el, render, salePath, state } from './state.js';
-import { delay, duration, money, setText } from './text.js';
+import { delay, duration, setText } from './text.js';
 
 const SALE_STATES = { upcoming: 'Upcoming', open: 'Open', sold_out: 'Sold out', ended: 'Ended' };
 
@@ -70,6 +71,6 @@ export function renderSale(now) {
   el.badge.dataset.state = s?.state ?? '';
   setText(el.badge, s ? SALE_STATES[s.state] : '');
   setText(el.countdown, s ? saleTimeText(s, now) : '–');
-  setText(el.price, s?.price != null ? money(s.price, s.currency) : '–');
+  setText(el.price, s ? priceText(s) : '–');
   setText(el.stock, s ? `${s.available} of ${s.stock} left` : '–');
 }

@@ -24,6 +24,10 @@ export const el = {
   history: $('orders'),
   orderList: $('order-list'),
   challenge: $('challenge'),
+  sizes: $('sizes'),
+  sizeChips: $('size-chips'),
+  secondSizes: $('second-sizes'),
+  secondSizeChips: $('second-size-chips'),
   join: $('join'),
   queue: $('queue'),
   queueStatus: $('queue-status'),
@@ -73,6 +77,9 @@ export const state = {
   entering: false, // an entry request is in flight
   entry: null, // a draw, once entered: { token, view (GET .../entries/me's answer) }
   history: [], // this buyer's orders in this sale as GET /api/me/orders listed them, newest first
+  variant: null, // a sale of several variants: the sku chosen
+  secondChoice: null, // a draw of several variants: the sku wanted if the first is gone (null: none)
+  refusedSize: null, // the sku a purchase was refused as sold out, said until another is chosen
   message: '',
 };
 

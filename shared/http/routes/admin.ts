@@ -13,6 +13,7 @@ import { getSale } from '../../sales/sale.js';
 import { isPaused } from '../../sales/controls.js';
 import { LATENESS_SAMPLE, LATENESS_WINDOW_MS, liveKeys, saleLive } from '../../sales/live.js';
 import { registeredModes } from '../../admission/modes.js';
+import { variantFiguresSchema } from '../../sales/variant-figures.js';
 import { withSaleForm } from '../sale-form.js';
 import { adminSaleSchema, saleViewSchema } from '../schemas.js';
 import { count } from '../schema-parts.js';
@@ -52,6 +53,7 @@ const liveSchema = () => ({
     'purchases',
     'writerLagMs',
     'lateness',
+    'variants',
     ...liveKeys(),
     'thisInstance',
   ],
@@ -73,6 +75,7 @@ const liveSchema = () => ({
       description: `expired orders closed in the last ${LATENESS_WINDOW_MS / 1000} s (at most ${LATENESS_SAMPLE}): how long after their deadline`,
       properties: { closes: count('orders closed'), p50Ms: ms('median lateness'), p99Ms: ms('99th percentile') },
     },
+    variants: variantFiguresSchema,
     ...Object.fromEntries(registeredModes().flatMap(({ live }) => (live ? [[live.key, live.schema]] : []))),
     thisInstance: {
       type: 'object',
