@@ -7,7 +7,9 @@ import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { reconcile } from '../shared/checks/reconcile.js';
 import { closeOrders } from '../shared/orders/close.js';
+import { replayOnce } from '../shared/pipeline/replay.js';
 import { saleKeys } from '../shared/redis/keys.js';
+import { registry } from '../shared/runtime/metrics.js';
 import { getSale, type Sale } from '../shared/sales/sale.js';
 import { apiSuite, type ApiSuite } from './support/api.js';
 import { cliHere } from './support/cli-here.js';
@@ -180,6 +182,32 @@ describe('remove', () => {
       { operator: 'admin-token', action: 'sale.remove', detail: { sku: 'S', units: 2 } },
       { operator: 'admin-token', action: 'sale.remove', detail: { sku: 'S', units: 1 } },
     ]);
+  });
+});
+
+describe('metrics', () => {
+  test("metrics: flashsale_variant_units_available{sale,sku} shows each variant's units left as the replay reconciled them, restock and removal included", async () => {
+    const sale = await newSale(s.env, { variants: each(3, 'S', 'M', 'L'), paymentWindowSeconds: 3600 });
+    assert.equal(outcome(await buy(sale, 'jon', 'M')), '202 queued');
+    assert.equal(outcome(await change(sale, 'S', 'restock', { units: 4 })), '200');
+    assert.equal(outcome(await change(sale, 'L', 'remove', { units: 2 })), '200');
+    await drain();
+    const pass = await replayOnce({ pool: s.env.pool, redis: s.env.redis, logger: s.env.logger });
+    assert.ok(pass.ran);
+    assert.ok(pass.reconciliations.find((r) => r.saleId === sale.id)?.holds, 'the replay found it conserved');
+    const text = await registry.metrics();
+    const shown = Object.fromEntries(
+      [
+        ...text.matchAll(
+          new RegExp(`^flashsale_variant_units_available\\{sale="${sale.id}",sku="(\\w+)"\\} (\\d+)$`, 'gm'),
+        ),
+      ].map((m) => [m[1], Number(m[2])]),
+    );
+    assert.deepEqual(shown, { S: 7, M: 2, L: 1 });
+    // A sale of one variant has no such series: flashsale_sale_stock{state="available"} is its variant's.
+    const plain = await newSale(s.env, { stock: 2 });
+    await replayOnce({ pool: s.env.pool, redis: s.env.redis, logger: s.env.logger });
+    assert.doesNotMatch(await registry.metrics(), new RegExp(`flashsale_variant_units_available\\{sale="${plain.id}"`));
   });
 });
 
