@@ -11,6 +11,7 @@ import { replayOnce } from '../shared/pipeline/replay.js';
 import { saleKeys } from '../shared/redis/keys.js';
 import { registry } from '../shared/runtime/metrics.js';
 import { getSale, type Sale } from '../shared/sales/sale.js';
+import { adjustStockScript } from '../shared/sales/scripts.js';
 import { apiSuite, type ApiSuite } from './support/api.js';
 import { cliHere } from './support/cli-here.js';
 import { assertConserved } from './support/env.js';
@@ -208,6 +209,44 @@ describe('metrics', () => {
     const plain = await newSale(s.env, { stock: 2 });
     await replayOnce({ pool: s.env.pool, redis: s.env.redis, logger: s.env.logger });
     assert.doesNotMatch(await registry.metrics(), new RegExp(`flashsale_variant_units_available\\{sale="${plain.id}"`));
+  });
+});
+
+describe('reconciliation', () => {
+  test('reconciliation beside a stock change: a stale stock is read afresh, and a change in flight (Redis done, Postgres not committed) is waited for, not reported', async () => {
+    const sale = await newSale(s.env, { variants: each(4, 'S', 'M') });
+    assert.equal(outcome(await change(sale, 'S', 'restock', { units: 3 })), '200');
+    // The caller read the sale before the restock: the count takes Postgres's stock as it is now.
+    assert.ok((await reconcile(s.env.pool, s.env.redis, sale.id, sale.stock, sale.variants)).holds);
+
+    // A restock of M stopped between its Redis step and its commit, as changeStock runs it.
+    const client = await s.env.pool.connect();
+    try {
+      await client.query('begin');
+      await client.query('select 1 from sales where id = $1 for update', [sale.id]);
+      await client.query(`update sale_variants set stock = stock + 2 where sale_id = $1 and sku = 'M'`, [sale.id]);
+      await client.query('update sales set stock = stock + 2 where id = $1', [sale.id]);
+      assert.deepEqual(await adjustStockScript(s.env.redis, sale.id, 'M', 2), [1, 6]);
+      const counted = reconcile(s.env.pool, s.env.redis, sale.id, sale.stock, sale.variants);
+      await waitFor('the count waits for the change', async () => {
+        const { rows } = await s.env.pool.query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%for key share%'`,
+        );
+        return rows[0]!.n === 1;
+      });
+      await client.query('commit');
+      const r = await counted;
+      assert.ok(r.holds, JSON.stringify(r));
+      assert.deepEqual(
+        r.variants?.map((v) => [v.sku, v.total, v.available]),
+        [
+          ['S', 7, 7],
+          ['M', 6, 6],
+        ],
+      );
+    } finally {
+      client.release();
+    }
   });
 });
 
