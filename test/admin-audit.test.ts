@@ -101,3 +101,52 @@ test('admin page: an operator pauses, resumes and moves the end of a live sale; 
   await page.context().close();
   assert.deepEqual(pageErrors, [], 'the page logged no errors');
 });
+
+test("admin page: an operator restocks one size and removes another's unsold units; a removal beyond what is available is refused as the server says", {
+  timeout: 90_000,
+}, async () => {
+  const { secret } = await addOperator(env.pool, 'finn', 'test');
+  const sale = await newSale(env, {
+    name: 'Sizes drop',
+    variants: [
+      { sku: 'S', label: 'Small', stock: 1 },
+      { sku: 'L', label: 'Large', stock: 3 },
+    ],
+  });
+  const page = await open(`/admin#${sale.id}`);
+  await page.getByTestId('token').fill(secret);
+  await page.getByTestId('sign-in-button').click();
+  await see(page, 'live-name', /^Sizes drop$/);
+  const buySize = (user: string, variant: string) =>
+    http(port, 'POST', `/api/sales/${sale.id}/purchases`, { user, body: { qty: 1, variant } });
+  assert.equal(outcome(await buySize('sam', 'S')), '202 queued');
+  assert.equal(outcome(await buySize('sue', 'S')), '409 sold_out');
+
+  await page.getByTestId('variant-units-S').fill('2');
+  await page.getByTestId('restock-S').click();
+  await see(page, 'variant-result-S', /^Added 2: stock 3, 2 available\.$/);
+  await see(page, 'audit', /finn restocked 2 of S/);
+  const stock = async (sku: string) =>
+    (
+      await env.pool.query<{ stock: number }>('select stock from sale_variants where sale_id = $1 and sku = $2', [
+        sale.id,
+        sku,
+      ])
+    ).rows[0]!.stock;
+  assert.equal(await stock('S'), 3);
+  assert.equal(await env.redis.hget(saleKeys(sale.id).variantsLeft, 'S'), '2');
+  await waitFor('the size sells again', async () => outcome(await buySize('sue', 'S')) === '202 queued');
+
+  await page.getByTestId('variant-units-L').fill('2');
+  await page.getByTestId('remove-L').click();
+  await see(page, 'variant-result-L', /^Removed 2: stock 1, 1 available\.$/);
+  await see(page, 'audit', /finn removed unsold units: 2 of L/);
+  await page.getByTestId('variant-units-L').fill('5');
+  await page.getByTestId('remove-L').click();
+  await see(page, 'message', /Variant L has 1 unit available: at most 1 can be removed/);
+  assert.equal(await page.getByTestId('console').isVisible(), true);
+  assert.equal(await stock('L'), 1);
+  assert.equal(await env.redis.hget(saleKeys(sale.id).variantsLeft, 'L'), '1');
+  await page.context().close();
+  assert.deepEqual(pageErrors, [], 'the page logged no errors');
+});

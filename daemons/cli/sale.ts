@@ -11,6 +11,7 @@ import { fieldsRenamed } from '../../shared/sales/input.js';
 import { MAX_VARIANTS } from '../../shared/sales/variants.js';
 import { createSale, getSale, parseSaleInput, saleView, type SaleState } from '../../shared/sales/sale.js';
 import { setEndTime, setPaused } from '../../shared/sales/controls.js';
+import { changeStock, type StockChange } from '../../shared/sales/stock.js';
 import { numberFlag, printTable, serverFlags, withConnections } from './common.js';
 import { cliOperator } from './operator.js';
 
@@ -194,6 +195,18 @@ export const sale = (y: Argv) =>
             console.log(argv.json ? JSON.stringify(view) : `sale ${view.id} now ends at ${view.endsAt}`);
           },
         )
+        .command(
+          'restock <id> <sku> <units>',
+          'add units to one variant of a sale (a sale made without variants: sku default); a retry adds again',
+          stockFlags,
+          (argv) => stockCommand(argv, 'restock'),
+        )
+        .command(
+          'remove <id> <sku> <units>',
+          "take unsold units out of one variant: only units available now, never a buyer's",
+          stockFlags,
+          (argv) => stockCommand(argv, 'remove'),
+        )
         .demandCommand(1),
     () => {},
   );
@@ -208,5 +221,33 @@ async function pauseCommand(argv: { id: string; json?: boolean } & Record<string
   else
     console.log(
       r.changed ? `${word} sale ${r.sale.id}` : `sale ${r.sale.id} was ${paused ? 'paused' : 'not paused'} already`,
+    );
+}
+
+const stockFlags = (c: Argv) =>
+  c
+    .positional('id', { type: 'string', demandOption: true })
+    .positional('sku', { type: 'string', demandOption: true })
+    .positional('units', { type: 'string', demandOption: true })
+    .option('json', { type: 'boolean' });
+
+async function stockCommand(
+  argv: { id: string; sku: string; units: string; json?: boolean } & Record<string, unknown>,
+  change: StockChange,
+) {
+  const r = await withConnections(argv, async ({ pool, redis }) => {
+    const done = await changeStock(pool, redis, argv.id, argv.sku, change, String(argv.units), cliOperator());
+    return {
+      sale: await saleView(redis, done.sale),
+      sku: done.sku,
+      units: done.units,
+      stock: done.stock,
+      available: done.available,
+    };
+  });
+  if (argv.json) console.log(JSON.stringify(r));
+  else
+    console.log(
+      `${change === 'restock' ? 'added' : 'removed'} ${r.units} of ${r.sku} in sale ${r.sale.id}: its stock is ${r.stock}, ${r.available} available`,
     );
 }

@@ -7,11 +7,17 @@
 // A sale of several variants holds the same sum for each variant, against its own stock: its units
 // left (the sale's hash), its queued winners (by their sku), its orders (by their sku) and its
 // units restored (restore.lua counts them per variant too).
+// An operator's restock or removal changes the stock in both stores (shared/sales/stock.ts): the
+// stock counted against is Postgres's, read after Redis in the same statement, and Redis's own copy
+// (the meta's stock, changed in the same step as the units) is read before and after the snapshot.
+// Unequal, a change ran between the reads or is not committed yet: the count is taken again.
 import type { RedisClient } from '../redis/connect.js';
 import { withClient, type Pool } from '../runtime/db.js';
 import { parseWinner, type Winner } from '../runtime/ids.js';
 import { HOLDING, ORDER_STATES, RESTORING, sqlState, sqlStates, type OrderState } from '../orders/states.js';
 import { snapshotSale, type SaleSnapshot } from '../pipeline/replay-scripts.js';
+import { saleKeys } from '../redis/keys.js';
+import { delay } from '../runtime/daemon.js';
 
 /** One variant's units by where they are, as a sale's are. */
 export type VariantReconciliation = {
@@ -51,15 +57,50 @@ const unitsOf = (state: OrderState) =>
   `coalesce(sum(qty) filter (where status = ${sqlState(state)}), 0)::int as ${state}`;
 const UNRESTORED = `coalesce(sum(qty) filter (where status in ${sqlStates(RESTORING)} and restored_at is null), 0)::int`;
 
+/** How often a count caught beside a stock change is taken again before it is reported as it is. */
+const STOCK_CHANGE_TRIES = 5;
+
 export async function reconcile(
   pool: Pool,
   redis: RedisClient,
   saleId: string,
+  /** The sale's stock as the caller read it: counted against when Postgres has no row for the sale. */
   total: number,
   /** The sale's variants; with more than one, each is reconciled too. */
   variants: { sku: string; stock: number }[] = [],
 ): Promise<Reconciliation> {
+  for (let tries = 1; ; tries++) {
+    const { r, steady } = await reconcileOnce(pool, redis, saleId, total, variants);
+    if (steady || tries === STOCK_CHANGE_TRIES) return r;
+    await awaitStockChange(pool, saleId, tries);
+  }
+}
+
+/**
+ * Waits for a stock change in flight to commit: it holds the sale's row FOR UPDATE from before its
+ * Redis step until its commit, and FOR KEY SHARE waits for that (nothing else). A role that may not
+ * lock rows (a read-only `flashsale check`) waits a moment instead.
+ */
+async function awaitStockChange(pool: Pool, saleId: string, tries: number): Promise<void> {
+  try {
+    await pool.query('select 1 from sales where id = $1 for key share', [saleId]);
+  } catch (err) {
+    if ((err as { code?: string }).code !== '42501') throw err;
+    await delay(10 * tries);
+  }
+}
+
+async function reconcileOnce(
+  pool: Pool,
+  redis: RedisClient,
+  saleId: string,
+  callerTotal: number,
+  callerVariants: { sku: string; stock: number }[],
+): Promise<{ r: Reconciliation; steady: boolean }> {
+  const metaKey = saleKeys(saleId).meta;
+  const redisStock = await redis.hget(metaKey, 'stock');
   const snap = await snapshotSale(redis, saleId);
+  const redisStockAfter = await redis.hget(metaKey, 'stock');
   const queuedEntries = new Map(snap.entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w]));
   // A winner may still sit in a list after its row was written (a re-driven batch, or a batch
   // between insert and ack): count it once. Which winners are written is read in the same
@@ -70,13 +111,22 @@ export async function reconcile(
   // its closed orders whose restore is not recorded, none once it is settled. Redis is read
   // first and the sale settled before its keys go, so a read on either side of that is consistent.
   // A sale of several variants has its sums by variant too, in the same statement for the same reason.
-  const byVariant = variants.length > 1;
+  const byVariant = callerVariants.length > 1;
   const res = await pool.query<
-    Record<OrderState, number> & { unrestored: number; settled: boolean; written: string[]; per: VariantRow[] | null }
+    Record<OrderState, number> & {
+      unrestored: number;
+      settled: boolean;
+      written: string[];
+      per: VariantRow[] | null;
+      stock: number | null;
+      stocks: Record<string, number> | null;
+    }
   >(
     `select ${ORDER_STATES.map(unitsOf).join(',\n            ')},
             ${UNRESTORED} as unrestored,
             exists (select 1 from sales where id = $1 and settled_at is not null) as settled,
+            (select stock from sales where id = $1) as stock,
+            (select json_object_agg(sku, stock) from sale_variants where sale_id = $1) as stocks,
             (select coalesce(array_agg(id), '{}') from orders where id = any($3::text[])) as written,
             ${
               byVariant
@@ -87,7 +137,10 @@ export async function reconcile(
      from orders where sale_id = $1 and seq <= $2`,
     [saleId, snap.seq, [...queuedEntries.keys()]],
   );
-  const { unrestored, settled, written, per, ...units } = res.rows[0]!;
+  const { unrestored, settled, written, per, stock, stocks, ...units } = res.rows[0]!;
+  const total = stock ?? callerTotal;
+  const variants = callerVariants.map((v) => ({ sku: v.sku, stock: stocks?.[v.sku] ?? v.stock }));
+  const steady = redisStock === redisStockAfter && (redisStock === null || Number(redisStock) === total);
   for (const id of written) queuedEntries.delete(id);
   const queued = [...queuedEntries.values()].reduce((n, w) => n + w.qty, 0);
   const r: Reconciliation = { saleId, total, available: snap.available, queued, ...units, restoring: 0, holds: false };
@@ -98,7 +151,7 @@ export async function reconcile(
     r.variants = reconcileVariants(per ?? [], snap, [...queuedEntries.values()], settled, variants);
     r.holds &&= r.variants.every((v) => v.holds);
   }
-  return r;
+  return { r, steady };
 }
 
 /** One variant's orders, as reconcile's statement sums them. */

@@ -7,6 +7,7 @@ import type { ModeRouteDeps } from './routes/admission/deps.js';
 import type { RedisClient } from '../redis/connect.js';
 import { createAuth } from '../buyers/auth.js';
 import { controls } from './routes/controls.js';
+import { stock } from './routes/stock.js';
 import type { Buyer } from '../buyers/buyer.js';
 import { Challenges } from '../purchase/challenge.js';
 import type { Config } from '../config/index.js';
@@ -108,6 +109,7 @@ export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }
   void app.register(page, { development: config.development, directPay: config.directPay });
   void app.register(admin, { pool, redis, auth });
   void app.register(controls, { pool, redis, auth, saleCache });
+  void app.register(stock, { pool, redis, auth, saleCache });
   void app.register(refunds, { pool, auth });
   void app.register(otherMethods);
   return app;

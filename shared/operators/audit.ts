@@ -9,6 +9,8 @@ export const AUDIT_ACTIONS = [
   'sale.pause',
   'sale.resume',
   'sale.end-time',
+  'sale.restock',
+  'sale.remove',
   'refund.mark',
   'operator.add',
   'operator.revoke',

@@ -127,6 +127,19 @@ function showStock(reconciliations: Reconciliation[]): void {
   shownSales = now;
   for (const r of reconciliations)
     for (const state of UNIT_PLACES) metrics.saleStock.set({ sale: r.saleId, state }, r[state]);
+  showVariants(reconciliations);
+}
+
+/** Each shown variant's series, by sale: the skus shown last time, so a settled sale's go. */
+let shownVariants = new Map<string, string[]>();
+
+function showVariants(reconciliations: Reconciliation[]): void {
+  const now = new Map(reconciliations.map((r) => [r.saleId, (r.variants ?? []).map((v) => v.sku)]));
+  for (const [sale, skus] of shownVariants)
+    for (const sku of skus) if (!now.get(sale)?.includes(sku)) metrics.variantUnitsAvailable.remove({ sale, sku });
+  shownVariants = now;
+  for (const r of reconciliations)
+    for (const v of r.variants ?? []) metrics.variantUnitsAvailable.set({ sale: r.saleId, sku: v.sku }, v.available);
 }
 
 /**

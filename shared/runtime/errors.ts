@@ -13,6 +13,7 @@ export const ERRORS = {
   variant_required: [400, 'This sale sells several variants: name the one to buy as "variant" in the body.'],
   unknown_variant: [400, 'This sale has no variant of that sku.'],
   invalid_id: [400, 'The id in the path is malformed.'],
+  invalid_units: [400, 'units must be a whole number from 1 to 10000000.'],
   invalid_end_time: [400, "The new end must be a time to come, after the sale's start."],
   invalid_signature: [400, "The payment provider's signature header is missing, malformed or does not match the body."],
   stale_signature: [400, "The signature's timestamp is more than 300 s away from now."],

@@ -121,6 +121,15 @@ export const metrics = {
     labelNames: ['sale', 'state'],
     registers: [registry],
   }),
+  // One series per variant of a sale of several, as the replay last reconciled it: at most
+  // MAX_VARIANTS (100) a sale, and gone with the sale once it settles. A sale of one variant has
+  // none: its flashsale_sale_stock{state="available"} is that variant's.
+  variantUnitsAvailable: new Gauge({
+    name: 'flashsale_variant_units_available',
+    help: 'Units left to sell of each variant of a sale of several, as the replay last reconciled it (unsettled sales)',
+    labelNames: ['sale', 'sku'],
+    registers: [registry],
+  }),
   replayPasses: new Counter({
     name: 'flashsale_replay_passes_total',
     help: 'Replay passes run to the end (the heartbeat an alert watches)',

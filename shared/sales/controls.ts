@@ -18,10 +18,10 @@ export interface Controlled {
   changed: boolean;
 }
 
-type LockedRow = SaleRow & { paused_at: Date | null; settled_at: Date | null; now: Date };
+export type LockedRow = SaleRow & { paused_at: Date | null; settled_at: Date | null; now: Date };
 
 /** The sale's row, locked until the transaction ends, with Postgres's now() (the statement's). */
-async function lockSale(client: PoolClient, saleId: string): Promise<LockedRow> {
+export async function lockSale(client: PoolClient, saleId: string): Promise<LockedRow> {
   const res = await client.query<LockedRow>(
     'select *, statement_timestamp() as now from sales where id = $1 for update',
     [saleId],
@@ -30,7 +30,7 @@ async function lockSale(client: PoolClient, saleId: string): Promise<LockedRow> 
   return res.rows[0];
 }
 
-const ended = (row: LockedRow) =>
+export const ended = (row: LockedRow) =>
   row.settled_at !== null || (row.ends_at instanceof Date && row.ends_at.getTime() <= row.now.getTime());
 
 /**

@@ -1,6 +1,6 @@
 // The wrappers of a sale's own scripts: loading it, ending it early, and a purchase. Each builds
 // its keys and arguments in the order its script's header documents; callers never do.
-import { saleKeys } from '../redis/keys.js';
+import { saleKeys, STOCK_CHANNEL } from '../redis/keys.js';
 import type { RedisClient } from '../redis/connect.js';
 import { SALE_DEFINITION, type SaleField } from './definition.js';
 import { run } from '../redis/scripts.js';
@@ -115,6 +115,22 @@ export async function setEndScript(
   endsAt: number,
 ): Promise<[1 | -1 | -2 | -3, number]> {
   return (await run(redis, 'set_end', [saleKeys(saleId).meta], [endsAt])) as [1 | -1 | -2 | -3, number];
+}
+
+/** adjust_stock.lua: adds (units > 0) or removes (units < 0) units of one variant; {code, the variant's units left}. */
+export async function adjustStockScript(
+  redis: RedisClient,
+  saleId: string,
+  sku: string,
+  units: number,
+): Promise<[1 | -1 | -3 | -7 | -18, number]> {
+  const k = saleKeys(saleId);
+  return (await run(
+    redis,
+    'adjust_stock',
+    [k.meta, k.available, k.variantsLeft],
+    [sku, units, saleId, STOCK_CHANNEL],
+  )) as [1 | -1 | -3 | -7 | -18, number];
 }
 
 /** exchange.lua: spends a solved challenge (by its signature) if the sale's window and the challenge's expiry allow, by Redis's clock; {code, Redis's now}. */

@@ -1,5 +1,6 @@
-// A live sale's controls beside its view: pause and resume, a new end, and the audit trail of the
-// sale (who did what, when), read again after each action and every few seconds.
+// A live sale's controls beside its view: pause and resume, a new end, each variant's restock and
+// removal, and the audit trail of the sale (who did what, when), read again after each action and
+// every few seconds.
 import { $, api, failed, refused, setText, show } from './admin-session.js';
 
 const AUDIT_EVERY_MS = 5000;
@@ -10,6 +11,8 @@ const ACTIONS = {
   'sale.pause': 'paused',
   'sale.resume': 'resumed',
   'sale.end-time': 'moved the end',
+  'sale.restock': 'restocked',
+  'sale.remove': 'removed unsold units:',
   'sale.end': 'ended',
   'refund.mark': 'marked a refund paid back',
 };
@@ -24,13 +27,15 @@ export function renderControls(n) {
   $('pause-sale').hidden = ended || n.paused;
   $('resume-sale').hidden = !n.paused;
   $('end-time-form').hidden = ended;
+  renderStockForms(n.sale, ended);
   if (state.saleId !== n.sale.id || Date.now() - state.auditAt >= AUDIT_EVERY_MS) void loadAudit(n.sale.id);
 }
 
 function describe(entry) {
   const what = ACTIONS[entry.action] ?? entry.action;
   const to = entry.detail?.to ? ` to ${new Date(entry.detail.to).toLocaleString()}` : '';
-  return `${new Date(entry.at).toLocaleString()} · ${entry.operator} ${what}${to}`;
+  const units = entry.detail?.sku ? ` ${entry.detail.units} of ${entry.detail.sku}` : '';
+  return `${new Date(entry.at).toLocaleString()} · ${entry.operator} ${what}${to}${units}`;
 }
 
 export async function loadAudit(saleId) {
@@ -88,6 +93,55 @@ export function moveEnd(sale, event) {
   const endsAt = new Date(value).toISOString();
   return act($('end-time-button'), 'POST', `/api/sales/${encodeURIComponent(sale.id)}/end-time`, { endsAt }, () => {
     $('end-time').value = '';
+    void loadAudit(sale.id);
+  });
+}
+
+/**
+ * A restock form and a remove form per variant, built again only when the sale or its skus change,
+ * so the poll never clears what the operator is typing.
+ */
+function renderStockForms(sale, ended) {
+  const box = $('variant-stock');
+  box.hidden = ended;
+  const key = `${sale.id}:${sale.variants.map((v) => v.sku).join(',')}`;
+  if (box.dataset.key === key) return;
+  box.dataset.key = key;
+  box.replaceChildren(...sale.variants.map((v) => stockForm(sale, v)));
+}
+
+function stockForm(sale, variant) {
+  const row = document.createElement('form');
+  row.className = 'end-time';
+  row.dataset.testid = `variant-controls-${variant.sku}`;
+  const label = document.createElement('label');
+  const units = document.createElement('input');
+  Object.assign(units, { type: 'number', min: '1', step: '1', required: true });
+  units.dataset.testid = `variant-units-${variant.sku}`;
+  label.append(`${variant.label} (${variant.sku}): units `, units);
+  const result = document.createElement('span');
+  result.className = 'hint';
+  result.dataset.testid = `variant-result-${variant.sku}`;
+  const buttons = ['restock', 'remove'].map((change) => {
+    const button = document.createElement('button');
+    Object.assign(button, { type: 'button', className: 'secondary' });
+    button.textContent = change === 'restock' ? 'Restock' : 'Remove';
+    button.dataset.testid = `${change}-${variant.sku}`;
+    button.addEventListener('click', () => void changeStock(sale, variant.sku, change, units, result, button));
+    return button;
+  });
+  row.addEventListener('submit', (event) => event.preventDefault());
+  row.append(label, ...buttons, result);
+  return row;
+}
+
+function changeStock(sale, sku, change, input, result, button) {
+  const units = Number(input.value);
+  if (!Number.isSafeInteger(units) || units < 1) return show('message', 'Give the units as a whole number from 1.');
+  const path = `/api/sales/${encodeURIComponent(sale.id)}/variants/${encodeURIComponent(sku)}/${change}`;
+  return act(button, 'POST', path, { units }, (r) => {
+    input.value = '';
+    result.textContent = `${change === 'restock' ? 'Added' : 'Removed'} ${r.units}: stock ${r.stock}, ${r.available} available.`;
     void loadAudit(sale.id);
   });
 }
