@@ -4,9 +4,11 @@
 // long anything waits. What it holds is then the only copy there is, so:
 // - purchases on its sales are refused `503 unavailable` before anything is reserved
 //   (unreplicated(), from the last look: no round trip on the purchase path);
-// - what it already holds is recorded anyway, once the master itself says it is short
-//   (degraded(), asked on the connection that made the writes, after them): the writer makes its
-//   reservations orders and the listener records its restores, and Postgres holds the record.
+// - what it already holds is recorded anyway, once the master itself says it is short (look(),
+//   asked on the connection that made the writes, after them): the writer makes its reservations
+//   orders and the listener records its restores, and Postgres holds the record. On Sentinel only
+//   while the sentinels also see none of its replicas up (SentinelReplicas.sole): a master whose
+//   replicas a failover moved to the new master, or a partition cut off, is short but not alone.
 // A replica online again ends the mode by itself. Entering and leaving it is logged once per master,
 // and flashsale_redis_masters_unreplicated counts the masters in it (an alert fires at once).
 import type { Redis } from 'ioredis';
@@ -63,6 +65,11 @@ export class ReplicaWatch {
     private readonly redis: RedisClient,
     readonly min: number,
     private readonly logger: Logger,
+    /**
+     * Whether what a short master holds is the only copy, where the topology can say (on Sentinel,
+     * SentinelReplicas.sole): a master whose replicas are up elsewhere is not drained unconfirmed.
+     */
+    private readonly sole: (node: Redis) => Promise<boolean> = async () => true,
   ) {}
 
   async start(): Promise<void> {
@@ -87,11 +94,16 @@ export class ReplicaWatch {
     return this.short.has(nodeName(node));
   }
 
-  /** Asks the node now: is it a master with fewer replicas online than `min`? */
-  async degraded(node: Redis): Promise<boolean> {
+  /**
+   * Asks the node now: is it a master with fewer replicas online than `min` (short: no WAIT can
+   * succeed), and is what it holds then the only copy (degraded: its writes count unconfirmed)?
+   * Short is enough to refuse its purchases (record); not to take its writes as done.
+   */
+  async look(node: Redis): Promise<{ short: boolean; degraded: boolean }> {
     const r = parseReplication(await node.info('replication'));
     this.record(node, r);
-    return r.master && r.online < this.min;
+    const short = r.master && r.online < this.min;
+    return { short, degraded: short && (await this.sole(node)) };
   }
 
   /** Looks at every master now (the timer does, every second). */

@@ -122,15 +122,19 @@ export class ReplicaAcks {
   }
 
   /**
-   * WAIT, then, if it came back short, whether the node is a master short of replicas; sent after
-   * the writes on their connection, so it speaks of the server that took them. A node already
-   * known short is asked first, without a WAIT that would only time out.
+   * WAIT, then, if it came back short, whether the node is a master short of replicas holding the
+   * only copy; sent after the writes on their connection, so it speaks of the server that took them.
+   * A node already known short is asked first, without a WAIT that would only time out: short but
+   * not alone (its replicas are up elsewhere: Sentinel) confirms nothing, at once.
    */
   private async ask(node: Redis, required: number): Promise<{ acked: number; unreplicated?: boolean }> {
     const watch = this.watch;
-    if (watch?.known(node) && (await watch.degraded(node))) return { acked: 0, unreplicated: true };
+    if (watch?.known(node)) {
+      const { short, degraded } = await watch.look(node);
+      if (short) return { acked: 0, unreplicated: degraded };
+    }
     const acked = await node.wait(required, this.timeoutMs);
-    if (acked < required && watch && (await watch.degraded(node))) return { acked, unreplicated: true };
+    if (acked < required && watch && (await watch.look(node)).degraded) return { acked, unreplicated: true };
     return { acked };
   }
 }

@@ -36,7 +36,9 @@ export async function connect(
   const redis = createRedis(target, opts.redis);
   const replicas = sentinelReplicas(target, config.redisMinReplicasAck, logger);
   const watch =
-    config.redisMinReplicasAck > 0 ? new ReplicaWatch(redis, config.redisMinReplicasAck, logger) : undefined;
+    config.redisMinReplicasAck > 0
+      ? new ReplicaWatch(redis, config.redisMinReplicasAck, logger, replicas && ((node) => replicas.sole(node)))
+      : undefined;
   const replicaAcks = replicaAcksFor(
     redis,
     config.redisMinReplicasAck,
