@@ -1,0 +1,90 @@
+// The outbox's writing side (docs/events.md): an event row goes in with the change it reports, in
+// the caller's transaction or in the change's own statement (a CTE), never after a commit; so an
+// event exists exactly when its change committed. Nothing here waits on delivery.
+import type { Pool, PoolClient } from '../runtime/db.js';
+
+export const EVENT_TYPES = [
+  'order.created',
+  'order.paid',
+  'order.expired',
+  'order.cancelled',
+  'payment.refund_due',
+  'sale.ended',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** An event about an order: its data is read from the order's row and sale, plus `data`. */
+export interface OrderEvent {
+  type: EventType;
+  orderId: string;
+  data?: Record<string, unknown>;
+}
+/** An event about a sale as a whole. */
+export interface SaleEvent {
+  type: EventType;
+  saleId: string;
+  data: Record<string, unknown>;
+}
+export type NewEvent = OrderEvent | SaleEvent;
+
+/** A timestamp as the schemas give it: UTC, milliseconds, `Z`. */
+export const isoTime = (expr: string) => `to_char(${expr} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/**
+ * The data every order event carries, from an order row `o` and its sale `s` (amount and currency
+ * are null for a sale without a price). One definition for every statement that writes one.
+ */
+export const ORDER_DATA = `jsonb_build_object('order_id', o.id, 'sale_id', o.sale_id, 'buyer', o.user_id, 'qty', o.qty,
+  'status', o.status, 'amount', s.price * o.qty, 'currency', s.currency, 'deadline', ${isoTime('o.expires_at')})`;
+
+/**
+ * The statement that writes one event of `type` for each order row a CTE `source` returned
+ * (columns of orders), in their order of purchase, for a CTE of the changing statement itself: the change and its events are
+ * then one statement, atomic without a transaction.
+ */
+export const orderEventsFrom = (type: EventType, source: string) =>
+  `insert into events (type, sale_id, order_id, payload)
+   select '${type}', o.sale_id, o.id, ${ORDER_DATA} from ${source} o join sales s on s.id = o.sale_id order by o.seq`;
+
+/**
+ * Records `events` in the caller's transaction (one statement, in the given order): they commit or
+ * roll back with the change. An order event reads the order as the transaction sees it, so call it
+ * after the change.
+ */
+export async function recordEvents(client: PoolClient | Pool, events: NewEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  await client.query(
+    `insert into events (type, sale_id, order_id, payload)
+     select e.type, coalesce(o.sale_id, e.sale_id), e.order_id,
+            case when o.id is null then '{}'::jsonb else ${ORDER_DATA} end || e.data
+     from unnest($1::text[], $2::text[], $3::text[], $4::jsonb[]) with ordinality as e(type, sale_id, order_id, data, n)
+       left join orders o on o.id = e.order_id
+       left join sales s on s.id = coalesce(o.sale_id, e.sale_id)
+     order by e.n`,
+    [
+      events.map((e) => e.type),
+      events.map((e) => ('saleId' in e ? e.saleId : null)),
+      events.map((e) => ('orderId' in e ? e.orderId : null)),
+      events.map((e) => JSON.stringify(e.data ?? {})),
+    ],
+  );
+}
+
+/**
+ * `change` (a conditional write returning the order it moved, or nothing) followed by its event in
+ * the same transaction: what a caller holding one passes instead of the bare change.
+ */
+export const withOrderEvent =
+  <T extends { id: string } | undefined | symbol>(type: EventType, change: (client: PoolClient) => Promise<T>) =>
+  async (client: PoolClient): Promise<T> => {
+    const moved = await change(client);
+    if (moved && typeof moved === 'object') await recordEvents(client, [{ type, orderId: moved.id }]);
+    return moved;
+  };
+
+/** The sale.ended event of a sale whose end was just brought forward (at its set end, no statement runs: none). */
+export const saleEnded = (sale: { id: string; name: string; endsAt?: Date | null }): SaleEvent => ({
+  type: 'sale.ended',
+  saleId: sale.id,
+  data: { sale_id: sale.id, name: sale.name, ended_at: sale.endsAt?.toISOString() ?? null },
+});

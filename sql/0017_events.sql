@@ -1,0 +1,79 @@
+-- Outbound events (docs/events.md): a transactional outbox, the shop's endpoints, and what is due
+-- to each. An event row is inserted by the same transaction as the change it reports, so it exists
+-- exactly when the change committed; the delivery daemon reads it from here, never from the path
+-- that made the change.
+--
+-- The id is the event's sequence. One Postgres sequence serves every sale, so within a sale the
+-- numbers only ever increase, with gaps (another sale's events, a rolled-back insert). Concurrent
+-- writers need no lock on a counter: they may commit out of number order, but two events about one
+-- order cannot, since the second change locks the order's row, which the first committed (created
+-- before paid, paid before refund_due). A receiver orders by sequence and never waits for a gap.
+create table events (
+  id bigint generated always as identity primary key,
+  type text not null check (type ~ '^[a-z_]+\.[a-z_]+$'),
+  version integer not null default 1 check (version > 0),
+  -- No foreign key: a per-row check would cost the writer's batch insert, and its statement already
+  -- holds the sale's row for key share.
+  sale_id text not null,
+  order_id text,
+  payload jsonb not null,
+  created_at timestamptz not null default now(),
+  -- set once a delivery row exists for every endpoint subscribed when the daemon fanned it out
+  dispatched_at timestamptz
+);
+create index events_undispatched on events (id) where dispatched_at is null;
+create index events_sale on events (sale_id, id);
+create index events_order on events (order_id) where order_id is not null;
+create index events_created on events (created_at);
+
+-- A shop's receiver. During a rotation both secrets sign (previous_secret until previous_until).
+create table endpoints (
+  id text primary key,
+  url text not null,
+  -- the event types it takes; empty: every type
+  event_types text[] not null default '{}',
+  secret text not null check (secret ~ '^whsec_'),
+  previous_secret text check (previous_secret ~ '^whsec_'),
+  previous_until timestamptz,
+  enabled boolean not null default true,
+  -- why it was disabled (failing for the whole retry horizon, or by an operator)
+  disabled_reason text,
+  -- first failure of the current run of failures; cleared by a success
+  failing_since timestamptz,
+  created_at timestamptz not null default now(),
+  check ((previous_secret is null) = (previous_until is null)),
+  check (enabled or disabled_reason is not null)
+);
+
+-- What is due: one row per event and subscribed endpoint.
+create table deliveries (
+  event_id bigint not null references events (id) on delete cascade,
+  endpoint_id text not null references endpoints (id) on delete cascade,
+  status text not null default 'pending' check (status in ('pending', 'delivered', 'failed')),
+  attempts integer not null default 0,
+  -- when it may next be tried; a claim moves it a lease ahead, so a daemon killed mid-batch leaves
+  -- its claims to be retried when the lease runs out
+  next_at timestamptz not null default now(),
+  last_status integer,
+  last_latency_ms integer,
+  last_error text,
+  done_at timestamptz,
+  primary key (event_id, endpoint_id),
+  check ((status = 'pending') = (done_at is null))
+);
+create index deliveries_due on deliveries (next_at) where status = 'pending';
+
+-- Every attempt, with its HTTP status (null when none came back) and latency; pruned after
+-- EVENTS_ATTEMPTS_KEEP_DAYS.
+create table delivery_attempts (
+  id bigint generated always as identity primary key,
+  event_id bigint not null,
+  endpoint_id text not null,
+  attempt integer not null,
+  at timestamptz not null default now(),
+  status integer,
+  latency_ms integer not null,
+  error text
+);
+create index delivery_attempts_event on delivery_attempts (event_id, endpoint_id);
+create index delivery_attempts_at on delivery_attempts (at);
