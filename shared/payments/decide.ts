@@ -138,10 +138,10 @@ async function refusalOf(
 }
 
 /** The shop's payment.refund_due event: the money came, and why it cannot pay the order. */
-const refundDue = (orderId: string, paymentId: string, event: SucceededEvent, reason: RefundReason) => ({
+const refundDue = (order: OrderRow, paymentId: string, event: SucceededEvent, reason: RefundReason) => ({
   type: 'payment.refund_due' as const,
-  orderId,
-  data: { reason, payment: { id: paymentId, amount: event.amount, currency: event.currency } },
+  orderId: order.id,
+  data: { status: order.status, reason, payment: { id: paymentId, amount: event.amount, currency: event.currency } },
 });
 
 /** Thrown inside the transaction when the event id is already taken: undoes the order's change. */
@@ -178,7 +178,7 @@ async function applyPayment(
         const row = { id, orderId: order.id, outcome, reason, amount: event.amount, currency: event.currency, raw };
         if (!(await insertPayment(client, row))) throw new Redelivered();
         await recordEvents(client, [
-          reason ? refundDue(order.id, id, event, reason) : { type: 'order.paid', orderId: order.id },
+          reason ? refundDue(order, id, event, reason) : { type: 'order.paid', orderId: order.id },
         ]);
         return reason ? { outcome, reason } : { outcome };
       });
