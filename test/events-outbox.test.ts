@@ -58,7 +58,7 @@ async function ordersOf(users: string[], fields: Record<string, unknown> = {}): 
     assert.equal(r.status, 202);
     ids.push(r.body.orderId as string);
   }
-  await drainWriter(env, sale.id);
+  await drainWriter(env, `w-${sale.id}`);
   return { sale, ids };
 }
 

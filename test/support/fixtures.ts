@@ -4,7 +4,6 @@ import '../../shared/admission/modes.js';
 import { readFileSync } from 'node:fs';
 import { OrderWriter } from '../../shared/pipeline/writer.js';
 import { saleKeys } from '../../shared/redis/keys.js';
-import { OrderWriter } from '../../shared/pipeline/writer.js';
 import { OPEN, RESTORING, sqlStates } from '../../shared/orders/states.js';
 import type { RedisClient } from '../../shared/redis/connect.js';
 import type { LoadOptions } from '../../shared/sales/scripts.js';
@@ -212,17 +211,6 @@ export async function drainWriter(env: TestEnv, writerId: string, writerLeaseMs 
 /** Waits until every purchase the sale accepted is written to Postgres (none left queued in Redis). */
 export async function written(env: TestEnv, saleId: string, what = 'accepted purchases written'): Promise<void> {
   await waitFor(what, async () => (await env.redis.hlen(saleKeys(saleId).queued)) === 0);
-}
-
-/** Writes every queued winner of the sale to Postgres now, as the writer daemon would (its own writer id, lease 1 ms). */
-export async function drainWriter(env: TestEnv, saleId: string): Promise<void> {
-  const writer = new OrderWriter({
-    pool: env.pool,
-    redis: env.redis,
-    logger: env.logger,
-    config: { ...env.config, writerId: `w-${saleId}`, writerLeaseMs: 1 },
-  });
-  while ((await writer.drainOnce()) > 0);
 }
 
 /** Waits until a sale is at rest: nothing queued, nothing open (pending), every closed (expired, cancelled) order's stock back. */
