@@ -8,8 +8,14 @@
 -- writers need no lock on a counter: they may commit out of number order, but two events about one
 -- order cannot, since the second change locks the order's row, which the first committed (created
 -- before paid, paid before refund_due). A receiver orders by sequence and never waits for a gap.
+--
+-- The writer's batch records one row for all its orders (`orders.created`, their ids in order of
+-- purchase): a row per order cost its drain a quarter or more. The delivery side fans that row out
+-- into one `order.created` per order, numbered from the batch row's id up (id + 1, id + 2, ...): the
+-- sequence steps by 10,000, so those numbers are free, and they sort after every event committed
+-- before the batch and before every later change of its orders. A batch row holds at most 9,999.
 create table events (
-  id bigint generated always as identity primary key,
+  id bigint generated always as identity (increment by 10000) primary key,
   type text not null check (type ~ '^[a-z_]+\.[a-z_]+$'),
   version integer not null default 1 check (version > 0),
   -- No foreign key: a per-row check would cost the writer's batch insert, and its statement already
@@ -18,6 +24,8 @@ create table events (
   order_id text,
   -- what the event says beyond its order's row (body.ts reads that at delivery): {} for most
   payload jsonb not null,
+  -- an orders.created row's orders, in order of purchase (at most 9,999)
+  order_ids text[],
   created_at timestamptz not null default now(),
   -- set once a delivery row exists for every endpoint subscribed when the daemon fanned it out
   dispatched_at timestamptz
@@ -49,6 +57,8 @@ create table endpoints (
 create table deliveries (
   event_id bigint not null references events (id) on delete cascade,
   endpoint_id text not null references endpoints (id) on delete cascade,
+  -- the event's order: its next event waits for this one (per-order order at the receiver)
+  order_id text,
   status text not null default 'pending' check (status in ('pending', 'delivered', 'failed')),
   attempts integer not null default 0,
   -- when it may next be tried; a claim moves it a lease ahead, so a daemon killed mid-batch leaves
@@ -61,7 +71,8 @@ create table deliveries (
   primary key (event_id, endpoint_id),
   check ((status = 'pending') = (done_at is null))
 );
-create index deliveries_due on deliveries (next_at) where status = 'pending';
+create index deliveries_due on deliveries (endpoint_id, next_at) where status = 'pending';
+create index deliveries_order on deliveries (endpoint_id, order_id, event_id) where status = 'pending';
 
 -- Every attempt, with its HTTP status (null when none came back) and latency; pruned after
 -- EVENTS_ATTEMPTS_KEEP_DAYS.

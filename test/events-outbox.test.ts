@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { eventBodies } from '../shared/events/body.js';
-import { recordEvents } from '../shared/events/record.js';
+import { dispatchAll } from '../shared/events/dispatch.js';
+import { ORDERS_CREATED, recordEvents } from '../shared/events/record.js';
 import { closeDue, writeOrders } from '../shared/orders/queries.js';
 import { signPayload } from '../shared/payments/providers/signed-webhook.js';
 import { withTransaction } from '../shared/runtime/db.js';
@@ -28,13 +29,16 @@ interface EventRow {
   order_id: string | null;
   payload: Record<string, unknown>;
 }
-const eventsOf = async (saleId: string) =>
-  (
-    await env.pool.query<EventRow>(
-      'select id, type, version, sale_id, order_id, payload from events where sale_id = $1 order by id',
-      [saleId],
-    )
-  ).rows;
+/** A sale's events as the delivery side sees them: the writer's batch rows fanned out into one per order. */
+async function eventsOf(saleId: string): Promise<EventRow[]> {
+  await dispatchAll(env.pool);
+  const res = await env.pool.query<EventRow>(
+    `select id, type, version, sale_id, order_id, payload from events where sale_id = $1 and type <> '${ORDERS_CREATED}'
+     order by id`,
+    [saleId],
+  );
+  return res.rows;
+}
 
 async function pay(orderId: string, amount = 1999): Promise<void> {
   const raw = JSON.stringify({
@@ -167,6 +171,40 @@ describe('events outbox', () => {
       ['order.created', winner(2).orderId],
       ['order.created', winner(3).orderId],
     ]);
+  });
+
+  test('events: a writer batch records one orders.created row per 9,999 orders, fanned out into one order.created each, in order of purchase', async () => {
+    const sale = await newSale(env, { stock: 10000, paymentWindowSeconds: 3600 });
+    const winners = Array.from({ length: 10000 }, (_, n) => ({
+      orderId: `${sale.id}.o${n}`,
+      userId: `u${n}`,
+      qty: 1,
+      seq: n + 1,
+      purchasedAt: Date.now(),
+    }));
+    assert.equal((await writeOrders(env.pool, sale.id, winners)).length, 10000);
+    const rows = (
+      await env.pool.query<{ id: string; n: number }>(
+        'select id, cardinality(order_ids) as n from events where sale_id = $1 and type = $2 order by id',
+        [sale.id, ORDERS_CREATED],
+      )
+    ).rows;
+    assert.deepEqual(
+      rows.map((r) => r.n),
+      [9999, 1],
+    );
+    const created = await eventsOf(sale.id);
+    assert.deepEqual(
+      created.map((e) => [e.type, e.order_id]),
+      winners.map((w) => ['order.created', w.orderId]),
+    );
+    // Numbered from their row's id up: the first row's 9,999, then the second's one.
+    const first = Number(rows[0]!.id);
+    const second = Number(rows[1]!.id);
+    assert.deepEqual(
+      created.map((e) => Number(e.id)),
+      [...Array.from({ length: 9999 }, (_, i) => first + 1 + i), second + 1],
+    );
   });
 
   test('events: a transaction that rolls back leaves no event', async () => {

@@ -3,6 +3,14 @@
 // event exists exactly when its change committed. Nothing here waits on delivery.
 import type { Pool, PoolClient } from '../runtime/db.js';
 
+/**
+ * The writer's one row per batch (sql/0017): fanned out into an `order.created` per order before
+ * delivery (dispatch.ts), never delivered itself.
+ */
+export const ORDERS_CREATED = 'orders.created';
+/** Orders one `orders.created` row holds: the ids after its own, up to the next (the sequence steps by 10,000). */
+export const ORDERS_PER_ROW = 9999;
+
 export const EVENT_TYPES = [
   'order.created',
   'order.paid',
@@ -37,6 +45,18 @@ export type NewEvent = OrderEvent | SaleEvent;
 export const orderEventsFrom = (type: EventType, source: string) =>
   `insert into events (type, sale_id, order_id, payload)
    select '${type}', o.sale_id, o.id, '{}'::jsonb from ${source} o order by o.seq`;
+
+/**
+ * The statement that records the orders a CTE `source` wrote (columns of orders) as `orders.created`
+ * rows, ORDERS_PER_ROW orders a row in order of purchase: one row for a writer's batch (1,000 by default),
+ * where a row per order cost the drain a quarter or more.
+ */
+export const createdEventsFrom = (source: string) =>
+  `insert into events (type, sale_id, order_ids, payload)
+   select '${ORDERS_CREATED}', min(c.sale_id), array_agg(c.id order by c.seq), '{}'::jsonb
+   from (select o.id, o.sale_id, o.seq, (row_number() over (order by o.seq) - 1) / ${ORDERS_PER_ROW} as part
+         from ${source} o) c
+   group by c.part order by c.part`;
 
 /**
  * Records `events` in the caller's transaction (one statement, in the given order): they commit or

@@ -4,7 +4,7 @@
 // stay with their callers: see reconcile.ts and invariants.ts.)
 import type { Pool, PoolClient } from '../runtime/db.js';
 import type { Winner } from '../runtime/ids.js';
-import { orderEventsFrom } from '../events/record.js';
+import { createdEventsFrom, orderEventsFrom } from '../events/record.js';
 import { RESTORING, sqlState, sqlStates, TRANSITIONS, type OrderState } from './states.js';
 
 const { write: WRITE, cancelQueued: CANCEL_QUEUED, pay: PAY, expire: EXPIRE, cancel: CANCEL } = TRANSITIONS;
@@ -64,9 +64,9 @@ const INSERT_WINNERS = `insert into orders (id, sale_id, user_id, qty, sku, stat
             date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds)
      from unnest($2::text[], $3::text[], $4::int[], $5::bigint[], $6::float8[], $7::text[]) as i(id, user_id, qty, seq, purchased_ms, sku)
        cross join (select payment_window_seconds from sales where id = $1 for key share) s`;
-/** The insert as a CTE, with its order.created events from the rows it wrote (none for a skipped id). */
+/** The insert as a CTE, with the orders.created row of the orders it wrote (none for a skipped id). */
 const written = (insert: string) =>
-  `with w as (${insert} returning *), e as (${orderEventsFrom('order.created', 'w')}) select id, status, ${EXPIRES_MS} from w`;
+  `with w as (${insert} returning *), e as (${createdEventsFrom('w')}) select id, status, ${EXPIRES_MS} from w`;
 
 /** An order id already in the table: the statement wrote nothing. */
 function isDuplicateOrder(err: unknown): boolean {
