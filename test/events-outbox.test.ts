@@ -2,20 +2,19 @@
 // a sale commits exactly one event of the documented shape, in the same transaction or statement,
 // and a change that does not commit leaves none.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { eventBodies } from '../shared/events/body.js';
 import { dispatchAll } from '../shared/events/dispatch.js';
 import { ORDERS_CREATED, recordEvents } from '../shared/events/record.js';
 import { closeDue, writeOrders } from '../shared/orders/queries.js';
-import { signPayload } from '../shared/payments/providers/signed-webhook.js';
 import { withTransaction } from '../shared/runtime/db.js';
 import type { Sale } from '../shared/sales/sale.js';
 import { apiSuite } from './support/api.js';
 import type { TestEnv } from './support/env.js';
 import { drainWriter, newSale } from './support/fixtures.js';
 import type { Inject } from './support/http.js';
-import { ADMIN_TOKEN, PAYMENT_WEBHOOK_SECRET } from './support/tokens.js';
+import { paySigned } from './support/payments.js';
+import { ADMIN_TOKEN } from './support/tokens.js';
 
 let env: TestEnv;
 let call: Inject;
@@ -38,19 +37,6 @@ async function eventsOf(saleId: string): Promise<EventRow[]> {
     [saleId],
   );
   return res.rows;
-}
-
-async function pay(orderId: string, amount = 1999): Promise<void> {
-  const raw = JSON.stringify({
-    id: `evt_${randomUUID()}`,
-    type: 'payment.succeeded',
-    orderId,
-    amount,
-    currency: 'EUR',
-  });
-  const signature = signPayload(PAYMENT_WEBHOOK_SECRET, raw, Math.floor(Date.now() / 1000));
-  const r = await call('POST', '/api/payments/webhook', { body: raw, headers: { 'flashsale-signature': signature } });
-  assert.equal(r.status, 200, JSON.stringify(r.body));
 }
 
 /** A sale with one pending order per buyer, written by the writer. */
@@ -86,13 +72,13 @@ describe('events outbox', () => {
       currency: 'EUR',
       deadline: await deadline(id),
     });
-    await pay(paid);
+    await paySigned(call, paid);
     const c = await call('POST', `/api/orders/${cancelled}/cancel`, { user: 'bob' });
     assert.equal(c.status, 200, JSON.stringify(c.body));
     await env.pool.query("update orders set expires_at = now() - interval '1 second' where id = $1", [expired]);
     assert.equal((await closeDue(env.pool, [expired])).length, 1);
     // Money for the expired order: recorded as refund due, with its reason.
-    await pay(expired);
+    await paySigned(call, expired);
     const end = await call('POST', `/api/sales/${sale.id}/end`, {
       headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
     });

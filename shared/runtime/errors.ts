@@ -17,6 +17,7 @@ export const ERRORS = {
   invalid_signature: [400, "The payment provider's signature header is missing, malformed or does not match the body."],
   stale_signature: [400, "The signature's timestamp is more than 300 s away from now."],
   invalid_event: [400, 'The payment event is malformed.'],
+  invalid_endpoint: [400, 'An endpoint is a public http(s) URL, with event types among those documented.'],
   unauthorized: [401, 'A valid bearer token is required.'],
   forbidden: [403, 'This token may not do that.'],
   not_started: [403, 'The sale has not started yet.'],
@@ -58,6 +59,7 @@ export const ERRORS = {
   not_entered: [404, "This buyer has not entered this sale's draw."],
   payment_not_found: [404, 'No such payment.'],
   operator_not_found: [404, 'No such operator.'],
+  endpoint_not_found: [404, 'No such event endpoint.'],
   provider_not_found: [404, "No payment provider of this name: each one's webhook is /api/payments/<name>/webhook."],
   method_not_allowed: [405, 'Method not allowed.'],
   request_timeout: [408, 'The request took too long to arrive.'],
@@ -77,6 +79,7 @@ export const ERRORS = {
   order_paid: [409, 'This order is paid: it can no longer be cancelled.'],
   order_cancelled: [409, 'This order was cancelled: it can no longer be paid.'],
   event_conflict: [409, 'This event id was delivered before with a different body: nothing was recorded.'],
+  endpoint_exists: [409, 'An event endpoint with this id exists already.'],
   not_refund_due: [409, 'This payment paid its order: there is nothing to refund.'],
   cancel_limit: [409, 'This buyer has cancelled as many orders of this sale as it allows: this order stays as it is.'],
   unpaid_limit: [
