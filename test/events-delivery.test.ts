@@ -12,9 +12,12 @@ import type { Config } from '../shared/config/index.js';
 import { EventDelivery } from '../shared/events/delivery.js';
 import { dispatchAll } from '../shared/events/dispatch.js';
 import { addEndpoint, checkEndpointUrl, rotateSecret } from '../shared/events/endpoints.js';
+import { listEvents, replayEvents, showEvent } from '../shared/events/inspect.js';
 import { ORDERS_CREATED } from '../shared/events/record.js';
+import { refreshGauges } from '../shared/events/stats.js';
 import { closeDue } from '../shared/orders/queries.js';
 import { createPool, type Pool } from '../shared/runtime/db.js';
+import { metrics } from '../shared/runtime/metrics.js';
 import { apiSuite } from './support/api.js';
 import type { TestEnv } from './support/env.js';
 import { drainWriter, newSale, waitFor } from './support/fixtures.js';
@@ -74,6 +77,10 @@ class Receiver {
     return new Promise((r) => (this.server ? this.server.close(() => r()) : r()));
   }
 }
+
+type Metric = { values: { labels: Record<string, unknown>; value: number }[] };
+const gauge = (m: Metric, endpoint: string) => m.values.find((v) => v.labels.endpoint === endpoint)?.value ?? -1;
+const count = (m: Metric, outcome: string) => m.values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
 
 const fast = (c: Config): Config => ({ ...c, eventsPollMs: 20, eventsRetryBaseMs: 20, eventsTimeoutMs: 2000 });
 
@@ -178,9 +185,23 @@ describe('events delivery', () => {
     r.secrets = [secret];
     const { saleId } = await saleOf(4);
     const sequences = await sequencesOf(saleId);
+    // The gauges before: all four due to it; the counters from here on.
+    await refreshGauges(env.pool);
+    assert.equal(gauge(await metrics.eventsPending.get(), endpoint.id), 4);
+    assert.ok(gauge(await metrics.eventsOldestPending.get(), endpoint.id) >= 0);
+    // Read into numbers now: get() hands out the counter's own value objects, which go on counting.
+    const counted = async () => {
+      const m = await metrics.eventDeliveries.get();
+      return ['retry', 'delivered', 'failed'].map((outcome) => count(m, outcome));
+    };
+    const before = await counted();
     const d = deliver();
     await waitFor('every event delivered after the failures', async () => r.got.length >= sequences.length);
     await d.stop();
+    const rose = (await counted()).map((n, i) => n - before[i]!);
+    assert.deepEqual(rose, [5, sequences.length, 0]);
+    await refreshGauges(env.pool);
+    assert.equal(gauge(await metrics.eventsPending.get(), endpoint.id), 0);
     assert.deepEqual(
       r.got.map((g) => g.body.sequence).sort((a, b) => a - b),
       sequences,
@@ -274,6 +295,37 @@ describe('events delivery', () => {
     ]);
     assert.deepEqual(states.rows, [{ status: 'failed' }]);
     assert.equal(r.got.length, 0);
+  });
+
+  test('events list, show and replay: a replay sends delivered events again, with the same webhook-id', async () => {
+    await onlyNewEndpoints();
+    const { r, url } = await receiver([]);
+    const { secret, endpoint } = await addEndpoint(env.pool, { url, allowPrivate: true });
+    r.secrets = [secret];
+    const start = new Date(Date.now() - 1000);
+    const { saleId, ids } = await saleOf(2);
+    const sequences = await sequencesOf(saleId);
+    const d = deliver();
+    await waitFor('both delivered', async () => r.got.length >= 2);
+    const listed = await listEvents(env.pool, { saleId });
+    assert.deepEqual(
+      listed.map((e) => [e.sequence, e.type, e.orderId, e.delivered, e.pending, e.failed]),
+      [...sequences].reverse().map((s, i) => [s, 'order.created', ids[1 - i], 1, 0, 0]),
+    );
+    const shown = await showEvent(env.pool, sequences[0]!);
+    assert.equal(shown.body.sequence, sequences[0]);
+    assert.deepEqual(
+      shown.attempts.map((a) => [a.endpointId, a.attempt, a.status]),
+      [[endpoint.id, 1, 204]],
+    );
+    await assert.rejects(showEvent(env.pool, 1), /No event 1/);
+    // Sent again: the same two ids arrive a second time.
+    assert.equal(await replayEvents(env.pool, { since: start, saleId, endpointId: endpoint.id }), 2);
+    await waitFor('both delivered again', async () => r.got.length >= 4);
+    await d.stop();
+    const ids2 = r.got.map((g) => g.id);
+    assert.deepEqual(ids2.slice(2).sort(), ids2.slice(0, 2).sort());
+    assert.equal((await listEvents(env.pool, { saleId }))[0]!.delivered, 1);
   });
 
   test('endpoints: a loopback, private or link-local address is refused unless allowed', () => {

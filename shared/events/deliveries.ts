@@ -80,7 +80,7 @@ export async function delivered(pool: Pool, endpointId: string, c: Claimed, o: O
 
 /**
  * Anything else: tried again after `retryInMs`, unless the event is older than the horizon (then
- * failed for good); an endpoint failing since longer than the horizon is disabled.
+ * failed for good: 'failed'); an endpoint failing since longer than the horizon is disabled.
  */
 export async function failed(
   pool: Pool,
@@ -89,8 +89,8 @@ export async function failed(
   o: Outcome,
   retryInMs: number,
   horizonSeconds: number,
-): Promise<void> {
-  await pool.query(
+): Promise<'retry' | 'failed'> {
+  const res = await pool.query<{ status: string }>(
     `with h as (select now() - make_interval(secs => $8) as since),
      d as (
        update deliveries set last_status = $4, last_latency_ms = $5, last_error = $6,
@@ -99,6 +99,7 @@ export async function failed(
          done_at = case when e.created_at < h.since then now() end
        from events e, h
        where deliveries.event_id = $1 and deliveries.endpoint_id = $2 and deliveries.status = 'pending' and e.id = deliveries.event_id
+       returning deliveries.status
      ),
      ep as (
        update endpoints set failing_since = coalesce(failing_since, now()),
@@ -106,8 +107,10 @@ export async function failed(
          disabled_reason = case when enabled and failing_since < h.since
            then 'failing for the whole retry horizon (EVENTS_RETRY_HORIZON_SECONDS)' else disabled_reason end
        from h where id = $2
-     )
-     ${ATTEMPT}`,
+     ),
+     a as (${ATTEMPT})
+     select status from d`,
     [c.eventId, endpointId, c.attempt, o.status, o.latencyMs, o.error, retryInMs, horizonSeconds],
   );
+  return res.rows[0]?.status === 'failed' ? 'failed' : 'retry';
 }

@@ -18,11 +18,16 @@ import {
   type Target,
 } from './deliveries.js';
 import { dispatchEvents } from './dispatch.js';
+import { metrics } from '../runtime/metrics.js';
+import { refreshGauges } from './stats.js';
 
 type DeliveryConfig = Pick<
   Config,
   'eventsRetryHorizonSeconds' | 'eventsRetryBaseMs' | 'eventsTimeoutMs' | 'eventsConcurrency' | 'eventsPollMs'
 >;
+
+/** How often the gauges are counted again from the table. */
+const GAUGES_EVERY_MS = 5000;
 
 /** A delivery's retries back off to at most an hour apart. */
 const RETRY_CAP_MS = 3_600_000;
@@ -91,8 +96,13 @@ export class EventDelivery {
 
   private async loop(): Promise<void> {
     const { signal } = this.abort;
+    let counted = 0;
     while (!signal.aborted) {
       try {
+        if (performance.now() - counted >= GAUGES_EVERY_MS) {
+          await refreshGauges(this.pool);
+          counted = performance.now();
+        }
         const dispatched = await dispatchEvents(this.pool);
         const claimed = await this.claim();
         this.retries.succeeded();
@@ -135,14 +145,24 @@ export class EventDelivery {
       const outcome: Outcome = body
         ? await post(target, body, this.config.eventsTimeoutMs)
         : { status: null, latencyMs: 0, error: 'event not found' };
-      if (outcome.error === null) await delivered(this.pool, target.id, c, outcome);
-      else {
+      if (outcome.error === null) {
+        await delivered(this.pool, target.id, c, outcome);
+        metrics.eventDeliveries.inc({ outcome: 'delivered' });
+      } else {
         const retryInMs = backoffMs(c.attempt - 1, this.config.eventsRetryBaseMs, RETRY_CAP_MS);
         this.logger.warn(
           { endpointId: target.id, eventId: c.eventId, attempt: c.attempt, ...outcome, retryInMs },
           'delivery failed',
         );
-        await failed(this.pool, target.id, c, outcome, retryInMs, this.config.eventsRetryHorizonSeconds);
+        const outcomeOf = await failed(
+          this.pool,
+          target.id,
+          c,
+          outcome,
+          retryInMs,
+          this.config.eventsRetryHorizonSeconds,
+        );
+        metrics.eventDeliveries.inc({ outcome: outcomeOf });
       }
     })()
       .catch((err: unknown) =>

@@ -60,6 +60,7 @@ export const ERRORS = {
   payment_not_found: [404, 'No such payment.'],
   operator_not_found: [404, 'No such operator.'],
   endpoint_not_found: [404, 'No such event endpoint.'],
+  event_not_found: [404, 'No such event.'],
   provider_not_found: [404, "No payment provider of this name: each one's webhook is /api/payments/<name>/webhook."],
   method_not_allowed: [405, 'Method not allowed.'],
   request_timeout: [408, 'The request took too long to arrive.'],
