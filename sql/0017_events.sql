@@ -74,8 +74,8 @@ create table deliveries (
 create index deliveries_due on deliveries (endpoint_id, next_at) where status = 'pending';
 create index deliveries_order on deliveries (endpoint_id, order_id, event_id) where status = 'pending';
 
--- Every attempt, with its HTTP status (null when none came back) and latency; pruned after
--- EVENTS_ATTEMPTS_KEEP_DAYS.
+-- Every attempt, with its HTTP status (null when none came back) and latency (not pruned yet:
+-- docs/events.md).
 create table delivery_attempts (
   id bigint generated always as identity primary key,
   event_id bigint not null,
