@@ -76,4 +76,5 @@ export const apps = [
   daemon('expiry-listener', 'expiry-listener', 2),
   daemon('replay', 'replay', 3),
   daemon('admission', 'admission', 4),
+  daemon('events', 'events', 5),
 ];

@@ -26,7 +26,7 @@ const NOT_RUN: Record<string, string> = {
 };
 
 /** Commands of docs/cli.md's table that run until stopped: the services, started by every other test. */
-const LONG_RUNNING = ['dev', 'servers', 'api', 'order-writer', 'expiry-listener', 'admission'];
+const LONG_RUNNING = ['dev', 'servers', 'api', 'order-writer', 'expiry-listener', 'admission', 'events'];
 
 /** The command lines of a Markdown file's code blocks: every line of a sh block, the `$ ` lines of the others. */
 function codeLines(file: string): string[] {

@@ -78,12 +78,13 @@ test('pm2 starts every process from ecosystem.config.js; a buyer buys and pays; 
     'flashsale-admission',
     'flashsale-api',
     'flashsale-api',
+    'flashsale-events',
     'flashsale-expiry-listener',
     'flashsale-order-writer',
     'flashsale-replay',
   ]);
   assert.equal((await http(port, 'GET', '/readyz')).status, 200);
-  for (const i of [1, 2, 3, 4, 10, 11]) {
+  for (const i of [1, 2, 3, 4, 5, 10, 11]) {
     const r = await http(opsBase + i, 'GET', '/readyz');
     assert.equal(r.status, 200, `process on ops port ${opsBase + i} is ready`);
   }

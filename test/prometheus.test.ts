@@ -83,6 +83,7 @@ test('prometheus: every process of the PM2 deployment is a target, and purchases
   assert.deepEqual(jobs, {
     'flashsale-admission': 1,
     'flashsale-api': 2,
+    'flashsale-events': 1,
     'flashsale-expiry-listener': 1,
     'flashsale-order-writer': 1,
     'flashsale-replay': 1,

@@ -3,6 +3,7 @@
 import yargs from 'yargs';
 import { check, draw } from './checks.js';
 import { exitCodeFor, StartRefused } from './common.js';
+import { events } from './events.js';
 import { audit, operator } from './operator.js';
 import { orders } from './orders.js';
 import { refunds } from './refunds.js';
@@ -23,7 +24,7 @@ class UsageError extends Error {}
 export async function runCli(args: string[], { start = true } = {}): Promise<number | undefined> {
   try {
     // Each command group is a module of daemons/cli/, added in the order the help lists them.
-    const cli = [services, check, refunds, tools, draw, sale, orders, operator, audit].reduce(
+    const cli = [services, check, refunds, tools, draw, sale, orders, operator, audit, events].reduce(
       (y, add) => add(y),
       yargs(args).scriptName('flashsale'),
     );

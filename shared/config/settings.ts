@@ -237,6 +237,41 @@ export const SETTINGS = {
     parse: replayInterval,
     doc: 'replay cadence (1-59 s, or whole minutes)',
   },
+  eventsRetryHorizonSeconds: {
+    env: 'EVENTS_RETRY_HORIZON_SECONDS',
+    parse: int(259_200, 1),
+    doc: 'how long `flashsale events` retries a delivery (3 days); an endpoint failing for this long is disabled ([Events](events.md))',
+  },
+  eventsRetryBaseMs: {
+    env: 'EVENTS_RETRY_BASE_MS',
+    parse: int(10_000, 1),
+    doc: 'the first retry of a failed delivery waits about this long, each next one twice as long (jittered, at most an hour)',
+  },
+  eventsTimeoutMs: {
+    env: 'EVENTS_TIMEOUT_MS',
+    parse: int(10_000, 100),
+    doc: 'a delivery not answered within this is a failure, retried',
+  },
+  eventsConcurrency: {
+    env: 'EVENTS_CONCURRENCY',
+    parse: int(4, 1),
+    doc: 'deliveries one `flashsale events` process has in flight to one endpoint at once',
+  },
+  eventsPollMs: {
+    env: 'EVENTS_POLL_MS',
+    parse: int(250, 10),
+    doc: '`flashsale events` looks for new events and due retries this often when idle',
+  },
+  eventsRotationOverlapSeconds: {
+    env: 'EVENTS_ROTATION_OVERLAP_SECONDS',
+    parse: int(86_400, 0),
+    doc: "after an endpoint's secret is rotated, deliveries carry the old secret's signature too for this long",
+  },
+  eventsAllowPrivateEndpoints: {
+    env: 'EVENTS_ALLOW_PRIVATE_ENDPOINTS',
+    parse: bool(false),
+    doc: 'accept endpoints on loopback, link-local or private addresses (development only: otherwise refused, as a request forgery risk)',
+  },
   sseMaxStreams: {
     env: 'SSE_MAX_STREAMS',
     parse: int(10_000, 1),

@@ -35,6 +35,7 @@ import { page } from './routes/page.js';
 import { payments } from './routes/payments.js';
 import { purchase } from './routes/purchase.js';
 import { refunds } from './routes/refunds.js';
+import { eventEndpoints } from './routes/event-endpoints.js';
 import { sales } from './routes/sales.js';
 import { SaleCache } from './sale-cache.js';
 
@@ -111,6 +112,7 @@ export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }
   void app.register(controls, { pool, redis, auth, saleCache });
   void app.register(stock, { pool, redis, auth, saleCache });
   void app.register(refunds, { pool, auth });
+  void app.register(eventEndpoints, { pool, auth, config });
   void app.register(otherMethods);
   return app;
 }

@@ -16,6 +16,7 @@ import type { RedisClient } from '../redis/connect.js';
 import type { Pool } from '../runtime/db.js';
 import { CANCEL_LIMIT, cancelsLeft, withCancelAllowance } from './cancel-allowance.js';
 import { HttpError } from '../runtime/errors.js';
+import { withOrderEvent } from '../events/record.js';
 import { finishClosed } from './close.js';
 import { cancelPending, findOrder, insertCancelled, settledOrder, type ClosedOrder, type OrderRow } from './queries.js';
 import { allows, TRANSITIONS } from './states.js';
@@ -71,8 +72,12 @@ async function cancelQueued(
   if (!winner) return undefined;
   // The reservation must be on the replicas before Postgres records the order (see cancel.lua).
   await confirmReplicated(acks, [saleId]);
-  const closed = await withCancelAllowance(pool, saleId, userId, maxCancels, (client) =>
-    insertCancelled(client, saleId, winner),
+  const closed = await withCancelAllowance(
+    pool,
+    saleId,
+    userId,
+    maxCancels,
+    withOrderEvent('order.cancelled', (client) => insertCancelled(client, saleId, winner)),
   );
   if (closed !== CANCEL_LIMIT) return closed;
   // A concurrent cancel used the last one up. The count never falls, so no cancel of this order can
@@ -103,8 +108,12 @@ async function cancelWritten(
   acks: ReplicaAcks | undefined,
 ): Promise<Cancelled> {
   if (allows('cancel', row.status)) {
-    const closed = await withCancelAllowance(pool, row.sale_id, row.user_id, maxCancels, (client) =>
-      cancelPending(client, row.id, row.user_id),
+    const closed = await withCancelAllowance(
+      pool,
+      row.sale_id,
+      row.user_id,
+      maxCancels,
+      withOrderEvent('order.cancelled', (client) => cancelPending(client, row.id, row.user_id)),
     );
     if (closed && closed !== CANCEL_LIMIT) {
       // Best effort: a key left behind fires an event that finds the order closed and does nothing.

@@ -4,6 +4,7 @@
 // stay with their callers: see reconcile.ts and invariants.ts.)
 import type { Pool, PoolClient } from '../runtime/db.js';
 import type { Winner } from '../runtime/ids.js';
+import { createdEventsFrom, orderEventsFrom } from '../events/record.js';
 import { RESTORING, sqlState, sqlStates, TRANSITIONS, type OrderState } from './states.js';
 
 const { write: WRITE, cancelQueued: CANCEL_QUEUED, pay: PAY, expire: EXPIRE, cancel: CANCEL } = TRANSITIONS;
@@ -63,7 +64,9 @@ const INSERT_WINNERS = `insert into orders (id, sale_id, user_id, qty, sku, stat
             date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds)
      from unnest($2::text[], $3::text[], $4::int[], $5::bigint[], $6::float8[], $7::text[]) as i(id, user_id, qty, seq, purchased_ms, sku)
        cross join (select payment_window_seconds from sales where id = $1 for key share) s`;
-const RETURNING_WRITTEN = `returning id, status, ${EXPIRES_MS}`;
+/** The insert as a CTE, with the orders.created row of the orders it wrote (none for a skipped id). */
+const written = (insert: string) =>
+  `with w as (${insert} returning *), e as (${createdEventsFrom('w')}) select id, status, ${EXPIRES_MS} from w`;
 
 /** An order id already in the table: the statement wrote nothing. */
 function isDuplicateOrder(err: unknown): boolean {
@@ -83,6 +86,7 @@ function isDuplicateOrder(err: unknown): boolean {
  * guarantee the per-row foreign key gave). (Joining the whole batch back against orders in the
  * same statement made the planner scan the table: a cost that grew with every order ever written.)
  * Deadlines are cut to whole milliseconds so the Redis key (PXAT) and the row agree exactly.
+ * Each fresh row's order.created event is written by the same statement (a CTE).
  */
 export async function writeOrders(pool: Pool, saleId: string, winners: Winner[]): Promise<WrittenOrder[]> {
   const ids = winners.map((w) => w.orderId);
@@ -97,11 +101,10 @@ export async function writeOrders(pool: Pool, saleId: string, winners: Winner[])
   ];
   let rows: WrittenRow[];
   try {
-    rows = (await pool.query<WrittenRow>(`${INSERT_WINNERS} ${RETURNING_WRITTEN}`, values)).rows;
+    rows = (await pool.query<WrittenRow>(written(INSERT_WINNERS), values)).rows;
   } catch (err) {
     if (!isDuplicateOrder(err)) throw err;
-    rows = (await pool.query<WrittenRow>(`${INSERT_WINNERS} on conflict (id) do nothing ${RETURNING_WRITTEN}`, values))
-      .rows;
+    rows = (await pool.query<WrittenRow>(written(`${INSERT_WINNERS} on conflict (id) do nothing`), values)).rows;
   }
   if (rows.length < ids.length) {
     const fresh = new Set(rows.map((r) => r.id));
@@ -149,7 +152,13 @@ export async function markPaid(pool: Pool | PoolClient, orderId: string, userId:
   return paid.rowCount === 1;
 }
 
-const CLOSED = `returning id, sale_id, user_id, qty, sku, extract(epoch from (closed_at - expires_at)) * 1000 as late_ms, status`;
+const CLOSED_COLUMNS =
+  'id, sale_id, user_id, qty, sku, extract(epoch from (closed_at - expires_at)) * 1000 as late_ms, status';
+const CLOSED = `returning ${CLOSED_COLUMNS}`;
+
+/** An expiring update as a CTE, with its order.expired events: one statement, so both or neither. */
+const expiring = (update: string) =>
+  `with c as (${update} returning *), e as (${orderEventsFrom('order.expired', 'c')}) select ${CLOSED_COLUMNS} from c`;
 
 function closedOrders(rows: ClosedRow[]): ClosedOrder[] {
   return rows.map((r) => ({
@@ -166,8 +175,8 @@ function closedOrders(rows: ClosedRow[]): ClosedOrder[] {
 /** Closes those of `ids` that are pending and past their deadline (never one before it). */
 export async function closeDue(pool: Pool, ids: string[]): Promise<ClosedOrder[]> {
   const res = await pool.query<ClosedRow>(
-    `update orders set status = ${sqlState(EXPIRE.to)}, closed_at = now()
-     where id = any($1::text[]) and status = ${sqlState(EXPIRE.from)} and expires_at <= now() ${CLOSED}`,
+    expiring(`update orders set status = ${sqlState(EXPIRE.to)}, closed_at = now()
+     where id = any($1::text[]) and status = ${sqlState(EXPIRE.from)} and expires_at <= now()`),
     [ids],
   );
   return closedOrders(res.rows);
@@ -242,10 +251,10 @@ export async function buyerOrders(
 /** Closes up to `limit` overdue orders, oldest deadline first; concurrent sweepers skip each other's rows. */
 export async function closeOverdue(pool: Pool, limit: number): Promise<ClosedOrder[]> {
   const res = await pool.query<ClosedRow>(
-    `update orders set status = ${sqlState(EXPIRE.to)}, closed_at = now()
+    expiring(`update orders set status = ${sqlState(EXPIRE.to)}, closed_at = now()
      where id in (select id from orders where status = ${sqlState(EXPIRE.from)} and expires_at <= now()
                   order by expires_at limit $1 for update skip locked)
-       and status = ${sqlState(EXPIRE.from)} ${CLOSED}`,
+       and status = ${sqlState(EXPIRE.from)}`),
     [limit],
   );
   return closedOrders(res.rows);

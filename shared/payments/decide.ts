@@ -14,6 +14,7 @@ import { saleKeys } from '../redis/keys.js';
 import type { Logger } from '../runtime/logger.js';
 import { metrics } from '../runtime/metrics.js';
 import { publishOrderEvents } from '../orders/events.js';
+import { recordEvents } from '../events/record.js';
 import { lockOrder, markPaid, type OrderRow } from '../orders/queries.js';
 import { allows, TRANSITIONS, type OrderState } from '../orders/states.js';
 import { findPayment, insertPayment, type PaymentOutcome, type RecordedPayment, type RefundReason } from './queries.js';
@@ -136,6 +137,13 @@ async function refusalOf(
   return event.amount === sale.price * order.qty ? undefined : 'amount_mismatch';
 }
 
+/** The shop's payment.refund_due event: the money came, and why it cannot pay the order. */
+const refundDue = (order: OrderRow, paymentId: string, event: SucceededEvent, reason: RefundReason) => ({
+  type: 'payment.refund_due' as const,
+  orderId: order.id,
+  data: { status: order.status, reason, payment: { id: paymentId, amount: event.amount, currency: event.currency } },
+});
+
 /** Thrown inside the transaction when the event id is already taken: undoes the order's change. */
 class Redelivered extends Error {}
 
@@ -169,6 +177,9 @@ async function applyPayment(
         const outcome: PaymentOutcome = reason ? 'refund_due' : 'applied';
         const row = { id, orderId: order.id, outcome, reason, amount: event.amount, currency: event.currency, raw };
         if (!(await insertPayment(client, row))) throw new Redelivered();
+        await recordEvents(client, [
+          reason ? refundDue(order, id, event, reason) : { type: 'order.paid', orderId: order.id },
+        ]);
         return reason ? { outcome, reason } : { outcome };
       });
     } catch (err) {

@@ -172,6 +172,26 @@ export const metrics = {
     labelNames: ['sale'],
     registers: [registry],
   }),
+  // Outbound events (docs/events.md), as `flashsale events` last counted them (every process of it
+  // counts the same table; every other process exports nothing).
+  eventsPending: new Gauge({
+    name: 'flashsale_events_pending',
+    help: 'Deliveries of outbound events due to an enabled endpoint and not yet delivered, per endpoint',
+    labelNames: ['endpoint'],
+    registers: [registry],
+  }),
+  eventsOldestPending: new Gauge({
+    name: 'flashsale_events_oldest_pending_seconds',
+    help: 'Age of the oldest event not yet delivered to an enabled endpoint, per endpoint',
+    labelNames: ['endpoint'],
+    registers: [registry],
+  }),
+  eventDeliveries: new Counter({
+    name: 'flashsale_event_deliveries_total',
+    help: 'Delivery attempts of outbound events by outcome: delivered, retry (failed, tried again later), failed (past the retry horizon)',
+    labelNames: ['outcome'],
+    registers: [registry],
+  }),
   backendErrors: new Counter({
     name: 'flashsale_backend_errors_total',
     help: 'Redis and Postgres errors',

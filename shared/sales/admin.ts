@@ -7,6 +7,7 @@ import { withTransaction } from '../runtime/db.js';
 import { modeOf } from '../admission/modes.js';
 import { HttpError } from '../runtime/errors.js';
 import { recordAudit } from '../operators/audit.js';
+import { recordEvents, saleEnded } from '../events/record.js';
 import { ORDER_STATES, type OrderState } from '../orders/states.js';
 import { endSaleScript } from './scripts.js';
 import { variantsColumn } from './variants.js';
@@ -150,6 +151,7 @@ export async function endSale(
         saleId,
         detail: { at: sale.endsAt!.toISOString() },
       });
+    if (updated.rowCount === 1) await recordEvents(client, [saleEnded(sale)]);
     await modeOf(sale.admission)?.ending?.(client, redis, sale);
     // Not loaded (-1): there is nothing in Redis to sell from, and a reload takes its end from this row.
     await endSaleScript(redis, sale.id, sale.endsAt!.getTime());

@@ -41,10 +41,10 @@ export interface Pm2Deployment {
   close(): Promise<void>;
 }
 
-/** Every app the ecosystem starts with real servers and API_INSTANCES=2: two API instances and four daemons. */
-export const PM2_APPS = 6;
+/** Every app the ecosystem starts with real servers and API_INSTANCES=2: two API instances and five daemons. */
+export const PM2_APPS = 7;
 /** Their ops ports, from OPS_PORT_BASE. */
-const OPS_OFFSETS = [1, 2, 3, 4, 10, 11];
+const OPS_OFFSETS = [1, 2, 3, 4, 5, 10, 11];
 
 export async function pm2Deployment(env: TestEnv, extra: NodeJS.ProcessEnv = {}): Promise<Pm2Deployment> {
   const home = mkdtempSync(join(tmpdir(), 'flashsale-pm2-'));
