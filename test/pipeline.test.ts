@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, test } from 'node:test';
 import { closeDue, writeOrders } from '../shared/orders/queries.js';
+import { sweepOverdue } from '../shared/orders/close.js';
 import { ExpiryListener } from '../shared/pipeline/listener.js';
 import { newOrderId, parseWinner } from '../shared/runtime/ids.js';
 import { saleKeys } from '../shared/redis/keys.js';
@@ -16,6 +17,7 @@ import { apiSuite } from './support/api.js';
 import { assertConserved, type TestEnv } from './support/env.js';
 import {
   buyCount,
+  countBy,
   deadlineNow,
   newSale,
   orderCount,
@@ -363,25 +365,52 @@ describe('expiry listener and replay', () => {
   });
 
   test('payments fired at the deadline: every order ends in exactly one terminal state, none paid after expiry', async () => {
-    const s = await sale({ stock: 300, paymentWindowSeconds: 2 });
+    // A payment is judged when it holds the order's row (shared/orders/queries.ts markPaid). The
+    // deadline passes at a moment the test holds, not one guessed on a clock: a transaction here
+    // locks every row, the first payments queue behind it (seen in pg_stat_activity), and only then
+    // are the deadlines moved, half into the past, half an hour out, before the rows are let go.
+    // The queued payments then take their rows after the deadline of half of them has passed, the
+    // rest are sent after, and the replay's sweep closes overdue orders alongside: every payment
+    // of an order now past its deadline must be refused, every other must pay, however slow.
+    const s = await sale({ stock: 300, paymentWindowSeconds: 1800 });
     const users = Array.from({ length: 300 }, (_, i) => `race-${i}`);
     const won = await runConcurrently(300, 100, (i) => buy(s.id, users[i]!));
     writer();
     await listener();
     await waitFor('written', async () => (await orderCount(env, s.id, 'pending')) === 300);
-    const deadlines = await env.pool.query<{ id: string; user_id: string; ms: number }>(
-      `select id, user_id, extract(epoch from expires_at) * 1000 as ms from orders where sale_id = $1`,
-      [s.id],
-    );
-    // Fire each payment from 150 ms before to 50 ms after its own deadline.
-    const results = await Promise.all(
-      deadlines.rows.map(async (row, i) => {
-        const at = Number(row.ms) - 150 + (i % 201);
-        await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now())));
-        return { id: row.id, res: await pay(row.id, row.user_id) };
-      }),
-    );
-    await waitFor('no pending left', async () => (await orderCount(env, s.id, 'pending')) === 0, 10_000);
+    const orders = (
+      await env.pool.query<{ id: string; user_id: string }>('select id, user_id from orders where sale_id = $1', [s.id])
+    ).rows;
+    const late = new Set(orders.filter((_, i) => i % 2 === 0).map((o) => o.id));
+    // Below the API's pool (10): each waiting payment holds one of its connections.
+    const FIRST = 8;
+    const holder = await env.pool.connect();
+    let results: { id: string; res: Awaited<ReturnType<typeof pay>> }[];
+    try {
+      await holder.query('begin');
+      await holder.query('select id from orders where sale_id = $1 for update', [s.id]);
+      const first = orders.slice(0, FIRST).map(async (o) => ({ id: o.id, res: await pay(o.id, o.user_id) }));
+      await waitFor(`${FIRST} payments waiting on their rows`, async () => {
+        const waiting = await env.pool.query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity where datname = current_database()
+             and wait_event_type = 'Lock' and query like 'select%from orders where id = $1 for update'`,
+        );
+        return waiting.rows[0]!.n === FIRST;
+      });
+      await holder.query(
+        `update orders set expires_at = case when id = any($2::text[]) then clock_timestamp() - interval '1 millisecond'
+           else clock_timestamp() + interval '30 minutes' end where sale_id = $1`,
+        [s.id, [...late]],
+      );
+      await holder.query('commit');
+      const rest = orders.slice(FIRST).map(async (o) => ({ id: o.id, res: await pay(o.id, o.user_id) }));
+      const [, ...answered] = await Promise.all([sweepOverdue(env.pool, env.redis, 'replay'), ...first, ...rest]);
+      results = answered as typeof results;
+    } finally {
+      holder.release();
+    }
+    await sweepOverdue(env.pool, env.redis, 'replay');
+    assert.equal(await orderCount(env, s.id, 'pending'), 0, 'no pending left');
     const final = new Map(
       (
         await env.pool.query<{ id: string; status: string; paid_at: Date | null; closed_at: Date | null }>(
@@ -402,7 +431,14 @@ describe('expiry listener and replay', () => {
         assert.equal(res.body.error, 'order_expired');
         assert.equal(row.status, 'expired');
       }
+      assert.equal(row.status, late.has(id) ? 'expired' : 'paid', `order ${id}, past its deadline: ${late.has(id)}`);
     }
+    // Both sides of the deadline, among the payments that waited on their rows across it too.
+    assert.equal(paid, 150);
+    assert.deepEqual(
+      countBy(results.slice(0, FIRST), (r) => String(r.res.status)),
+      { 200: FIRST / 2, 409: FIRST / 2 },
+    );
     await waitFor(
       'stock of expired orders back',
       async () => Number(await env.redis.get(saleKeys(s.id).available)) === 300 - paid,

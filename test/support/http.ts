@@ -25,7 +25,7 @@ export interface HttpOptions {
   headers?: Record<string, string | number>;
   /** Default: one keep-alive agent shared by every request; false for a fresh connection. */
   agent?: Agent | false;
-  /** The request gives up after this long (default 30 s): a hang is an answer too. */
+  /** The request gives up after this long without a byte (default 30 s): a hang is an answer too. 0: never. */
   timeoutMs?: number;
   /** The client address (any of 127.0.0.0/8), so tests can play several clients. */
   from?: string;
