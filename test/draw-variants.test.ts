@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AdmissionLoop } from '../shared/admission/loop.js';
 import { checkInvariants } from '../shared/checks/invariants.js';
+import { awardUnits, makeDraw, recoverAwards, reserveUnit } from '../shared/admission/draw/steps.js';
 import { closeOrders } from '../shared/orders/close.js';
+import { saleKeys } from '../shared/redis/keys.js';
 import type { Sale } from '../shared/sales/sale.js';
 import { apiEnv, type ApiEnv } from './support/api.js';
 import { cli } from './support/cli.js';
@@ -235,6 +237,57 @@ describe('draw per variant', () => {
       (await checkInvariants(env.pool, env.redis, { saleIds: [s.id], replayIntervalMs: 3_600_000 })).violations,
       [],
     );
+  });
+
+  test('the stock goes as recomputed even when a unit comes back before it is all given: a step stopped after rank 1, whose order then expired', async () => {
+    let s = await newSale(env, {
+      ...openDraw(),
+      variants: [
+        { sku: 'S', label: 'S', stock: 1 },
+        { sku: 'M', label: 'M', stock: 1 },
+      ],
+      paymentWindowSeconds: 60,
+    });
+    for (const b of ['c1', 'c2', 'c3']) assert.equal(outcome(await enter(s, b, { variant: 'S' })), '200');
+    s = await closeEntries(env, s);
+    assert.equal(await makeDraw(env.pool, s, Date.now()), 3);
+    // The ranking reads no choice: each rank's choices are set here, so the case does not depend on the seed.
+    const [r1, r2, r3] = await rowsOf(s);
+    const choose = (r: Row, variant: string, second: string | null) =>
+      env.pool.query('update draw_entries set variant = $3, second_choice = $4 where sale_id = $1 and buyer = $2', [
+        s.id,
+        r.buyer,
+        variant,
+        second,
+      ]);
+    // Recomputed: rank 1 takes S, rank 2 finds S gone and takes M, rank 3 finds M gone.
+    await choose(r1!, 'S', null);
+    await choose(r2!, 'S', 'M');
+    await choose(r3!, 'M', null);
+    const deps = { pool: env.pool, redis: env.redis, buyCountTtlSeconds: 86_400 };
+    // The award of rank 1 reached Redis and the step stopped; the next one records it.
+    assert.equal(await reserveUnit(deps, s, 1, r1!.buyer, 'S'), 1);
+    assert.equal(await recoverAwards(env.pool, env.redis, s), 1);
+    await drainWriter(env, `w-${s.id}`);
+    const [won1] = await rowsOf(s);
+    await env.pool.query('update orders set expires_at = now() where id = $1', [won1!.order_id]);
+    await closeOrders(env.pool, env.redis, [won1!.order_id!], 'replay');
+    assert.equal(await env.redis.hget(saleKeys(s.id).variantsLeft, 'S'), '1', "rank 1's unit of S came back");
+    // S is back in Redis, yet rank 2 gets M, as the walk over the stock gives it; S waits for backfill,
+    // which nobody still waiting wants.
+    assert.equal(await awardUnits(deps, s, Date.now()), 1);
+    assert.equal(await awardUnits(deps, s, Date.now()), 0);
+    assert.deepEqual(
+      (await rowsOf(s)).map((r) => [r.draw_rank, r.status, r.sku]),
+      [
+        [1, 'won', 'S'],
+        [2, 'won', 'M'],
+        [3, 'waiting', null],
+      ],
+    );
+    await drainWriter(env, `w-${s.id}`);
+    const ok = await verify(s);
+    assert.equal(ok.code, 0, ok.out);
   });
 });
 
