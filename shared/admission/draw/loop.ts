@@ -104,7 +104,7 @@ export class DrawLoop {
       this.deps.logger.info({ saleId: sale.id, lost }, 'draw over: backfill ended');
       return reread();
     }
-    if (k.recheck || (p.waiting > 0 && (await this.unitsToGive(sale, k)))) {
+    if (k.recheck || (p.waiting > 0 && (await this.worthAPass(sale, k)))) {
       const awarded = await awardUnits(this.deps, sale, at(), k.recheck);
       k.recheck = false;
       if (awarded > 0) this.deps.logger.debug({ saleId: sale.id, awarded }, 'draw awarded units');
@@ -118,7 +118,7 @@ export class DrawLoop {
    * wanted by nobody waiting: a pass is tried again only once units are left and something changed
    * since the last one (a unit given, or one come back), so a quiet tick stays one read of Redis.
    */
-  private async unitsToGive(sale: Sale, k: Known): Promise<boolean> {
+  private async worthAPass(sale: Sale, k: Known): Promise<boolean> {
     const keys = saleKeys(sale.id);
     if (sale.variants.length <= 1) return Number((await this.deps.redis.get(keys.available)) ?? 0) > 0;
     const [available, back] = await this.deps.redis.mget(keys.available, keys.restoredQty);
