@@ -153,6 +153,9 @@ describe('entries', () => {
       secret,
       drawRank: null,
       orderId: null,
+      variant: 'default',
+      secondChoice: null,
+      sku: null,
       entries: 1,
     });
     assert.deepEqual((await enter(s, 'ann')).body, first.body);
@@ -385,6 +388,9 @@ describe('the draw', () => {
       secret: secrets.get(first.buyer),
       drawRank: 1,
       orderId: first.order_id,
+      variant: 'default',
+      secondChoice: null,
+      sku: 'default',
       entries: 12,
     });
     assert.deepEqual((await me(s, rows[5]!.buyer)).body.state, 'waiting');
@@ -398,7 +404,12 @@ describe('the draw', () => {
     assert.deepEqual([pub.drawnEntries, pub.drawnEntriesSha256], [12, sha(rows.map((r) => r.ticket).join(':'))]);
     assert.deepEqual(
       pub.winners,
-      rows.slice(0, 3).map((r) => ({ ticket: r.ticket, drawRank: r.draw_rank, orderId: r.order_id })),
+      rows.slice(0, 3).map((r) => ({ ticket: r.ticket, drawRank: r.draw_rank, orderId: r.order_id, sku: 'default' })),
+    );
+    assert.deepEqual(pub.stock, [{ sku: 'default', units: 3 }]);
+    assert.deepEqual(
+      pub.choices,
+      pub.tickets.map((ticket: string) => ({ ticket, variant: 'default', secondChoice: null })),
     );
     assert.equal(pub.drawn, true);
     // The writer makes the orders; a winner pays theirs as any order.

@@ -232,6 +232,41 @@ describe('admission', () => {
     assert.deepEqual([last.body.state, last.body.position], ['waiting', 1]);
   });
 
+  test('a sale of three variants: a variant sold out leaves admission going to the others; it stops once all three are out', async () => {
+    const s = await queueSale({
+      admitRatePerSecond: 1,
+      variants: ['S', 'M', 'L'].map((sku) => ({ sku, label: sku, stock: 1 })),
+    });
+    for (const u of ['v1', 'v2', 'v3', 'v4']) await join(s, u);
+    const order = await line(s);
+    const buyOf = (user: string, variant: string, pass: string) =>
+      http(api.port, 'POST', `/api/sales/${s.id}/purchases`, {
+        user,
+        body: { qty: 1, variant },
+        headers: { [PURCHASE_TOKEN_HEADER]: pass },
+      });
+    const admitted = async () => Number(await env.redis.hget(saleKeys(s.id).room, 'admitted'));
+    // One pass a second: each step admits the next in line while any variant has a unit.
+    for (const [i, sku] of ['S', 'M', 'L'].entries()) {
+      if (i > 0) await refillRoom(env, s, 1000);
+      assert.equal((await step(s))!.phase, Phase.Open, `before ${sku}`);
+      assert.equal(await admitted(), i + 1);
+      const u = order[i]!;
+      const pass = await passOf(s, u);
+      if (i > 0) {
+        // S is sold out, the pass is not spent by the refusal: the buyer takes another size with it.
+        const refused = await buyOf(u, 'S', pass);
+        assert.equal(outcome(refused), '409 sold_out');
+      }
+      assert.equal(outcome(await buyOf(u, sku, pass)), '202 queued', `${u} buys ${sku}`);
+    }
+    // Every variant is out: the room stops, and the next in line is told so.
+    await refillRoom(env, s, 1000);
+    assert.equal((await step(s))!.phase, Phase.SoldOut);
+    assert.equal(await admitted(), 3);
+    assert.equal((await me(s, order[3]!)).body.state, 'sold_out');
+  });
+
   test('one loop leads: a second one steps only once the first has stopped renewing its lease', async () => {
     const s = await queueSale({ stock: 10, admitRatePerSecond: 10 });
     for (const u of ['b1', 'b2', 'b3']) await join(s, u);

@@ -56,8 +56,6 @@ export interface AdmissionMode {
   seeded?: boolean;
   /** Its seed is kept in the sale's meta too (load_sale), for its scripts to order by; else it stays in Postgres. */
   seedInMeta?: boolean;
-  /** Its sales sell one variant only (what it awards names none): a sale of several is refused at creation. */
-  oneVariant?: boolean;
   /** Its judgement of a purchase, beside the sale's other rules (sale-rules.ts). */
   rule?: PurchaseRule;
   /** Its step in the admission loop. */

@@ -1,7 +1,6 @@
 // A sale definition as POST /api/sales and `flashsale sale create` take it, checked field by field
 // as SALE_DEFINITION describes them: each refusal is `invalid_sale` naming the field.
 import { HttpError } from '../runtime/errors.js';
-import { modeOf } from '../admission/mode.js';
 import { CHECK_ORDER, SALE_DEFINITION, SALE_FIELDS, type Sale, type SaleField } from './definition.js';
 import type { Field } from './field.js';
 import { defaultVariants, parseVariants } from './variants.js';
@@ -121,9 +120,6 @@ export function parseSaleInput(body: unknown, now = new Date()): Sale {
     const made = SALE_DEFINITION[key].made;
     if (made) sale[key] = made(sale);
   }
-  const mode = modeOf(sale.admission as string);
-  if (variants && variants.length > 1 && mode?.oneVariant)
-    invalid(`a ${mode.name} sale sells one variant: what it awards names none`);
   if (variants) {
     const sum = variants.reduce((n, v) => n + v.stock, 0);
     if (sale.stock !== sum)

@@ -26,6 +26,15 @@ interface Known {
   retryAt: number;
   sent?: DrawTick;
   sentAt: number;
+  /** A sale of several variants: units left and units come back, as read before the last award's pass. */
+  passed?: string;
+}
+
+/** What a draw's entry streams are told of its progress. */
+export function drawTick(sale: Sale, p: Progress, at: number): DrawTick {
+  const tick: DrawTick = { saleId: sale.id, drawn: p.drawn, entries: p.entries, through: p.through, over: p.over, at };
+  if (sale.variants.length > 1) tick.won = p.won;
+  return tick;
 }
 
 export class DrawLoop {
@@ -50,14 +59,7 @@ export class DrawLoop {
     if (now < k.retryAt) return null;
     try {
       const progress = await this.step(sale, k, now);
-      const tick: DrawTick = {
-        saleId: sale.id,
-        drawn: progress.drawn,
-        entries: progress.entries,
-        through: progress.through,
-        over: progress.over,
-        at: now,
-      };
+      const tick = drawTick(sale, progress, now);
       if (!this.news(k, tick, now)) return null;
       await this.deps.redis.publish(DRAW_CHANNEL, JSON.stringify(tick));
       return tick;
@@ -102,13 +104,29 @@ export class DrawLoop {
       this.deps.logger.info({ saleId: sale.id, lost }, 'draw over: backfill ended');
       return reread();
     }
-    if (k.recheck || (p.waiting > 0 && Number((await redis.get(saleKeys(sale.id).available)) ?? 0) > 0)) {
+    if (k.recheck || (p.waiting > 0 && (await this.worthAPass(sale, k)))) {
       const awarded = await awardUnits(this.deps, sale, at(), k.recheck);
       k.recheck = false;
       if (awarded > 0) this.deps.logger.debug({ saleId: sale.id, awarded }, 'draw awarded units');
       return reread();
     }
     return p;
+  }
+
+  /**
+   * Whether units are left for those waiting. On a sale of several variants, those left may be
+   * wanted by nobody waiting: a pass is tried again only once units are left and something changed
+   * since the last one (a unit given, or one come back), so a quiet tick stays one read of Redis.
+   */
+  private async worthAPass(sale: Sale, k: Known): Promise<boolean> {
+    const keys = saleKeys(sale.id);
+    if (sale.variants.length <= 1) return Number((await this.deps.redis.get(keys.available)) ?? 0) > 0;
+    const [available, back] = await this.deps.redis.mget(keys.available, keys.restoredQty);
+    if (!(Number(available ?? 0) > 0)) return false;
+    const mark = `${available}:${back ?? 0}`;
+    if (mark === k.passed) return false;
+    k.passed = mark;
+    return true;
   }
 
   /** Publish when the draw changed, or after PUBLISH_EVERY_MS of quiet. */
@@ -119,6 +137,7 @@ export class DrawLoop {
       last.drawn !== tick.drawn ||
       last.entries !== tick.entries ||
       last.through !== tick.through ||
+      JSON.stringify(last.won) !== JSON.stringify(tick.won) ||
       last.over !== tick.over;
     if (!changed && now - k.sentAt < PUBLISH_EVERY_MS) return false;
     k.sent = tick;

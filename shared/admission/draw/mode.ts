@@ -9,11 +9,11 @@ import { drawOnly } from '../../purchase/rules/draw-only.js';
 import { DRAW_CHANNEL } from '../../redis/keys.js';
 import type { RedisClient } from '../../redis/connect.js';
 import type { Pool } from '../../runtime/db.js';
+import type { Sale } from '../../sales/model.js';
 import type { ModeRouteDeps } from '../../http/routes/admission/deps.js';
 import type { AdmissionMode, ModeStep } from '../mode.js';
-import type { DrawTick } from './draw.js';
 import { drawFigures, drawFiguresSchema } from './live.js';
-import { DrawLoop } from './loop.js';
+import { DrawLoop, drawTick } from './loop.js';
 import { readProgress } from './queries.js';
 import { endDraw } from './steps.js';
 
@@ -25,17 +25,9 @@ const routes: FastifyPluginCallback<ModeRouteDeps> = (app, deps, done) => {
 };
 
 /** The draw's tick, published now rather than at the admission loop's next look (a hint: the streams re-read Postgres). */
-async function tellEntrants(pool: Pool, redis: RedisClient, saleId: string): Promise<void> {
-  const p = await readProgress(pool, saleId);
-  const tick: DrawTick = {
-    saleId,
-    drawn: p.drawn,
-    entries: p.entries,
-    through: p.through,
-    over: p.over,
-    at: Date.now(),
-  };
-  await redis.publish(DRAW_CHANNEL, JSON.stringify(tick));
+async function tellEntrants(pool: Pool, redis: RedisClient, sale: Sale): Promise<void> {
+  const p = await readProgress(pool, sale.id);
+  await redis.publish(DRAW_CHANNEL, JSON.stringify(drawTick(sale, p, Date.now())));
 }
 
 export const drawMode: AdmissionMode = {
@@ -43,8 +35,6 @@ export const drawMode: AdmissionMode = {
   label: 'Draw',
   gate: 'draw',
   seeded: true,
-  // Its award reserves a unit of the sale and names no variant.
-  oneVariant: true,
   rule: drawOnly,
   step: (deps): ModeStep => {
     const draws = new DrawLoop(deps);
@@ -64,5 +54,5 @@ export const drawMode: AdmissionMode = {
   // Entries stop with the sale, in its transaction, and every entrant without an order has lost;
   // the entry streams are told at once.
   ending: async (client, redis, sale) => void (await endDraw(client, redis, sale)),
-  ended: (pool, redis, sale) => tellEntrants(pool, redis, sale.id),
+  ended: (pool, redis, sale) => tellEntrants(pool, redis, sale),
 };

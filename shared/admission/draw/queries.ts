@@ -3,18 +3,15 @@
 // row lock (shared/admission/draw/steps.ts), which an entry's insert shares, so no entry slips in after the
 // ranks. Time is Postgres's now() throughout: entries and the draw are judged by the same clock.
 import type { Pool, PoolClient } from '../../runtime/db.js';
-import type { EntryState } from './draw.js';
+import type { EntryRecord } from './draw.js';
 
 type Db = Pool | PoolClient;
 
-export interface EntryRow {
+export interface EntryRow extends EntryRecord {
   buyer: string;
-  ticket: string;
-  secret: string | null;
-  status: EntryState;
-  draw_rank: number | null;
-  order_id: string | null;
 }
+
+const ENTRY_COLUMNS = 'buyer, ticket, secret, status, draw_rank, order_id, variant, second_choice, sku';
 
 /** Why an entry was refused, as the insert judged it by Postgres's clock. */
 export type EntryRefusal = 'entries_not_open' | 'entries_closed' | 'ended';
@@ -25,7 +22,7 @@ export type EntryRefusal = 'entries_not_open' | 'entries_closed' | 'ended';
  * entries_close_at and while the sale is not drawn. No API's clock decides, so an API whose clock
  * runs late cannot take an entry after the close. The insert reads the sale's row FOR SHARE: it
  * waits for a draw being made and then finds it drawn, or the draw waits for it. A buyer who had
- * entered gets their entry back, whenever they ask.
+ * entered gets their entry back, whenever they ask, with the choices it was made with.
  */
 export async function insertEntry(
   db: Db,
@@ -33,6 +30,7 @@ export async function insertEntry(
   buyer: string,
   ticket: string,
   secret: string,
+  choices: { variant: string; secondChoice: string | null } | null = null,
 ): Promise<EntryRow | EntryRefusal> {
   // On a conflict the insert returns nothing and the second branch, which cannot see a row this
   // statement inserted, finds the one entered before.
@@ -44,16 +42,17 @@ export async function insertEntry(
               ends_at is not null and (now() >= ends_at or ends_at < entries_close_at) as ended
        from sales where id = $1 for share),
      ins as (
-       insert into draw_entries (sale_id, buyer, ticket, secret)
-       select id, $2, $3, $4 from s where opened and taking
+       insert into draw_entries (sale_id, buyer, ticket, secret, variant, second_choice)
+       -- No choices: the sale's first variant (its one), set by the table's trigger (sql/0018).
+       select id, $2, $3, $4, $5, $6 from s where opened and taking
        on conflict (sale_id, buyer) do nothing
-       returning buyer, ticket, secret, status, draw_rank, order_id),
+       returning ${ENTRY_COLUMNS}),
      e as (
        select * from ins
        union all
-       select buyer, ticket, secret, status, draw_rank, order_id from draw_entries where sale_id = $1 and buyer = $2)
+       select ${ENTRY_COLUMNS} from draw_entries where sale_id = $1 and buyer = $2)
      select s.opened, s.ended, e.* from s left join e on true`,
-    [saleId, buyer, ticket, secret],
+    [saleId, buyer, ticket, secret, choices?.variant ?? null, choices?.secondChoice ?? null],
   );
   const row = res.rows[0];
   if (row?.buyer !== undefined && row.buyer !== null) return row as EntryRow;
@@ -61,10 +60,10 @@ export async function insertEntry(
 }
 
 export async function entryOf(db: Db, saleId: string, buyer: string): Promise<EntryRow | null> {
-  const res = await db.query<EntryRow>(
-    'select buyer, ticket, secret, status, draw_rank, order_id from draw_entries where sale_id = $1 and buyer = $2',
-    [saleId, buyer],
-  );
+  const res = await db.query<EntryRow>(`select ${ENTRY_COLUMNS} from draw_entries where sale_id = $1 and buyer = $2`, [
+    saleId,
+    buyer,
+  ]);
   return res.rows[0] ?? null;
 }
 
@@ -138,27 +137,58 @@ export async function recordRanks(
   return res.rowCount ?? 0;
 }
 
-/** The next entrants waiting for a unit, lowest rank first. */
-export async function waitingHead(
-  db: Db,
-  saleId: string,
-  limit: number,
-): Promise<{ buyer: string; draw_rank: number }[]> {
+/** An entrant waiting for a unit, with what they want. */
+export interface Waiting {
+  buyer: string;
+  draw_rank: number;
+  variant: string;
+  second_choice: string | null;
+}
+
+/** The next entrants waiting for a unit after rank `after`, lowest rank first. */
+export async function waitingAfter(db: Db, saleId: string, after: number, limit: number): Promise<Waiting[]> {
   return (
-    await db.query<{ buyer: string; draw_rank: number }>(
-      "select buyer, draw_rank from draw_entries where sale_id = $1 and status = 'waiting' order by draw_rank limit $2",
-      [saleId, limit],
+    await db.query<Waiting>(
+      `select buyer, draw_rank, variant, second_choice from draw_entries
+       where sale_id = $1 and status = 'waiting' and draw_rank > $2 order by draw_rank limit $3`,
+      [saleId, after, limit],
     )
   ).rows;
 }
 
-/** Records that rank `rank` holds order `orderId`; false if it was not waiting (already recorded). */
-export async function recordWon(db: Db, saleId: string, rank: number, orderId: string): Promise<boolean> {
+/** Records that rank `rank` holds order `orderId`, of variant `sku`; false if it was not waiting (already recorded). */
+export async function recordWon(db: Db, saleId: string, rank: number, orderId: string, sku: string): Promise<boolean> {
   const res = await db.query(
-    "update draw_entries set status = 'won', order_id = $3 where sale_id = $1 and draw_rank = $2 and status = 'waiting'",
-    [saleId, rank, orderId],
+    "update draw_entries set status = 'won', order_id = $3, sku = $4 where sale_id = $1 and draw_rank = $2 and status = 'waiting'",
+    [saleId, rank, orderId, sku],
   );
   return res.rowCount === 1;
+}
+
+/**
+ * The units of each variant the draw's stock has still to give (the stock less the entries won of
+ * it), and whether anyone waiting wants one of them: while so, the award gives the stock alone, as
+ * `awardWalk` recomputes it; a unit that came back waits for the backfill after it.
+ */
+export async function stockLeft(
+  db: Db,
+  saleId: string,
+  stock: ReadonlyMap<string, number>,
+): Promise<{ left: Map<string, number>; wanted: boolean }> {
+  const won = await db.query<{ sku: string; n: number }>(
+    "select sku, count(*)::int as n from draw_entries where sale_id = $1 and status = 'won' group by sku",
+    [saleId],
+  );
+  const left = new Map(stock);
+  for (const r of won.rows) left.set(r.sku, Math.max(0, (left.get(r.sku) ?? 0) - r.n));
+  const open = [...left].filter(([, n]) => n > 0).map(([sku]) => sku);
+  if (open.length === 0) return { left, wanted: false };
+  const res = await db.query<{ wanted: boolean }>(
+    `select exists(select 1 from draw_entries where sale_id = $1 and status = 'waiting'
+       and (variant = any($2::text[]) or second_choice = any($2::text[]))) as wanted`,
+    [saleId, open],
+  );
+  return { left, wanted: res.rows[0]!.wanted };
 }
 
 /** Backfill is over (or the sale ended): every entrant still waiting has lost, and the sale's draw is marked over now. */
@@ -178,6 +208,8 @@ export interface Progress {
   entries: number;
   /** The highest rank given an order (awards go in rank order, so every rank below has one too); 0 none. */
   through: number;
+  /** Entrants given a unit, per variant (sku -> count). */
+  won: Record<string, number>;
   waiting: number;
   /** Postgres's clock (ms) at the read: the loop places the draw's times on it, not on its own. */
   dbNow: number;
@@ -191,6 +223,8 @@ export async function readProgress(db: Db, saleId: string): Promise<Progress> {
             count(d.buyer)::int as entries,
             coalesce(max(d.draw_rank) filter (where d.status = 'won'), 0)::int as through,
             count(d.buyer) filter (where d.status = 'waiting')::int as waiting,
+            (select coalesce(json_object_agg(w.sku, w.n), '{}') from (select sku, count(*)::int as n from draw_entries
+               where sale_id = s.id and status = 'won' group by sku) w) as won,
             (extract(epoch from now()) * 1000)::float8 as "dbNow"
      from sales s left join draw_entries d on d.sale_id = s.id
      where s.id = $1 group by s.id`,
@@ -198,7 +232,16 @@ export async function readProgress(db: Db, saleId: string): Promise<Progress> {
   );
   const row = res.rows[0];
   if (!row)
-    return { drawn: false, committed: null, over: false, entries: 0, through: 0, waiting: 0, dbNow: Date.now() };
+    return {
+      drawn: false,
+      committed: null,
+      over: false,
+      entries: 0,
+      through: 0,
+      won: {},
+      waiting: 0,
+      dbNow: Date.now(),
+    };
   const { drawn_entries: n, drawn_entries_sha256: sha256, ...rest } = row;
   return { ...rest, committed: n === null || sha256 === null ? null : { entries: n, sha256 } };
 }
@@ -211,7 +254,7 @@ export async function readProgress(db: Db, saleId: string): Promise<Progress> {
 export async function allEntries(db: Db, saleId: string): Promise<(EntryRow & { entered_at: Date; late: boolean })[]> {
   return (
     await db.query<EntryRow & { entered_at: Date; late: boolean }>(
-      `select e.buyer, e.ticket, e.secret, e.status, e.draw_rank, e.order_id, e.entered_at,
+      `select e.buyer, e.ticket, e.secret, e.status, e.draw_rank, e.order_id, e.variant, e.second_choice, e.sku, e.entered_at,
               e.entered_at >= s.entries_close_at as late
        from draw_entries e join sales s on s.id = e.sale_id
        where e.sale_id = $1 order by e.draw_rank nulls last, e.ticket`,

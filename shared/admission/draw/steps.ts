@@ -2,19 +2,21 @@
 // loop's leader (shared/admission/draw/loop.ts) and by tests that stop between them:
 //   makeDraw      once entries have closed: the ranks, in one transaction (Postgres only: a Redis
 //                 that lost its copy of the entries cannot change the draw);
-//   awardUnits    while units are left and before backfillUntil: the lowest waiting ranks get an
-//                 order each (purchase.lua, gate 'draw', under the rank's derived order id), then
-//                 'won' in Postgres. A crash between the two leaves the rank waiting with a unit
-//                 reserved; the retry's reservation is a no-op (purchase.lua's resend guard) and
-//                 records it;
-//   recoverAwards the same record without reserving anything: the waiting ranks at the head whose
-//                 order Redis holds (run after a failure, a change of leader, and before the end);
+//   awardUnits    while units are left and before backfillUntil: the waiting ranks in order get an
+//                 order each of a variant they want (purchase.lua, gate 'draw', under the rank's
+//                 derived order id), then 'won' in Postgres. First the stock alone, as awardWalk
+//                 recomputes it; once no one waiting wants what is left of it, the units that came
+//                 back. A crash between the two leaves the rank waiting with a unit reserved; the
+//                 retry's reservation is a no-op (purchase.lua's resend guard) and records it;
+//   recoverAwards the same record without reserving anything: the waiting ranks whose order Redis
+//                 holds (run after a failure, a change of leader, and before the end);
 //   endBackfill   at backfillUntil (by Postgres's clock): everyone still waiting has lost;
 //   endDraw       the sale ended early: the draw is made if it was not, and everyone waiting has lost.
 // Each runs under the sale's row lock, so two loops (a lease lost mid-step) take turns.
 import { withTransaction, type Pool, type PoolClient } from '../../runtime/db.js';
-import { drawOrder, entriesDigest } from './draw.js';
-import { lockDraw, recordOver, recordRanks, recordWon, unranked, waitingHead } from './queries.js';
+import { drawOrder, entriesDigest, pick } from './draw.js';
+import { parseWinner } from '../../runtime/ids.js';
+import { lockDraw, recordOver, recordRanks, recordWon, stockLeft, unranked, waitingAfter } from './queries.js';
 import { drawOrderId } from '../../runtime/ids.js';
 import { saleKeys } from '../../redis/keys.js';
 import { Refusal } from '../../purchase/purchaser.js';
@@ -63,8 +65,19 @@ async function rankAll(client: PoolClient, sale: Sale): Promise<number> {
   );
 }
 
-/** Reserves rank `rank`'s unit for `buyer` in Redis (purchase.lua's code: 1 reserved, now or before). */
-export async function reserveUnit(deps: DrawDeps, sale: Sale, rank: number, buyer: string): Promise<number> {
+const many = (sale: Sale) => sale.variants.length > 1;
+
+/**
+ * Reserves rank `rank`'s unit of variant `sku` (a sale of one: its own) for `buyer` in Redis
+ * (purchase.lua's code: 1 reserved, now or before).
+ */
+export async function reserveUnit(
+  deps: DrawDeps,
+  sale: Sale,
+  rank: number,
+  buyer: string,
+  sku?: string,
+): Promise<number> {
   const [code] = await purchaseScript(deps.redis, {
     saleId: sale.id,
     userId: buyer,
@@ -72,6 +85,7 @@ export async function reserveUnit(deps: DrawDeps, sale: Sale, rank: number, buye
     orderId: drawOrderId(sale.id, rank),
     buyCountTtlSeconds: deps.buyCountTtlSeconds,
     gate: { kind: 'draw' },
+    variant: many(sale) ? sku : undefined,
   });
   return code;
 }
@@ -90,16 +104,46 @@ async function reserved(redis: RedisClient, saleId: string, orderIds: string[]):
   return orderIds.map((_, i) => inPurchased[i] === 1 || inDeadlines[i] !== null);
 }
 
+/** The variant of each reserved order: its winner entry while queued, its row once written. */
+async function skusOf(client: PoolClient, redis: RedisClient, sale: Sale, orderIds: string[]): Promise<string[]> {
+  if (!many(sale)) return orderIds.map(() => sale.variants[0]!.sku);
+  const queued = await redis.hmget(saleKeys(sale.id).queued, ...orderIds);
+  const written = new Map(
+    (
+      await client.query<{ id: string; sku: string }>('select id, sku from orders where id = any($1::text[])', [
+        orderIds,
+      ])
+    ).rows.map((r) => [r.id, r.sku]),
+  );
+  return orderIds.map((id, i) => {
+    const sku = queued[i] ? parseWinner(queued[i]).sku : written.get(id);
+    if (sku === undefined) throw new Error(`sale ${sale.id}: order ${id} is reserved, but neither queued nor written`);
+    return sku;
+  });
+}
+
+/**
+ * Records as won the waiting ranks whose order Redis holds. On a sale of one variant awards go in
+ * rank order, so the first rank without one ends the look; on a sale of several a rank passed over
+ * may wait before one awarded, so every waiting rank is looked at.
+ */
 async function recover(client: PoolClient, redis: RedisClient, sale: Sale): Promise<number> {
   let recorded = 0;
-  for (;;) {
-    const head = await waitingHead(client, sale.id, PAGE);
-    if (head.length === 0) return recorded;
-    const ids = head.map((e) => drawOrderId(sale.id, e.draw_rank));
+  for (let after = 0; ; ) {
+    const page = await waitingAfter(client, sale.id, after, PAGE);
+    if (page.length === 0) return recorded;
+    after = page.at(-1)!.draw_rank;
+    const ids = page.map((e) => drawOrderId(sale.id, e.draw_rank));
     const held = await reserved(redis, sale.id, ids);
-    for (const [i, e] of head.entries()) {
-      if (!held[i]) return recorded;
-      if (await recordWon(client, sale.id, e.draw_rank, ids[i]!)) recorded++;
+    const heldIds = ids.filter((_, i) => held[i]);
+    const found = heldIds.length > 0 ? await skusOf(client, redis, sale, heldIds) : [];
+    const skus = new Map(heldIds.map((id, i) => [id, found[i]!]));
+    for (const [i, e] of page.entries()) {
+      if (!held[i]) {
+        if (!many(sale)) return recorded;
+        continue;
+      }
+      if (await recordWon(client, sale.id, e.draw_rank, ids[i]!, skus.get(ids[i]!)!)) recorded++;
     }
   }
 }
@@ -113,31 +157,50 @@ export async function recoverAwards(pool: Pool, redis: RedisClient, sale: Sale):
 }
 
 /**
- * Gives the units left to the lowest waiting ranks, one order each, until none is left, nobody
- * waits, or backfillUntil by Postgres's clock (`now` only spares a transaction after it).
- * `recheck`: first record the awards a failed step left (recoverAwards). Returns how many orders
- * this call made.
+ * The units this pass may give, per variant. While anyone waiting wants a unit of the stock not
+ * yet given, the stock alone (never more than Redis has left), so the award is the one awardWalk
+ * recomputes whatever came back meanwhile; after that, every unit Redis has left.
+ */
+async function unitsToGive(client: PoolClient, redis: RedisClient, sale: Sale): Promise<Map<string, number>> {
+  const k = saleKeys(sale.id);
+  const inRedis = many(sale)
+    ? new Map(Object.entries(await redis.hgetall(k.variantsLeft)).map(([sku, n]) => [sku, Number(n)]))
+    : new Map([[sale.variants[0]!.sku, Number((await redis.get(k.available)) ?? 0)]]);
+  const stock = await stockLeft(client, sale.id, new Map(sale.variants.map((v) => [v.sku, v.stock])));
+  if (!stock.wanted) return inRedis;
+  return new Map([...stock.left].map(([sku, n]) => [sku, Math.min(n, inRedis.get(sku) ?? 0)]));
+}
+
+/**
+ * Gives units to the waiting ranks in order, one order each of the variant they want (or their
+ * second choice), until none is left, nobody waits, or backfillUntil by Postgres's clock (`now`
+ * only spares a transaction after it). The units are counted at the start: one that comes back
+ * during the pass waits for the next, which starts from the lowest rank again, so it never goes
+ * past an entrant passed over who wants it. `recheck`: first record the awards a failed step left
+ * (recoverAwards). Returns how many orders this call made.
  */
 export async function awardUnits(deps: DrawDeps, sale: Sale, now: number, recheck = true): Promise<number> {
   if (now >= sale.backfillUntil!.getTime()) return 0;
-  const k = saleKeys(sale.id);
   return withTransaction(deps.pool, async (client) => {
     const lock = await lockDraw(client, sale.id);
     if (!lock?.drawn || lock.over || lock.backfillOver) return 0;
     if (recheck) await recover(client, deps.redis, sale);
+    const units = await unitsToGive(client, deps.redis, sale);
     let awarded = 0;
-    for (;;) {
-      const available = Number((await deps.redis.get(k.available)) ?? 0);
-      if (available <= 0) return awarded;
-      const head = await waitingHead(client, sale.id, Math.min(available, PAGE));
-      if (head.length === 0) return awarded;
-      for (const e of head) {
-        const code = await reserveUnit(deps, sale, e.draw_rank, e.buyer);
-        // Sold out (a unit taken meanwhile), or the sale ended: the rest wait.
+    for (let after = 0; ; ) {
+      if (![...units.values()].some((n) => n > 0)) return awarded;
+      const page = await waitingAfter(client, sale.id, after, PAGE);
+      if (page.length === 0) return awarded;
+      for (const e of page) {
+        after = e.draw_rank;
+        const sku = pick({ variant: e.variant, secondChoice: e.second_choice }, units);
+        if (sku === null) continue;
+        const code = await reserveUnit(deps, sale, e.draw_rank, e.buyer, sku);
+        // Sold out (a unit taken meanwhile), or the sale ended: the rest wait for the next pass.
         if (code === Refusal.SoldOut || code === Refusal.NotEnoughStock || code === Refusal.Ended) return awarded;
         if (code !== 1)
           throw new Error(`sale ${sale.id}: purchase.lua refused the draw's unit of rank ${e.draw_rank} with ${code}`);
-        if (await recordWon(client, sale.id, e.draw_rank, drawOrderId(sale.id, e.draw_rank))) awarded++;
+        if (await recordWon(client, sale.id, e.draw_rank, drawOrderId(sale.id, e.draw_rank), sku)) awarded++;
       }
     }
   });

@@ -62,6 +62,8 @@ export function feedStreams<T extends { saleId: string }>(app: FastifyInstance, 
     let sent: V | undefined;
     let sentAt = 0;
     let reading = false;
+    // A read asked for during one runs after it: the one in flight may have begun before the change.
+    let again = false;
     const send = (view: V) => {
       if (!open.has(end)) return;
       const now = Date.now();
@@ -72,12 +74,19 @@ export function feedStreams<T extends { saleId: string }>(app: FastifyInstance, 
       if (f.final.has(view.state)) end();
     };
     const reread = () => {
-      if (reading || !open.has(end)) return;
+      if (!open.has(end)) return;
+      if (reading) return void (again = true);
       reading = true;
       f.read()
         .then(send)
         .catch(() => {})
-        .finally(() => (reading = false));
+        .finally(() => {
+          reading = false;
+          if (again) {
+            again = false;
+            reread();
+          }
+        });
     };
     deliver = (tick) => f.onTick(tick, send, reread);
     send(first);

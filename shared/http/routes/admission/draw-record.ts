@@ -23,7 +23,11 @@ export interface DrawRecord {
   drawnEntries: number | null;
   drawnEntriesSha256: string | null;
   tickets: string[];
-  winners: { ticket: string; drawRank: number; orderId: string }[];
+  /** Each ticket's choices, in the order of `tickets`. */
+  choices: { ticket: string; variant: string; secondChoice: string | null }[];
+  /** The stock the award walks, per variant. */
+  stock: { sku: string; units: number }[];
+  winners: { ticket: string; drawRank: number; orderId: string; sku: string }[];
 }
 
 const hex64 = { type: 'string', pattern: '^[0-9a-f]{64}$' };
@@ -42,6 +46,8 @@ const recordSchema = {
     'drawnEntries',
     'drawnEntriesSha256',
     'tickets',
+    'choices',
+    'stock',
     'winners',
   ],
   properties: {
@@ -73,13 +79,41 @@ const recordSchema = {
       items: hex64,
       description: "every entry's ticket, sorted, once the draw is made (empty before)",
     },
-    winners: {
+    choices: {
       type: 'array',
-      description: 'the entrants given an order, in draw order: the first `stock`, then those backfill reached',
+      description: "each ticket's choices, in the order of `tickets` (empty before the draw)",
       items: {
         type: 'object',
-        required: ['ticket', 'drawRank', 'orderId'],
-        properties: { ticket: hex64, drawRank: { type: 'integer' }, orderId: { type: 'string' } },
+        required: ['ticket', 'variant', 'secondChoice'],
+        properties: {
+          ticket: hex64,
+          variant: { type: 'string', description: 'the sku wanted' },
+          secondChoice: { type: 'string', nullable: true, description: 'the sku taken when `variant` has none left' },
+        },
+      },
+    },
+    stock: {
+      type: 'array',
+      description: 'the units of each variant the award gives out, in the order the sale lists them',
+      items: {
+        type: 'object',
+        required: ['sku', 'units'],
+        properties: { sku: { type: 'string' }, units: { type: 'integer' } },
+      },
+    },
+    winners: {
+      type: 'array',
+      description:
+        'the entrants given an order, in draw order, with the variant of its unit: the award of the stock, then those backfill reached',
+      items: {
+        type: 'object',
+        required: ['ticket', 'drawRank', 'orderId', 'sku'],
+        properties: {
+          ticket: hex64,
+          drawRank: { type: 'integer' },
+          orderId: { type: 'string' },
+          sku: { type: 'string' },
+        },
       },
     },
   },
@@ -89,14 +123,17 @@ const DESCRIPTION =
   'How to recompute the draw: each entry\'s ticket is hex(sha256(saleId + ":" + buyer + ":" + secret)), the secret told to its entrant only ' +
   '(so a ticket does not tell who entered; an entrant checks their own ticket with their secret; an entry made before secrets has hex(sha256(saleId + ":" + buyer))); key = hex(sha256(seed + ":" + ticket)); ' +
   'the draw order is the tickets sorted by key ascending (as lower-case hex strings), drawRank = 1 + the position. ' +
-  'Check first that sha256(seed) = seedSha256. The winners are the first `stock` ranks, then, as orders expire or are cancelled ' +
-  "before backfillUntil, the next ranks in order: every winner's rank is below every rank without an order. The draw committed to its entries when made: " +
+  'Check first that sha256(seed) = seedSha256. The award walks the ranks in order, each variant starting with its `stock`: an entrant gets a unit of their ' +
+  '`variant` if it has one left, else of their `secondChoice` if it has, else none (on a sale of one variant, the first `stock` ranks win). ' +
+  'Then, as orders expire or are cancelled before backfillUntil, a unit that came back goes to the lowest rank without an order that wants its variant (first or second choice). ' +
+  'The draw committed to its entries when made: ' +
   'drawnEntries tickets whose draw order, joined by ":", hashes to drawnEntriesSha256. `flashsale draw verify <saleId>` checks it all.';
 
 async function readRecord(pool: Pool, sale: Sale): Promise<DrawRecord> {
   // The seed and the tickets are shown once Postgres says the draw is made, never by this process's clock.
   const progress = await readProgress(pool, sale.id);
   const rows = progress.drawn ? await allEntries(pool, sale.id) : [];
+  const byTicket = [...rows].sort((a, b) => (a.ticket < b.ticket ? -1 : a.ticket > b.ticket ? 1 : 0));
   return {
     saleId: sale.id,
     seedSha256: sale.seedSha256!,
@@ -107,10 +144,12 @@ async function readRecord(pool: Pool, sale: Sale): Promise<DrawRecord> {
     drawn: progress.drawn,
     drawnEntries: progress.committed?.entries ?? null,
     drawnEntriesSha256: progress.committed?.sha256 ?? null,
-    tickets: rows.map((r) => r.ticket).sort(),
+    tickets: byTicket.map((r) => r.ticket),
+    choices: byTicket.map((r) => ({ ticket: r.ticket, variant: r.variant, secondChoice: r.second_choice })),
+    stock: sale.variants.map((v) => ({ sku: v.sku, units: v.stock })),
     winners: rows
       .filter((r) => r.status === 'won')
-      .map((r) => ({ ticket: r.ticket, drawRank: r.draw_rank!, orderId: r.order_id! })),
+      .map((r) => ({ ticket: r.ticket, drawRank: r.draw_rank!, orderId: r.order_id!, sku: r.sku! })),
   };
 }
 

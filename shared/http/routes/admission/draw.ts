@@ -1,12 +1,19 @@
 // A draw (admission 'draw'), for the buyer: enter once in the entry window, then follow the entry
 // by polling GET .../entries/me or by the stream GET .../entries/events (draw-events.ts) until won
 // (with the order to pay) or lost; and for anyone, GET .../draw: what recomputes the draw.
-import type { FastifyPluginCallback } from 'fastify';
+import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
 import type { Auth } from '../../../buyers/auth.js';
 import { TOKEN_EXPIRED, type Challenges } from '../../../purchase/challenge.js';
 import type { Config } from '../../../config/index.js';
 import type { Pool } from '../../../runtime/db.js';
-import { ENTRY_STATES, entryView, newSecret, ticketOf, type EntryView } from '../../../admission/draw/draw.js';
+import {
+  ENTRY_STATES,
+  entryView,
+  newSecret,
+  ticketOf,
+  type Choices,
+  type EntryView,
+} from '../../../admission/draw/draw.js';
 import { countEntries, entryOf, insertEntry, type EntryRefusal } from '../../../admission/draw/queries.js';
 import { HttpError } from '../../../runtime/errors.js';
 import { saleKeys } from '../../../redis/keys.js';
@@ -17,6 +24,8 @@ import { spendTokenScript } from '../../../sales/scripts.js';
 import { rulesOf, type Sale } from '../../../sales/sale.js';
 import type { SaleCache } from '../../sale-cache.js';
 import { errorResponses, saleIdParams, SECURITY } from '../../schemas.js';
+import { refusal } from '../../plugins/errors.js';
+import { SKU_PATTERN } from '../../../sales/variants.js';
 import { PURCHASE_TOKEN_HEADER } from '../purchase.js';
 
 export const entryViewSchema = {
@@ -48,11 +57,62 @@ export const entryViewSchema = {
       nullable: true,
       description: "with won: the order the draw made (pending_payment within the sale's payment window)",
     },
+    variant: { type: 'string', description: 'the sku of the variant wanted' },
+    secondChoice: {
+      type: 'string',
+      nullable: true,
+      description: 'the sku taken when `variant` has no unit left at this rank; null: none',
+    },
+    sku: { type: 'string', nullable: true, description: "with won: the variant of the order's unit; null otherwise" },
     entries: { type: 'integer', description: 'entries in the draw' },
   },
 };
 
+const sku = (what: string) => ({
+  type: 'string',
+  nullable: true,
+  pattern: SKU_PATTERN.source,
+  description: what,
+  ...refusal('unknown_variant', 'variant and secondChoice must be skus: 1-64 characters of A-Z a-z 0-9 _ -.'),
+});
+
+const entryBody = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    variant: sku(
+      "the sku of the variant wanted: required on a sale of several variants (GET /api/sales/{saleId} lists them), the sale's one by default",
+    ),
+    secondChoice: sku('the sku taken when `variant` has no unit left at this rank (optional; not `variant` itself)'),
+  },
+  ...refusal(
+    'bad_request',
+    'The body must be a JSON object like {"variant": "M", "secondChoice": "L"}, or none.',
+    'Unknown field(s): {fields}.',
+  ),
+};
+
 type SaleId = { Params: { saleId: string } };
+type EntryBody = { variant?: string | null; secondChoice?: string | null };
+
+/** What an entry asks for, checked against the sale's variants as a purchase's `variant` is. */
+function choicesOf(sale: Sale, body: EntryBody): Choices {
+  const skus = sale.variants.map((v) => v.sku);
+  const listed = skus.join(', ');
+  const variant = body.variant ?? (skus.length === 1 ? skus[0]! : undefined);
+  if (variant === undefined)
+    throw new HttpError(
+      'variant_required',
+      `This draw is for ${skus.length} variants: name the one wanted as "variant" in the body, one of ${listed}.`,
+    );
+  const secondChoice = body.secondChoice ?? null;
+  for (const named of [variant, secondChoice])
+    if (named !== null && !skus.includes(named))
+      throw new HttpError('unknown_variant', `This sale has no variant "${named}": its variants are ${listed}.`);
+  if (secondChoice === variant)
+    throw new HttpError('bad_request', 'secondChoice must be another variant than variant, or left out.');
+  return { variant, secondChoice };
+}
 
 export interface DrawDeps {
   pool: Pool;
@@ -85,23 +145,33 @@ export async function buyerEntry(pool: Pool, saleId: string, buyer: string): Pro
   return entryView(saleId, row, await countEntries(pool, saleId));
 }
 
+// No body enters for the sale's one variant; a body of null is refused like any other that is no object.
+const noBodyNoChoice = (req: FastifyRequest, _reply: FastifyReply, done: () => void) => {
+  if (req.body === undefined) req.body = {};
+  done();
+};
+
 export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
   const { pool, redis, auth, saleCache, challenges, rules } = deps;
-  app.post<SaleId>(
+  app.post<SaleId & { Body: EntryBody }>(
     '/api/sales/:saleId/entries',
     {
-      preValidation: auth.buyer,
+      preValidation: [auth.buyer, noBodyNoChoice],
       bodyLimit: 1024,
       schema: {
+        body: entryBody,
         summary: "Enter the sale's draw (admission: draw); entering again keeps the entry",
         tags: ['draw'],
         security: SECURITY.buyer,
         params: saleIdParams,
-        description: `One entry per buyer, from entriesOpenAt until entriesCloseAt, as Postgres's clock says (the entry's insert judges it) and while the draw is not made. A sale with \`challenge: pow\` needs a purchase token in \`${PURCHASE_TOKEN_HEADER}\` to enter (it is spent by the entry); a buyer who has entered gets their entry back without one.`,
+        description: `The body names the variant wanted and optionally a second choice, \`{"variant": "M", "secondChoice": "L"}\`: required on a sale of several variants, none needed on a sale of one. One entry per buyer, from entriesOpenAt until entriesCloseAt, as Postgres's clock says (the entry's insert judges it) and while the draw is not made. A sale with \`challenge: pow\` needs a purchase token in \`${PURCHASE_TOKEN_HEADER}\` to enter (it is spent by the entry); a buyer who has entered gets their entry back without one.`,
         response: {
           200: entryViewSchema,
           ...errorResponses(
             'invalid_id',
+            'bad_request',
+            'variant_required',
+            'unknown_variant',
             'unauthorized',
             'sale_not_found',
             'not_a_draw',
@@ -119,6 +189,7 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
     },
     async (req) => {
       const sale = await drawSale(saleCache, req.params.saleId);
+      const choices = choicesOf(sale, req.body);
       rules.judgeSale('enter', rulesOf(sale), req.buyer);
       if (sale.challenge === 'pow' && !(await entryOf(pool, sale.id, req.buyer.id))) {
         const header = req.headers[PURCHASE_TOKEN_HEADER];
@@ -137,7 +208,8 @@ export const draw: FastifyPluginCallback<DrawDeps> = (app, deps, done) => {
       // Whether entries are open is the insert's decision, by Postgres's clock (admission/draw/queries.ts).
       // A fresh secret per attempt; a buyer who had entered gets their entry back with its own.
       const secret = newSecret();
-      const row = await insertEntry(pool, sale.id, req.buyer.id, ticketOf(sale.id, req.buyer.id, secret), secret);
+      const ticket = ticketOf(sale.id, req.buyer.id, secret);
+      const row = await insertEntry(pool, sale.id, req.buyer.id, ticket, secret, choices);
       if (typeof row === 'string') throw entryRefusal(sale, row);
       // The copy for counting (a crowd entering costs no count in Postgres); the draw reads Postgres
       // only, so losing it changes nothing but this count.
