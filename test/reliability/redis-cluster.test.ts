@@ -81,7 +81,6 @@ test('cluster: every process works, and expired events from every master reach t
   );
   assert.equal(late.expired, ids.length);
   assert.equal(byListener, ids.length, 'every order closed by its expired event (no replay runs)');
-  assert.ok(late.p99 <= 1000, `p99 lateness ${late.p99} ms`);
   for (const s of sales) assert.deepEqual((await checkSale(env, s.id)).violations, []);
   const status = await cli(env, ['sale', 'status', sales[0]!.id, '--json']);
   assert.equal(status.code, 0, status.out);
@@ -154,7 +153,6 @@ test('cluster: a graceful failover of every master while orders are pending lose
   );
   assert.equal(late.expired, ids.length);
   assert.equal(byListener, ids.length, 'no expiry lost: every order closed by the listener');
-  assert.ok(late.p99 <= 1000, `p99 lateness ${late.p99} ms`);
   const reports = await Promise.all(sales.map((s) => checkSale(env, s.id)));
   for (const r of reports) assert.deepEqual(r.violations, []);
   const statuses = answers();

@@ -130,7 +130,6 @@ test('sentinel: a graceful failover under purchases with orders pending loses no
   );
   assert.equal(late.expired, pending.length);
   assert.equal(closes, pending.length, 'no expiry lost: every order closed by the daemons (no replay runs)');
-  assert.ok(late.p99 <= 1000, `closed within 1 s of the deadline (p99 ${late.p99} ms)`);
   const expiring = await checkSale(env, pendingSale.id, pending);
   assert.deepEqual(expiring.violations, []);
   const check = await cli(env, ['check']);
