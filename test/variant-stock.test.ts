@@ -257,6 +257,13 @@ describe('refusals', () => {
     const ended = await newSale(s.env, { stock: 5, startsAt: new Date(now - 2 * HOUR).toISOString() });
     assert.equal(outcome(await s.call('POST', `/api/sales/${ended.id}/end`, { headers: ADMIN })), '200');
     const big = await newSale(s.env, { stock: 10_000_000 });
+    const draw = await newSale(s.env, {
+      variants: each(2, 'S', 'M'),
+      admission: 'draw',
+      entriesOpenAt: new Date(now - HOUR).toISOString(),
+      entriesCloseAt: new Date(now + HOUR).toISOString(),
+      backfillUntil: new Date(now + 2 * HOUR).toISOString(),
+    });
     const before = await stateSnapshot(s.env);
     const variantRows = async () =>
       (await s.env.pool.query('select * from sale_variants order by sale_id, position')).rows;
@@ -279,6 +286,8 @@ describe('refusals', () => {
       ['an ended sale', change(ended, 'default', 'restock', { units: 1 }), '403 ended'],
       ['removing from an ended sale', change(ended, 'default', 'remove', { units: 1 }), '403 ended'],
       ['no such sale', change('nope', 'S', 'restock', { units: 1 }), '404 sale_not_found'],
+      ['a draw sale', change(draw, 'S', 'restock', { units: 1 }), '409 fixed_stock'],
+      ['removing from a draw sale', change(draw, 'M', 'remove', { units: 1 }), '409 fixed_stock'],
       [
         'no operator',
         s.call('POST', `/api/sales/${sale.id}/variants/S/restock`, { body: { units: 1 } }),

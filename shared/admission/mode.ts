@@ -54,6 +54,8 @@ export interface AdmissionMode {
   gate?: Gate;
   /** Its sales get a seed and its sha256 (an order anyone can recompute once the seed is public). */
   seeded?: boolean;
+  /** Its stock is what its record commits to (a draw's award is recomputed from it): an operator may not restock or remove units. */
+  fixedStock?: boolean;
   /** Its seed is kept in the sale's meta too (load_sale), for its scripts to order by; else it stays in Postgres. */
   seedInMeta?: boolean;
   /** Its judgement of a purchase, beside the sale's other rules (sale-rules.ts). */

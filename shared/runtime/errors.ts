@@ -67,6 +67,7 @@ export const ERRORS = {
   request_timeout: [408, 'The request took too long to arrive.'],
   sold_out: [409, 'The sale is sold out.'],
   not_enough_stock: [409, 'Fewer items are left than asked for.'],
+  fixed_stock: [409, "This sale's stock is what its record commits to and cannot change."],
   limit_reached: [409, 'This buyer has reached the per-user limit.'],
   paused: [409, 'The sale is paused by its operator: nothing is sold until it resumes. Try again later.'],
   sale_exists: [409, 'A sale with this id already exists.'],

@@ -7,6 +7,7 @@ import type { RedisClient } from '../redis/connect.js';
 import type { Pool } from '../runtime/db.js';
 import { withTransaction } from '../runtime/db.js';
 import { HttpError } from '../runtime/errors.js';
+import { modeOf } from '../admission/mode.js';
 import { recordAudit } from '../operators/audit.js';
 import { ended, lockSale } from './controls.js';
 import { adjustStockScript } from './scripts.js';
@@ -64,6 +65,11 @@ export async function changeStock(
   return withTransaction(pool, async (client) => {
     const row = await lockSale(client, saleId);
     if (ended(row)) throw new HttpError('ended', `Sale "${saleId}" has ended: its stock can no longer change.`);
+    if (modeOf(row.admission as string | null)?.fixedStock)
+      throw new HttpError(
+        'fixed_stock',
+        `Sale "${saleId}" is a ${row.admission}: its stock is what its record commits to and cannot change.`,
+      );
     const found = await client.query<{ stock: number }>(
       'select stock from sale_variants where sale_id = $1 and sku = $2',
       [saleId, sku],

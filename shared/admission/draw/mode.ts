@@ -46,6 +46,8 @@ export const drawMode: AdmissionMode = {
       forget: () => draws.forget(),
     };
   },
+  // draw verify recomputes the award from each variant's stock: a change would make the record disagree.
+  fixedStock: true,
   live: { key: 'draw', schema: drawFiguresSchema, figures: (pool, _redis, sale) => drawFigures(pool, sale.id) },
   routes,
   // Public once the draw is made, as the sale's row in Postgres says (drawn_at): never by a

@@ -96,6 +96,7 @@ export const stock: FastifyPluginCallback<{ pool: Pool; redis: RedisClient; auth
               'forbidden',
               'ended',
               'sale_not_found',
+              'fixed_stock',
               ...(change === 'remove' ? (['not_enough_stock'] as const) : []),
               'payload_too_large',
               'unsupported_media_type',
