@@ -16,6 +16,7 @@ import { analysis } from './analysis.js';
 import type { ProfileResults } from './profiles.js';
 import { rateLimitSection } from './rate-limit.js';
 import { roomSection } from './room-report.js';
+import { variantsSection } from './variants.js';
 import { wholeMachineSection } from './whole-machine.js';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -373,7 +374,12 @@ function clusterSection(c: ClusterResults, mode: 'quick' | 'full'): string {
 }
 
 /** When a run's figures were last taken: its start, or its latest `--only` rerun. */
-const lastRun = (r: BenchResults) => Math.max(Date.parse(r.at), ...(r.reruns ?? []).map((x) => Date.parse(x.at)));
+// A rerun of the variants part alone measures nothing the other sections show: it does not make its run the newer.
+const lastRun = (r: BenchResults) =>
+  Math.max(
+    Date.parse(r.at),
+    ...(r.reruns ?? []).filter((x) => x.parts.some((p) => p !== 'variants')).map((x) => Date.parse(x.at)),
+  );
 
 export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>): string {
   // The sections show the newer of the two runs: figures taken before the code changed describe older code.
@@ -419,6 +425,9 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
       '',
     );
   }
+  // From whichever run measured it (a quick run's `--only variants` beside a full run's purchase part).
+  const variants = r.variants ?? other?.variants;
+  if (variants) out.push(variantsSection(variants));
   if (r.writer)
     out.push(
       '## 2. Order writer',

@@ -45,7 +45,8 @@ interface WrkJson {
  * `holdMs` (default 1 s): every connection is opened first and the crowd starts together; 0 lets
  * buyers connect while the server is already busy (see bench/wrk/purchase.lua). `script`: another wrk
  * script with the same arguments and report (default bench/wrk/purchase.lua). `idWidth`: every buyer id
- * padded to that many characters; `passesFile`: line n is buyer n's purchase token (a pass).
+ * padded to that many characters; `passesFile`: line n is buyer n's purchase token (a pass); `skus`:
+ * buyer n names the variant skus[n mod k].
  */
 export async function runLoad(
   url: string,
@@ -58,6 +59,7 @@ export async function runLoad(
     script?: string;
     idWidth?: number;
     passesFile?: string;
+    skus?: string[];
   },
 ): Promise<LoadResult> {
   const hold = opts.holdMs ?? 1000;
@@ -75,7 +77,9 @@ export async function runLoad(
     opts.prefix,
     String(opts.connections),
     String(hold),
-    ...(opts.idWidth || opts.passesFile ? [String(opts.idWidth ?? 0), opts.passesFile ?? ''] : []),
+    ...(opts.idWidth || opts.passesFile || opts.skus
+      ? [String(opts.idWidth ?? 0), opts.passesFile ?? '', ...(opts.skus ? [opts.skus.join(',')] : [])]
+      : []),
   ];
   const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';

@@ -1,5 +1,6 @@
 // BENCHMARKS.md from the results of `npm run bench` (bench/results/bench.json holds the latest
 // full and quick runs): the machine, the settings, the headline targets, then every figure.
+import type { VariantResults } from './variants.js';
 import type { ClusterResults } from './cluster.js';
 import type { CaseResult, TimelinessRun } from './expiry.js';
 import type { GrowthRow, MemoryResult } from './cost.js';
@@ -36,6 +37,8 @@ export interface BenchResults {
   wholeMachine?: WholeMachineResults;
   /** The top of each profile: bench/profiles.ts. */
   profile?: ProfileResults;
+  /** A sale of 12 variants against a sale of one: bench/variants.ts. */
+  variants?: VariantResults;
 }
 
 const n = (v: number) => Math.round(v).toLocaleString('en-US');

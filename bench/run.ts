@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [--only purchase,writer,expiry,cost,cluster,ratelimit,machine,profile] [--render]`: starts its own
+// `npm run bench [-- --quick] [--only purchase,variants,writer,expiry,cost,cluster,ratelimit,machine,profile] [--render]`: starts its own
 // Postgres and Redis servers, runs each comparison, saves bench/results/bench.json and writes
 // BENCHMARKS.md and the headline of README.md and docs/benchmarks.md (--render, which is
 // `npm run docs:bench`: only rewrites them from the saved results).
@@ -18,6 +18,7 @@ import { runProfiles } from './profiles.js';
 import { runRateLimit } from './rate-limit.js';
 import type { BenchResults } from './report.js';
 import { runWholeMachine } from './whole-machine.js';
+import { runVariants } from './variants.js';
 import { runWriter } from './writer.js';
 import { execFileSync } from 'node:child_process';
 
@@ -39,7 +40,9 @@ if (flags.render) {
   );
   process.exit(0);
 }
-const parts = new Set((flags.only ?? 'purchase,writer,expiry,cost,cluster,ratelimit,machine,profile').split(','));
+const parts = new Set(
+  (flags.only ?? 'purchase,variants,writer,expiry,cost,cluster,ratelimit,machine,profile').split(','),
+);
 
 const P = quick
   ? {
@@ -195,6 +198,12 @@ try {
     const allWin = await runPurchase(pg, P.allWin, ['hello', 'flashsale', 'rowlock', 'enqueue']);
     results.purchase = { settings: P.purchase, crowd, allWin, allWinSettings: P.allWin };
   }
+  // Beside the purchase part, with its crowds: 12 variants against one, two rounds even in --quick (a ratio of one run each would be noise).
+  if (parts.has('variants'))
+    results.variants = await runVariants(pg, [
+      { ...P.purchase, rounds: Math.max(2, P.purchase.rounds) },
+      { ...P.allWin, rounds: Math.max(2, P.allWin.rounds) },
+    ]);
   if (parts.has('writer')) results.writer = await runWriter(pg, P.writer);
   if (parts.has('expiry')) {
     const timeliness = await runTimeliness(P.timelinessArgs).catch((err: Error) => {

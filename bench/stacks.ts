@@ -67,7 +67,8 @@ export interface Stack {
   procs: Proc[];
   redis?: BenchRedis;
   watch: Watched[];
-  createSale(id: string, stock: number): Promise<void>;
+  /** `variants` (the product only): that many variants sharing the stock, skus `V1..Vn`. */
+  createSale(id: string, stock: number, variants?: number): Promise<void>;
   /** Resolves once every buyer is decided and every won order is a row in Postgres. */
   settle(saleId: string, timeoutMs?: number): Promise<void>;
   outcome(saleId: string): Promise<Outcome | null>;
@@ -107,6 +108,14 @@ async function insertRowLockSale(pool: Pool, id: string, stock: number): Promise
 const CORES = cpus().length;
 const HELLO_ECOSYSTEM = fileURLToPath(new URL('./baselines/hello.config.js', import.meta.url));
 const ECOSYSTEM = fileURLToPath(new URL('../ecosystem.config.js', import.meta.url));
+
+/** `n` variants `V1..Vn` sharing `stock` as evenly as it divides. */
+export const benchVariants = (stock: number, n: number) =>
+  Array.from({ length: n }, (_, i) => ({
+    sku: `V${i + 1}`,
+    label: `V${i + 1}`,
+    stock: Math.floor(stock / n) + (i < stock % n ? 1 : 0),
+  }));
 
 const stockLeft = async (pool: Pool, id: string) =>
   (await pool.query<{ stock: number }>('select stock from bench_stock where sale_id = $1', [id])).rows[0]?.stock ?? -1;
@@ -201,11 +210,17 @@ export async function startStack(
       ...opts.productEnv,
     };
     const sale: Pick<Stack, 'createSale' | 'settle' | 'outcome' | 'stop'> = {
-      createSale: (id, stock) =>
+      createSale: (id, stock, variants = 1) =>
         createSale(
           db.pool,
           redis.redis,
-          parseSaleInput({ id, name: id, stock, ...BENCH_PRICE, paymentWindowSeconds: 3600 }),
+          parseSaleInput({
+            id,
+            name: id,
+            ...BENCH_PRICE,
+            paymentWindowSeconds: 3600,
+            ...(variants > 1 ? { variants: benchVariants(stock, variants) } : { stock }),
+          }),
         ),
       settle: (id, timeoutMs = 600_000) =>
         until('the order writer to drain', timeoutMs, async () => {

@@ -9,6 +9,9 @@
 -- Optional: <id_width> pads n with zeros so every id has that many characters (0: no padding), and
 -- <passes_file> holds one purchase token per line, line n sent by buyer n in the flashsale-purchase-token header.
 --   ... -- <buyers> <prefix> <connections> <hold_ms> [<id_width> [<passes_file>]]
+-- and <skus>, a comma-separated list: buyer n names the variant skus[n mod k] (round robin, so
+-- every variant meets the same demand).
+--   ... -- <buyers> <prefix> <connections> <hold_ms> <id_width> <passes_file> [<skus>]
 -- One thread only: the answer count and the stop are per thread.
 local ffi = require("ffi")
 ffi.cdef[[
@@ -28,6 +31,7 @@ function setup(thread) table.insert(threads, thread) end
 
 local buyers, prefix, sent, connections, hold_ms, id_width
 local passes = nil
+local bodies = nil
 local held = 0
 statuses = {}
 answered = 0
@@ -43,6 +47,10 @@ function init(args)
   if args[6] and args[6] ~= "" then
     passes = {}
     for line in io.lines(args[6]) do table.insert(passes, line) end
+  end
+  if args[7] and args[7] ~= "" then
+    bodies = {}
+    for sku in args[7]:gmatch("[^,]+") do table.insert(bodies, '{"qty":1,"variant":"' .. sku .. '"}') end
   end
   sent = 0
 end
@@ -68,7 +76,7 @@ function request()
   sent = sent + 1
   local headers = { ["Content-Type"] = "application/json", ["X-User-Id"] = buyer(sent) }
   if passes then headers["flashsale-purchase-token"] = passes[sent] end
-  return wrk.format("POST", nil, headers, body)
+  return wrk.format("POST", nil, headers, bodies and bodies[sent % #bodies + 1] or body)
 end
 
 function response(status)

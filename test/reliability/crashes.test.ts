@@ -1,6 +1,8 @@
 // Process crashes: the order writer, the expiry listener and the replay are SIGKILLed at seeded
 // random moments while buyers buy, pay and let orders expire, and each is restarted. Nothing
-// accepted is lost, nothing is paid and expired, no stock is restored twice.
+// accepted is lost, nothing is paid and expired, no stock is restored twice. The sale is a drop of
+// 12 sizes of equal stock under skewed demand: the most wanted sizes sell out within a second
+// while the least wanted never do, and conservation is checked for each size at every check.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { delay } from '../../shared/runtime/daemon.js';
@@ -9,14 +11,18 @@ import { cliHere } from '../support/cli-here.js';
 import { fileEnv } from '../support/cluster.js';
 import { newSale, orderCount, seededRandom } from '../support/fixtures.js';
 import { beginScenario, LiveChecks, summarize, tally } from '../support/scenario.js';
-import { answersHold, Shoppers, windDown } from '../support/shoppers.js';
+import { answersHold, Shoppers, sizes, skewedDemand, windDown } from '../support/shoppers.js';
 
 const file = fileEnv();
 
 test('crashes: SIGKILL the writer, the listener and the replay at seeded moments mid-sale; every invariant holds', async () => {
   const { env } = file;
   const { seed, log, rand } = beginScenario('crashes');
-  const sale = await newSale(env, { stock: 300, perUserLimit: 2, maxPerOrder: 2, paymentWindowSeconds: 2 });
+  const sale = await newSale(env, { ...sizes(12, 25), perUserLimit: 2, maxPerOrder: 2, paymentWindowSeconds: 2 });
+  const demand = skewedDemand(
+    sale.variants.map((v) => v.sku),
+    seededRandom(seed + 2),
+  );
   // Small batches, so a kill often lands while the writer holds one.
   const c = file.cluster(log, { WRITER_BATCH_SIZE: '50' });
   await Promise.all([
@@ -36,6 +42,7 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
     payRatio: 0.5,
     payDelayMs: [0, 2600],
     concurrency: 16,
+    demand,
   });
   // An order whose key fires while the listener is down waits for the replay, and if the replay is
   // killed next, for its restart too: the grace is the longest outage of each, as measured (a
@@ -79,6 +86,10 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
   log.note(
     `purchases ${JSON.stringify(shoppers.purchases)}; orders ${orders}: ${paid} paid, ${expired} expired; live checks skipped ${live.skipped}`,
   );
+  const left = await env.redis.hgetall(saleKeys(sale.id).variantsLeft);
+  log.note(
+    `sizes, most wanted first: ${demand.skus.map((sku) => `${sku} ${shoppers.soldOutAt.has(sku) ? `sold out at t+${shoppers.soldOutAt.get(sku)}ms` : 'never sold out'}, ${left[sku]} left`).join('; ')}`,
+  );
   summarize({
     scenario: 'crashes',
     seed,
@@ -94,6 +105,7 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
   assert.deepEqual(await answersHold(env, sale.id, shoppers), [], 'what buyers were told is what happened');
   assert.equal(orders, accepted.length, 'one order per 202, and none without one (the API was never killed)');
   assert.ok(paid > 0 && expired > 0, `buying, paying and expiring all happened: ${paid} paid, ${expired} expired`);
+  assert.ok(shoppers.soldOutWithOthersLeft > 0, 'a size sold out while others were still on sale');
   const k = saleKeys(sale.id);
   assert.equal(await env.redis.llen(k.winners), 0);
   assert.deepEqual(

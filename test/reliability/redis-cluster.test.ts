@@ -1,8 +1,8 @@
 // The product on a Redis Cluster (3 masters, a replica each, REDIS_MIN_REPLICAS_ACK=1) through its
 // faults, with the invariants checked after each: expired events from every master reach the
 // listener; a graceful failover of every master while orders are pending loses no expiry; a master
-// added and slots resharded under purchases loses nothing and the moved sales still expire by
-// event; a master SIGKILLed under purchases (buyers at concurrency 50 and 200) loses no 202 and
+// added and slots resharded under purchases of a 3-size sale loses nothing and the moved sales
+// still expire by event; a master SIGKILLed under purchases (buyers at concurrency 50 and 200) loses no 202 and
 // doubles nothing. No request of any of them is answered 500. No replay runs until the end, so
 // every close on time is the listener's.
 import assert from 'node:assert/strict';
@@ -22,9 +22,9 @@ import {
   summarize,
   tally,
 } from '../support/scenario.js';
-import { answersHold, Shoppers } from '../support/shoppers.js';
+import { answersHold, Shoppers, sizes, skewedDemand } from '../support/shoppers.js';
 import { addr, allClosed, buy, lateness, masterOf, onTopology, salesOnEveryMaster } from '../support/topology.js';
-import { redisNow, waitFor, written } from '../support/fixtures.js';
+import { redisNow, seededRandom, waitFor, written } from '../support/fixtures.js';
 import { AdmissionLoop } from '../../shared/admission/loop.js';
 import { PURCHASE_TOKEN_HEADER } from '../../shared/http/routes/purchase.js';
 import { saleKeys } from '../../shared/redis/keys.js';
@@ -179,10 +179,12 @@ test('cluster: a master added and slots resharded under purchases loses nothing;
       env,
       1,
       `reshard-${seed}`,
-      { stock: 100_000, paymentWindowSeconds: 3, perUserLimit: 1000, maxPerOrder: 2 },
+      // Three sizes: the sizes' hash moves with the sale, and conservation is checked per size.
+      { ...sizes(3, 40_000), paymentWindowSeconds: 3, perUserLimit: 1000, maxPerOrder: 2 },
       [addr(from)],
     )
   ).get(addr(from))!;
+  const skus = sale!.variants.map((v) => v.sku);
   const shoppers = new Shoppers({
     port: c.apiPort,
     saleId: sale!.id,
@@ -193,6 +195,7 @@ test('cluster: a master added and slots resharded under purchases loses nothing;
     payRatio: 0.3,
     payDelayMs: [0, 1000],
     concurrency: 10,
+    demand: skewedDemand(skus, seededRandom(seed + 1)),
   });
   shoppers.run();
   await new Promise((r) => setTimeout(r, 1000));
@@ -212,7 +215,7 @@ test('cluster: a master added and slots resharded under purchases loses nothing;
   assert.deepEqual(await answersHold(env, sale!.id, shoppers), []);
   // Orders bought after the move expire on the new master: its events must reach the listener.
   const before = await closedByListener();
-  const after = await buy(c.apiPort, sale!.id, 50, `after-${seed}`);
+  const after = await buy(c.apiPort, sale!.id, 50, `after-${seed}`, skus.at(-1));
   await allClosed(env, [...after, ...shoppers.accepted.map((w) => w.orderId)]);
   assert.ok((await closedByListener()) - before >= after.length, 'orders on the new master closed by event');
   const accepted = [...shoppers.accepted.map((w) => w.orderId), ...after];

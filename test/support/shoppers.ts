@@ -11,6 +11,8 @@ export interface Won {
   orderId: string;
   userId: string;
   qty: number;
+  /** The variant bought, on a sale of several. */
+  sku?: string;
   /** The API that answered, and when (this process's clock) the request went and its 202 came. */
   port: number;
   sentAt: number;
@@ -33,6 +35,38 @@ export interface ShopperOptions {
   thinkMs?: [number, number];
   /** Several APIs: each click goes to one of them, drawn from `rand` (instead of `port`). */
   ports?: number[];
+  /** A sale of several variants: each click names one, drawn from `rand` by these weights. */
+  demand?: Demand;
+}
+
+/** Which variant a click names: each sku with its share of the clicks (any positive weights). */
+export interface Demand {
+  skus: string[];
+  weights: number[];
+}
+
+/**
+ * Skewed demand as a drop meets it: the sizes' shares halve from the most wanted to the least
+ * (1/2, 1/4, ...), the order of the sizes shuffled by `rand`, so a seed replays which sizes sell out
+ * first. With equal stock, the most wanted size takes half the clicks and the least a few in ten
+ * thousand.
+ */
+export function skewedDemand(skus: string[], rand: () => number): Demand {
+  const order = skus.map((sku) => [sku, rand()] as const).sort((a, b) => a[1] - b[1]);
+  return { skus: order.map(([sku]) => sku), weights: order.map((_, i) => 2 ** -i) };
+}
+
+/** The variants of a sale with `n` of them, `stock` each (spread into a sale definition). */
+export function sizes(n: number, stock: number): { variants: { sku: string; label: string; stock: number }[] } {
+  return {
+    variants: Array.from({ length: n }, (_, i) => ({ sku: `EU${36 + i}`, label: `EU ${36 + i}`, stock })),
+  };
+}
+
+function pick(d: Demand, rand: () => number): string {
+  let r = rand() * d.weights.reduce((n, w) => n + w, 0);
+  for (const [i, w] of d.weights.entries()) if ((r -= w) < 0) return d.skus[i]!;
+  return d.skus.at(-1)!;
 }
 
 /** Buyers and payers over HTTP, recording every answer so the final state can be held against it. */
@@ -42,6 +76,11 @@ export class Shoppers {
   /** The last answer each paid order got: `200 paid`, `409 order_expired`, `503 unavailable`, ... */
   readonly payments = new Map<string, string>();
   readonly buyers = new Set<string>();
+  /** Per variant: when (ms since the start) it was first answered sold out. */
+  readonly soldOutAt = new Map<string, number>();
+  /** Sold-out answers for one variant while others were still available (the message lists them). */
+  soldOutWithOthersLeft = 0;
+  private readonly started = Date.now();
   private readonly paying = new Set<Promise<void>>();
   private stopping = false;
   private running: Promise<void> = Promise.resolve();
@@ -67,12 +106,18 @@ export class Shoppers {
       const qty = 1 + Math.floor(rand() * maxQty);
       this.buyers.add(userId);
       const to = this.o.ports ? this.o.ports[Math.floor(rand() * this.o.ports.length)]! : port;
+      const sku = this.o.demand && pick(this.o.demand, rand);
       const sentAt = Date.now();
-      const r = await http(to, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty }, user: userId });
+      const body = sku === undefined ? { qty } : { qty, variant: sku };
+      const r = await http(to, 'POST', `/api/sales/${saleId}/purchases`, { body, user: userId });
       const label = outcome(r);
       this.purchases[label] = (this.purchases[label] ?? 0) + 1;
+      if (sku !== undefined && label === '409 sold_out') {
+        if (!this.soldOutAt.has(sku)) this.soldOutAt.set(sku, sentAt - this.started);
+        if (String(r.body?.message).includes('Still available')) this.soldOutWithOthersLeft++;
+      }
       if (r.status === 202) {
-        this.accepted.push({ orderId: r.body.orderId, userId, qty, port: to, sentAt, answeredAt: Date.now() });
+        this.accepted.push({ orderId: r.body.orderId, userId, qty, sku, port: to, sentAt, answeredAt: Date.now() });
         if (rand() < this.o.payRatio)
           this.pay(
             to,
@@ -113,8 +158,8 @@ export class Shoppers {
  * definite answer. Returns the disagreements (none expected).
  */
 export async function answersHold(env: TestEnv, saleId: string, shoppers: Shoppers): Promise<string[]> {
-  const rows = await env.pool.query<{ id: string; user_id: string; qty: number; status: string }>(
-    'select id, user_id, qty, status from orders where sale_id = $1',
+  const rows = await env.pool.query<{ id: string; user_id: string; qty: number; sku: string; status: string }>(
+    'select id, user_id, qty, sku, status from orders where sale_id = $1',
     [saleId],
   );
   const byId = new Map(rows.rows.map((r) => [r.id, r]));
@@ -129,6 +174,8 @@ export async function answersHold(env: TestEnv, saleId: string, shoppers: Shoppe
     if (!row) problems.push(`${w.orderId}: answered 202, no order`);
     else if (row.user_id !== w.userId || row.qty !== w.qty)
       problems.push(`${w.orderId}: answered 202 to ${w.userId} x${w.qty}, order is ${row.user_id} x${row.qty}`);
+    else if (w.sku !== undefined && row.sku !== w.sku)
+      problems.push(`${w.orderId}: answered 202 for variant ${w.sku}, order is of ${row.sku}`);
   }
   const told = new Set(shoppers.accepted.map((w) => w.orderId));
   const unanswered = Object.entries(shoppers.purchases)

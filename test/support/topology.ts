@@ -113,10 +113,17 @@ export async function salesOnEveryMaster(
   return sales;
 }
 
-/** Buys `n` orders of one unit each from a sale, one buyer each; returns the ids answered 202. */
-export async function buy(port: number, saleId: string, n: number, buyerPrefix: string): Promise<string[]> {
+/** Buys `n` orders of one unit each from a sale (of `variant`, on a sale of several), one buyer each; returns the ids answered 202. */
+export async function buy(
+  port: number,
+  saleId: string,
+  n: number,
+  buyerPrefix: string,
+  variant?: string,
+): Promise<string[]> {
+  const body = variant === undefined ? { qty: 1 } : { qty: 1, variant };
   const answers = await runConcurrently(n, 20, (i) =>
-    http(port, 'POST', `/api/sales/${saleId}/purchases`, { body: { qty: 1 }, user: `${buyerPrefix}-${i}` }),
+    http(port, 'POST', `/api/sales/${saleId}/purchases`, { body, user: `${buyerPrefix}-${i}` }),
   );
   for (const r of answers) assert.equal(r.status, 202, JSON.stringify(r.body));
   return answers.map((r) => r.body.orderId as string);

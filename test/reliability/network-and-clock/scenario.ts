@@ -17,7 +17,7 @@ import { newSale, seededRandom, settle, waitFor, written } from '../../support/f
 import { http, outcome, type Reply } from '../../support/http.js';
 import { inPrivateNetns, NetFaults } from '../../support/netns.js';
 import { beginScenario, checkSale, LiveChecks, QUIET_POLLING, tally } from '../../support/scenario.js';
-import { Shoppers } from '../../support/shoppers.js';
+import { Shoppers, sizes, skewedDemand } from '../../support/shoppers.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
 import { byFirstWord, networkFaults, PROCS, type Server } from './faults.js';
 
@@ -189,7 +189,8 @@ async function main(): Promise<NetworkScenarioResult> {
       const toLocal = (redisMs: number) => redisMs - clock.offset;
       const at = (redisMs: number) => delay(Math.max(0, toLocal(redisMs) - Date.now()));
       // Stock enough that neither sells out near its boundary, where a skewed API shows itself.
-      const first = { stock: 300, perUserLimit: 2, maxPerOrder: 2, paymentWindowSeconds: 2 };
+      // Three sizes each, bought by skewed demand: conservation is checked per size under the faults.
+      const first = { ...sizes(3, 100), perUserLimit: 2, maxPerOrder: 2, paymentWindowSeconds: 2 };
       const opening = await newSale(env, { ...first, startsAt: iso(R + 3000), endsAt: iso(R + 3_600_000) });
       const closing = await newSale(env, { ...first, startsAt: iso(R - 60_000), endsAt: iso(R + 3000) });
       // Opened a minute ago: open by every API's clock, skewed or not.
@@ -239,6 +240,10 @@ async function main(): Promise<NetworkScenarioResult> {
             payDelayMs: [0, 2500],
             concurrency: 3,
             thinkMs: [50, 150],
+            demand: skewedDemand(
+              s.variants.map((v) => v.sku),
+              seededRandom(seed + 40 + i * 2 + j),
+            ),
           }),
       );
       for (const s of phaseShoppers) {
