@@ -111,6 +111,9 @@ test(`a draw of ${ENTRANTS} entries recomputed from the revealed seed by an inde
       secret: secretOf.get(r.buyer),
       drawRank: rank,
       orderId: r.order_id,
+      variant: 'default',
+      secondChoice: null,
+      sku: rank <= STOCK ? 'default' : null,
       entries: ENTRANTS,
     });
   }
