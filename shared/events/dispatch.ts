@@ -12,14 +12,17 @@ const DISPATCH_LOCK = 7_042_017;
 
 /**
  * Dispatches up to `limit` of the oldest undispatched events; returns how many (0: none left, or
- * another process holds the lock). The events taken are the lowest ids, fixed by the first
+ * another process holds the lock; with `wait`, it waits for that process's pass to commit). The events taken are the lowest ids, fixed by the first
  * statement: one committed later with a lower id is about another order (an order's events commit
  * in sequence order), and the next pass takes it.
  */
-export async function dispatchEvents(pool: Pool, limit = 500): Promise<number> {
+export async function dispatchEvents(pool: Pool, limit = 500, wait = false): Promise<number> {
   return withTransaction(pool, async (client) => {
-    const lock = await client.query<{ ok: boolean }>('select pg_try_advisory_xact_lock($1) as ok', [DISPATCH_LOCK]);
-    if (!lock.rows[0]!.ok) return 0;
+    if (wait) await client.query('select pg_advisory_xact_lock($1)', [DISPATCH_LOCK]);
+    else {
+      const lock = await client.query<{ ok: boolean }>('select pg_try_advisory_xact_lock($1) as ok', [DISPATCH_LOCK]);
+      if (!lock.rows[0]!.ok) return 0;
+    }
     const next = await client.query<{ id: string }>(
       'select id from events where dispatched_at is null order by id limit $1 for update',
       [limit],
@@ -51,7 +54,10 @@ export async function dispatchEvents(pool: Pool, limit = 500): Promise<number> {
   });
 }
 
-/** Dispatches until nothing is left (tests, `flashsale events replay`). */
+/**
+ * Dispatches until nothing is left (tests, `flashsale events replay`), waiting for a delivery
+ * process's pass in flight rather than returning while its events are not yet committed.
+ */
 export async function dispatchAll(pool: Pool): Promise<void> {
-  while ((await dispatchEvents(pool)) > 0);
+  while ((await dispatchEvents(pool, 500, true)) > 0);
 }
