@@ -11,7 +11,7 @@ type Reporter = (source: AsyncIterable<unknown>) => AsyncGenerator<string>;
 const { default: progress } = (await import(new URL('./progress.mjs', import.meta.url).href)) as { default: Reporter };
 
 const files = process.argv.slice(2).map((f) => resolve(f));
-const stream = run({ files, concurrency: Number(process.env.FLASHSALE_TEST_CONCURRENCY) || 2 });
+const stream = run({ files, concurrency: Number(process.env.FLASHSALE_TEST_CONCURRENCY) || 3 });
 let failed = false;
 // A todo test may fail without failing the run, as under `node --test`.
 stream.on('test:fail', (data: { todo?: string | boolean }) => {
