@@ -15,12 +15,16 @@ import { assertAcceptedHeld, beginScenario, checkSale, summarize, tally } from '
 import { token } from '../support/tokens.js';
 
 const MAX_INFLIGHT = 50;
-const REQUEST_TIMEOUT_MS = 1500;
 let env: TestEnv;
 let c: Cluster;
 
+// REQUEST_TIMEOUT_MS stays at its default (10 s). Node times a request's headers from the moment
+// it accepts the connection, and a storm that keeps the event loop busy for longer than the limit
+// gets prompt clients a 408 before their bytes, already in the socket, are read: with 1.5 s here, a
+// CI run shared with other tests saw 362 of 10,000 buyers answered 408 (429s took 2.7 s at p50).
+// A stalled body still gets its 408 from BODY_TIMEOUT_MS (2 s).
 fileCluster('overload', (started) => ({ env, c } = started), {
-  base: { MAX_INFLIGHT: String(MAX_INFLIGHT), REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) },
+  base: { MAX_INFLIGHT: String(MAX_INFLIGHT) },
 });
 
 test(`overload: 10,000 buyers at once against MAX_INFLIGHT=${MAX_INFLIGHT}; the excess gets 429 busy at once, everyone else a real answer, /healthz stays up, memory stays bounded`, async () => {
