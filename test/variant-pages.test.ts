@@ -6,14 +6,15 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { AdmissionLoop } from '../shared/admission/loop.js';
+import { addOperator } from '../shared/operators/operators.js';
 import { saleKeys } from '../shared/redis/keys.js';
-import type { Sale } from '../shared/sales/sale.js';
+import { getSale, type Sale } from '../shared/sales/sale.js';
 import { axeViolations, tooWide, VIEWPORTS } from './support/axe.js';
 import { newWindow, openBrowser, see, shot } from './support/browser.js';
 import { apiEnv } from './support/api.js';
 import { assertConserved, type TestEnv } from './support/env.js';
 import { drainWriter, newSale, refillRoom } from './support/fixtures.js';
-import { http } from './support/http.js';
+import { http, outcome } from './support/http.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
 
 let env: TestEnv;
@@ -80,6 +81,14 @@ async function chip(page: Page, sku: string) {
 /** Waits until the size's chip is greyed (or not), as the page's poll or a refusal makes it. */
 const soldOutShown = (page: Page, sku: string, soldOut = true) =>
   page.locator(`[data-testid="size-${sku}"][data-sold-out="${soldOut}"]`).waitFor();
+
+// The waiting room's loop, ticked by the tests; one for the file, as it holds the admission lease for a while.
+let loop: AdmissionLoop | undefined;
+async function admit(): Promise<void> {
+  loop ??= new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
+  await loop.refreshSales();
+  await loop.tick(Date.now());
+}
 
 const ordersOf = async (s: Sale) =>
   (
@@ -242,11 +251,6 @@ describe('a sale of several variants on the pages', () => {
       admitRatePerSecond: 1,
     });
     // The loop of the waiting room, ticked here: the room opens, then a second's worth of passes.
-    const loop = new AdmissionLoop({ pool: env.pool, redis: env.redis, logger: env.logger });
-    const admit = async () => {
-      await loop.refreshSales();
-      await loop.tick(Date.now());
-    };
     await admit();
     const page = await open(`/?sale=${s.id}`);
     await page.getByTestId('user-id').fill('zoe');
@@ -268,6 +272,133 @@ describe('a sale of several variants on the pages', () => {
     assert.deepEqual(await ordersOf(s), [{ user_id: 'zoe', sku: 'EU42', status: 'pending' }]);
     assert.equal(await env.redis.zscore(saleKeys(s.id).passes, 'zoe'), '0', 'the pass bought, once');
     await soldOutShown(page, 'EU42');
+  });
+
+  test('a 12-size drop from /admin: created with its sizes and a waiting room (a bad line refused as the server says), buyers admitted, a purchase refused while paused and made after the resume, a sold-out size restocked live on the buyer page, the sale ended; each step audited', {
+    timeout: 180_000,
+  }, async () => {
+    const { secret } = await addOperator(env.pool, 'olga', 'test');
+    // EU 36 to EU 47, EU 42 a single pair and EU 47 dearer: one line each, as the operator types them.
+    const DROP = Array.from({ length: 12 }, (_, i) => {
+      const size = 36 + i;
+      return `EU${size}, EU ${size}, ${size === 42 ? 1 : 3}${size === 47 ? ', 2499' : ''}`;
+    });
+    const admin = await open('/admin', { viewport: { width: 1200, height: 900 } });
+    admin.on('dialog', (dialog) => void dialog.accept());
+    await admin.getByTestId('token').fill(secret);
+    await admin.getByTestId('sign-in-button').click();
+    await admin.getByTestId('create-form').waitFor();
+    await admin.getByTestId('create-name').fill('Runner drop');
+    await admin.getByTestId('create-id').fill('drop-12');
+    await admin.getByTestId('create-price').fill('1999');
+    await admin.getByTestId('create-currency').fill('EUR');
+    await admin.getByTestId('create-admission').selectOption('queue');
+    // The stock left empty: with sizes it is their sum. A stock that is not a number is the server's to refuse.
+    const bad = [...DROP];
+    bad[4] = 'EU40, EU 40, many';
+    await admin.getByTestId('create-sizes').fill(bad.join('\n'));
+    await admin.getByTestId('create-button').click();
+    await see(admin, 'create-message', 'Sizes, line 5: stock must be an integer from 0 to 10000000');
+    assert.equal((await env.pool.query("select 1 from sales where id = 'drop-12'")).rowCount, 0, 'no sale made');
+
+    await admin.getByTestId('create-sizes').fill(DROP.join('\n'));
+    await admin.getByTestId('create-button').click();
+    await see(admin, 'live-name', 'Runner drop');
+    let s = (await getSale(env.pool, 'drop-12'))!;
+    assert.equal(s.admission, 'queue');
+    assert.equal(s.stock, 34, 'eleven sizes of 3 and one of 1');
+    assert.deepEqual(
+      (
+        await env.pool.query<{ sku: string; label: string; stock: number; price: number | null }>(
+          "select sku, label, stock, price from sale_variants where sale_id = 'drop-12' order by position",
+        )
+      ).rows,
+      Array.from({ length: 12 }, (_, i) => ({
+        sku: `EU${36 + i}`,
+        label: `EU ${36 + i}`,
+        stock: i === 6 ? 1 : 3,
+        price: i === 11 ? 2499 : null,
+      })),
+    );
+    await admin.getByTestId('variant-EU47').waitFor();
+    assert.equal(await admin.getByTestId('variants').locator('tbody tr').count(), 12, 'a row per size in /admin');
+
+    // The waiting room, its loop ticked here: it opens, three buyers join (one on the buyer page), a second's worth is admitted.
+    await admit();
+    const page = await open(`/?sale=${s.id}`);
+    await page.getByTestId('user-id').fill('zoe');
+    await page.getByRole('group', { name: 'Size' }).waitFor();
+    await page.getByTestId('join').click();
+    await see(page, 'queue-status', /^(You are in the waiting room|You are number \d)$/);
+    for (const user of ['yan', 'xia'])
+      assert.equal((await http(port, 'POST', `/api/sales/${s.id}/queue`, { user })).status, 200);
+    await refillRoom(env, s, 1000);
+    await admit();
+    await see(page, 'queue-status', 'It is your turn!');
+    for (const user of ['yan', 'xia'])
+      assert.equal((await http(port, 'GET', `/api/sales/${s.id}/queue/me`, { user })).body.state, 'admitted', user);
+
+    // Paused from /admin: zoe's purchase of EU 42 is refused on the page and her pass kept.
+    await admin.getByTestId('pause-sale').click();
+    await see(admin, 'paused-badge', 'Paused');
+    assert.ok((await env.pool.query("select paused_at from sales where id = 'drop-12'")).rows[0].paused_at);
+    await page.getByTestId('size-EU42').click();
+    await page.locator('[data-testid="buy"]:enabled').waitFor();
+    await page.getByTestId('buy').click();
+    await see(page, 'message', /paused by its operator/);
+    assert.notEqual(await env.redis.zscore(saleKeys(s.id).passes, 'zoe'), '0', 'the pass was not spent');
+    assert.equal(await env.redis.hget(saleKeys(s.id).variantsLeft, 'EU42'), '1');
+
+    // Resumed: the same pass buys EU 42, its last pair; the page greys it.
+    await admin.getByTestId('resume-sale').click();
+    await admin.getByTestId('paused-badge').waitFor({ state: 'hidden' });
+    assert.equal((await env.pool.query("select paused_at from sales where id = 'drop-12'")).rows[0].paused_at, null);
+    await page.locator('[data-testid="buy"]:enabled').waitFor();
+    await page.getByTestId('buy').click();
+    await see(page, 'order-status', 'Queued…');
+    await drainWriter(env, 'w-variant-drop');
+    await see(page, 'order-status', 'Waiting for payment');
+    assert.deepEqual(await ordersOf(s), [{ user_id: 'zoe', sku: 'EU42', status: 'pending' }]);
+    assert.equal(await env.redis.zscore(saleKeys(s.id).passes, 'zoe'), '0', 'the pass bought, once');
+    await soldOutShown(page, 'EU42');
+    assert.equal(outcome(await buy(s, 'yan', 'EU42')), '403 admission_pass_required');
+
+    // Restocked live from /admin: two more pairs of EU 42, shown on the buyer page at its next poll.
+    await admin.getByTestId('variant-units-EU42').fill('2');
+    await admin.getByTestId('restock-EU42').click();
+    await see(admin, 'variant-result-EU42', 'Added 2: stock 3, 2 available.');
+    await soldOutShown(page, 'EU42', false);
+    assert.equal((await chip(page, 'EU42')).text, 'EU 42 2 left');
+    await see(page, 'stock', '35 of 36 left');
+    assert.equal(
+      (await env.pool.query("select stock from sale_variants where sale_id = 'drop-12' and sku = 'EU42'")).rows[0]
+        .stock,
+      3,
+    );
+
+    // Ended from /admin: the buyer page says so, and Buy stays shut.
+    await admin.getByTestId('end-sale').click();
+    await see(admin, 'audit', /olga ended/);
+    await see(page, 'sale-state', 'Ended');
+    assert.equal(await page.getByTestId('buy').isDisabled(), true);
+    assert.equal((await http(port, 'GET', `/api/sales/${s.id}`)).body.state, 'ended');
+    assert.deepEqual(
+      (
+        await env.pool.query<{ operator: string; action: string; detail: object }>(
+          "select operator, action, detail from audit where sale_id = 'drop-12' order by id",
+        )
+      ).rows.map((r) => [r.operator, r.action]),
+      [
+        ['olga', 'sale.create'],
+        ['olga', 'sale.pause'],
+        ['olga', 'sale.resume'],
+        ['olga', 'sale.restock'],
+        ['olga', 'sale.end'],
+      ],
+    );
+    s = (await getSale(env.pool, s.id))!;
+    assert.equal(s.stock, 36);
+    sales.push(s); // conservation per variant, after the test
   });
 
   test("live: a sale's variants come with their stock, price and units by place; a sale of one has its one row as the sale's", async () => {

@@ -2,7 +2,7 @@
 // (admin-sale-form.js), and follow one live (admin-live.js, its chart admin-chart.js).
 import { endSale, moveShownEnd, openFromHash, pauseShown, stopLive } from './admin-live.js';
 import { resizeChart } from './admin-chart.js';
-import { createSale, showAdmission } from './admin-sale-form.js';
+import { createSale, showAdmission, stockOptional } from './admin-sale-form.js';
 import { loadSales, moreSales } from './admin-sales.js';
 import { $, keepToken, onSignOut, show, signedIn, signOut, useToken } from './admin-session.js';
 
@@ -31,6 +31,7 @@ $('sales-more').addEventListener('click', moreSales);
 $('create-form').addEventListener('submit', (event) => void createSale(event));
 $('create-admission').addEventListener('change', showAdmission);
 showAdmission();
+$('create-sizes').addEventListener('input', stockOptional);
 $('end-sale').addEventListener('click', () => void endSale());
 $('pause-sale').addEventListener('click', () => pauseShown(true));
 $('resume-sale').addEventListener('click', () => pauseShown(false));
