@@ -5,6 +5,7 @@ import { saleKeys } from '../shared/redis/keys.js';
 import { numberFromText } from '../shared/runtime/number-text.js';
 import { parseSaleInput } from '../shared/sales/input.js';
 import { purchaseScript } from '../shared/sales/scripts.js';
+import { COMMANDS } from '../daemons/cli/run.js';
 import { cli } from './support/cli.js';
 import { cliHere } from './support/cli-here.js';
 import { testEnv, type TestEnv } from './support/env.js';
@@ -447,4 +448,16 @@ test('sale create names its flags in a refusal, where the API names its fields',
     () => parseSaleInput({ name: 'x', stock: 5, price: 1, currency: 'EUR', perUserLimit: 1, maxPerOrder: 3 }),
     { message: 'maxPerOrder (3) must not be above perUserLimit (1): raise perUserLimit or lower maxPerOrder' },
   );
+});
+
+test('each command loads only its own group, and that group adds it: its help runs; the full help lists the same commands', async () => {
+  for (const name of COMMANDS) {
+    const r = await cliHere(undefined, [name, '--help']);
+    assert.equal(r.code, 0, `${name} --help: ${r.out}`);
+    assert.match(r.stdout, new RegExp(`^flashsale ${name}\\b`, 'm'), `${name} --help: ${r.out}`);
+  }
+  const all = await cliHere(undefined, ['--help']);
+  assert.equal(all.code, 0, all.out);
+  const listed = [...all.stdout.matchAll(/^ {2}flashsale ([a-z-]+)/gm)].map((m) => m[1]);
+  assert.deepEqual([...listed].sort(), [...COMMANDS].sort());
 });

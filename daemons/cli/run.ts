@@ -1,15 +1,40 @@
 // `flashsale <args>` as a function: the bin (daemons/cli.ts) exits with its code, and a test runs a
 // one-shot command in its own process this way instead of starting one.
-import yargs from 'yargs';
-import { check, draw } from './checks.js';
+import yargs, { type Argv } from 'yargs';
 import { exitCodeFor, StartRefused } from './common.js';
-import { events } from './events.js';
-import { audit, operator } from './operator.js';
-import { orders } from './orders.js';
-import { refunds } from './refunds.js';
-import { sale } from './sale.js';
-import { services } from './services.js';
-import { tools } from './tools.js';
+
+type Group = (y: Argv) => Argv;
+
+/**
+ * Each command group, a module of daemons/cli/, in the order the help lists them, with the commands
+ * it adds. A command loads its own group only: loading them all (the HTTP routes, jose, altcha
+ * through the admission modes) was most of a one-shot command's start. Anything not named here
+ * (--help, a mistyped command) loads them all, so a name missing here costs time, never a command.
+ */
+const GROUPS: [commands: string[], load: () => Promise<Group>][] = [
+  [
+    ['dev', 'servers', 'migrate', 'api', 'order-writer', 'expiry-listener', 'admission', 'replay'],
+    async () => (await import('./services.js')).services,
+  ],
+  [['check'], async () => (await import('./checks.js')).check],
+  [['refunds'], async () => (await import('./refunds.js')).refunds],
+  [['token', 'loadtest'], async () => (await import('./tools.js')).tools],
+  [['draw'], async () => (await import('./checks.js')).draw],
+  [['sale'], async () => (await import('./sale.js')).sale],
+  [['orders'], async () => (await import('./orders.js')).orders],
+  [['operator'], async () => (await import('./operator.js')).operator],
+  [['audit'], async () => (await import('./operator.js')).audit],
+  [['events'], async () => (await import('./events.js')).events],
+];
+
+/** Every command the groups add, by name. */
+export const COMMANDS: readonly string[] = GROUPS.flatMap(([commands]) => commands);
+
+/** The groups `args` needs: the one that adds its command, or all of them. */
+export function groupsFor(args: string[]): Promise<Group[]> {
+  const own = GROUPS.find(([commands]) => commands.includes(args[0] ?? ''));
+  return Promise.all((own ? [own] : GROUPS).map(([, load]) => load()));
+}
 
 /** A refusal of the command line itself (a flag's check, a missing argument): exit 2. */
 class UsageError extends Error {}
@@ -23,11 +48,7 @@ class UsageError extends Error {}
  */
 export async function runCli(args: string[], { start = true } = {}): Promise<number | undefined> {
   try {
-    // Each command group is a module of daemons/cli/, added in the order the help lists them.
-    const cli = [services, check, refunds, tools, draw, sale, orders, operator, audit, events].reduce(
-      (y, add) => add(y),
-      yargs(args).scriptName('flashsale'),
-    );
+    const cli = (await groupsFor(args)).reduce((y, add) => add(y), yargs(args).scriptName('flashsale'));
     await cli
       .demandCommand(1)
       .strict()
