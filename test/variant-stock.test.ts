@@ -12,6 +12,7 @@ import { saleKeys } from '../shared/redis/keys.js';
 import { registry } from '../shared/runtime/metrics.js';
 import { getSale, type Sale } from '../shared/sales/sale.js';
 import { adjustStockScript } from '../shared/sales/scripts.js';
+import { changeStock } from '../shared/sales/stock.js';
 import { apiSuite, type ApiSuite } from './support/api.js';
 import { cliHere } from './support/cli-here.js';
 import { assertConserved } from './support/env.js';
@@ -226,7 +227,11 @@ describe('reconciliation', () => {
       await client.query('select 1 from sales where id = $1 for update', [sale.id]);
       await client.query(`update sale_variants set stock = stock + 2 where sale_id = $1 and sku = 'M'`, [sale.id]);
       await client.query('update sales set stock = stock + 2 where id = $1', [sale.id]);
-      assert.deepEqual(await adjustStockScript(s.env.redis, sale.id, 'M', 2), [1, 6]);
+      const { rows } = await client.query<{ id: string }>(
+        `insert into audit (operator, action, sale_id, detail) values ('test', 'sale.restock', $1, $2) returning id`,
+        [sale.id, { sku: 'M', units: 2 }],
+      );
+      assert.deepEqual(await adjustStockScript(s.env.redis, sale.id, 'M', 2, { id: rows[0]!.id, by: 'test' }), [1, 6]);
       const counted = reconcile(s.env.pool, s.env.redis, sale.id, sale.stock, sale.variants);
       await waitFor('the count waits for the change', async () => {
         const { rows } = await s.env.pool.query<{ n: number }>(
@@ -247,6 +252,80 @@ describe('reconciliation', () => {
     } finally {
       client.release();
     }
+  });
+
+  test('a restock and a removal applied in Redis whose Postgres commit fails: the stores disagree until the replay records them in Postgres, once', async () => {
+    const sale = await newSale(s.env, { variants: each(4, 'S', 'M') });
+    const operator = `failing-${randomBytes(4).toString('hex')}`;
+    const fn = `refuse_${operator.replace('-', '_')}`;
+    // The commit itself fails, after every statement and the Redis step have run: a deferred
+    // constraint trigger refusing this operator's audit rows (the repair's rows are let through).
+    await s.env.pool.query(`
+      create function ${fn}() returns trigger language plpgsql as $$
+      begin
+        if new.operator = '${operator}' and not new.detail ? 'repairs' then raise exception 'commit refused'; end if;
+        return new;
+      end $$;
+      create constraint trigger ${fn} after insert on audit deferrable initially deferred
+        for each row execute function ${fn}()`);
+    try {
+      await assert.rejects(
+        changeStock(s.env.pool, s.env.redis, sale.id, 'M', 'restock', 3, operator),
+        /commit refused/,
+      );
+      await assert.rejects(changeStock(s.env.pool, s.env.redis, sale.id, 'S', 'remove', 1, operator), /commit refused/);
+    } finally {
+      await s.env.pool.query(`drop trigger ${fn} on audit; drop function ${fn}`);
+    }
+    // Redis sells from the new units; Postgres still counts the old stock and recorded nothing.
+    assert.deepEqual(await stocks(sale), {
+      stock: { S: 4, M: 4 },
+      total: 8,
+      left: { S: '3', M: '7' },
+      available: 10,
+      metaStock: 10,
+    });
+    assert.deepEqual(await audit(sale.id), []);
+    const before = await reconcile(s.env.pool, s.env.redis, sale.id, sale.stock, sale.variants);
+    assert.equal(before.holds, false);
+    assert.equal(await s.env.redis.hlen(saleKeys(sale.id).stockChanges), 2);
+
+    const pass = await replayOnce({ pool: s.env.pool, redis: s.env.redis, logger: s.env.logger });
+    assert.ok(
+      pass.reconciliations.find((r) => r.saleId === sale.id)?.holds,
+      'the replay found it holding once recorded',
+    );
+    assert.deepEqual(await stocks(sale), {
+      stock: { S: 3, M: 7 },
+      total: 10,
+      left: { S: '3', M: '7' },
+      available: 10,
+      metaStock: 10,
+    });
+    // Recorded by the repair, each naming the audit id its failed commit never kept.
+    const rows = await audit(sale.id);
+    assert.deepEqual(
+      rows
+        .map((r) => {
+          const d = r.detail as { sku: string; units: number; repairs: string };
+          return [r.operator, r.action, d.sku, d.units, /^[0-9]+$/.test(d.repairs)];
+        })
+        .sort((a, b) => String(a[2]).localeCompare(String(b[2]))),
+      [
+        [operator, 'sale.restock', 'M', 3, true],
+        [operator, 'sale.remove', 'S', 1, true],
+      ],
+    );
+    await conserved(sale);
+    assert.equal(
+      await s.env.redis.hlen(saleKeys(sale.id).stockChanges),
+      0,
+      'the record in Redis dropped once repaired',
+    );
+    // A second pass finds nothing left to record.
+    await replayOnce({ pool: s.env.pool, redis: s.env.redis, logger: s.env.logger });
+    assert.equal((await audit(sale.id)).length, 2);
+    assert.equal((await stocks(sale)).total, 10);
   });
 });
 

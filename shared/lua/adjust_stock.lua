@@ -1,4 +1,4 @@
--- keys: 3
+-- keys: 4
 --[[
   An operator's restock (units added) or removal (unsold units taken out) of one variant of a
   loaded sale, judged and written in one step: a removal takes only units still available, so a
@@ -9,9 +9,14 @@
   KEYS[1] meta           sale rules (hash: endsAt (0 = no end), stock, sku or variants, ...)
   KEYS[2] available      the sale's units left: the sum of its variants'
   KEYS[3] variants left  a sale of more than one variant: hash sku -> units left (absent for one)
+  KEYS[4] stock changes  hash change id -> the change (JSON), until its Postgres commit is known
   ARGV[1] the variant's sku
   ARGV[2] units: > 0 added, < 0 removed
   ARGV[3] sale id (announced on the stock channel)  ARGV[4] the stock channel
+  ARGV[5] the change's id  ARGV[6] the change as JSON ({sku, units, by})
+
+  The change is recorded under its id with the units: if the caller's Postgres commit then fails,
+  the replay finds it here without its audit row and records it in Postgres (stock-repair.ts).
 
   A restock announces the sale on the stock channel, as restore.lua does: API processes forget
   that they saw it (or a variant) sold out.
@@ -24,9 +29,10 @@
     {-18, 0}      the sale has no variant of that sku
 ]]
 local rcall = redis.call
-local metaKey, availableKey, leftKey = KEYS[1], KEYS[2], KEYS[3]
+local metaKey, availableKey, leftKey, changesKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local sku, units = ARGV[1], tonumber(ARGV[2])
 local saleId, channel = ARGV[3], ARGV[4]
+local changeId, change = ARGV[5], ARGV[6]
 
 local meta = rcall('HMGET', metaKey, 'stock', 'endsAt', 'variants', 'sku')
 if not meta[1] then return {-1, 0} end
@@ -52,5 +58,6 @@ if left + units < 0 then return {-7, left} end
 rcall('INCRBY', availableKey, units)
 if many then rcall('HINCRBY', leftKey, sku, units) end
 rcall('HINCRBY', metaKey, 'stock', units)
+rcall('HSET', changesKey, changeId, change)
 if units > 0 then rcall('PUBLISH', channel, saleId) end
 return {1, left + units}

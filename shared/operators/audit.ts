@@ -35,13 +35,13 @@ export interface AuditRecord {
 
 export const AUDIT_LIMIT = { default: 50, max: 500 };
 
-export async function recordAudit(client: PoolClient, r: AuditRecord): Promise<void> {
-  await client.query('insert into audit (operator, action, sale_id, detail) values ($1, $2, $3, $4)', [
-    r.operator,
-    r.action,
-    r.saleId ?? null,
-    JSON.stringify(r.detail ?? {}),
-  ]);
+/** Returns the row's id: taken from a sequence, so an id no row has is an action that never committed. */
+export async function recordAudit(client: PoolClient, r: AuditRecord): Promise<string> {
+  const res = await client.query<{ id: string }>(
+    'insert into audit (operator, action, sale_id, detail) values ($1, $2, $3, $4) returning id',
+    [r.operator, r.action, r.saleId ?? null, JSON.stringify(r.detail ?? {})],
+  );
+  return res.rows[0]!.id;
 }
 
 interface AuditRow {

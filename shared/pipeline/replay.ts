@@ -22,6 +22,7 @@ import {
 import { metrics } from '../runtime/metrics.js';
 import { countOpenRefunds } from '../payments/refunds.js';
 import { settleSales, unsettledSales } from '../sales/settle.js';
+import { repairStockChanges } from '../sales/stock-repair.js';
 import { recoverDeadWriters } from './lease.js';
 import type { ReplicaAcks } from '../redis/replication.js';
 
@@ -77,7 +78,16 @@ export async function replayOnce({
       report.restored = swept.restored;
       const held = new Set<string>();
       for (const sale of await unsettledSales(pool)) {
-        const r = await reconcile(pool, redis, sale.id, sale.stock, sale.variants);
+        let r = await reconcile(pool, redis, sale.id, sale.stock, sale.variants);
+        // An operator's stock change applied in Redis whose commit failed: recorded now, counted again.
+        const repaired = r.holds ? 0 : await repairStockChanges(pool, redis, sale.id);
+        if (repaired > 0) {
+          logger.warn(
+            { saleId: sale.id, repaired },
+            'stock changes applied in Redis and never committed: recorded in Postgres',
+          );
+          r = await reconcile(pool, redis, sale.id, sale.stock, sale.variants);
+        }
         report.reconciliations.push(r);
         if (r.holds) {
           held.add(sale.id);

@@ -93,6 +93,8 @@ function buildSaleKeys(saleId: string) {
     buyCounts: `${p}:buys`,
     /** A sale of more than one variant: units left of each (hash sku -> units, a field per variant, 0 kept); `available` is their sum. */
     variantsLeft: `${p}:variants-left`,
+    /** Operators' stock changes applied by adjust_stock.lua whose Postgres commit is not known yet (hash change id -> {sku, units, by}): shared/sales/stock-repair.ts. */
+    stockChanges: `${p}:stock-changes`,
     /** Units of each variant given back by restore.lua (hash sku -> units): the per-variant `restoredQty`. */
     restoredByVariant: `${p}:restored-by-variant`,
     /** A sale with perVariantLimit: each buyer's count of each variant (hash `<sku>:<buyer>` -> count; a sku holds no ':'), with the buy counts' TTL. */

@@ -117,19 +117,28 @@ export async function setEndScript(
   return (await run(redis, 'set_end', [saleKeys(saleId).meta], [endsAt])) as [1 | -1 | -2 | -3, number];
 }
 
-/** adjust_stock.lua: adds (units > 0) or removes (units < 0) units of one variant; {code, the variant's units left}. */
+/** An operator's stock change, as adjust_stock.lua records it until its Postgres commit is known. */
+export interface StockChangeRecord {
+  sku: string;
+  units: number;
+  by: string;
+}
+
+/** adjust_stock.lua: adds (units > 0) or removes (units < 0) units of one variant, recorded under `changeId`; {code, the variant's units left}. */
 export async function adjustStockScript(
   redis: RedisClient,
   saleId: string,
   sku: string,
   units: number,
+  change: { id: string; by: string },
 ): Promise<[1 | -1 | -3 | -7 | -18, number]> {
   const k = saleKeys(saleId);
+  const record: StockChangeRecord = { sku, units, by: change.by };
   return (await run(
     redis,
     'adjust_stock',
-    [k.meta, k.available, k.variantsLeft],
-    [sku, units, saleId, STOCK_CHANNEL],
+    [k.meta, k.available, k.variantsLeft, k.stockChanges],
+    [sku, units, saleId, STOCK_CHANNEL, change.id, JSON.stringify(record)],
   )) as [1 | -1 | -3 | -7 | -18, number];
 }
 

@@ -3,11 +3,14 @@
 // the variant's and the sale's stock, records the audit row and writes Redis while holding the row,
 // so the stock Postgres records and the units Redis sells from change together: Redis refusing or
 // failing rolls the rows back, and two operators acting at once are taken one after the other.
+// Redis applied and the commit failed: the change stays recorded in Redis under its audit row's id,
+// which no row then has, and the replay records it in Postgres (stock-repair.ts).
 import type { RedisClient } from '../redis/connect.js';
 import type { Pool } from '../runtime/db.js';
 import { withTransaction } from '../runtime/db.js';
 import { HttpError } from '../runtime/errors.js';
 import { modeOf } from '../admission/mode.js';
+import { saleKeys } from '../redis/keys.js';
 import { recordAudit } from '../operators/audit.js';
 import { ended, lockSale } from './controls.js';
 import { adjustStockScript } from './scripts.js';
@@ -62,7 +65,8 @@ export async function changeStock(
 ): Promise<Restocked> {
   const units = readUnits(unitsGiven);
   const delta = change === 'restock' ? units : -units;
-  return withTransaction(pool, async (client) => {
+  let id: string | undefined;
+  const done = await withTransaction(pool, async (client) => {
     const row = await lockSale(client, saleId);
     if (ended(row)) throw new HttpError('ended', `Sale "${saleId}" has ended: its stock can no longer change.`);
     if (modeOf(row.admission as string | null)?.fixedStock)
@@ -104,8 +108,8 @@ export async function changeStock(
       `update sales set stock = stock + $2 where id = $1 returning sales.*, ${variantsColumn()}`,
       [saleId, delta],
     );
-    await recordAudit(client, { operator: by, action: `sale.${change}`, saleId, detail: { sku, units } });
-    const [code, left] = await adjustStockScript(redis, saleId, sku, delta);
+    id = await recordAudit(client, { operator: by, action: `sale.${change}`, saleId, detail: { sku, units } });
+    const [code, left] = await adjustStockScript(redis, saleId, sku, delta, { id, by });
     // Any refusal rolls the rows back: nothing changed in either store.
     if (code === -7) throw notEnough(sku, left);
     if (code === -3) throw new HttpError('ended', `Sale "${saleId}" has ended by Redis's clock.`);
@@ -115,4 +119,7 @@ export async function changeStock(
     const available = code === 1 ? left : (sale.variants.find((v) => v.sku === sku)?.stock ?? 0);
     return { sale, sku, units, stock: before + delta, available };
   });
+  // Committed: the record in Redis has done its part (left behind, the repair finds the audit row and drops it).
+  await redis.hdel(saleKeys(saleId).stockChanges, id!).catch(() => {});
+  return done;
 }

@@ -27,7 +27,7 @@ import {
   tally,
   type FaultLog,
 } from '../support/scenario.js';
-import { answersHold, Shoppers } from '../support/shoppers.js';
+import { answersHold, scarceFirst, scarceSizes, Shoppers } from '../support/shoppers.js';
 import { addr, onTopology, salesOnEveryMaster } from '../support/topology.js';
 
 /** The answer of a purchase refused in the degraded mode: nothing was reserved. */
@@ -35,9 +35,10 @@ const NOTHING_RESERVED = /fewer replicas than REDIS_MIN_REPLICAS_ACK[\s\S]*nothi
 /** How long buyers answered 202 may wait for their order once the master is gone. */
 const ORDERS_WITHIN_MS = 30_000;
 
-const probe = (c: Processes, saleId: string) =>
-  http(c.apiPort, 'POST', `/api/sales/${saleId}/purchases`, {
-    body: { qty: 1 },
+/** A purchase of one unit of the sale's roomiest size (never sold out here). */
+const probe = (c: Processes, sale: Sale) =>
+  http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, {
+    body: { qty: 1, variant: sale.variants.reduce((a, b) => (b.stock > a.stock ? b : a)).sku },
     user: `probe-${Date.now()}-${Math.random()}`,
   });
 
@@ -91,10 +92,17 @@ async function masterLost({ scenario, env, c, sales, orphaned, probes, kill }: L
         payRatio: 0,
         payDelayMs: [0, 0],
         concurrency: 8,
+        demand: scarceFirst(s.variants, rand),
       }),
   );
   for (const s of shoppers) s.run();
-  await waitFor('every sale selling', async () => shoppers.every((s) => s.accepted.length >= 10), 30_000, 50);
+  // Each sale's most wanted size, and its scarcest, sells out first and the others sell on.
+  await waitFor(
+    'every sale selling, a size of each sold out',
+    async () => shoppers.every((s) => s.accepted.length >= 10 && s.soldOutWithOthersLeft > 0),
+    30_000,
+    50,
+  );
   // The writer held back, so that the lost master surely dies with winners answered 202 and not yet
   // written: they live on only in its promoted replica, which can confirm nothing.
   await c.signal('writer', 'SIGSTOP');
@@ -113,7 +121,7 @@ async function masterLost({ scenario, env, c, sales, orphaned, probes, kill }: L
   await waitFor(
     'the orphaned sale refused without reserving',
     async () => {
-      const r = await probe(c, probes.orphaned.id);
+      const r = await probe(c, probes.orphaned);
       return r.status === 503 && NOTHING_RESERVED.test(String(r.body.message));
     },
     30_000,
@@ -122,15 +130,15 @@ async function masterLost({ scenario, env, c, sales, orphaned, probes, kill }: L
   log.note('purchases on the promoted master are refused, reserving nothing');
   await Promise.all(shoppers.map((s) => s.done()));
 
-  // Refused reserving nothing: the units left stay as they were.
-  const key = saleKeys(probes.orphaned.id).available;
-  const left = await env.redis.get(key);
-  const refused = await probe(c, probes.orphaned.id);
+  // Refused reserving nothing: the units left stay as they were, of the sale and of each size.
+  const k = saleKeys(probes.orphaned.id);
+  const left = [await env.redis.get(k.available), await env.redis.hgetall(k.variantsLeft)];
+  const refused = await probe(c, probes.orphaned);
   assert.equal(refused.status, 503, JSON.stringify(refused.body));
   assert.match(String(refused.body.message), NOTHING_RESERVED);
-  assert.equal(await env.redis.get(key), left);
+  assert.deepEqual([await env.redis.get(k.available), await env.redis.hgetall(k.variantsLeft)], left);
   if (probes.healthy)
-    assert.equal((await probe(c, probes.healthy.id)).status, 202, 'a sale of a master that kept its replica sells on');
+    assert.equal((await probe(c, probes.healthy)).status, 202, 'a sale of a master that kept its replica sells on');
 
   const accepted = shoppers.flatMap((s) => s.accepted.map((w) => w.orderId));
   await ordersFor(env, accepted);
@@ -147,13 +155,22 @@ async function masterLost({ scenario, env, c, sales, orphaned, probes, kill }: L
   }
   for (const [i, sale] of sales.entries()) {
     assert.deepEqual(await answersHold(env, sale.id, shoppers[i]!), []);
+    const byVariant = await env.redis.hgetall(saleKeys(sale.id).variantsLeft);
     console.log(
-      `[${scenario}] sale ${sale.id}${orphaned.has(sale.id) ? ' (lost master)' : ''}: ${JSON.stringify(shoppers[i]!.purchases)}`,
+      `[${scenario}] sale ${sale.id}${orphaned.has(sale.id) ? ' (lost master)' : ''}: ${JSON.stringify(shoppers[i]!.purchases)}; units left by size ${JSON.stringify(byVariant)}`,
     );
-    // Buyers of the lost master's sales were answered 202 or 503, nothing else.
+    // Answered sold out before the master was lost (confirmed by its replica): none of it came back.
+    assert.deepEqual(
+      [...shoppers[i]!.soldOutAt.keys()],
+      [sale.variants[0]!.sku],
+      `sale ${sale.id}: only the scarce size sold out`,
+    );
+    assert.equal(byVariant[sale.variants[0]!.sku], '0', `sale ${sale.id}: the scarce size`);
+    // Buyers of the lost master's sales were answered 202 or 503, or for the scarce size sold out (or
+    // not enough left for 2), nothing else.
     if (orphaned.has(sale.id))
       for (const label of Object.keys(shoppers[i]!.purchases))
-        assert.match(label, /^(202 queued|503 unavailable)$/, `sale ${sale.id}`);
+        assert.match(label, /^(202 queued|503 unavailable|409 sold_out|409 not_enough_stock)$/, `sale ${sale.id}`);
   }
 
   // `flashsale check` names exactly the sales left without a replica, and nothing else.
@@ -189,7 +206,8 @@ async function masterLost({ scenario, env, c, sales, orphaned, probes, kill }: L
   assertNo500(scenario, statuses);
 }
 
-const SALE = { stock: 100_000, paymentWindowSeconds: 300, perUserLimit: 1000, maxPerOrder: 2 };
+/** A drop of 4 sizes, the scarcest (100 units) most wanted. */
+const SALE = { ...scarceSizes(4, 25_000, 100), paymentWindowSeconds: 300, perUserLimit: 1000, maxPerOrder: 2 };
 
 describe('Cluster', () => {
   let topo: LocalCluster;

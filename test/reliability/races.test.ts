@@ -48,14 +48,54 @@ async function restoredUnits(): Promise<number> {
   return n;
 }
 
-/** Buys `n` single units for distinct buyers in waves, and waits until all are written. */
+/**
+ * The races' drops are 4 sizes under skewed demand: buyer i buys sizeOf(i), so they take 1/2, 1/4,
+ * 1/8 and 1/8 of the buyers, interleaved through every wave. Each size has the units its buyers take,
+ * and the last SPARE more: three sizes end sold out while one still sells.
+ */
+const PATTERN = ['EU36', 'EU36', 'EU36', 'EU36', 'EU37', 'EU37', 'EU38', 'EU39'];
+const SPARE = 20;
+const sizeOf = (i: number) => PATTERN[i % PATTERN.length]!;
+function drop(buyers: number): { variants: { sku: string; label: string; stock: number }[] } {
+  return {
+    variants: [...new Set(PATTERN)].map((sku) => ({
+      sku,
+      label: sku,
+      stock: (buyers / PATTERN.length) * PATTERN.filter((s) => s === sku).length + (sku === 'EU39' ? SPARE : 0),
+    })),
+  };
+}
+
+/**
+ * Conservation by size at rest: each size has its spare units plus one per order of it closed
+ * unpaid, and restore.lua gave each of those back once.
+ */
+async function assertLeftBySize(sale: Sale): Promise<void> {
+  const back = (
+    await env.pool.query<{ sku: string; n: number }>(
+      `select sku, count(*) filter (where status in ('expired', 'cancelled'))::int as n from orders where sale_id = $1 group by sku`,
+      [sale.id],
+    )
+  ).rows;
+  const k = saleKeys(sale.id);
+  assert.deepEqual(
+    await env.redis.hgetall(k.variantsLeft),
+    Object.fromEntries(back.map((r) => [r.sku, String(r.n + (r.sku === 'EU39' ? SPARE : 0))])),
+    'units left of each size',
+  );
+  const restored = await env.redis.hgetall(k.restoredByVariant);
+  for (const r of back) assert.equal(Number(restored[r.sku] ?? 0), r.n, `units of ${r.sku} restored once each`);
+}
+
+/** Buys `n` single units for distinct buyers in waves, buyer i of size sizeOf(i), and waits until all are written. */
 async function buyAll(sale: Sale, n: number, prefix: string, waves: number, gapMs = 0): Promise<Map<string, string>> {
   const owner = new Map<string, string>();
   const per = Math.ceil(n / waves);
   for (let w = 0; w < waves; w++) {
     const won = await runConcurrently(Math.min(per, n - w * per), 100, (i) => {
       const user = `${prefix}${w * per + i}`;
-      return http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user }).then((r) => ({
+      const body = { qty: 1, variant: sizeOf(w * per + i) };
+      return http(c.apiPort, 'POST', `/api/sales/${sale.id}/purchases`, { body, user }).then((r) => ({
         r,
         user,
       }));
@@ -73,15 +113,15 @@ async function buyAll(sale: Sale, n: number, prefix: string, waves: number, gapM
 /** A race's opening: its sale, the closers' counters so far, one order per unit bought and written, live checks started. */
 async function openRace(
   scenario: string,
-  fields: { stock: number; paymentWindowSeconds: number },
+  fields: { buyers: number; paymentWindowSeconds: number },
   prefix: string,
   waves: number,
   gapMs = 0,
 ) {
   const { seed, log, rand } = beginScenario(scenario, c);
-  const sale = await newSale(env, fields);
+  const sale = await newSale(env, { ...drop(fields.buyers), paymentWindowSeconds: fields.paymentWindowSeconds });
   const base = { closed: await closed(), restored: await restoredUnits() };
-  const owner = await buyAll(sale, fields.stock, prefix, waves, gapMs);
+  const owner = await buyAll(sale, fields.buyers, prefix, waves, gapMs);
   // The grace of the crash scenarios: an order's closed_at is its close statement's start, and in
   // these races that statement can queue on the row locks of payments and cancels fired at the same
   // instant, then restores the whole batch; with two test files on two cores, 27 orders were once
@@ -95,7 +135,7 @@ test('races: 600 orders paid in the last milliseconds before, at and after their
   // be fired within a few milliseconds of their deadline rather than queue behind 600 others.
   const { seed, log, rand, sale, base, owner, live } = await openRace(
     'races/deadline-payments',
-    { stock: 600, paymentWindowSeconds: 4 },
+    { buyers: 600, paymentWindowSeconds: 4 },
     'dl-',
     6,
     400,
@@ -185,13 +225,14 @@ test('races: 600 orders paid in the last milliseconds before, at and after their
     'two listeners, the replay and the writer closed each unpaid order once between them',
   );
   assert.equal((await restoredUnits()) - base.restored, expired, 'and restored its unit once');
-  assert.equal(Number(await env.redis.get(saleKeys(sale.id).available)), expired);
+  assert.equal(Number(await env.redis.get(saleKeys(sale.id).available)), expired + SPARE);
+  await assertLeftBySize(sale);
 });
 
 test('races: 2000 orders expiring at once, closed by two listeners, the scheduled replay and one-shot replays run back to back', async () => {
   const { seed, log, rand, sale, base, owner, live } = await openRace(
     'races/expiry-wave',
-    { stock: 2000, paymentWindowSeconds: 2 },
+    { buyers: 2000, paymentWindowSeconds: 2 },
     'wave-',
     1,
   );
@@ -246,13 +287,14 @@ test('races: 2000 orders expiring at once, closed by two listeners, the schedule
   );
   assert.equal(Number(await env.redis.get(saleKeys(sale.id).restoredQty)), 2000, 'restored once each');
   assert.equal(await env.redis.scard(saleKeys(sale.id).restored), 2000);
-  assert.equal(Number(await env.redis.get(saleKeys(sale.id).available)), 2000);
+  assert.equal(Number(await env.redis.get(saleKeys(sale.id).available)), 2000 + SPARE);
+  await assertLeftBySize(sale);
 });
 
 test('races: 400 orders cancelled and paid at once around their deadlines while two listeners and the replay expire them, 100 more cancelled while the writer drains them', async () => {
   const { seed, log, rand, sale, base, owner, live } = await openRace(
     'races/cancel-pay-expire',
-    { stock: 400, paymentWindowSeconds: 4 },
+    { buyers: 400, paymentWindowSeconds: 4 },
     'cx-',
     4,
     400,
@@ -383,6 +425,7 @@ test('races: 400 orders cancelled and paid at once around their deadlines while 
   assert.equal(
     Number(await env.redis.get(saleKeys(sale.id).available)) +
       Number(await env.redis.get(saleKeys(second.id).available)),
-    expired + cancelled,
+    expired + cancelled + SPARE,
   );
+  await assertLeftBySize(sale);
 });

@@ -16,6 +16,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startSentinels, type LocalSentinels, type RedisNode } from '../../tools/redis-sentinel.js';
+import { saleKeys } from '../../shared/redis/keys.js';
 import { cli } from '../support/cli.js';
 import { http } from '../support/http.js';
 import type { Cluster as Processes } from '../support/cluster.js';
@@ -30,7 +31,7 @@ import {
   summarize,
   tally,
 } from '../support/scenario.js';
-import { answersHold, Shoppers } from '../support/shoppers.js';
+import { answersHold, scarceFirst, scarceSizes, Shoppers } from '../support/shoppers.js';
 import { addr, allClosed, buy, lateness, onTopology } from '../support/topology.js';
 
 let topo: LocalSentinels;
@@ -51,15 +52,16 @@ const closedBy = async () =>
   (await c.metric('writer', 'flashsale_orders_closed_total', 'by="writer"'));
 
 /**
- * Buyers on a sale with long windows (nothing expires meanwhile), `concurrency` at a time, through
- * `fault`; then every answer and invariant is checked.
+ * Buyers on a drop of 4 sizes with long windows (nothing expires meanwhile), `concurrency` at a
+ * time, through `fault`; the most wanted size has 100 units and is sold out before the fault, the
+ * others never are. Then every answer and invariant is checked, conservation for each size.
  */
 async function underPurchases(scenario: string, fault: string, run: () => Promise<RedisNode>, concurrency = 8) {
   const { seed, log, rand, answers } = beginScenario(`redis-sentinel/${scenario}`, c);
   const id = `${scenario.replace(/\W+/g, '-')}-${seed}`;
   const sale = await newSale(env, {
     id,
-    stock: 100_000,
+    ...scarceSizes(4, 25_000, 100),
     perUserLimit: 1000,
     maxPerOrder: 2,
     paymentWindowSeconds: 300,
@@ -74,9 +76,11 @@ async function underPurchases(scenario: string, fault: string, run: () => Promis
     payRatio: 0.3,
     payDelayMs: [0, 500],
     concurrency,
+    demand: scarceFirst(sale.variants, rand),
   });
   shoppers.run();
   await new Promise((r) => setTimeout(r, 1500));
+  await waitFor('a size sold out while the others sell', async () => shoppers.soldOutWithOthersLeft > 0, 30_000, 50);
   const old = await topo.master();
   log.fault(`${fault} (master ${addr(old)})`);
   const promoted = await run();
@@ -104,7 +108,11 @@ async function underPurchases(scenario: string, fault: string, run: () => Promis
     shoppers.accepted.map((w) => w.orderId),
   );
   assert.deepEqual(report.violations, []);
-  console.log(`[redis-sentinel] ${scenario}: purchases ${JSON.stringify(shoppers.purchases)}`);
+  const left = await env.redis.hgetall(saleKeys(sale.id).variantsLeft);
+  console.log(
+    `[redis-sentinel] ${scenario}: purchases ${JSON.stringify(shoppers.purchases)}; units left by size ${JSON.stringify(left)}`,
+  );
+  assert.equal(Object.keys(left).length, 4, 'units left kept for each size');
   return { seed, shoppers, report, answers };
 }
 

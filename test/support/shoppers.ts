@@ -63,6 +63,27 @@ export function sizes(n: number, stock: number): { variants: { sku: string; labe
   };
 }
 
+/**
+ * A drop where one size is scarce: `n` sizes of `stock` units, but the first (EU36) has `scarce`
+ * (spread into a sale definition). With scarceFirst's demand it sells out within moments while the
+ * others sell on, however slowly the machine serves the buyers.
+ */
+export function scarceSizes(n: number, stock: number, scarce: number): ReturnType<typeof sizes> {
+  const { variants } = sizes(n, stock);
+  variants[0]!.stock = scarce;
+  return { variants };
+}
+
+/** Skewed demand (as skewedDemand) with the sale's scarcest variant the most wanted. */
+export function scarceFirst(variants: { sku: string; stock: number }[], rand: () => number): Demand {
+  const scarcest = variants.reduce((a, b) => (b.stock < a.stock ? b : a)).sku;
+  const rest = skewedDemand(
+    variants.map((v) => v.sku).filter((sku) => sku !== scarcest),
+    rand,
+  ).skus;
+  return { skus: [scarcest, ...rest], weights: [scarcest, ...rest].map((_, i) => 2 ** -i) };
+}
+
 function pick(d: Demand, rand: () => number): string {
   let r = rand() * d.weights.reduce((n, w) => n + w, 0);
   for (const [i, w] of d.weights.entries()) if ((r -= w) < 0) return d.skus[i]!;
