@@ -308,12 +308,11 @@ describe('events delivery', () => {
     const { saleId, ids } = await saleOf(2);
     const sequences = await sequencesOf(saleId);
     const d = deliver();
-    // The receiver has a body before the delivery process records its answer: wait for the record.
-    await waitFor(
-      'both delivered',
-      async () => r.got.length >= 2 && (await listEvents(env.pool, { saleId })).every((e) => e.delivered === 1),
-    );
-    const listed = await listEvents(env.pool, { saleId });
+    // Settled in Postgres, not only received: the receiver answers before the delivery's row is updated.
+    const listed = await waitFor('both delivered', async () => {
+      const l = await listEvents(env.pool, { saleId });
+      return r.got.length >= 2 && l.every((e) => e.delivered === 1) ? l : undefined;
+    });
     assert.deepEqual(
       listed.map((e) => [e.sequence, e.type, e.orderId, e.delivered, e.pending, e.failed]),
       [...sequences].reverse().map((s, i) => [s, 'order.created', ids[1 - i], 1, 0, 0]),

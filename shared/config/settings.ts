@@ -267,6 +267,11 @@ export const SETTINGS = {
     parse: int(86_400, 0),
     doc: "after an endpoint's secret is rotated, deliveries carry the old secret's signature too for this long",
   },
+  eventsAttemptsRetentionDays: {
+    env: 'EVENTS_ATTEMPTS_RETENTION_DAYS',
+    parse: int(30, 1),
+    doc: "`flashsale events` deletes delivery attempts older than this, except a delivery's still pending ([Events](events.md))",
+  },
   eventsAllowPrivateEndpoints: {
     env: 'EVENTS_ALLOW_PRIVATE_ENDPOINTS',
     parse: bool(false),

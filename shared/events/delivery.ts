@@ -19,15 +19,24 @@ import {
 } from './deliveries.js';
 import { dispatchEvents } from './dispatch.js';
 import { metrics } from '../runtime/metrics.js';
+import { PRUNE_BATCH, pruneAttempts } from './prune.js';
 import { refreshGauges } from './stats.js';
 
 type DeliveryConfig = Pick<
   Config,
-  'eventsRetryHorizonSeconds' | 'eventsRetryBaseMs' | 'eventsTimeoutMs' | 'eventsConcurrency' | 'eventsPollMs'
+  | 'eventsRetryHorizonSeconds'
+  | 'eventsRetryBaseMs'
+  | 'eventsTimeoutMs'
+  | 'eventsConcurrency'
+  | 'eventsPollMs'
+  | 'eventsAttemptsRetentionDays'
 >;
 
 /** How often the gauges are counted again from the table. */
 const GAUGES_EVERY_MS = 5000;
+
+/** How often old delivery attempts are pruned (at start, then this often). */
+const PRUNE_EVERY_MS = 60_000;
 
 /** A delivery's retries back off to at most an hour apart. */
 const RETRY_CAP_MS = 3_600_000;
@@ -97,11 +106,16 @@ export class EventDelivery {
   private async loop(): Promise<void> {
     const { signal } = this.abort;
     let counted = 0;
+    let pruned = -PRUNE_EVERY_MS;
     while (!signal.aborted) {
       try {
         if (performance.now() - counted >= GAUGES_EVERY_MS) {
           await refreshGauges(this.pool);
           counted = performance.now();
+        }
+        if (performance.now() - pruned >= PRUNE_EVERY_MS) {
+          await this.prune();
+          pruned = performance.now();
         }
         const dispatched = await dispatchEvents(this.pool);
         const claimed = await this.claim();
@@ -113,6 +127,18 @@ export class EventDelivery {
         await delay(retryInMs, signal);
       }
     }
+  }
+
+  /** Batch after batch until one comes back short; a stop waits for one batch at most. */
+  private async prune(): Promise<void> {
+    const days = this.config.eventsAttemptsRetentionDays;
+    let n = PRUNE_BATCH;
+    let total = 0;
+    while (n === PRUNE_BATCH && !this.abort.signal.aborted) {
+      n = await pruneAttempts(this.pool, days);
+      total += n;
+    }
+    if (total > 0) this.logger.info({ pruned: total, retentionDays: days }, 'old delivery attempts pruned');
   }
 
   /** Claims for every endpoint with room; returns how many it started. */

@@ -115,9 +115,13 @@ export async function addEndpoint(
   return { endpoint: view(res.rows[0]), secret };
 }
 
-export async function listEndpoints(pool: Pool): Promise<Endpoint[]> {
-  const res = await pool.query<EndpointRow>(`select ${COLUMNS} from endpoints order by created_at, id`);
-  return res.rows.map(view);
+/** Every endpoint, with how many deliveries to it are pending (counted on the partial index of those). */
+export async function listEndpoints(pool: Pool): Promise<(Endpoint & { pending: number })[]> {
+  const res = await pool.query<EndpointRow & { pending: number }>(
+    `select ${COLUMNS}, (select count(*) from deliveries d where d.endpoint_id = endpoints.id and d.status = 'pending')::int as pending
+     from endpoints order by created_at, id`,
+  );
+  return res.rows.map((r) => ({ ...view(r), pending: r.pending }));
 }
 
 const notFound = (id: string) => new HttpError('endpoint_not_found', `No endpoint with id "${id}".`);

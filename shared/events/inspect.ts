@@ -72,6 +72,10 @@ export async function showEvent(pool: Pool, sequence: number): Promise<{ body: E
  * returns how many deliveries are due anew. Receivers drop what they have seen by `webhook-id`.
  */
 export async function replayEvents(pool: Pool, f: EventFilter): Promise<number> {
+  if (f.endpointId !== undefined) {
+    const known = await pool.query('select 1 from endpoints where id = $1', [f.endpointId]);
+    if (known.rowCount === 0) throw new HttpError('endpoint_not_found', `No endpoint with id "${f.endpointId}".`);
+  }
   const res = await pool.query(
     `insert into deliveries (event_id, endpoint_id, order_id)
      select e.id, ep.id, e.order_id from events e

@@ -36,6 +36,7 @@ import { payments } from './routes/payments.js';
 import { purchase } from './routes/purchase.js';
 import { refunds } from './routes/refunds.js';
 import { eventEndpoints } from './routes/event-endpoints.js';
+import { events } from './routes/events.js';
 import { sales } from './routes/sales.js';
 import { SaleCache } from './sale-cache.js';
 
@@ -113,6 +114,7 @@ export function buildApp({ config, pool, redis, replicaAcks, purchaser, logger }
   void app.register(stock, { pool, redis, auth, saleCache });
   void app.register(refunds, { pool, auth });
   void app.register(eventEndpoints, { pool, auth, config });
+  void app.register(events, { pool, auth });
   void app.register(otherMethods);
   return app;
 }

@@ -89,7 +89,19 @@ export const eventEndpoints: FastifyPluginCallback<{ pool: Pool; auth: Auth; con
           200: {
             type: 'object',
             required: ['endpoints'],
-            properties: { endpoints: { type: 'array', items: endpoint } },
+            properties: {
+              endpoints: {
+                type: 'array',
+                items: {
+                  ...endpoint,
+                  required: [...endpoint.required, 'pending'],
+                  properties: {
+                    ...endpoint.properties,
+                    pending: { type: 'integer', description: 'deliveries to it in flight or waiting for a retry' },
+                  },
+                },
+              },
+            },
           },
           ...errorResponses('unauthorized', 'forbidden', 'unavailable'),
         },
