@@ -308,7 +308,11 @@ describe('events delivery', () => {
     const { saleId, ids } = await saleOf(2);
     const sequences = await sequencesOf(saleId);
     const d = deliver();
-    await waitFor('both delivered', async () => r.got.length >= 2);
+    // Recorded delivered, not only received: the receiver has a request before its sender records the answer.
+    await waitFor(
+      'both delivered',
+      async () => r.got.length >= 2 && (await listEvents(env.pool, { saleId })).every((e) => e.delivered === 1),
+    );
     const listed = await listEvents(env.pool, { saleId });
     assert.deepEqual(
       listed.map((e) => [e.sequence, e.type, e.orderId, e.delivered, e.pending, e.failed]),
