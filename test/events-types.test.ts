@@ -233,6 +233,35 @@ describe('event types', () => {
     );
   });
 
+  test("order events: an order of a variant with its own price carry that price, the others the sale's", async () => {
+    const r = await hear(['order.created']);
+    const sale = await newSale(env, {
+      variants: [
+        { sku: 'plain', label: 'Plain', stock: 2 },
+        { sku: 'gold', label: 'Gold', stock: 2, priceCents: 4999 },
+      ],
+      maxPerOrder: 2,
+      perUserLimit: 2,
+      paymentWindowSeconds: 3600,
+    });
+    const ids: string[] = [];
+    for (const [user, variant] of [
+      ['vi', 'gold'],
+      ['vo', 'plain'],
+    ]) {
+      const b = await call('POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 2, variant }, user });
+      assert.equal(b.status, 202, JSON.stringify(b.body));
+      ids.push(b.body.orderId as string);
+    }
+    await drainWriter(env, `w-${sale.id}`);
+    const bodies = await delivered(r, sale.id, 2);
+    const amounts = new Map(bodies.map((b) => [b.data.order_id, b.data.amount]));
+    assert.deepEqual(
+      ids.map((id) => amounts.get(id)),
+      [2 * 4999, 2 * 1999],
+    );
+  });
+
   test('sale.sold_out: once when the last unit is written, again only after a unit came back and sold', async () => {
     const r = await hear(['sale.sold_out']);
     const sale = await newSale(env, { stock: 3, paymentWindowSeconds: 3600 });
