@@ -276,7 +276,7 @@ test('settle: ended sales with work left stay until it is done, then settle; ope
   await env.redis.incr(saleKeys(violated.id).available);
   await buy(queued, 'u1');
   await buy(held, 'u1');
-  assert.equal((await claimBatch(env.redis, held.id, 'w-busy', 100, HOUR)).length, 1);
+  assert.equal((await claimBatch(env.redis, held.id, 'w-busy', 100, HOUR)).entries.length, 1);
   const all = [pending, queued, held, leased, violated, recent, open, noEnd];
 
   const first = await replayOnce({ pool: env.pool, redis: env.redis, logger: env.logger });

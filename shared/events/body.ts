@@ -1,7 +1,8 @@
 // What a receiver gets for an event (docs/events.md): the envelope, and the data of an order event
-// read from the order's row and sale. An order's id, buyer, qty and deadline and its sale's price
-// and currency are never updated once written, so they read the same at delivery as at the change;
-// its status is the one the event's type moved it to (payment.refund_due keeps the one it found).
+// read from the order's row and sale. An order's id, buyer, qty and deadline and its price (its
+// variant's own, else its sale's) and currency are never updated once written, so they read the
+// same at delivery as at the change; its status is the one the event's type moved it to
+// (payment.refund_due keeps the one it found).
 import type { Pool, PoolClient } from '../runtime/db.js';
 import type { EventType } from './record.js';
 
@@ -28,7 +29,7 @@ const statusAfter = `case e.type ${Object.entries(STATUS_AFTER)
 const isoTime = (expr: string) => `to_char(${expr} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 const ORDER_DATA = `jsonb_build_object('order_id', o.id, 'sale_id', o.sale_id, 'buyer', o.user_id, 'qty', o.qty,
-  'status', ${statusAfter}, 'amount', s.price * o.qty, 'currency', s.currency, 'deadline', ${isoTime('o.expires_at')})`;
+  'status', ${statusAfter}, 'amount', coalesce(v.price, s.price) * o.qty, 'currency', s.currency, 'deadline', ${isoTime('o.expires_at')})`;
 
 /** The bodies of events `ids`, in sequence order (an id with no event is left out). */
 export async function eventBodies(db: Pool | PoolClient, ids: number[]): Promise<EventBody[]> {
@@ -37,6 +38,7 @@ export async function eventBodies(db: Pool | PoolClient, ids: number[]): Promise
               'timestamp', ${isoTime('e.created_at')},
               'data', case when e.order_id is null then e.payload else ${ORDER_DATA} || e.payload end) as body
      from events e left join orders o on o.id = e.order_id left join sales s on s.id = o.sale_id
+       left join sale_variants v on v.sale_id = o.sale_id and v.sku = o.sku
      where e.id = any($1::bigint[]) order by e.id`,
     [ids],
   );

@@ -1,12 +1,12 @@
 // The delivery side's first step (docs/events.md): committed events become what is due to each
-// subscribed endpoint (a `deliveries` row each), and the writer's `orders.created` rows become one
-// `order.created` per order. One process dispatches at a time (a transaction-scoped advisory lock:
+// subscribed endpoint (a `deliveries` row each), the writer's `orders.created` rows become one
+// `order.created` per order, and a draw's `draws.lost` rows one `draw.lost` per entrant. One process dispatches at a time (a transaction-scoped advisory lock:
 // the others skip, Postgres releases it if the holder dies), so an order's events get their
 // deliveries in sequence order: an `order.paid` is never due before the `order.created` of its
 // order, which a row of the batch would still hold.
 import type { Pool } from '../runtime/db.js';
 import { withTransaction } from '../runtime/db.js';
-import { ORDERS_CREATED } from './record.js';
+import { deliverable, DRAWS_LOST, ORDERS_CREATED } from './record.js';
 
 const DISPATCH_LOCK = 7_042_017;
 
@@ -30,7 +30,7 @@ export async function dispatchEvents(pool: Pool, limit = 500, wait = false): Pro
     if (next.rows.length === 0) return 0;
     await client.query(
       `with taken as (
-         update events set dispatched_at = now() where id = any($1::bigint[]) returning id, type, sale_id, order_id, order_ids, created_at
+         update events set dispatched_at = now() where id = any($1::bigint[]) returning id, type, sale_id, order_id, order_ids, payload, created_at
        ),
        fanned as (
          insert into events (id, type, sale_id, order_id, payload, created_at, dispatched_at) overriding system value
@@ -39,9 +39,17 @@ export async function dispatchEvents(pool: Pool, limit = 500, wait = false): Pro
          where t.type = '${ORDERS_CREATED}'
          returning id, type, order_id
        ),
+       lost as (
+         insert into events (id, type, sale_id, payload, created_at, dispatched_at) overriding system value
+         select t.id + x.n, 'draw.lost', t.sale_id, x.data, t.created_at, now()
+         from taken t cross join jsonb_array_elements(t.payload->'entrants') with ordinality as x(data, n)
+         where t.type = '${DRAWS_LOST}'
+         returning id, type, order_id
+       ),
        due as (
-         select id, type, order_id from taken where type <> '${ORDERS_CREATED}'
+         select id, type, order_id from taken where ${deliverable('type')}
          union all select id, type, order_id from fanned
+         union all select id, type, order_id from lost
        )
        insert into deliveries (event_id, endpoint_id, order_id)
        select d.id, ep.id, d.order_id from due d

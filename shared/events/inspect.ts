@@ -1,11 +1,11 @@
 // Looking at events and sending them again (`flashsale events list|show|replay`, docs/events.md).
-// The writer's orders.created rows are never shown: their fanned-out order.created events are.
+// The batch rows (orders.created, draws.lost) are never shown: their fanned-out events are.
 // Events have no index by time (each one cost the writer's drain), so a --since scans: an
 // operator's command, not a path.
 import type { Pool } from '../runtime/db.js';
 import { HttpError } from '../runtime/errors.js';
 import { eventBodies, type EventBody } from './body.js';
-import { ORDERS_CREATED } from './record.js';
+import { BATCH_TYPES, deliverable } from './record.js';
 
 export interface EventSummary {
   sequence: number;
@@ -24,7 +24,7 @@ export interface EventFilter {
   endpointId?: string;
 }
 
-const WHERE = `e.type <> '${ORDERS_CREATED}' and e.dispatched_at is not null
+const WHERE = `${deliverable('e.type')} and e.dispatched_at is not null
   and ($1::text is null or e.sale_id = $1) and ($2::timestamptz is null or e.created_at >= $2)`;
 
 /** The newest `limit` dispatched events matching, newest first, with their deliveries by status. */
@@ -55,8 +55,7 @@ export interface Attempt {
 /** One event as receivers get it, with every attempt to deliver it. */
 export async function showEvent(pool: Pool, sequence: number): Promise<{ body: EventBody; attempts: Attempt[] }> {
   const [body] = await eventBodies(pool, [sequence]);
-  if (!body || body.type === (ORDERS_CREATED as string))
-    throw new HttpError('event_not_found', `No event ${sequence}.`);
+  if (!body || BATCH_TYPES.includes(body.type)) throw new HttpError('event_not_found', `No event ${sequence}.`);
   const attempts = await pool.query<Attempt>(
     `select endpoint_id as "endpointId", attempt, to_char(at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as at,
             status, latency_ms as "latencyMs", error

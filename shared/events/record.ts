@@ -8,7 +8,16 @@ import type { Pool, PoolClient } from '../runtime/db.js';
  * delivery (dispatch.ts), never delivered itself.
  */
 export const ORDERS_CREATED = 'orders.created';
-/** Orders one `orders.created` row holds: the ids after its own, up to the next (the sequence steps by 10,000). */
+/**
+ * A draw's one row per 9,999 entrants who lost at once (recordOver): fanned out into a `draw.lost`
+ * per entrant before delivery, never delivered itself.
+ */
+export const DRAWS_LOST = 'draws.lost';
+/** The rows fanned out before delivery, never delivered themselves. */
+export const BATCH_TYPES: readonly string[] = [ORDERS_CREATED, DRAWS_LOST];
+/** A predicate on an events type column: the row is delivered as it is, no batch row. */
+export const deliverable = (type: string) => `${type} not in (${BATCH_TYPES.map((t) => `'${t}'`).join(', ')})`;
+/** Orders (entrants) one batch row holds: the ids after its own, up to the next (the sequence steps by 10,000). */
 export const ORDERS_PER_ROW = 9999;
 
 export const EVENT_TYPES = [
@@ -17,6 +26,10 @@ export const EVENT_TYPES = [
   'order.expired',
   'order.cancelled',
   'payment.refund_due',
+  'refund.marked',
+  'draw.won',
+  'draw.lost',
+  'sale.sold_out',
   'sale.ended',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -56,6 +69,38 @@ export const createdEventsFrom = (source: string) =>
    select '${ORDERS_CREATED}', min(c.sale_id), array_agg(c.id order by c.seq), '{}'::jsonb
    from (select o.id, o.sale_id, o.seq, (row_number() over (order by o.seq) - 1) / ${ORDERS_PER_ROW} as part
          from ${source} o) c
+   group by c.part order by c.part
+   returning id`;
+
+/**
+ * The writer's sale.sold_out, for a CTE of its batch insert: one row when `soldOut` (a SQL boolean:
+ * claim.lua saw no unit left and no winner queued behind this batch) and the batch wrote an order,
+ * so a batch re-driven after its commit records none. It reads the count of `created` (the
+ * orders.created CTE), so its number comes after theirs, and after every order.created of the batch.
+ */
+export const soldOutEventFrom = (created: string, saleId: string, soldOut: string) =>
+  `insert into events (type, sale_id, payload)
+   select 'sale.sold_out', x.id, jsonb_build_object('sale_id', x.id, 'name', x.name)
+   from sales x, (select count(*) as n from ${created}) c where ${soldOut} and c.n > 0 and x.id = ${saleId}`;
+
+/** A draw.won per entry row a CTE `source` moved to won (columns of draw_entries): one per winner, as the award itself. */
+export const drawWonFrom = (source: string) =>
+  `insert into events (type, sale_id, payload)
+   select 'draw.won', w.sale_id, jsonb_build_object('sale_id', w.sale_id, 'buyer', w.buyer, 'rank', w.draw_rank,
+     'order_id', w.order_id, 'variant', w.sku)
+   from ${source} w order by w.draw_rank`;
+
+/**
+ * The entry rows a CTE `source` moved to lost (columns of draw_entries) as `draws.lost` rows,
+ * ORDERS_PER_ROW entrants a row in rank order, each entrant's draw.lost data in it: a draw's tens of
+ * thousands of losers are a few rows in the statement that closes the draw, fanned out at dispatch.
+ */
+export const lostEventsFrom = (source: string) =>
+  `insert into events (type, sale_id, payload)
+   select '${DRAWS_LOST}', min(c.sale_id), jsonb_build_object('entrants', jsonb_agg(jsonb_build_object(
+     'sale_id', c.sale_id, 'buyer', c.buyer, 'rank', c.draw_rank, 'variant', c.variant, 'second_choice', c.second_choice)
+     order by c.draw_rank))
+   from (select l.*, (row_number() over (order by l.draw_rank) - 1) / ${ORDERS_PER_ROW} as part from ${source} l) c
    group by c.part order by c.part`;
 
 /**

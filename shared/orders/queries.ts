@@ -4,7 +4,7 @@
 // stay with their callers: see reconcile.ts and invariants.ts.)
 import type { Pool, PoolClient } from '../runtime/db.js';
 import type { Winner } from '../runtime/ids.js';
-import { createdEventsFrom, orderEventsFrom } from '../events/record.js';
+import { createdEventsFrom, orderEventsFrom, soldOutEventFrom } from '../events/record.js';
 import { RESTORING, sqlState, sqlStates, TRANSITIONS, type OrderState } from './states.js';
 
 const { write: WRITE, cancelQueued: CANCEL_QUEUED, pay: PAY, expire: EXPIRE, cancel: CANCEL } = TRANSITIONS;
@@ -64,9 +64,13 @@ const INSERT_WINNERS = `insert into orders (id, sale_id, user_id, qty, sku, stat
             date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds)
      from unnest($2::text[], $3::text[], $4::int[], $5::bigint[], $6::float8[], $7::text[]) as i(id, user_id, qty, seq, purchased_ms, sku)
        cross join (select payment_window_seconds from sales where id = $1 for key share) s`;
-/** The insert as a CTE, with the orders.created row of the orders it wrote (none for a skipped id). */
+/**
+ * The insert as a CTE, with the orders.created row of the orders it wrote (none for a skipped id),
+ * and the sale.sold_out its claim reported ($8).
+ */
 const written = (insert: string) =>
-  `with w as (${insert} returning *), e as (${createdEventsFrom('w')}) select id, status, ${EXPIRES_MS} from w`;
+  `with w as (${insert} returning *), e as (${createdEventsFrom('w')}), o as (${soldOutEventFrom('e', '$1', '$8::boolean')})
+   select id, status, ${EXPIRES_MS} from w`;
 
 /** An order id already in the table: the statement wrote nothing. */
 function isDuplicateOrder(err: unknown): boolean {
@@ -86,9 +90,15 @@ function isDuplicateOrder(err: unknown): boolean {
  * guarantee the per-row foreign key gave). (Joining the whole batch back against orders in the
  * same statement made the planner scan the table: a cost that grew with every order ever written.)
  * Deadlines are cut to whole milliseconds so the Redis key (PXAT) and the row agree exactly.
- * Each fresh row's order.created event is written by the same statement (a CTE).
+ * Each fresh row's order.created event is written by the same statement (a CTE), and the batch's
+ * sale.sold_out when `soldOut` (claim.lua's report) and it wrote an order.
  */
-export async function writeOrders(pool: Pool, saleId: string, winners: Winner[]): Promise<WrittenOrder[]> {
+export async function writeOrders(
+  pool: Pool,
+  saleId: string,
+  winners: Winner[],
+  soldOut = false,
+): Promise<WrittenOrder[]> {
   const ids = winners.map((w) => w.orderId);
   const values = [
     saleId,
@@ -98,6 +108,7 @@ export async function writeOrders(pool: Pool, saleId: string, winners: Winner[])
     winners.map((w) => w.seq),
     winners.map((w) => w.purchasedAt),
     winners.map((w) => w.sku ?? null),
+    soldOut,
   ];
   let rows: WrittenRow[];
   try {

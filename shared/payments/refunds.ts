@@ -5,6 +5,7 @@
 import type { Pool } from '../runtime/db.js';
 import { withTransaction } from '../runtime/db.js';
 import { recordAudit } from '../operators/audit.js';
+import { recordEvents, type OrderEvent } from '../events/record.js';
 import { HttpError } from '../runtime/errors.js';
 import type { RefundReason } from './queries.js';
 import { UNSHOWABLE } from '../sales/definition.js';
@@ -23,6 +24,18 @@ export interface Refund {
   refundedAt: string | null;
   reference: string | null;
 }
+
+/** The shop's refund.marked event: the money owed for the order went back, with the operator's reference. */
+const refundMarked = (r: Refund, status: string): OrderEvent => ({
+  type: 'refund.marked',
+  orderId: r.orderId,
+  data: {
+    status,
+    reason: r.reason,
+    payment: { id: r.paymentId, amount: r.amount, currency: r.currency },
+    refund: { reference: r.reference, refunded_at: r.refundedAt },
+  },
+});
 
 /** What an operator may give as a refund's reference (the provider's refund id, a ticket...). */
 export const REFERENCE_MAX = 200;
@@ -100,21 +113,27 @@ export async function markRefunded(pool: Pool, paymentId: string, reference: str
       `update payments set refunded_at = now(), refund_reference = $2 where id = $1 and outcome = 'refund_due' and refunded_at is null`,
       [paymentId, reference],
     );
-    const res = await client.query<RefundRow & { outcome: string }>(
-      `select ${COLUMNS}, p.outcome from payments p join orders o on o.id = p.order_id where p.id = $1`,
+    // FOR SHARE of the order: a payment deciding on it meanwhile commits before this event's number
+    // is taken, or after it, as for any two events of one order (docs/events.md, Sequence).
+    const res = await client.query<RefundRow & { outcome: string; order_status: string }>(
+      `select ${COLUMNS}, p.outcome, o.status as order_status from payments p join orders o on o.id = p.order_id
+       where p.id = $1 for share of o`,
       [paymentId],
     );
     const row = res.rows[0];
     if (!row) throw new HttpError('payment_not_found', `No payment has the id "${paymentId}".`);
     if (row.outcome !== 'refund_due')
       throw new HttpError('not_refund_due', `Payment "${paymentId}" paid its order: there is nothing to refund.`);
-    if (marked.rowCount === 1)
+    const refund = refundOf(row);
+    if (marked.rowCount === 1) {
       await recordAudit(client, {
         operator: by,
         action: 'refund.mark',
         saleId: row.sale_id,
         detail: { paymentId, orderId: row.order_id, reference },
       });
-    return refundOf(row);
+      await recordEvents(client, [refundMarked(refund, row.order_status)]);
+    }
+    return refund;
   });
 }

@@ -9,21 +9,25 @@ export async function holdLease(redis: RedisClient, key: string, holder: string,
   return (await run(redis, 'lease', [key], [holder, ms])) === 1;
 }
 
-/** claim.lua: up to `size` winners for this writer, its lease renewed for `leaseMs` by Redis's clock. */
+/**
+ * claim.lua: up to `size` winners for this writer, its lease renewed for `leaseMs` by Redis's clock;
+ * `soldOut`: no unit is left and no winner queued behind them (the writer records sale.sold_out).
+ */
 export async function claimBatch(
   redis: RedisClient,
   saleId: string,
   writerId: string,
   size: number,
   leaseMs: number,
-): Promise<string[]> {
+): Promise<{ entries: string[]; soldOut: boolean }> {
   const k = saleKeys(saleId);
-  return (await run(
+  const [soldOut, entries] = (await run(
     redis,
     'claim',
-    [k.winners, k.processing(writerId), k.writers],
+    [k.winners, k.processing(writerId), k.writers, k.available],
     [size, writerId, leaseMs],
-  )) as string[];
+  )) as [number, string[]];
+  return { entries, soldOut: soldOut === 1 };
 }
 
 /**

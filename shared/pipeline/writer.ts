@@ -151,7 +151,13 @@ export class OrderWriter {
 
   private async writeBatch(saleId: string): Promise<number> {
     const { pool, redis, replicaAcks, logger, config } = this.deps;
-    const entries = await claimBatch(redis, saleId, config.writerId, config.writerBatchSize, config.writerLeaseMs);
+    const { entries, soldOut } = await claimBatch(
+      redis,
+      saleId,
+      config.writerId,
+      config.writerBatchSize,
+      config.writerLeaseMs,
+    );
     if (entries.length === 0) return 0;
     // With REDIS_MIN_REPLICAS_ACK, an order is written only once the replicas have its reservation
     // (the claim came after it, so confirming the claim confirms it): a reservation a failover
@@ -161,7 +167,7 @@ export class OrderWriter {
     // A re-driven batch may repeat an entry; one row per order id.
     const winners = [...new Map(entries.map((e) => parseWinner(e)).map((w) => [w.orderId, w])).values()];
     const orderIds = winners.map((w) => w.orderId);
-    const rows = await writeOrders(pool, saleId, winners);
+    const rows = await writeOrders(pool, saleId, winners, soldOut);
     if (rows.length !== orderIds.length) {
       // The sale row is missing in Postgres: keep the batch in hand rather than drop winners.
       throw new SaleNotWritten(

@@ -78,7 +78,7 @@ test("cluster: a slot held mid-migration loses and doubles no buyer's quota or u
   // w1's batch (the first round) is written and acknowledged; w2's (u0-u4's second) and w3's
   // (u5-u9's second) are written and wait for their ack.
   const writeBatch = async (writer: string, size: number) => {
-    const winners = (await claimBatch(env.redis, saleId, writer, size, 600_000)).map((e) => parseWinner(e));
+    const winners = (await claimBatch(env.redis, saleId, writer, size, 600_000)).entries.map((e) => parseWinner(e));
     assert.equal(winners.length, size);
     return { writer, rows: await writeOrders(env.pool, saleId, winners) };
   };

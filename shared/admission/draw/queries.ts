@@ -4,6 +4,7 @@
 // ranks. Time is Postgres's now() throughout: entries and the draw are judged by the same clock.
 import type { Pool, PoolClient } from '../../runtime/db.js';
 import type { EntryRecord } from './draw.js';
+import { drawWonFrom, lostEventsFrom } from '../../events/record.js';
 
 type Db = Pool | PoolClient;
 
@@ -156,13 +157,20 @@ export async function waitingAfter(db: Db, saleId: string, after: number, limit:
   ).rows;
 }
 
-/** Records that rank `rank` holds order `orderId`, of variant `sku`; false if it was not waiting (already recorded). */
+/**
+ * Records that rank `rank` holds order `orderId`, of variant `sku`, with its draw.won event in the
+ * same statement; false if it was not waiting (already recorded: no second event).
+ */
 export async function recordWon(db: Db, saleId: string, rank: number, orderId: string, sku: string): Promise<boolean> {
-  const res = await db.query(
-    "update draw_entries set status = 'won', order_id = $3, sku = $4 where sale_id = $1 and draw_rank = $2 and status = 'waiting'",
+  const res = await db.query<{ n: number }>(
+    `with w as (
+       update draw_entries set status = 'won', order_id = $3, sku = $4
+       where sale_id = $1 and draw_rank = $2 and status = 'waiting' returning *),
+     e as (${drawWonFrom('w')})
+     select count(*)::int as n from w`,
     [saleId, rank, orderId, sku],
   );
-  return res.rowCount === 1;
+  return res.rows[0]!.n === 1;
 }
 
 /**
@@ -193,11 +201,15 @@ export async function stockLeft(
 
 /** Backfill is over (or the sale ended): every entrant still waiting has lost, and the sale's draw is marked over now. */
 export async function recordOver(client: PoolClient, saleId: string): Promise<number> {
-  const res = await client.query("update draw_entries set status = 'lost' where sale_id = $1 and status = 'waiting'", [
-    saleId,
-  ]);
+  // Their draw.lost events in the same statement: one draws.lost row per 9,999 (record.ts).
+  const res = await client.query<{ n: number }>(
+    `with l as (update draw_entries set status = 'lost' where sale_id = $1 and status = 'waiting' returning *),
+     e as (${lostEventsFrom('l')})
+     select count(*)::int as n from l`,
+    [saleId],
+  );
   await client.query('update sales set draw_over_at = now() where id = $1 and draw_over_at is null', [saleId]);
-  return res.rowCount ?? 0;
+  return res.rows[0]!.n;
 }
 
 export interface Progress {
