@@ -58,6 +58,8 @@ export class EventDelivery {
   private readonly inFlight = new Map<string, number>();
   private readonly sends = new Set<Promise<void>>();
   private readonly sender: Sender;
+  /** Ends the idle wait when a send settles: its endpoint has room again. */
+  private wake = new AbortController();
   private run: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
   readonly failed = this.fatal.failed;
@@ -95,10 +97,14 @@ export class EventDelivery {
           await refreshGauges(this.pool);
           counted = performance.now();
         }
+        this.wake = new AbortController();
+        const wake = this.wake.signal;
         const dispatched = await dispatchEvents(this.pool);
         const claimed = await this.claim();
         this.retries.succeeded();
-        if (dispatched === 0 && claimed === 0) await delay(this.config.eventsPollMs, signal);
+        // Woken by a send settled since this pass began: otherwise an endpoint at its concurrency
+        // would get its next event only a poll later.
+        if (dispatched === 0 && claimed === 0) await delay(this.config.eventsPollMs, AbortSignal.any([signal, wake]));
       } catch (err) {
         const retryInMs = this.retries.failed(err, 'event delivery pass failed');
         if (retryInMs === null) return;
@@ -173,6 +179,7 @@ export class EventDelivery {
       .finally(() => {
         this.inFlight.set(target.id, (this.inFlight.get(target.id) ?? 1) - 1);
         this.sends.delete(p);
+        this.wake.abort();
       });
     this.sends.add(p);
   }
