@@ -13,6 +13,7 @@ import {
 } from './report.js';
 import type { ClusterResults, Measured } from './cluster.js';
 import { analysis } from './analysis.js';
+import { eventsSection } from './events.js';
 import type { ProfileResults } from './profiles.js';
 import { rateLimitSection } from './rate-limit.js';
 import { roomSection } from './room-report.js';
@@ -510,6 +511,12 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
       ? { p: saved.quick.profile, mode: 'quick' as const }
       : undefined;
   if (profiles) out.push(profileSection(profiles.p, profiles.mode));
+  const events = r.events
+    ? { e: r.events, mode: r.mode }
+    : saved.quick?.events
+      ? { e: saved.quick.events, mode: 'quick' as const }
+      : undefined;
+  if (events) out.push(eventsSection(events.e, events.mode));
   const room = roomSection();
   if (room) out.push(room);
   out.push('## Targets: what limits each, and what was changed', '', analysis(r), '');

@@ -11,6 +11,7 @@ import type { RateLimitResults } from './rate-limit.js';
 import type { Summary } from './stats.js';
 import type { WholeMachineResults } from './whole-machine.js';
 import type { WriterResult } from './writer.js';
+import type { EventsResults } from './events.js';
 
 export interface BenchResults {
   mode: 'quick' | 'full';
@@ -39,6 +40,8 @@ export interface BenchResults {
   profile?: ProfileResults;
   /** A sale of 12 variants against a sale of one: bench/variants.ts. */
   variants?: VariantResults;
+  /** Delivery of outbound events at concurrency 1 and the default: bench/events.ts. */
+  events?: EventsResults;
 }
 
 const n = (v: number) => Math.round(v).toLocaleString('en-US');

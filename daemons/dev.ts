@@ -9,6 +9,7 @@ import { connect } from '../shared/runtime/services.js';
 import { migrate } from '../shared/runtime/migrate.js';
 import { startAdmission } from './admission.js';
 import { startApi } from './api.js';
+import { startEvents } from './events.js';
 import { startExpiryListener } from './expiry-listener.js';
 import { startOrderWriter } from './order-writer.js';
 import { startReplay } from './replay.js';
@@ -61,6 +62,7 @@ export async function startDev(base: Config, logger: Logger): Promise<Stoppable>
       ['expiry-listener', startExpiryListener],
       ['replay', startReplay],
       ['admission', startAdmission],
+      ['events', startEvents],
     ] as const) {
       const s = await start(config, logger);
       stops.push([name, () => s.stop()]);

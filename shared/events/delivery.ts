@@ -1,7 +1,8 @@
 // The delivery daemon's loop (`flashsale events`, docs/events.md): dispatch what committed, claim
 // what is due to each endpoint up to EVENTS_CONCURRENCY in flight, POST each event signed per
-// Standard Webhooks, settle it. Redirects are never followed (a 3xx is a failure), and a delivery
-// that outlives EVENTS_TIMEOUT_MS is aborted and retried with backoff.
+// Standard Webhooks (shared/events/send.ts: to the address its name was checked to resolve to,
+// never following a redirect), settle it. A delivery that outlives EVENTS_TIMEOUT_MS is aborted
+// and retried with backoff.
 import { Webhook } from 'standardwebhooks';
 import type { Config } from '../config/index.js';
 import type { Pool } from '../runtime/db.js';
@@ -20,6 +21,8 @@ import {
 import { dispatchEvents } from './dispatch.js';
 import { metrics } from '../runtime/metrics.js';
 import { PRUNE_BATCH, pruneAttempts } from './prune.js';
+import type { Resolve } from './address.js';
+import { Sender } from './send.js';
 import { refreshGauges } from './stats.js';
 
 type DeliveryConfig = Pick<
@@ -30,6 +33,7 @@ type DeliveryConfig = Pick<
   | 'eventsConcurrency'
   | 'eventsPollMs'
   | 'eventsAttemptsRetentionDays'
+  | 'eventsAllowPrivateEndpoints'
 >;
 
 /** How often the gauges are counted again from the table. */
@@ -52,33 +56,15 @@ export function signedHeaders(t: Target, id: string, payload: string, at = new D
   };
 }
 
-async function post(t: Target, body: EventBody, timeoutMs: number): Promise<Outcome> {
-  const payload = JSON.stringify(body);
-  const t0 = performance.now();
-  const latency = () => Math.round(performance.now() - t0);
-  try {
-    const res = await fetch(t.url, {
-      method: 'POST',
-      headers: signedHeaders(t, `msg_${body.sequence}`, payload),
-      body: payload,
-      redirect: 'manual',
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    await res.body?.cancel();
-    const ok = res.status >= 200 && res.status < 300;
-    return { status: res.status, latencyMs: latency(), error: ok ? null : `HTTP ${res.status}` };
-  } catch (err) {
-    const e = err as Error & { cause?: { code?: string } };
-    return { status: null, latencyMs: latency(), error: e.cause?.code ?? e.name ?? 'error' };
-  }
-}
-
 export class EventDelivery {
   private readonly abort = new AbortController();
   private readonly fatal = failureSignal();
   private readonly retries: Retries;
   private readonly inFlight = new Map<string, number>();
   private readonly sends = new Set<Promise<void>>();
+  private readonly sender: Sender;
+  /** Ends the idle wait when a send settles: its endpoint has room again. */
+  private wake = new AbortController();
   private run: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
   readonly failed = this.fatal.failed;
@@ -87,8 +73,11 @@ export class EventDelivery {
     private readonly pool: Pool,
     private readonly config: DeliveryConfig,
     private readonly logger: Logger,
+    /** How endpoint names resolve; the system's unless a test says otherwise. */
+    resolve?: Resolve,
   ) {
     this.retries = new Retries(logger, this.fatal.fail);
+    this.sender = new Sender(config.eventsAllowPrivateEndpoints, resolve);
   }
 
   start(): void {
@@ -100,6 +89,7 @@ export class EventDelivery {
       this.abort.abort();
       await this.run;
       await Promise.allSettled([...this.sends]);
+      this.sender.close();
     })());
   }
 
@@ -117,10 +107,14 @@ export class EventDelivery {
           await this.prune();
           pruned = performance.now();
         }
+        this.wake = new AbortController();
+        const wake = this.wake.signal;
         const dispatched = await dispatchEvents(this.pool);
         const claimed = await this.claim();
         this.retries.succeeded();
-        if (dispatched === 0 && claimed === 0) await delay(this.config.eventsPollMs, signal);
+        // Woken by a send settled since this pass began: otherwise an endpoint at its concurrency
+        // would get its next event only a poll later.
+        if (dispatched === 0 && claimed === 0) await delay(this.config.eventsPollMs, AbortSignal.any([signal, wake]));
       } catch (err) {
         const retryInMs = this.retries.failed(err, 'event delivery pass failed');
         if (retryInMs === null) return;
@@ -165,11 +159,21 @@ export class EventDelivery {
     return started;
   }
 
+  private post(t: Target, body: EventBody): Promise<Outcome> {
+    const payload = JSON.stringify(body);
+    return this.sender.post(
+      t.url,
+      signedHeaders(t, `msg_${body.sequence}`, payload),
+      payload,
+      this.config.eventsTimeoutMs,
+    );
+  }
+
   private send(target: Target, c: Claimed, body: EventBody | undefined): void {
     this.inFlight.set(target.id, (this.inFlight.get(target.id) ?? 0) + 1);
     const p = (async () => {
       const outcome: Outcome = body
-        ? await post(target, body, this.config.eventsTimeoutMs)
+        ? await this.post(target, body)
         : { status: null, latencyMs: 0, error: 'event not found' };
       if (outcome.error === null) {
         await delivered(this.pool, target.id, c, outcome);
@@ -197,6 +201,7 @@ export class EventDelivery {
       .finally(() => {
         this.inFlight.set(target.id, (this.inFlight.get(target.id) ?? 1) - 1);
         this.sends.delete(p);
+        this.wake.abort();
       });
     this.sends.add(p);
   }

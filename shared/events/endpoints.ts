@@ -2,9 +2,9 @@
 // listed, disabled, and rotated with an overlap during which both secrets sign. The same steps
 // serve `flashsale events endpoint` and the admin API.
 import { randomBytes } from 'node:crypto';
-import { isIP } from 'node:net';
 import type { Pool } from '../runtime/db.js';
 import { HttpError } from '../runtime/errors.js';
+import { isPrivateHost } from './address.js';
 import { EVENT_TYPES } from './record.js';
 
 export interface Endpoint {
@@ -50,26 +50,10 @@ const view = (r: EndpointRow): Endpoint => ({
 /** A Standard Webhooks secret: whsec_ and 24 random bytes in base64. */
 const newSecret = () => `whsec_${randomBytes(24).toString('base64')}`;
 
-/** Loopback, link-local, private and unspecified addresses, and localhost: what a request forgery aims at. */
-function isPrivateHost(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
-  if (h === 'localhost' || h.endsWith('.localhost')) return true;
-  if (isIP(h) === 4) {
-    const [a, b] = h.split('.').map(Number) as [number, number];
-    return (
-      a === 0 ||
-      a === 10 ||
-      a === 127 ||
-      (a === 169 && b === 254) ||
-      (a === 172 && b >= 16 && b < 32) ||
-      (a === 192 && b === 168)
-    );
-  }
-  if (isIP(h) === 6) return h === '::1' || h === '::' || /^(fc|fd|fe8|fe9|fea|feb)/.test(h) || h.startsWith('::ffff:');
-  return false;
-}
-
-/** Refuses what cannot be an endpoint: not http(s), or a private address unless allowed. */
+/**
+ * Refuses what cannot be an endpoint: not http(s), or a private address as written unless allowed
+ * (what a name resolves to is judged at each delivery: shared/events/address.ts).
+ */
 export function checkEndpointUrl(url: string, allowPrivate: boolean): string {
   let u: URL;
   try {
