@@ -100,7 +100,7 @@ test('events: a receiver down, hanging, closing the connection and redirecting g
     ...env.config,
     eventsPollMs: 20,
     eventsRetryBaseMs: 20,
-    eventsTimeoutMs: 300,
+    eventsTimeoutMs: 1000,
     eventsConcurrency: 1,
   };
   const d = new EventDelivery(env.pool, config, env.logger);
@@ -123,21 +123,30 @@ test('events: a receiver down, hanging, closing the connection and redirecting g
   assert.equal(r.rejected, 0);
   assert.deepEqual(r.got.map((g) => g.id).sort(), ids);
   // The three faulted requests each carried one of the two events, and came again with the same body.
-  assert.equal(r.seen.length, 5);
+  assert.deepEqual(unique(r.got.map((g) => g.id)), ids);
   assert.deepEqual(unique(r.seen.map((s) => s.id)), ids);
   duplicates(r.seen);
   assert.ok(!r.paths.includes('/elsewhere'), 'a redirect is never followed');
   const tried = await attempts();
   const refused = tried.filter((a) => a.error === 'ECONNREFUSED').length;
   assert.ok(refused >= 2);
-  // After the refusals, in order: the hang timed out, the closed connection, the redirect, then both delivered.
-  assert.deepEqual(tried.slice(refused), [
+  // After the refusals, one attempt per request the receiver heard, in order: the hang timed out,
+  // the closed connection, the redirect, then both delivered (a 204 slower than the timeout, on a
+  // loaded machine, is one more timeout and its event sent again).
+  const reached = tried.slice(refused);
+  assert.equal(reached.length, r.requests);
+  assert.deepEqual(reached.slice(0, 3), [
     { status: null, error: 'TimeoutError' },
     { status: null, error: 'UND_ERR_SOCKET' },
     { status: 302, error: 'HTTP 302' },
-    { status: 204, error: null },
-    { status: 204, error: null },
   ]);
+  assert.deepEqual(
+    reached.slice(3).filter((a) => a.error !== 'TimeoutError'),
+    [
+      { status: 204, error: null },
+      { status: 204, error: null },
+    ],
+  );
   const ep = await env.pool.query('select failing_since, enabled from endpoints where id = $1', [endpointId]);
   assert.deepEqual(ep.rows[0], { failing_since: null, enabled: true });
 });
