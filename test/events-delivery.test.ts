@@ -4,10 +4,7 @@
 // processes share the work without losing an event, and an endpoint failing past the horizon is
 // disabled.
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, describe, test } from 'node:test';
-import { Webhook } from 'standardwebhooks';
 import type { Config } from '../shared/config/index.js';
 import { EventDelivery } from '../shared/events/delivery.js';
 import { dispatchAll } from '../shared/events/dispatch.js';
@@ -23,60 +20,12 @@ import type { TestEnv } from './support/env.js';
 import { drainWriter, newSale, waitFor } from './support/fixtures.js';
 import type { Inject } from './support/http.js';
 import { paySigned } from './support/payments.js';
+import { Receiver } from './support/receiver.js';
 import { ADMIN_TOKEN } from './support/tokens.js';
 
 let env: TestEnv;
 let call: Inject;
 apiSuite((s) => ({ env, call } = s));
-
-interface Received {
-  id: string;
-  body: { type: string; sequence: number; sale_id: string; data: Record<string, unknown> };
-}
-
-/** A shop's receiver: verifies each request with `secrets` (any may sign), answers `answer(n)` to the n-th. */
-class Receiver {
-  readonly got: Received[] = [];
-  rejected = 0;
-  requests = 0;
-  private server: Server | undefined;
-  constructor(
-    public secrets: string[],
-    private readonly answer: (n: number) => number = () => 204,
-  ) {}
-  async start(): Promise<string> {
-    this.server = createServer((req: IncomingMessage, res: ServerResponse) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const n = this.requests++;
-        const payload = Buffer.concat(chunks).toString('utf8');
-        const headers = req.headers as Record<string, string>;
-        const verified = this.secrets.every((s) => {
-          try {
-            new Webhook(s).verify(payload, headers);
-            return true;
-          } catch {
-            return false;
-          }
-        });
-        if (!verified) {
-          this.rejected++;
-          res.writeHead(400).end();
-          return;
-        }
-        const status = this.answer(n);
-        if (status < 300) this.got.push({ id: headers['webhook-id']!, body: JSON.parse(payload) });
-        res.writeHead(status).end();
-      });
-    });
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hooks`;
-  }
-  stop(): Promise<void> {
-    return new Promise((r) => (this.server ? this.server.close(() => r()) : r()));
-  }
-}
 
 type Metric = { values: { labels: Record<string, unknown>; value: number }[] };
 const gauge = (m: Metric, endpoint: string) => m.values.find((v) => v.labels.endpoint === endpoint)?.value ?? -1;

@@ -110,6 +110,6 @@ function closingNote(rows: Summary[]): void {
   );
   for (const r of rows)
     console.log(
-      `  ${r.scenario}: ${r.faultKinds}${r.answers ? `; answers by status ${JSON.stringify(r.answers)}` : ''}`,
+      `  ${r.scenario}: ${r.faultKinds}${r.answers ? `; answers by status ${JSON.stringify(r.answers)}` : ''}${r.events ? `; events received ${JSON.stringify(r.events)}` : ''}`,
     );
 }

@@ -2,21 +2,31 @@
 // random moments while buyers buy, pay and let orders expire, and each is restarted. Nothing
 // accepted is lost, nothing is paid and expired, no stock is restored twice. The sale is a drop of
 // 12 sizes of equal stock under skewed demand: the most wanted sizes sell out within a second
-// while the least wanted never do, and conservation is checked for each size at every check.
+// while the least wanted never do, and conservation is checked for each size at every check. The
+// shop's receiver, verifying with the standardwebhooks package, hears one event per change
+// Postgres holds, through the kills of `flashsale events` too.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { delay } from '../../shared/runtime/daemon.js';
+import { addEndpoint } from '../../shared/events/endpoints.js';
 import { saleKeys } from '../../shared/redis/keys.js';
 import { cliHere } from '../support/cli-here.js';
 import { fileEnv } from '../support/cluster.js';
-import { newSale, orderCount, seededRandom } from '../support/fixtures.js';
+import type { TestEnv } from '../support/env.js';
+import { newSale, orderCount, seededRandom, waitFor } from '../support/fixtures.js';
+import { duplicates, Receiver } from '../support/receiver.js';
 import { beginScenario, LiveChecks, summarize, tally } from '../support/scenario.js';
 import { answersHold, Shoppers, sizes, skewedDemand, windDown } from '../support/shoppers.js';
 
 const file = fileEnv();
+const receiver = new Receiver([]);
+after(() => receiver.stop());
 
-test('crashes: SIGKILL the writer, the listener and the replay at seeded moments mid-sale; every invariant holds', async () => {
+test('crashes: SIGKILL the writer, the listener, the replay and the events delivery at seeded moments mid-sale; every invariant holds and every change is one event', async () => {
   const { env } = file;
+  await receiver.start();
+  const { secret } = await addEndpoint(env.pool, { url: receiver.url, allowPrivate: true });
+  receiver.secrets = [secret];
   const { seed, log, rand } = beginScenario('crashes');
   const sale = await newSale(env, { ...sizes(12, 25), perUserLimit: 2, maxPerOrder: 2, paymentWindowSeconds: 2 });
   const demand = skewedDemand(
@@ -30,6 +40,14 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
     c.start('writer', 'order-writer', { WRITER_ID: 'writer-0' }),
     c.start('listener', 'expiry-listener'),
     c.start('replay', 'replay'),
+    // A short timeout: a kill's claims come due again after its lease (twice the timeout and 5 s);
+    // an answer slower than it is a failure, and its event sent again.
+    c.start('events', 'events', {
+      EVENTS_POLL_MS: '20',
+      EVENTS_RETRY_BASE_MS: '50',
+      EVENTS_CONCURRENCY: '16',
+      EVENTS_TIMEOUT_MS: '1000',
+    }),
   ]);
 
   const shoppers = new Shoppers({
@@ -56,12 +74,12 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
   });
   shoppers.run();
 
-  const kills: Record<string, number> = { writer: 0, listener: 0, replay: 0 };
+  const kills: Record<string, number> = { writer: 0, listener: 0, replay: 0, events: 0 };
   let freshWriters = 0;
   const until = Date.now() + 12_000;
   while (Date.now() < until) {
-    // Each round kills all three once, in a seeded order, at seeded moments, down for a seeded while.
-    const round = ['writer', 'listener', 'replay']
+    // Each round kills all four once, in a seeded order, at seeded moments, down for a seeded while.
+    const round = ['writer', 'listener', 'replay', 'events']
       .map((v) => [v, rand()] as const)
       .sort((a, b) => a[1] - b[1])
       .map(([v]) => v);
@@ -86,6 +104,8 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
   log.note(
     `purchases ${JSON.stringify(shoppers.purchases)}; orders ${orders}: ${paid} paid, ${expired} expired; live checks skipped ${live.skipped}`,
   );
+  const events = await eventsHeld(env, sale.id, receiver);
+  log.note(`events received by type ${JSON.stringify(events.received)}; sent again ${events.again}`);
   const left = await env.redis.hgetall(saleKeys(sale.id).variantsLeft);
   log.note(
     `sizes, most wanted first: ${demand.skus.map((sku) => `${sku} ${shoppers.soldOutAt.has(sku) ? `sold out at t+${shoppers.soldOutAt.get(sku)}ms` : 'never sold out'}, ${left[sku]} left`).join('; ')}`,
@@ -96,13 +116,18 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
     buyers: shoppers.buyers.size,
     orders,
     faults: log.faults,
-    faultKinds: `SIGKILL writer ${kills.writer} (${freshWriters} back under a new WRITER_ID), listener ${kills.listener}, replay ${kills.replay}`,
+    faultKinds: `SIGKILL writer ${kills.writer} (${freshWriters} back under a new WRITER_ID), listener ${kills.listener}, replay ${kills.replay}, events ${kills.events}`,
     ...tally(live, final),
+    events: { ...events.received, again: events.again },
   });
 
   assert.deepEqual(live.violations, [], 'invariants while processes were being killed');
   assert.deepEqual(final.violations, [], 'invariants at rest');
   assert.deepEqual(await answersHold(env, sale.id, shoppers), [], 'what buyers were told is what happened');
+  assert.equal(receiver.rejected, 0, 'every delivery verified');
+  assert.deepEqual(events.received, events.changes, 'one event per change Postgres holds, by type');
+  assert.deepEqual(events.missing, [], 'no change without its event');
+  assert.deepEqual(events.twoIds, [], 'a change sent again always carries its one webhook-id');
   assert.equal(orders, accepted.length, 'one order per 202, and none without one (the API was never killed)');
   assert.ok(paid > 0 && expired > 0, `buying, paying and expiring all happened: ${paid} paid, ${expired} expired`);
   assert.ok(shoppers.soldOutWithOthersLeft > 0, 'a size sold out while others were still on sale');
@@ -124,7 +149,57 @@ test('crashes: SIGKILL the writer, the listener and the replay at seeded moments
   assert.equal(check.stdout, '9 checks, 0 violations\n');
   assert.deepEqual(
     await c.stopAll(),
-    { api: 0, writer: 0, listener: 0, replay: 0 },
+    { api: 0, writer: 0, listener: 0, replay: 0, events: 0 },
     'every process stops cleanly on SIGTERM',
   );
 });
+
+/**
+ * Once every delivery is done: the changes Postgres holds (orders written, paid, expired,
+ * cancelled; refunds due) by type, the distinct events the receiver got by type, each change's
+ * event missing, and any change that came under two webhook-ids. A duplicate's body must match.
+ */
+async function eventsHeld(env: TestEnv, saleId: string, receiver: Receiver) {
+  await waitFor(
+    'every event delivered',
+    async () => {
+      const left = await env.pool.query<{ n: number }>(
+        `select (select count(*) from events where dispatched_at is null)
+              + (select count(*) from deliveries where status = 'pending')::int as n`,
+      );
+      return left.rows[0]!.n === 0;
+    },
+    60_000,
+    100,
+  );
+  const again = duplicates(receiver.seen).length;
+  const rows = await env.pool.query<{ type: string; key: string }>(
+    `select 'order.created' as type, id as key from orders where sale_id = $1
+     union all select 'order.' || status, id from orders where sale_id = $1 and status <> 'pending'
+     union all select 'payment.refund_due', p.order_id || '/' || p.id from payments p join orders o on o.id = p.order_id
+       where o.sale_id = $1 and p.outcome = 'refund_due'`,
+    [saleId],
+  );
+  const changes: Record<string, number> = {};
+  for (const r of rows.rows) changes[r.type] = (changes[r.type] ?? 0) + 1;
+  // A change is its type and order (a refund: and its payment); the receiver sees it by webhook-id.
+  const idsOf = new Map<string, Set<string>>();
+  for (const g of receiver.got) {
+    if (g.body.sale_id !== saleId) continue;
+    const payment = (g.body.data.payment as { id: string } | undefined)?.id;
+    const key = `${g.body.type} ${g.body.data.order_id}${payment ? `/${payment}` : ''}`;
+    idsOf.set(key, (idsOf.get(key) ?? new Set()).add(g.id));
+  }
+  const received: Record<string, number> = {};
+  for (const key of idsOf.keys()) {
+    const type = key.split(' ')[0]!;
+    received[type] = (received[type] ?? 0) + 1;
+  }
+  return {
+    changes,
+    received,
+    again,
+    missing: rows.rows.map((r) => `${r.type} ${r.key}`).filter((k) => !idsOf.has(k)),
+    twoIds: [...idsOf].filter(([, ids]) => ids.size > 1).map(([key]) => key),
+  };
+}

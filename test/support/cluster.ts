@@ -10,7 +10,7 @@ import { testEnv, type TestEnv } from './env.js';
 import { http } from './http.js';
 import { FaultLog } from './scenario.js';
 
-export type Kind = 'api' | 'order-writer' | 'expiry-listener' | 'replay' | 'admission';
+export type Kind = 'api' | 'order-writer' | 'expiry-listener' | 'replay' | 'admission' | 'events';
 
 /** Every kind once, under its usual name. */
 export const EVERY_KIND: [string, Kind][] = [

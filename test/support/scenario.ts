@@ -187,12 +187,14 @@ export interface Summary {
   violations: number;
   /** The scenario's requests by the status they got, where it counts them. */
   answers?: Record<string, number>;
+  /** Where the scenario delivers events: those received by type, and `again`, how many came more than once. */
+  events?: Record<string, number>;
 }
 
 /** The scenario's closing figures: a summary line, and a record test/run.ts prints in its closing note. */
 export function summarize(s: Summary): void {
   console.log(
-    `[${s.scenario}] summary: seed=${s.seed} buyers=${s.buyers} orders=${s.orders} faults=${s.faults} (${s.faultKinds}) checks=${s.checks} violations=${s.violations}`,
+    `[${s.scenario}] summary: seed=${s.seed} buyers=${s.buyers} orders=${s.orders} faults=${s.faults} (${s.faultKinds}) checks=${s.checks} violations=${s.violations}${s.events ? ` events=${JSON.stringify(s.events)}` : ''}`,
   );
   const dir = process.env.FLASHSALE_REPORT_DIR;
   if (dir) writeFileSync(join(dir, `${process.pid}-${s.scenario.replace(/\W+/g, '-')}.json`), JSON.stringify(s));
