@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import type { Config } from '../shared/config/index.js';
+import { isPrivateAddress, type Resolve, systemResolve } from '../shared/events/address.js';
 import { EventDelivery } from '../shared/events/delivery.js';
 import { dispatchAll } from '../shared/events/dispatch.js';
 import { addEndpoint, checkEndpointUrl, rotateSecret } from '../shared/events/endpoints.js';
@@ -31,7 +32,14 @@ type Metric = { values: { labels: Record<string, unknown>; value: number }[] };
 const gauge = (m: Metric, endpoint: string) => m.values.find((v) => v.labels.endpoint === endpoint)?.value ?? -1;
 const count = (m: Metric, outcome: string) => m.values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
 
-const fast = (c: Config): Config => ({ ...c, eventsPollMs: 20, eventsRetryBaseMs: 20, eventsTimeoutMs: 2000 });
+/** Quick retries; the receivers are on loopback, which delivery refuses unless allowed. */
+const fast = (c: Config): Config => ({
+  ...c,
+  eventsPollMs: 20,
+  eventsRetryBaseMs: 20,
+  eventsTimeoutMs: 2000,
+  eventsAllowPrivateEndpoints: true,
+});
 
 /** Stops every earlier test's endpoint, so a test's receiver hears only its own sale. */
 async function onlyNewEndpoints(): Promise<void> {
@@ -39,9 +47,9 @@ async function onlyNewEndpoints(): Promise<void> {
   await env.pool.query("update endpoints set enabled = false, disabled_reason = 'an earlier test'");
 }
 
-/** A sale of `n` buyers' pending orders, written by the writer. */
+/** A sale of `n` buyers' pending orders, written by the writer; a unit is left, so it records no sale.sold_out. */
 async function saleOf(n: number): Promise<{ saleId: string; ids: string[] }> {
-  const sale = await newSale(env, { stock: n, paymentWindowSeconds: 3600 });
+  const sale = await newSale(env, { stock: n + 1, paymentWindowSeconds: 3600 });
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
     const r = await call('POST', `/api/sales/${sale.id}/purchases`, { body: { qty: 1 }, user: `b${i}` });
@@ -71,13 +79,13 @@ describe('events delivery', () => {
     for (const p of pools) await p.end();
     for (const r of receivers) await r.stop();
   });
-  const receiver = async (secrets: string[], answer?: (n: number) => number) => {
-    const r = new Receiver(secrets, answer);
+  const receiver = async (secrets: string[], answer?: (n: number) => number, headers?: Record<string, string>) => {
+    const r = new Receiver(secrets, answer, headers);
     receivers.push(r);
     return { r, url: await r.start() };
   };
-  const deliver = (config = fast(env.config), pool = env.pool) => {
-    const d = new EventDelivery(pool, config, env.logger);
+  const deliver = (config = fast(env.config), pool = env.pool, resolve?: Resolve) => {
+    const d = new EventDelivery(pool, config, env.logger, resolve);
     deliveries.push(d);
     d.start();
     return d;
@@ -257,11 +265,12 @@ describe('events delivery', () => {
     const { saleId, ids } = await saleOf(2);
     const sequences = await sequencesOf(saleId);
     const d = deliver();
-    // Settled in Postgres, not only received: the receiver answers before the delivery's row is updated.
-    const listed = await waitFor('both delivered', async () => {
-      const l = await listEvents(env.pool, { saleId });
-      return r.got.length >= 2 && l.every((e) => e.delivered === 1) ? l : undefined;
-    });
+    // The receiver has a body before the delivery process records its answer: wait for the record.
+    await waitFor(
+      'both delivered',
+      async () => r.got.length >= 2 && (await listEvents(env.pool, { saleId })).every((e) => e.delivered === 1),
+    );
+    const listed = await listEvents(env.pool, { saleId });
     assert.deepEqual(
       listed.map((e) => [e.sequence, e.type, e.orderId, e.delivered, e.pending, e.failed]),
       [...sequences].reverse().map((s, i) => [s, 'order.created', ids[1 - i], 1, 0, 0]),
@@ -295,6 +304,159 @@ describe('events delivery', () => {
     assert.throws(() => checkEndpointUrl('ftp://shop.example/', false), /http/);
     assert.equal(checkEndpointUrl('https://shop.example/hooks', false), 'https://shop.example/hooks');
     assert.equal(checkEndpointUrl('http://127.0.0.1:9/x', true), 'http://127.0.0.1:9/x');
+  });
+
+  /** Every earlier test's delivery stopped (one that failed left its own running): the attempts counted are this test's. */
+  const stopEarlier = async () => {
+    for (const d of deliveries) await d.stop();
+  };
+
+  /** The attempts made to `endpointId` once there are `n`, oldest first. */
+  const attemptsTo = (endpointId: string, n = 1) =>
+    waitFor(`${n} attempt(s) to ${endpointId}`, async () => {
+      const res = await env.pool.query<{ status: number | null; error: string | null }>(
+        'select status, error from delivery_attempts where endpoint_id = $1 order by id',
+        [endpointId],
+      );
+      return res.rows.length >= n ? res.rows : undefined;
+    });
+
+  test('delivery: a name that resolves to a private address is refused, no request sent, unless allowed', async () => {
+    await onlyNewEndpoints();
+    await stopEarlier();
+    const { r, url } = await receiver([]);
+    const port = new URL(url).port;
+    // localhost through the system resolver; a public-looking name whose second answer is private.
+    const local = await addEndpoint(env.pool, { url: `http://localhost:${port}/hooks`, allowPrivate: true });
+    const mixed = await addEndpoint(env.pool, { url: `http://shop.example:${port}/hooks`, allowPrivate: false });
+    r.secrets = [local.secret];
+    const resolved: string[] = [];
+    const resolve: Resolve = async (host) => {
+      resolved.push(host);
+      if (host === 'shop.example')
+        return [
+          { address: '93.184.216.34', family: 4 },
+          { address: '10.0.0.5', family: 4 },
+        ];
+      return systemResolve(host);
+    };
+    await saleOf(1);
+    const d = deliver({ ...fast(env.config), eventsAllowPrivateEndpoints: false }, env.pool, resolve);
+    const [toLocal] = await attemptsTo(local.endpoint.id);
+    const [toMixed] = await attemptsTo(mixed.endpoint.id);
+    await d.stop();
+    assert.equal(toLocal!.status, null);
+    assert.match(
+      toLocal!.error ?? '',
+      /^refused: localhost resolves to (127\.0\.0\.1|::1), .*EVENTS_ALLOW_PRIVATE_ENDPOINTS=true/,
+    );
+    assert.equal(toMixed!.status, null);
+    assert.match(toMixed!.error ?? '', /^refused: shop\.example resolves to 10\.0\.0\.5, /);
+    assert.equal(r.requests, 0, 'no request reached the receiver');
+    assert.ok(resolved.includes('shop.example') && resolved.includes('localhost'));
+    const last = await env.pool.query<{ endpoint_id: string; status: string; last_error: string }>(
+      'select endpoint_id, status, last_error from deliveries where endpoint_id = any($1) order by endpoint_id',
+      [[local.endpoint.id, mixed.endpoint.id]],
+    );
+    assert.equal(last.rows.length, 2);
+    for (const row of last.rows) {
+      assert.equal(row.status, 'pending', 'a refusal is a failed attempt, retried');
+      assert.match(row.last_error, /^refused: /);
+    }
+    // Allowed (development): the same localhost endpoint is delivered to.
+    await env.pool.query("update endpoints set enabled = false, disabled_reason = 'done' where id = $1", [
+      mixed.endpoint.id,
+    ]);
+    await env.pool.query('update deliveries set next_at = now() where endpoint_id = $1', [local.endpoint.id]);
+    const allowed = deliver();
+    await waitFor('delivered once allowed', async () => r.got.length >= 1);
+    await allowed.stop();
+    assert.equal(r.rejected, 0);
+  });
+
+  test('delivery: connects to the address the name was checked to resolve to, and sends the name as Host', async () => {
+    await onlyNewEndpoints();
+    await stopEarlier();
+    const { r, url } = await receiver([]);
+    const port = new URL(url).port;
+    // .invalid never resolves (RFC 6761): only the checked answer can lead the connection to the receiver.
+    const { secret, endpoint } = await addEndpoint(env.pool, {
+      url: `http://hooks.invalid:${port}/x`,
+      allowPrivate: true,
+    });
+    r.secrets = [secret];
+    let lookups = 0;
+    const resolve: Resolve = async (host) => {
+      assert.equal(host, 'hooks.invalid');
+      lookups++;
+      return [{ address: '127.0.0.1', family: 4 }];
+    };
+    await assert.rejects(systemResolve('hooks.invalid'), /ENOTFOUND|EAI_AGAIN/);
+    const { saleId } = await saleOf(2);
+    const sequences = await sequencesOf(saleId);
+    const d = deliver(fast(env.config), env.pool, resolve);
+    await waitFor('both delivered', async () => r.got.length >= sequences.length);
+    await d.stop();
+    assert.deepEqual(new Set(r.hosts), new Set([`hooks.invalid:${port}`]));
+    const attempts = await attemptsTo(endpoint.id, sequences.length);
+    assert.equal(attempts.filter((a) => a.status === 204).length, sequences.length);
+    assert.equal(lookups, attempts.length, 'one check per attempt');
+  });
+
+  test('delivery: a redirect is never followed: a failure, retried, and its target gets nothing', async () => {
+    await onlyNewEndpoints();
+    await stopEarlier();
+    const target = await receiver([]);
+    const { r, url } = await receiver([], () => 307, { location: target.url });
+    const { secret, endpoint } = await addEndpoint(env.pool, { url, allowPrivate: true });
+    r.secrets = [secret];
+    target.r.secrets = [secret];
+    await saleOf(1);
+    const d = deliver();
+    const attempts = await attemptsTo(endpoint.id, 2);
+    await d.stop();
+    assert.deepEqual(attempts.slice(0, 2), [
+      { status: 307, error: 'HTTP 307' },
+      { status: 307, error: 'HTTP 307' },
+    ]);
+    assert.equal(target.r.requests, 0);
+  });
+
+  test('endpoints: loopback, private, link-local, shared and unspecified addresses are private, IPv4-mapped ones included', () => {
+    for (const ip of [
+      '127.0.0.1',
+      '127.8.9.10',
+      '0.0.0.0',
+      '10.1.2.3',
+      '172.16.0.1',
+      '172.31.255.255',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '100.127.255.254',
+      '::',
+      '::1',
+      '::ffff:127.0.0.1',
+      '::ffff:7f00:1',
+      '::ffff:10.0.0.1',
+      '::ffff:169.254.169.254',
+      'fc00::1',
+      'fd12:3456::1',
+      'fe80::1',
+      'febf::1',
+      '224.0.0.1',
+    ])
+      assert.equal(isPrivateAddress(ip), true, ip);
+    for (const ip of ['93.184.216.34', '8.8.8.8', '172.32.0.1', '100.128.0.1', '::ffff:8.8.8.8', '2606:4700::1111'])
+      assert.equal(isPrivateAddress(ip), false, ip);
+    for (const url of [
+      'http://0.0.0.0/',
+      'http://100.64.0.1/',
+      'http://[::ffff:127.0.0.1]/',
+      'http://[fd00::1]/',
+      'http://[fe80::1]/',
+    ])
+      assert.throws(() => checkEndpointUrl(url, false), /EVENTS_ALLOW_PRIVATE_ENDPOINTS/, url);
   });
 
   test('endpoints (admin API): add, list, rotate, disable and enable; a private address and an unknown id are refused', async () => {

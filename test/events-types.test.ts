@@ -68,7 +68,11 @@ describe('event types', () => {
   }
   /** Delivers until the receiver holds `n` events of the sale; those, in sequence order. */
   async function delivered(r: Receiver, saleId: string, n: number): Promise<Received['body'][]> {
-    const d = new EventDelivery(env.pool, { ...env.config, eventsPollMs: 20, eventsRetryBaseMs: 20 }, env.logger);
+    const d = new EventDelivery(
+      env.pool,
+      { ...env.config, eventsPollMs: 20, eventsRetryBaseMs: 20, eventsAllowPrivateEndpoints: true },
+      env.logger,
+    );
     deliveries.push(d);
     d.start();
     const mine = () => r.got.filter((g) => g.body.sale_id === saleId);

@@ -47,6 +47,7 @@ test('crashes: SIGKILL the writer, the listener, the replay and the events deliv
       EVENTS_RETRY_BASE_MS: '50',
       EVENTS_CONCURRENCY: '16',
       EVENTS_TIMEOUT_MS: '1000',
+      EVENTS_ALLOW_PRIVATE_ENDPOINTS: 'true',
     }),
   ]);
 

@@ -36,12 +36,15 @@ export class Receiver {
   requests = 0;
   /** Paths asked for, in order: a redirect's target must never appear. */
   readonly paths: string[] = [];
+  /** Host headers, in order: the name the request was sent for, not the address it went to. */
+  readonly hosts: string[] = [];
   private server: Server | undefined;
   private port = 0;
 
   constructor(
     public secrets: string[],
     public answer: (n: number) => Answer = () => 204,
+    private readonly answerHeaders: Record<string, string> = {},
   ) {}
 
   /** Starts listening (on the port it had, when started again); resolves with its endpoint URL. */
@@ -74,6 +77,7 @@ export class Receiver {
     req.on('end', () => {
       const n = this.requests++;
       this.paths.push(req.url ?? '');
+      this.hosts.push(req.headers.host ?? '');
       const payload = Buffer.concat(chunks).toString('utf8');
       const headers = req.headers as Record<string, string>;
       const verified = this.secrets.every((s) => {
@@ -98,7 +102,8 @@ export class Receiver {
       } else if (answer === 'close') req.socket.destroy();
       else {
         if (answer < 300) this.got.push(got);
-        res.writeHead(answer, answer >= 300 && answer < 400 ? { location: '/elsewhere' } : {}).end();
+        const redirect = answer >= 300 && answer < 400 ? { location: '/elsewhere' } : {};
+        res.writeHead(answer, { ...redirect, ...this.answerHeaders }).end();
       }
     });
   }
