@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { EventDelivery } from '../shared/events/delivery.js';
-import { claimDeliveries, delivered } from '../shared/events/deliveries.js';
+import { CLAIM, claimDeliveries, delivered } from '../shared/events/deliveries.js';
 import { dispatchAll } from '../shared/events/dispatch.js';
 import { addEndpoint, disableEndpoint } from '../shared/events/endpoints.js';
 import { pruneAttempts } from '../shared/events/prune.js';
@@ -229,5 +229,71 @@ describe('events admin', () => {
       [done, 29],
       [done, 0],
     ]);
+  });
+  test('events: a claim reads a handful of rows with 5,000 deliveries pending to its endpoint, and an order waits for its oldest', async () => {
+    const { endpoint } = await addEndpoint(env.pool, { url: 'https://shop.example/claim', allowPrivate: false });
+    // 2,500 orders with two events each, every first before every second; nothing is delivered.
+    for (const type of ['order.created', 'order.paid'])
+      await env.pool.query(
+        `insert into events (type, sale_id, order_id, payload)
+         select $1, 'claim-plan', 'o-' || n, '{}'::jsonb from generate_series(1, 2500) n order by n`,
+        [type],
+      );
+    await dispatchAll(env.pool);
+    const due = await env.pool.query<{ id: string; type: string; order_id: string }>(
+      `select e.id, e.type, e.order_id from deliveries d join events e on e.id = d.event_id
+       where d.endpoint_id = $1 and d.status = 'pending' order by e.id`,
+      [endpoint.id],
+    );
+    assert.equal(due.rows.length, 5000);
+    const idOf = (type: string, order: string) =>
+      Number(due.rows.find((r) => r.type === type && r.order_id === order)!.id);
+
+    // The plan, run (in a transaction rolled back: a claim locks what it reads): before, a claim
+    // sorted every due row and, on a table Postgres had not analyzed, read them all again per row.
+    const client = await env.pool.connect();
+    let plan: { Plan: Record<string, unknown> };
+    try {
+      await client.query('begin');
+      const res = await client.query(`explain (analyze, buffers, format json) ${CLAIM}`, [endpoint.id, 4]);
+      plan = (res.rows[0]['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!;
+    } finally {
+      await client.query('rollback');
+      client.release();
+    }
+    const blocks = (plan.Plan['Shared Hit Blocks'] as number) + (plan.Plan['Shared Read Blocks'] as number);
+    assert.ok(blocks < 100, `a claim of 4 read ${blocks} blocks`);
+    assert.doesNotMatch(JSON.stringify(plan), /"Node Type":"Sort"/);
+
+    const first = await claimDeliveries(env.pool, endpoint.id, 4, 60_000);
+    assert.deepEqual(
+      first.map((c) => c.eventId),
+      ['o-1', 'o-2', 'o-3', 'o-4'].map((o) => idOf('order.created', o)),
+    );
+    // Every first event backing off: no second one is due, though every second one is.
+    await env.pool.query(
+      `update deliveries d set next_at = now() + interval '1 hour' from events e
+       where e.id = d.event_id and d.endpoint_id = $1 and e.type = 'order.created'`,
+      [endpoint.id],
+    );
+    assert.deepEqual(await claimDeliveries(env.pool, endpoint.id, 4, 60_000), []);
+    // o-7's first delivered: its second is the one due.
+    const [c7] = await env.pool
+      .query<{ attempts: number }>('select attempts from deliveries where endpoint_id = $1 and event_id = $2', [
+        endpoint.id,
+        idOf('order.created', 'o-7'),
+      ])
+      .then((r) => r.rows);
+    await delivered(
+      env.pool,
+      endpoint.id,
+      { eventId: idOf('order.created', 'o-7'), attempt: c7!.attempts },
+      { status: 204, latencyMs: 3, error: null },
+    );
+    assert.deepEqual(
+      (await claimDeliveries(env.pool, endpoint.id, 4, 60_000)).map((c) => c.eventId),
+      [idOf('order.paid', 'o-7')],
+    );
+    await disableEndpoint(env.pool, endpoint.id);
   });
 });
