@@ -14,6 +14,7 @@ import {
 import type { ClusterResults, Measured } from './cluster.js';
 import { analysis } from './analysis.js';
 import { eventsSection } from './events.js';
+import { outboxSection } from './outbox.js';
 import type { ProfileResults } from './profiles.js';
 import { rateLimitSection } from './rate-limit.js';
 import { roomSection } from './room-report.js';
@@ -517,6 +518,12 @@ export function document(saved: Partial<Record<'quick' | 'full', BenchResults>>)
       ? { e: saved.quick.events, mode: 'quick' as const }
       : undefined;
   if (events) out.push(eventsSection(events.e, events.mode));
+  const outbox = r.outbox
+    ? { o: r.outbox, mode: r.mode }
+    : saved.quick?.outbox
+      ? { o: saved.quick.outbox, mode: 'quick' as const }
+      : undefined;
+  if (outbox) out.push(outboxSection(outbox.o, outbox.mode));
   const room = roomSection();
   if (room) out.push(room);
   out.push('## Targets: what limits each, and what was changed', '', analysis(r), '');

@@ -12,6 +12,7 @@ import type { Summary } from './stats.js';
 import type { WholeMachineResults } from './whole-machine.js';
 import type { WriterResult } from './writer.js';
 import type { EventsResults } from './events.js';
+import type { OutboxResults } from './outbox.js';
 
 export interface BenchResults {
   mode: 'quick' | 'full';
@@ -42,6 +43,8 @@ export interface BenchResults {
   variants?: VariantResults;
   /** Delivery of outbound events at concurrency 1 and the default: bench/events.ts. */
   events?: EventsResults;
+  /** The writer's batch insert with and without its event rows: bench/outbox.ts. */
+  outbox?: OutboxResults;
 }
 
 const n = (v: number) => Math.round(v).toLocaleString('en-US');

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [--only purchase,variants,writer,expiry,cost,cluster,ratelimit,machine,profile,events] [--render]`: starts its own
+// `npm run bench [-- --quick] [--only purchase,variants,writer,expiry,cost,cluster,ratelimit,machine,profile,events,outbox] [--render]`: starts its own
 // Postgres and Redis servers, runs each comparison, saves bench/results/bench.json and writes
 // BENCHMARKS.md and the headline of README.md and docs/benchmarks.md (--render, which is
 // `npm run docs:bench`: only rewrites them from the saved results).
@@ -10,6 +10,7 @@ import type { SavedBench } from './headline.js';
 import { runCluster } from './cluster.js';
 import { measureMemory, runGrowth } from './cost.js';
 import { runEvents } from './events.js';
+import { runOutbox } from './outbox.js';
 import { runCase, runTimeliness, TIMELINESS_PRESET, type CaseSpec } from './expiry.js';
 import { Cleanup, progress, startBenchPostgres } from './harness.js';
 import { WRK_INSTALL, wrkVersion } from './load.js';
@@ -42,8 +43,7 @@ if (flags.render) {
   process.exit(0);
 }
 const parts = new Set(
-  // events only when named: its claims crawl on a fresh deliveries table (docs/events.md, Throughput).
-  (flags.only ?? 'purchase,variants,writer,expiry,cost,cluster,ratelimit,machine,profile').split(','),
+  (flags.only ?? 'purchase,variants,writer,expiry,cost,cluster,ratelimit,machine,profile,events,outbox').split(','),
 );
 
 const P = quick
@@ -104,6 +104,7 @@ const P = quick
         allWin: { stock: 40_000, buyers: 40_000, connections: 500, rounds: 3, warmupBuyers: 5_000 },
       },
       events: { events: 5_000, rounds: 3 },
+      outbox: { rounds: 20, batches: 10, batchSize: 1_000 },
     }
   : {
       purchase: { stock: 10_000, buyers: 200_000, connections: 500, rounds: 3, warmupBuyers: 20_000 },
@@ -155,6 +156,7 @@ const P = quick
         allWin: { stock: 100_000, buyers: 100_000, connections: 500, rounds: 3, warmupBuyers: 10_000 },
       },
       events: { events: 20_000, rounds: 3 },
+      outbox: { rounds: 40, batches: 20, batchSize: 1_000 },
     };
 
 const wrk = wrkVersion();
@@ -228,6 +230,7 @@ try {
   if (parts.has('profile')) results.profile = await runProfiles(pg, P.profile);
   if (parts.has('ratelimit')) results.rateLimit = await runRateLimit(pg, P.rateLimit.crowd, P.rateLimit.allWin);
   if (parts.has('events')) results.events = await runEvents(pg, P.events);
+  if (parts.has('outbox')) results.outbox = await runOutbox(pg, P.outbox);
   if (parts.has('machine')) results.wholeMachine = await runWholeMachine(pg, P.machine.crowd, P.machine.allWin);
   results.seconds = Math.round((performance.now() - started) / 1000);
 

@@ -54,11 +54,11 @@ interface ClosedRow {
   status: string;
 }
 
-const EXPIRES_MS = '(extract(epoch from expires_at) * 1000)::int8 as expires_ms';
+export const EXPIRES_MS = '(extract(epoch from expires_at) * 1000)::int8 as expires_ms';
 
 // A winner without a sku (a one-variant sale's) is of the sale's one variant.
 const ONE_SKU = `(select sku from sale_variants where sale_id = $1 order by position limit 1)`;
-const INSERT_WINNERS = `insert into orders (id, sale_id, user_id, qty, sku, status, seq, purchased_at, created_at, expires_at)
+export const INSERT_WINNERS = `insert into orders (id, sale_id, user_id, qty, sku, status, seq, purchased_at, created_at, expires_at)
      select i.id, $1, i.user_id, i.qty, coalesce(i.sku, ${ONE_SKU}, 'default'), ${sqlState(WRITE.to)}, i.seq,
             to_timestamp(i.purchased_ms / 1000.0), date_trunc('milliseconds', now()),
             date_trunc('milliseconds', now()) + make_interval(secs => s.payment_window_seconds)
